@@ -1,0 +1,35 @@
+"""gpulab: several teams' own Kubernetes, with fractional (simulated) GPUs, on one Docker host.
+
+config -> management cluster (kind, cert-manager, MetalLB, Kamaji)
+       -> per tenant: control plane -> worker -> mock GPU node -> GPU workloads
+Tenants are independent sub-graphs, so Pulumi builds them in parallel.
+"""
+
+import pulumi
+
+from components.config import load_config
+from components.gpu_workloads import GpuWorkloads
+from components.management_cluster import ManagementCluster
+from components.mock_gpu_node import MockGpuNode
+from components.tenant_control_plane import TenantControlPlane
+from components.tenant_worker import TenantWorker
+
+lab = load_config()  # validates everything before a single resource is declared
+
+management = ManagementCluster("management", lab)
+pulumi.export("management_kubeconfig", management.kubeconfig)
+pulumi.export("metallb_pool", management.metallb_pool)
+pulumi.export("kind_subnet", management.kind_subnet)
+
+for tenant in lab.tenants:
+    control_plane = TenantControlPlane(tenant.name, tenant, management)
+    worker = TenantWorker(f"{tenant.name}-worker", tenant, lab, management, control_plane)
+    gpus = MockGpuNode(f"{tenant.name}-gpus", tenant, lab, control_plane, worker)
+    if tenant.workloads:
+        GpuWorkloads(f"{tenant.name}-workloads", tenant, lab, control_plane, gpus)
+
+    prefix = tenant.output_stem  # tenant-a -> tenant_a_kubeconfig, ...
+    pulumi.export(f"{prefix}_kubeconfig", control_plane.kubeconfig)
+    pulumi.export(f"{prefix}_endpoint", control_plane.endpoint)
+    pulumi.export(f"{prefix}_node", worker.node_name)
+    pulumi.export(f"{prefix}_gpus", {"cards": [card.__dict__ for card in gpus.cards], "advertised": gpus.advertised})

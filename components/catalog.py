@@ -1,0 +1,105 @@
+"""GPU catalog: what HAMi registers for a card model, and the node register annotation built from it.
+
+The annotation format is HAMi's `[]*DeviceInfo` JSON (`pkg/device/devices.go`, read by chart >= 2.8.0):
+numbers as JSON numbers, `health: true`, `mode: hami-core`, a unique `id`, and a `type` that contains
+`NVIDIA` (HAMi keeps a card only if its type contains the request type; ../shared/notes/hami.md section 2).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+# HAMi's default deviceSplitCount: at most this many containers share one card (notes/hami.md section 8).
+DEFAULT_SPLIT_COUNT = 10
+CORES_PER_CARD = 100
+
+REGISTER_ANNOTATION = "hami.io/node-nvidia-register"
+GPU_RESOURCE = "nvidia.com/gpu"
+GPUMEM_RESOURCE = "nvidia.com/gpumem"
+GPUMEM_PERCENTAGE_RESOURCE = "nvidia.com/gpumem-percentage"
+GPUCORES_RESOURCE = "nvidia.com/gpucores"
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    """A card model as HAMi's NVIDIA plugin reports it: memory in MB, the NVML name prefixed `NVIDIA-`."""
+
+    type: str
+    memory_mb: int
+
+
+GPU_CATALOG: dict[str, GpuModel] = {
+    "A100-80GB": GpuModel(type="NVIDIA-A100-SXM4-80GB", memory_mb=81920),
+    "A100-40GB": GpuModel(type="NVIDIA-A100-SXM4-40GB", memory_mb=40960),
+    "H100-80GB": GpuModel(type="NVIDIA-H100-80GB-HBM3", memory_mb=81920),
+    "L40S": GpuModel(type="NVIDIA-L40S", memory_mb=49152),
+    "L4": GpuModel(type="NVIDIA-L4", memory_mb=24576),
+    "A10": GpuModel(type="NVIDIA-A10", memory_mb=24576),
+    "T4": GpuModel(type="NVIDIA-Tesla-T4", memory_mb=16384),
+}
+
+
+@dataclass(frozen=True)
+class Card:
+    """One simulated card on one node."""
+
+    id: str
+    index: int
+    type: str
+    memory_mb: int
+    cores: int = CORES_PER_CARD
+    split_count: int = DEFAULT_SPLIT_COUNT
+
+
+def expand_cards(tenant: str, models: list[tuple[str, int]], split_count: int = DEFAULT_SPLIT_COUNT) -> list[Card]:
+    """Cards for (model, count) pairs, ids unique per tenant and stable across runs."""
+    cards: list[Card] = []
+    for model, count in models:
+        entry = GPU_CATALOG[model]
+        for _ in range(count):
+            index = len(cards)
+            cards.append(
+                Card(
+                    id=f"GPU-MOCK-{tenant}-{index}",
+                    index=index,
+                    type=entry.type,
+                    memory_mb=entry.memory_mb,
+                    split_count=split_count,
+                )
+            )
+    return cards
+
+
+def register_annotation(cards: list[Card]) -> str:
+    """The value of `hami.io/node-nvidia-register`: compact JSON, fixed key order, so it is byte-stable."""
+    devices = [
+        {
+            "id": card.id,
+            "index": card.index,
+            "count": card.split_count,
+            "devmem": card.memory_mb,
+            "devcore": card.cores,
+            "type": card.type,
+            "numa": 0,
+            "mode": "hami-core",
+            "health": True,
+        }
+        for card in cards
+    ]
+    return json.dumps(devices, separators=(",", ":"))
+
+
+def gpu_capacity(cards: list[Card]) -> int:
+    """Node capacity `nvidia.com/gpu`: the sum of split counts, as HAMi's real plugin advertises it."""
+    return sum(card.split_count for card in cards)
+
+
+def totals(cards: list[Card]) -> dict[str, int]:
+    """What the mock device plugin advertises from the annotation (notes/hami.md section 6)."""
+    return {
+        GPU_RESOURCE: gpu_capacity(cards),
+        GPUMEM_RESOURCE: sum(card.memory_mb for card in cards),
+        GPUCORES_RESOURCE: sum(card.cores for card in cards),
+        GPUMEM_PERCENTAGE_RESOURCE: 100 * len(cards),
+    }

@@ -1,0 +1,328 @@
+"""The lab's configuration: one typed model, validated before any resource is declared.
+
+Stack config keys (all under the `gpulab:` namespace, camelCase in YAML):
+
+- `management`  the kind management cluster (name, Docker network, MetalLB pool size)
+- `tenants`     the tenants: version, CIDRs, GPU cards by catalog model, per-pod limits, quota, workloads
+- `scheduling`  HAMi placement policy and the mock-mode node-lock timeout
+- `versions`    overrides of the pins in components/versions.py
+
+Bad input raises one `pulumi.RunError` (printed without a traceback by the language host) that names
+each key, the value it had and how to fix it; nothing is created because no resource was declared yet.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from components.catalog import DEFAULT_SPLIT_COUNT, GPU_CATALOG, Card, expand_cards
+from components.versions import Versions, image_tag, parse_kubernetes_version
+
+PROJECT = "gpulab"
+# Kamaji requires TenantControlPlane names to be DNS-1035 labels (internal/webhook/handlers/tcp_name.go);
+# 40 characters leaves room for the suffixes gpulab adds (container, namespace and secret names).
+TENANT_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+DURATION = re.compile(r"^\d+(ms|s|m)$")
+
+
+class ConfigError(ValueError):
+    """Invalid lab configuration; `str()` is the full user-facing message."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True)
+
+
+class GpuCards(_Model):
+    model: str
+    count: int = Field(gt=0)
+
+    @field_validator("model")
+    @classmethod
+    def _known_model(cls, value: str) -> str:
+        if value not in GPU_CATALOG:
+            raise ValueError(f"unknown GPU model; use one of: {', '.join(GPU_CATALOG)}")
+        return value
+
+
+class PodLimits(_Model):
+    """Per-pod caps enforced by the policy pack (sums over a pod's containers)."""
+
+    gpus: int | None = Field(default=None, gt=0)
+    gpumem: int | None = Field(default=None, gt=0, description="MB")
+    gpucores: int | None = Field(default=None, gt=0, le=800, description="percent of one card, summed")
+
+
+class GpuQuota(_Model):
+    """A ResourceQuota in each workload namespace, with the keys HAMi actually tracks (notes/hami.md section 5)."""
+
+    gpumem: int | None = Field(default=None, gt=0)
+    gpucores: int | None = Field(default=None, gt=0)
+    gpus: int | None = Field(default=None, gt=0)
+
+
+class Workload(_Model):
+    """A GPU workload gpulab deploys into the tenant after its GPU node is ready."""
+
+    name: str
+    kind: Literal["Pod", "Deployment"] = "Pod"
+    namespace: str | None = None
+    replicas: int = Field(default=1, gt=0)
+    gpus: int = Field(default=1, gt=0)
+    gpumem: int | None = Field(default=None, gt=0)
+    gpumem_percentage: int | None = Field(default=None, gt=0, le=100)
+    gpucores: int | None = Field(default=None, ge=0, le=100)
+
+    @field_validator("name")
+    @classmethod
+    def _dns_name(cls, value: str) -> str:
+        if not DNS1123_LABEL.match(value):
+            raise ValueError("must be a lowercase DNS label (a-z, 0-9, '-'), e.g. trainer-1")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Workload:
+        if self.kind == "Pod" and self.replicas != 1:
+            raise ValueError(f"replicas = {self.replicas}: a Pod has exactly one replica; use kind: Deployment")
+        if self.gpumem is not None and self.gpumem_percentage is not None:
+            raise ValueError("set either gpumem (MB) or gpumemPercentage, not both")
+        return self
+
+
+class Tenant(_Model):
+    name: str
+    kubernetes_version: str = "v1.36.4"
+    pod_cidr: str = "10.244.0.0/16"
+    service_cidr: str = "10.96.0.0/16"
+    gpus: list[GpuCards] = Field(min_length=1)
+    split_count: int = Field(default=DEFAULT_SPLIT_COUNT, gt=0)
+    worker_image: str | None = None
+    limits: PodLimits = PodLimits()
+    quota: GpuQuota | None = None
+    namespaces: list[str] = Field(default=["gpu-workloads"], min_length=1)
+    workloads: list[Workload] = []
+
+    @field_validator("name")
+    @classmethod
+    def _tenant_name(cls, value: str) -> str:
+        if not TENANT_NAME.match(value):
+            raise ValueError(
+                "must be a DNS-1035 label of at most 40 characters (lowercase letter first, then a-z, 0-9, '-'), "
+                "e.g. tenant-a"
+            )
+        return value
+
+    @field_validator("kubernetes_version")
+    @classmethod
+    def _version(cls, value: str) -> str:
+        parse_kubernetes_version(value)
+        return value
+
+    @field_validator("pod_cidr", "service_cidr")
+    @classmethod
+    def _cidr(cls, value: str) -> str:
+        try:
+            network = ipaddress.ip_network(value, strict=True)
+        except ValueError:
+            raise ValueError("is not a network in CIDR notation with host bits zero, e.g. 10.244.0.0/16") from None
+        if network.version != 4:
+            raise ValueError("must be an IPv4 CIDR (the lab's tenants are single-stack IPv4)")
+        return value
+
+    @field_validator("namespaces")
+    @classmethod
+    def _namespaces(cls, value: list[str]) -> list[str]:
+        for namespace in value:
+            if not DNS1123_LABEL.match(namespace):
+                raise ValueError(f"{namespace!r} is not a valid namespace name (lowercase DNS label)")
+        return value
+
+    @model_validator(mode="after")
+    def _coherent(self) -> Tenant:
+        pod = ipaddress.ip_network(self.pod_cidr)
+        service = ipaddress.ip_network(self.service_cidr)
+        if pod.overlaps(service):
+            raise ValueError(
+                f"podCidr {self.pod_cidr} overlaps serviceCidr {self.service_cidr}; pick disjoint ranges, "
+                "e.g. podCidr 10.244.0.0/16 and serviceCidr 10.96.0.0/16"
+            )
+        names = [workload.name for workload in self.workloads]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"workloads: duplicate names {duplicates}; give each workload its own name")
+        for workload in self.workloads:
+            if workload.namespace is not None and workload.namespace not in self.namespaces:
+                raise ValueError(
+                    f"workload {workload.name!r} uses namespace {workload.namespace!r}, which is not in "
+                    f"namespaces {self.namespaces}; add it there so gpulab creates it with its quota"
+                )
+        return self
+
+    def workload_namespace(self, workload: Workload) -> str:
+        return workload.namespace or self.namespaces[0]
+
+    def cards(self) -> list[Card]:
+        return expand_cards(self.name, [(entry.model, entry.count) for entry in self.gpus], self.split_count)
+
+    @property
+    def output_stem(self) -> str:
+        """Stem of the tenant's stack outputs: `tenant-a` -> `tenant_a`, `ml` -> `tenant_ml`."""
+        return "tenant_" + self.name.removeprefix("tenant-").replace("-", "_")
+
+
+class Management(_Model):
+    name: str = "gpulab"
+    # kind puts its nodes on this Docker network (KIND_EXPERIMENTAL_DOCKER_NETWORK); a network of gpulab's own,
+    # rather than the shared `kind` one, is what lets destroy remove it.
+    network: str | None = None
+    metallb_pool_size: int = Field(default=16, ge=1, le=1024)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not TENANT_NAME.match(value):
+            raise ValueError("must be a lowercase DNS label of at most 40 characters, e.g. gpulab")
+        return value
+
+    @property
+    def network_name(self) -> str:
+        return self.network or self.name
+
+
+class Scheduling(_Model):
+    gpu_scheduler_policy: Literal["spread", "binpack"] = "spread"
+    node_scheduler_policy: Literal["spread", "binpack"] = "binpack"
+    # Mock mode only: HAMi's node lock is released by the real device plugin, never by the mock one.
+    node_lock_timeout: str = "2s"
+
+    @field_validator("node_lock_timeout")
+    @classmethod
+    def _duration(cls, value: str) -> str:
+        if not DURATION.match(value):
+            raise ValueError("must be a Go duration such as 2s or 500ms")
+        return value
+
+
+class LabConfig(_Model):
+    management: Management = Management()
+    tenants: list[Tenant] = Field(min_length=1)
+    scheduling: Scheduling = Scheduling()
+    versions: Versions = Versions()
+
+    @model_validator(mode="after")
+    def _across_tenants(self) -> LabConfig:
+        names = [tenant.name for tenant in self.tenants]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"tenants: duplicate names {duplicates}; every tenant needs its own name")
+        stems = [tenant.output_stem for tenant in self.tenants]
+        clashing = sorted({stem for stem in stems if stems.count(stem) > 1})
+        if clashing:
+            raise ValueError(
+                f"tenants: names {names} give clashing stack outputs {clashing}_*; rename one of them"
+            )
+        max_major, max_minor = self.versions.kamaji_max_minor()
+        problems: list[str] = []
+        for i, tenant in enumerate(self.tenants):
+            major, minor, _ = parse_kubernetes_version(tenant.kubernetes_version)
+            if (major, minor) > (max_major, max_minor):
+                problems.append(
+                    f"tenants[{i}].kubernetesVersion = {tenant.kubernetes_version!r}: the pinned Kamaji supports up "
+                    f"to {self.versions.kamaji_max_kubernetes}.x; pick {self.versions.kamaji_max_kubernetes}.x or "
+                    "lower (or pin a newer Kamaji in versions)"
+                )
+                continue
+            image = self.worker_image(tenant)
+            if image is None:
+                problems.append(
+                    f"tenants[{i}].kubernetesVersion = {tenant.kubernetes_version!r}: no kindest/node image is pinned "
+                    f"for it; add versions.workerNodeImages.{tenant.kubernetes_version} (with its digest) or set "
+                    f"tenants[{i}].workerImage"
+                )
+            elif image_tag(image) != tenant.kubernetes_version:
+                problems.append(
+                    f"tenants[{i}].workerImage = {image!r}: its tag does not match kubernetesVersion "
+                    f"{tenant.kubernetes_version}; use kindest/node:{tenant.kubernetes_version}@sha256:..."
+                )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def worker_image(self, tenant: Tenant) -> str | None:
+        return tenant.worker_image or self.versions.worker_node_images.get(tenant.kubernetes_version)
+
+
+def _key_path(loc: tuple[int | str, ...]) -> str:
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        else:
+            path += f".{part}" if path else part
+    return path
+
+
+def format_errors(error: ValidationError) -> str:
+    lines = []
+    for item in error.errors():
+        key = f"{PROJECT}:{_key_path(item['loc'])}" if item["loc"] else f"{PROJECT}:<root>"
+        message = item["msg"].removeprefix("Value error, ")
+        if item["type"] == "missing":
+            lines.append(f"  {key}: is required but missing; set it in Pulumi.<stack>.yaml")
+        elif item["type"] in ("value_error", "assertion_error") and not isinstance(item.get("input"), str | int):
+            lines.append(f"  {key}: {message}")
+        else:
+            lines.append(f"  {key} = {item.get('input')!r}: {message}")
+    return "invalid gpulab configuration (nothing was created):\n" + "\n".join(lines)
+
+
+def parse_config(raw: dict[str, Any]) -> LabConfig:
+    """Validate the `gpulab:*` config keys (without the prefix); raises ConfigError with every problem."""
+    if not raw.get("tenants"):
+        raise ConfigError(
+            "invalid gpulab configuration (nothing was created):\n"
+            f"  {PROJECT}:tenants = {raw.get('tenants')!r}: declare at least one tenant, "
+            "e.g. [{name: tenant-a, gpus: [{model: A100-80GB, count: 1}]}] (see Pulumi.dev.yaml)"
+        )
+    try:
+        return LabConfig.model_validate(raw)
+    except ValidationError as error:
+        raise ConfigError(format_errors(error)) from None
+
+
+CONFIG_KEYS = ("management", "tenants", "scheduling", "versions")
+
+
+def load_config() -> LabConfig:
+    """Read and validate the stack config inside a Pulumi program."""
+    import pulumi
+
+    config = pulumi.Config(PROJECT)
+    raw = {key: config.get_object(key) for key in CONFIG_KEYS}
+    try:
+        return parse_config({key: value for key, value in raw.items() if value is not None})
+    except ConfigError as error:
+        raise pulumi.RunError(str(error)) from None
+
+
+def load_stack_file(path: Path) -> LabConfig:
+    """Validate the `gpulab:*` keys of a `Pulumi.<stack>.yaml` (used by the offline checker)."""
+    document = yaml.safe_load(path.read_text()) or {}
+    config = document.get("config") or {}
+    raw = {key.split(":", 1)[1]: value for key, value in config.items() if key.startswith(f"{PROJECT}:")}
+    return parse_config({key: value for key, value in raw.items() if key in CONFIG_KEYS})

@@ -1,0 +1,195 @@
+"""MockGpuNode: HAMi and simulated GPUs in a tenant, plus the tenant's GPU quota.
+
+HAMi's scheduler places pods by `nvidia.com/gpumem` / `nvidia.com/gpucores` on cards it reads from
+the node's `hami.io/node-nvidia-register` annotation; the mock device plugin advertises those same
+cards to the kubelet. Every choice below is from ../shared/notes/hami.md (sections in comments).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pulumi
+import pulumi_command as command
+import pulumi_kubernetes as k8s
+
+from components.catalog import GPUCORES_RESOURCE, GPUMEM_RESOURCE, Card, gpu_capacity, register_annotation, totals
+from components.config import LabConfig, Tenant
+from components.shell import script_command
+from components.tenant_control_plane import TENANT_LABEL, TenantControlPlane
+from components.tenant_worker import TenantWorker
+
+HAMI_RELEASE = "hami"  # fullname `hami`: Deployment hami-scheduler, ConfigMap hami-scheduler-device
+HAMI_NAMESPACE = "kube-system"  # the mock plugin mounts hami-scheduler-device from its own namespace (section 6)
+INVENTORY_NAMESPACE = "kube-public"  # readable by every tenant user
+INVENTORY_CONFIGMAP = "gpulab-gpu-inventory"
+INVENTORY_LABEL = "gpulab.io/gpu-inventory"
+
+
+def split_image(image: str) -> dict[str, str]:
+    """`registry/repo:tag[@digest]` -> the chart's {registry, repository, tag} (digest kept on the tag)."""
+    registry, _, rest = image.partition("/")
+    repository, _, tag = rest.partition(":")
+    return {"registry": registry, "repository": repository, "tag": tag}
+
+
+def hami_values(tenant: Tenant, lab: LabConfig) -> dict:
+    """HAMi chart values; every key exists in the pinned chart's values.yaml (checked in tests)."""
+    scheduling = lab.scheduling
+    return {
+        "scheduler": {
+            # The in-pod kube-scheduler must match the tenant API server; Aliyun's default mirror may lag
+            # (section 1, "How the kube-scheduler sidecar image is chosen").
+            "kubeScheduler": {
+                "image": {"registry": "registry.k8s.io", "repository": "kube-scheduler", "tag": tenant.kubernetes_version}
+            },
+            # Mock mode: the mock plugin never releases HAMi's node lock, so every bind after the first
+            # would wait 5 minutes. `nodeLockExpire` is ignored (#2790); this flag works (section 3).
+            "extender": {"extraArgs": ["--debug", "-v=4", f"--node-lock-timeout={scheduling.node_lock_timeout}"]},
+            "defaultSchedulerPolicy": {
+                "nodeSchedulerPolicy": scheduling.node_scheduler_policy,
+                "gpuSchedulerPolicy": scheduling.gpu_scheduler_policy,
+            },
+            # ClusterIP: no NodePort is claimed on the worker (checklist item 12).
+            "service": {"type": "ClusterIP"},
+        },
+        "devicePlugin": {
+            # The real NVIDIA plugin DaemonSet selects `gpu: "on"`, a label gpulab never sets, so it runs nowhere.
+            "deviceSplitCount": tenant.split_count,
+            "service": {"type": "ClusterIP"},
+        },
+        # The chart's mock plugin, and not the mock repo's manifests too: same RBAC names (checklist item 11).
+        "mockDevicePlugin": {"enabled": True, "image": split_image(lab.versions.mock_device_plugin_image)},
+    }
+
+
+def quota_hard(tenant: Tenant) -> dict[str, str]:
+    """ResourceQuota keys HAMi tracks: limits.nvidia.com/gpumem|gpucores; the GPU count via the native
+    requests.nvidia.com/gpu (HAMi ignores limits.nvidia.com/gpu; section 5)."""
+    quota = tenant.quota
+    if quota is None:
+        return {}
+    hard = {}
+    if quota.gpumem is not None:
+        hard[f"limits.{GPUMEM_RESOURCE}"] = str(quota.gpumem)
+    if quota.gpucores is not None:
+        hard[f"limits.{GPUCORES_RESOURCE}"] = str(quota.gpucores)
+    if quota.gpus is not None:
+        hard["requests.nvidia.com/gpu"] = str(quota.gpus)
+    return hard
+
+
+def inventory_document(tenant: Tenant, lab: LabConfig, cards: list[Card], node_name: str) -> dict:
+    """What the tenant's GPU node offers and allows; read by the policy pack and by tenant users."""
+    return {
+        "tenant": tenant.name,
+        "mode": "mock",
+        "node": node_name,
+        "gpuSchedulerPolicy": lab.scheduling.gpu_scheduler_policy,
+        "cards": [
+            {"id": c.id, "type": c.type, "memoryMb": c.memory_mb, "cores": c.cores, "splitCount": c.split_count}
+            for c in cards
+        ],
+        "limits": tenant.limits.model_dump(by_alias=True, exclude_none=True),
+        "quota": tenant.quota.model_dump(by_alias=True, exclude_none=True) if tenant.quota else {},
+        "namespaces": list(tenant.namespaces),
+    }
+
+
+class MockGpuNode(pulumi.ComponentResource):
+    """HAMi + mock device plugin + the node's declared GPU inventory + per-tenant GPU quota."""
+
+    cards: list[Card]
+    advertised: dict[str, int]
+    register_annotation: str
+    namespaces: list[k8s.core.v1.Namespace]
+    ready: command.local.Command
+
+    def __init__(
+        self,
+        name: str,
+        tenant: Tenant,
+        lab: LabConfig,
+        control_plane: TenantControlPlane,
+        worker: TenantWorker,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("gpulab:index:MockGpuNode", name, None, opts)
+        self.cards = tenant.cards()
+        self.advertised = totals(self.cards)
+        self.register_annotation = register_annotation(self.cards)
+        after_worker = pulumi.ResourceOptions(parent=self, provider=control_plane.provider, depends_on=[worker.ready])
+
+        # helm.v3.Release, not Chart v4: HAMi's webhook certificate comes from Helm hook Jobs, and the
+        # release renders against the tenant's real version (.Capabilities; section 1).
+        hami = k8s.helm.v3.Release(
+            f"{name}-hami",
+            name=HAMI_RELEASE,
+            chart=lab.versions.hami.chart,
+            version=lab.versions.hami.version,
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=lab.versions.hami.repo),
+            namespace=HAMI_NAMESPACE,
+            values=hami_values(tenant, lab),
+            timeout=600,
+            opts=after_worker,
+        )
+        inventory = script_command(
+            f"{name}-inventory",
+            "apply-gpu-inventory.sh",
+            stdin=control_plane.kubeconfig,
+            environment={
+                "NODE_NAME": worker.node_name,
+                "REGISTER_JSON": self.register_annotation,
+                "GPU_CAPACITY": str(gpu_capacity(self.cards)),
+                "HAMI_NAMESPACE": HAMI_NAMESPACE,
+            },
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[hami]),
+        )
+        self.ready = script_command(
+            f"{name}-ready",
+            "wait-gpu-node.sh",
+            stdin=control_plane.kubeconfig,
+            environment={
+                "NODE_NAME": worker.node_name,
+                "EXPECT_JSON": json.dumps(self.advertised, sort_keys=True),
+                "PYTHON": sys.executable,
+                "HAMI_NAMESPACE": HAMI_NAMESPACE,
+                "TIMEOUT": "600",
+            },
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[inventory]),
+        )
+
+        self.namespaces = []
+        hard = quota_hard(tenant)
+        for namespace_name in tenant.namespaces:
+            namespace = k8s.core.v1.Namespace(
+                f"{name}-ns-{namespace_name}",
+                metadata={"name": namespace_name, "labels": {TENANT_LABEL: tenant.name}},
+                opts=after_worker,
+            )
+            self.namespaces.append(namespace)
+            if hard:
+                k8s.core.v1.ResourceQuota(
+                    f"{name}-quota-{namespace_name}",
+                    metadata={"name": "gpulab-gpu-quota", "namespace": namespace.metadata.name},
+                    spec={"hard": hard},
+                    opts=after_worker,
+                )
+
+        k8s.core.v1.ConfigMap(
+            f"{name}-inventory-document",
+            metadata={
+                "name": INVENTORY_CONFIGMAP,
+                "namespace": INVENTORY_NAMESPACE,
+                "labels": {TENANT_LABEL: tenant.name, INVENTORY_LABEL: "true"},
+            },
+            data={"inventory.json": json.dumps(inventory_document(tenant, lab, self.cards, worker.node_name), indent=2)},
+            opts=after_worker,
+        )
+        self.register_outputs(
+            {
+                "cards": [card.__dict__ for card in self.cards],
+                "advertised": self.advertised,
+            }
+        )

@@ -1,0 +1,170 @@
+"""TenantControlPlane: one Kamaji control plane per tenant, on a MetalLB IP, and its admin kubeconfig.
+
+Every value below is checked against ../shared/notes/kamaji.md and, in tests, against Kamaji's CRD
+schema in ../shared/upstream/kamaji/.
+"""
+
+from __future__ import annotations
+
+import base64
+import ipaddress
+
+import pulumi
+import pulumi_command as command
+import pulumi_kubernetes as k8s
+
+from components.config import Tenant
+from components.management_cluster import KAMAJI_DATASTORE, ManagementCluster
+from components.shell import script_command
+
+TENANT_LABEL = "gpulab.io/tenant"
+API_PORT = 6443
+KONNECTIVITY_PORT = 8132
+READY_TIMEOUT_SECONDS = 900
+
+
+def control_plane_namespace(tenant: Tenant) -> str:
+    return f"gpulab-{tenant.name}"
+
+
+def control_plane_spec(tenant: Tenant) -> dict:
+    """The TenantControlPlane spec; every field Kamaji requires is here (notes/kamaji.md section 0)."""
+    service = ipaddress.ip_network(tenant.service_cidr)
+    return {
+        "dataStore": KAMAJI_DATASTORE,
+        "controlPlane": {
+            "deployment": {"replicas": 1},  # one pod with the four control-plane containers
+            "service": {"serviceType": "LoadBalancer"},  # required; MetalLB gives it an IP
+        },
+        "kubernetes": {
+            "version": tenant.kubernetes_version,
+            # `kubelet` is required even when empty. Patches use `add`: `replace` fails on the missing
+            # key and kubelet-config is never uploaded (notes/kamaji.md section 0 item 10).
+            "kubelet": {
+                "preferredAddressTypes": ["InternalIP", "ExternalIP", "Hostname"],
+                "configurationJSONPatches": [
+                    # kindest/node's containerd runs with SystemdCgroup = true.
+                    {"op": "add", "path": "/cgroupDriver", "value": "systemd"},
+                    # Swap on the host must not stop the kubelet (item 9).
+                    {"op": "add", "path": "/failSwapOn", "value": False},
+                    # The kubelet sees the host disk; kind turns these thresholds off too (item 18).
+                    {
+                        "op": "add",
+                        "path": "/evictionHard",
+                        "value": {"nodefs.available": "0%", "nodefs.inodesFree": "0%", "imagefs.available": "0%"},
+                    },
+                ],
+            },
+        },
+        "networkProfile": {
+            "port": API_PORT,
+            "podCidr": tenant.pod_cidr,  # also Calico's pool: the controller-manager allocates node CIDRs from it
+            "serviceCidr": tenant.service_cidr,
+            "dnsServiceIPs": [str(service.network_address + 10)],  # what Kamaji's webhook would compute
+        },
+        "addons": {
+            "coreDNS": {},
+            "kubeProxy": {},
+            # Required: the tenant API server reaches webhooks on the worker (HAMi's) only through it.
+            "konnectivity": {"server": {"port": KONNECTIVITY_PORT}, "agent": {"mode": "DaemonSet"}},
+        },
+    }
+
+
+class KamajiTenantControlPlane(pulumi.CustomResource):
+    """The Kamaji CR, with `status` readable (pulumi-kubernetes' CustomResource exposes only the spec)."""
+
+    status: pulumi.Output[dict]
+
+    def __init__(self, resource_name: str, metadata: dict, spec: dict, opts: pulumi.ResourceOptions) -> None:
+        super().__init__(
+            "kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane",
+            resource_name,
+            {
+                "apiVersion": "kamaji.clastix.io/v1alpha1",
+                "kind": "TenantControlPlane",
+                "metadata": metadata,
+                "spec": spec,
+                "status": None,
+            },
+            opts,
+        )
+
+
+def admin_secret_id(namespace: str, status: dict) -> str:
+    return f"{namespace}/{status['kubeconfig']['admin']['secretName']}"
+
+
+def endpoint_ip(status: dict) -> str:
+    """`status.controlPlaneEndpoint` is `<address>:<port>`; the address is the MetalLB IP."""
+    return status["controlPlaneEndpoint"].rsplit(":", 1)[0]
+
+
+class TenantControlPlane(pulumi.ComponentResource):
+    """A Kamaji TenantControlPlane, Ready, with its admin kubeconfig (secret) and a provider on it."""
+
+    kubeconfig: pulumi.Output[str]
+    endpoint: pulumi.Output[str]
+    provider: k8s.Provider
+    api_ready: command.local.Command
+    tenant_control_plane: KamajiTenantControlPlane
+
+    def __init__(
+        self,
+        name: str,
+        tenant: Tenant,
+        management: ManagementCluster,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("gpulab:index:TenantControlPlane", name, None, opts)
+        in_management = pulumi.ResourceOptions(parent=self, provider=management.provider)
+
+        namespace = k8s.core.v1.Namespace(
+            f"{name}-namespace",
+            metadata={"name": control_plane_namespace(tenant), "labels": {TENANT_LABEL: tenant.name}},
+            opts=in_management,
+        )
+        # Depends on the namespace through its name, so destroy deletes the TCP (and waits for Kamaji's
+        # finalizers to clean its datastore) before the namespace; and on Kamaji, which must outlive it.
+        self.tenant_control_plane = KamajiTenantControlPlane(
+            f"{name}-tcp",
+            metadata={
+                "name": tenant.name,
+                "namespace": namespace.metadata.name,
+                "labels": {TENANT_LABEL: tenant.name, "tenant.clastix.io": tenant.name},
+                "annotations": {
+                    # TCPs have no conditions; Ready is this status string (notes/kamaji.md section 2).
+                    "pulumi.com/waitFor": "jsonpath={.status.kubernetesResources.version.status}=Ready",
+                    "pulumi.com/timeoutSeconds": str(READY_TIMEOUT_SECONDS),
+                },
+            },
+            spec=control_plane_spec(tenant),
+            opts=pulumi.ResourceOptions.merge(
+                in_management, pulumi.ResourceOptions(depends_on=management.ready_for_tenants)
+            ),
+        )
+        status = self.tenant_control_plane.status
+
+        # The read's id is unknown until the TCP exists, which defers the read on a fresh stack's first
+        # preview instead of failing on a missing Secret (notes/pulumi.md section 6).
+        admin = k8s.core.v1.Secret.get(
+            f"{name}-admin-kubeconfig",
+            pulumi.Output.all(namespace.metadata.name, status).apply(lambda args: admin_secret_id(*args)),
+            opts=pulumi.ResourceOptions(parent=self, provider=management.provider, depends_on=[self.tenant_control_plane]),
+        )
+        self.kubeconfig = pulumi.Output.secret(admin.data.apply(lambda data: base64.b64decode(data["admin.conf"]).decode()))
+        self.endpoint = status.apply(endpoint_ip)
+
+        self.api_ready = script_command(
+            f"{name}-api-ready",
+            "wait-tenant-api.sh",
+            stdin=self.kubeconfig,
+            environment={"TENANT": tenant.name, "TIMEOUT": "300"},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[admin]),
+        )
+        self.provider = k8s.Provider(
+            f"{name}-provider",
+            kubeconfig=self.kubeconfig,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.api_ready]),
+        )
+        self.register_outputs({"kubeconfig": self.kubeconfig, "endpoint": self.endpoint})

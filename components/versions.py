@@ -1,0 +1,124 @@
+"""Everything gpulab pulls from outside, pinned in one place.
+
+Every field can be overridden from stack config (`gpulab:versions`), for example to move to a newer
+Calico without touching code. `make up` reads the CLI pins from here too (`python -m components.versions`),
+so there is no second list to keep in step.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+from pydantic import BaseModel, ConfigDict, Field
+
+KUBERNETES_VERSION = re.compile(r"^v(\d+)\.(\d+)\.(\d+)$")
+
+
+def parse_kubernetes_version(version: str) -> tuple[int, int, int]:
+    """`v1.36.4` -> (1, 36, 4); raises ValueError naming the expected shape."""
+    match = KUBERNETES_VERSION.match(version)
+    if not match:
+        raise ValueError(f"{version!r} is not a Kubernetes version; write it as vMAJOR.MINOR.PATCH, e.g. v1.36.4")
+    major, minor, patch = (int(part) for part in match.groups())
+    return major, minor, patch
+
+
+def image_tag(image: str) -> str:
+    """The tag of an image reference, ignoring any registry port and digest."""
+    name = image.split("@", 1)[0]
+    last = name.rsplit("/", 1)[-1]
+    return last.split(":", 1)[1] if ":" in last else "latest"
+
+
+class HelmChart(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    repo: str
+    chart: str
+    version: str
+
+
+class CliTool(BaseModel):
+    """A binary `make up` installs into ./bin when missing (linux-amd64 checksum where upstream publishes one)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    version: str
+    sha256_linux_amd64: str = Field(default="", alias="sha256LinuxAmd64")
+
+
+class Versions(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    # Host tools. kind v0.33.0 is the release that ships the v1.36.4 node image below.
+    kind: CliTool = CliTool(
+        version="v0.33.0", sha256_linux_amd64="aee6151561422756b764a4ae28e7f44cda5af5a9eead3cc9985112b1de8d8e0d"
+    )
+    kubectl: CliTool = CliTool(
+        version="v1.36.4", sha256_linux_amd64="8b8f088da2dab964f853b38464033b1be15ede2839eca751482357c45abdd05a"
+    )
+    # Same version as the `pulumi` SDK in requirements.txt; the CLI tarball's checksum comes from its release file.
+    pulumi: CliTool = CliTool(version="3.272.0")
+
+    # Management cluster node (kind v0.33.0 release notes list this digest).
+    management_node_image: str = Field(
+        default="kindest/node:v1.36.4@sha256:099e049362a1526b2db71494e1947aae99bd16290d7c895f2b7ea312e3cbfaed",
+        alias="managementNodeImage",
+    )
+    # Tenant worker images by Kubernetes version; a tenant's worker must run its control plane's version
+    # (kubelet never newer than the API server, ../shared/notes/kamaji.md section 0 item 16).
+    worker_node_images: dict[str, str] = Field(
+        default={
+            "v1.36.4": "kindest/node:v1.36.4@sha256:099e049362a1526b2db71494e1947aae99bd16290d7c895f2b7ea312e3cbfaed",
+        },
+        alias="workerNodeImages",
+    )
+
+    cert_manager: HelmChart = Field(
+        default=HelmChart(repo="https://charts.jetstack.io", chart="cert-manager", version="v1.21.2"),
+        alias="certManager",
+    )
+    metallb_manifest: str = Field(
+        default="https://raw.githubusercontent.com/metallb/metallb/v0.16.1/config/manifests/metallb-native.yaml",
+        alias="metallbManifest",
+    )
+    # Kamaji publishes only the moving chart `0.0.0+latest` (its versioning.md); the controller image is what
+    # we can pin, so it is pinned to an edge release that supports Kubernetes v1.36.
+    kamaji: HelmChart = HelmChart(repo="https://clastix.github.io/charts", chart="kamaji", version="0.0.0+latest")
+    kamaji_image_tag: str = Field(default="26.8.4-edge", alias="kamajiImageTag")
+    # Highest tenant minor the pinned Kamaji accepts (KubeadmVersion v1.36.0; patch is ignored by its webhook).
+    kamaji_max_kubernetes: str = Field(default="v1.36", alias="kamajiMaxKubernetes")
+
+    calico_manifest: str = Field(
+        default="https://raw.githubusercontent.com/projectcalico/calico/v3.31.6/manifests/calico.yaml",
+        alias="calicoManifest",
+    )
+    # HAMi 2.8.3 reads the JSON register annotation (>= 2.8.0) and still uses the list form of `vnpus`
+    # that mock-device-plugin 1.0.1 parses (../shared/notes/hami.md section 6, compatibility trap).
+    hami: HelmChart = HelmChart(repo="https://project-hami.github.io/HAMi/", chart="hami", version="2.8.3")
+    mock_device_plugin_image: str = Field(
+        default="docker.io/projecthami/mock-device-plugin:1.0.1", alias="mockDevicePluginImage"
+    )
+    # Image for the GPU workloads declared in config (they only sleep: the mock has no CUDA).
+    workload_image: str = Field(default="docker.io/library/busybox:1.37.0", alias="workloadImage")
+
+    def kamaji_max_minor(self) -> tuple[int, int]:
+        major, minor = self.kamaji_max_kubernetes.lstrip("v").split(".")[:2]
+        return int(major), int(minor)
+
+
+def shell_exports(versions: Versions) -> str:
+    """KEY=value lines for scripts/prereqs.sh."""
+    lines = {
+        "KIND_VERSION": versions.kind.version,
+        "KIND_SHA256": versions.kind.sha256_linux_amd64,
+        "KUBECTL_VERSION": versions.kubectl.version,
+        "KUBECTL_SHA256": versions.kubectl.sha256_linux_amd64,
+        "PULUMI_VERSION": versions.pulumi.version,
+    }
+    return "".join(f"{key}={value}\n" for key, value in lines.items())
+
+
+if __name__ == "__main__":  # pragma: no cover - exercised by scripts/prereqs.sh
+    sys.stdout.write(shell_exports(Versions()))

@@ -1,0 +1,37 @@
+"""Shared test setup: the project root on sys.path, and the read-only upstream files in ../shared."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared"
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+
+def upstream_path(relative: str) -> Path:
+    """A file under ../shared/upstream; a missing one fails the test with what to do, never skips it."""
+    path = SHARED / "upstream" / relative
+    if not path.is_file():
+        pytest.fail(
+            f"upstream test data {path} is missing: these tests validate against the upstream schemas kept in "
+            "../shared/upstream (see its SOURCES.md); check out the project next to shared/"
+        )
+    return path
+
+
+def upstream_yaml(relative: str):
+    return yaml.safe_load(upstream_path(relative).read_text())
+
+
+def crd_schema(relative: str, version: str) -> dict:
+    crd = upstream_yaml(relative)
+    for entry in crd["spec"]["versions"]:
+        if entry["name"] == version:
+            return entry["schema"]["openAPIV3Schema"]
+    raise AssertionError(f"{relative} has no version {version}")
