@@ -24,6 +24,7 @@ from pulumi.runtime.sync_await import _sync_await
 ROOT = Path(__file__).resolve().parent.parent
 MAIN = ROOT / "__main__.py"
 KIND_KUBECONFIG = "apiVersion: v1\nkind: Config\nclusters: [{name: kind-gpulab}]\n"
+UNKNOWN_ID = rpc.UNKNOWN  # the id the SDK sends for a read whose id is not known yet
 DUAL_STACK_IPAM = [
     {"subnet": "fc00:f853:ccd:e793::/64", "gateway": "fc00:f853:ccd:e793::1"},
     {"subnet": "172.30.0.0/16", "gateway": "172.30.0.1"},
@@ -49,10 +50,7 @@ class Registration:
     replace_on_changes: list[str] = field(default_factory=list)
     additional_secret_outputs: list[str] = field(default_factory=list)
     transforms: list[Any] = field(default_factory=list)
-
-    @property
-    def provider_urn(self) -> str:
-        return self.provider.split("::", 4)[0] + "::" + "::".join(self.provider.split("::")[1:4]) if self.provider else ""
+    secret_inputs: set[str] = field(default_factory=set)
 
 
 class LabMocks(pulumi.runtime.Mocks):
@@ -64,6 +62,7 @@ class LabMocks(pulumi.runtime.Mocks):
         self.transforms: dict[str, list[Any]] = {}
         self.invokes: list[tuple[str, dict]] = []
         self._endpoints = 200
+        self.monitor: RecordingMonitor | None = None
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
         outputs = dict(args.inputs)
@@ -89,6 +88,9 @@ class LabMocks(pulumi.runtime.Mocks):
                     "kubernetesResources": {"version": {"status": "Ready", "version": "v1.36.4"}},
                 }
             )
+        elif args.typ == "kubernetes:core/v1:Secret" and args.resource_id == UNKNOWN_ID:
+            # The engine skips a read whose id is unknown (pulumi deploy/step.go); so does this mock.
+            outputs["data"] = rpc.UNKNOWN
         elif args.typ == "kubernetes:core/v1:Secret" and args.resource_id:
             tenant = args.resource_id.split("/", 1)[1].removesuffix("-admin-kubeconfig")
             outputs["data"] = {"admin.conf": base64.b64encode(tenant_kubeconfig(tenant).encode()).decode()}
@@ -111,11 +113,13 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         dependencies = set(request.dependencies)
         for urns in request.propertyDependencies.values():
             dependencies.update(urns.urns)
+        raw = rpc.deserialize_properties(request.object, keep_unknowns=True)
         self.registrations[response.urn] = Registration(
             urn=response.urn,
             type=request.type,
             name=request.name,
-            inputs=rpc_inputs(request),
+            inputs=unwrap_secrets(raw),
+            secret_inputs={key for key, value in raw.items() if is_secret_value(value)},
             parent=request.parent,
             dependencies=dependencies,
             provider=request.provider,
@@ -142,8 +146,19 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         return response
 
 
-def rpc_inputs(request) -> dict[str, Any]:
-    return rpc.deserialize_properties(request.object)
+def is_secret_value(value: Any) -> bool:
+    return isinstance(value, dict) and value.get(rpc._special_sig_key) == rpc._special_secret_sig
+
+
+def unwrap_secrets(value: Any) -> Any:
+    """Plain values for assertions; which inputs were secret is recorded separately (`secret_inputs`)."""
+    if is_secret_value(value):
+        return unwrap_secrets(value["value"])
+    if isinstance(value, dict):
+        return {key: unwrap_secrets(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [unwrap_secrets(item) for item in value]
+    return value
 
 
 @dataclass
@@ -232,6 +247,7 @@ def run_program(config: dict[str, Any], *, preview: bool = False, mocks: LabMock
     """Evaluate __main__.py with `config` under fresh mocks; returns what it registered and exported."""
     mocks = mocks or LabMocks()
     monitor = RecordingMonitor(mocks)
+    mocks.monitor = monitor  # reachable even when the program raises
     settings.ROOT.set(None)  # a fresh root Stack: exports of earlier runs must not leak in
     pulumi.runtime.set_mocks(mocks, project="gpulab", stack="dev", preview=preview, monitor=monitor)
     pulumi.runtime.set_all_config({f"gpulab:{key}": json.dumps(value) for key, value in config.items()})

@@ -1,0 +1,161 @@
+"""ManagementCluster under Pulumi mocks: what it declares, the orderings that matter, its outputs."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from conftest import ROOT, upstream_yaml
+from lab_harness import KIND_KUBECONFIG, LabMocks, lab_config, run_program
+
+from components.versions import Versions
+
+
+@pytest.fixture(scope="module")
+def program():
+    return run_program(lab_config())
+
+
+def test_kind_cluster_command(program) -> None:
+    kind = program.named("management-kind")
+    assert kind.inputs["create"] == "bash scripts/kind-create.sh"
+    assert kind.inputs["delete"] == "bash scripts/kind-delete.sh"
+    assert kind.inputs["environment"] == {
+        "CLUSTER_NAME": "gpulab",
+        "NODE_IMAGE": Versions().management_node_image,
+        "NETWORK": "gpulab",
+    }
+    assert kind.delete_before_replace, "kind cluster names are singletons: delete before replacing"
+    assert "environment" in kind.replace_on_changes
+    assert kind.additional_secret_outputs == ["stdout"]
+    assert kind.inputs["logging"] == "stderr", "stdout carries the kubeconfig and must never be logged"
+
+
+def test_management_kubeconfig_is_a_secret_export(program) -> None:
+    assert program.exports["management_kubeconfig"] == KIND_KUBECONFIG
+    assert "management_kubeconfig" in program.secret_exports
+
+
+def test_provider_uses_the_kind_kubeconfig(program) -> None:
+    provider = program.named("management-provider")
+    assert provider.inputs["kubeconfig"] == KIND_KUBECONFIG
+    assert "kubeconfig" in provider.secret_inputs
+    assert program.depends_on(provider, program.named("management-kind"))
+
+
+def test_cert_manager_release_is_pinned(program) -> None:
+    release = program.named("management-cert-manager")
+    assert release.inputs["chart"] == "cert-manager"
+    assert release.inputs["version"] == "v1.21.2"
+    assert release.inputs["repositoryOpts"] == {"repo": "https://charts.jetstack.io"}
+    assert release.inputs["values"] == {"crds": {"enabled": True}}
+
+
+def test_cert_manager_ready_before_kamaji(program) -> None:
+    kamaji = program.named("management-kamaji")
+    ready = program.named("management-cert-manager-ready")
+    assert ready.inputs["create"] == "bash scripts/wait-cert-manager.sh"
+    assert ready.inputs["stdin"] == KIND_KUBECONFIG
+    assert "stdin" in ready.secret_inputs, "a kubeconfig on stdin must stay secret in state"
+    assert program.depends_on(ready, program.named("management-cert-manager"))
+    assert program.depends_on(kamaji, ready)
+
+
+def test_metallb_ready_before_its_pool(program) -> None:
+    metallb = program.named("management-metallb")
+    pool = program.named("management-metallb-pool")
+    l2 = program.named("management-metallb-l2")
+    assert metallb.inputs["file"].endswith("/metallb/metallb/v0.16.1/config/manifests/metallb-native.yaml")
+    assert program.depends_on(pool, metallb)
+    assert program.depends_on(l2, pool)
+
+
+def test_pool_comes_from_the_ipv4_subnet_of_a_dual_stack_network(program) -> None:
+    assert program.exports["metallb_pool"] == "172.30.255.239-172.30.255.254"
+    assert program.exports["kind_subnet"] == "172.30.0.0/16"
+    assert program.named("management-metallb-pool").inputs["spec"]["addresses"] == ["172.30.255.239-172.30.255.254"]
+    network_reads = [args for token, args in program.mocks.invokes if token == "docker:index/getNetwork:getNetwork"]
+    assert network_reads == [{"name": "gpulab"}]
+
+
+def test_pool_size_is_configurable() -> None:
+    program = run_program(lab_config(management={"name": "gpulab", "metallbPoolSize": 4}))
+    assert program.exports["metallb_pool"] == "172.30.255.251-172.30.255.254"
+
+
+def test_network_without_ipv4_stops_with_a_clear_error() -> None:
+    import pulumi
+
+    mocks = LabMocks(ipam=[{"subnet": "fc00:f853:ccd:e793::/64"}])
+    with pytest.raises(pulumi.RunError, match="no IPv4 subnet"):
+        run_program(lab_config(), mocks=mocks)
+
+
+def test_kamaji_release(program) -> None:
+    kamaji = program.named("management-kamaji")
+    assert kamaji.inputs["name"] == "kamaji"
+    assert kamaji.inputs["namespace"] == "kamaji-system"
+    assert kamaji.inputs["createNamespace"] is True
+    assert kamaji.inputs["chart"] == "kamaji"
+    assert kamaji.inputs["version"] == Versions().kamaji.version
+    assert kamaji.inputs["values"]["image"]["tag"] == Versions().kamaji_image_tag
+    assert kamaji.inputs["timeout"] > 300, "the kamaji-etcd setup hook may take 5 minutes"
+
+
+def test_kamaji_resources_null_really_reaches_the_chart(program) -> None:
+    kamaji = program.named("management-kamaji")
+    files = kamaji.inputs["valueYamlFiles"]
+    assert len(files) == 1
+    path = ROOT / files[0].path
+    values = yaml.safe_load(path.read_text())
+    assert "resources" in values and values["resources"] is None
+
+
+def test_every_kamaji_value_exists_in_the_upstream_chart(program) -> None:
+    upstream = upstream_yaml("kamaji/chart-values.yaml")
+    kamaji = program.named("management-kamaji")
+    file_values = yaml.safe_load((ROOT / kamaji.inputs["valueYamlFiles"][0].path).read_text())
+    for values in (kamaji.inputs["values"], file_values):
+        for path in leaf_paths(values):
+            assert has_path(upstream, path), f"Kamaji chart has no value {'.'.join(path)}"
+
+
+def test_kamaji_ready_gates_tenants(program) -> None:
+    ready = program.named("management-kamaji-ready")
+    assert ready.inputs["create"] == "bash scripts/wait-kamaji.sh"
+    assert ready.inputs["environment"]["DATASTORE"] == "default"
+    assert program.depends_on(ready, program.named("management-kamaji"))
+    for tcp in program.of_type("kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane"):
+        assert program.depends_on(tcp, ready), "no TenantControlPlane before Kamaji's webhooks serve"
+        assert program.depends_on(tcp, program.named("management-metallb-l2"))
+
+
+def test_everything_in_the_cluster_uses_its_provider(program) -> None:
+    for name in ("management-cert-manager", "management-metallb", "management-metallb-pool", "management-kamaji"):
+        provider = program.provider_of(program.named(name))
+        assert provider is not None and provider.name == "management-provider", name
+
+
+def test_children_are_parented_to_the_component(program) -> None:
+    component = program.named("management")
+    assert component.type == "gpulab:index:ManagementCluster"
+    for name in ("management-kind", "management-provider", "management-kamaji", "management-metallb-pool"):
+        assert program.named(name).parent == component.urn
+
+
+def leaf_paths(values: dict, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    paths = []
+    for key, value in values.items():
+        if isinstance(value, dict) and value:
+            paths.extend(leaf_paths(value, (*prefix, key)))
+        else:
+            paths.append((*prefix, key))
+    return paths
+
+
+def has_path(values: dict, path: tuple[str, ...]) -> bool:
+    node = values
+    for key in path:
+        if not isinstance(node, dict) or key not in node:
+            return False
+        node = node[key]
+    return True

@@ -1,0 +1,259 @@
+"""TenantControlPlane and TenantWorker under mocks, for the reference stack, one tenant and five."""
+
+from __future__ import annotations
+
+import jsonschema
+import pulumi
+import pytest
+from conftest import crd_schema
+from lab_harness import UNKNOWN_ID, LabMocks, lab_config, make_tenant, run_program, tenant_kubeconfig
+
+from components.config import parse_config
+from components.tenant_control_plane import control_plane_spec
+from components.tenant_worker import calico_pool_transform, set_container_env
+
+TCP = "kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane"
+
+
+@pytest.fixture(scope="module")
+def program():
+    return run_program(lab_config())
+
+
+def test_two_control_planes_and_two_workers(program) -> None:
+    assert sorted(r.name for r in program.of_type(TCP)) == ["tenant-a-tcp", "tenant-b-tcp"]
+    assert sorted(r.name for r in program.of_type("docker:index/container:Container")) == [
+        "tenant-a-worker-node",
+        "tenant-b-worker-node",
+    ]
+    for component in ("gpulab:index:TenantControlPlane", "gpulab:index:TenantWorker"):
+        assert len(program.of_type(component)) == 2
+
+
+def test_tenant_kubeconfigs_are_secret_outputs(program) -> None:
+    for tenant in ("tenant-a", "tenant-b"):
+        key = f"{tenant.replace('-', '_')}_kubeconfig"
+        assert program.exports[key] == tenant_kubeconfig(tenant)
+        assert key in program.secret_exports
+
+
+def test_endpoints_are_the_metallb_ips(program) -> None:
+    endpoints = {program.exports["tenant_a_endpoint"], program.exports["tenant_b_endpoint"]}
+    assert endpoints == {"172.30.255.201", "172.30.255.202"}
+    assert "tenant_a_endpoint" not in program.secret_exports
+
+
+def test_tcp_waits_for_the_real_ready_signal(program) -> None:
+    tcp = program.named("tenant-a-tcp")
+    annotations = tcp.inputs["metadata"]["annotations"]
+    assert annotations["pulumi.com/waitFor"] == "jsonpath={.status.kubernetesResources.version.status}=Ready"
+    assert int(annotations["pulumi.com/timeoutSeconds"]) >= 600
+
+
+@pytest.mark.parametrize("tenant_index", [0, 1])
+def test_generated_tcp_validates_against_kamajis_crd(program, tenant_index: int) -> None:
+    schema = crd_schema("kamaji/tenantcontrolplanes.crd.yaml", "v1alpha1")
+    tcp = program.of_type(TCP)[tenant_index]
+    jsonschema.validate(tcp.inputs, schema)
+    assert {"controlPlane", "kubernetes"} <= set(schema["properties"]["spec"]["required"])
+
+
+def test_tcp_crd_validation_catches_a_missing_required_field() -> None:
+    """The schema check is not vacuous: without `kubelet` Kamaji's CRD rejects the object."""
+    schema = crd_schema("kamaji/tenantcontrolplanes.crd.yaml", "v1alpha1")
+    spec = control_plane_spec(parse_config(lab_config()).tenants[0])
+    del spec["kubernetes"]["kubelet"]
+    with pytest.raises(jsonschema.ValidationError, match="'kubelet' is a required property"):
+        jsonschema.validate({"apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "TenantControlPlane", "spec": spec}, schema)
+
+
+def test_tcp_spec_values(program) -> None:
+    spec = program.named("tenant-b-tcp").inputs["spec"]
+    assert spec["controlPlane"]["service"]["serviceType"] == "LoadBalancer"
+    assert spec["kubernetes"]["version"] == "v1.36.4"
+    patches = spec["kubernetes"]["kubelet"]["configurationJSONPatches"]
+    assert {"op": "add", "path": "/cgroupDriver", "value": "systemd"} in patches
+    assert all(patch["op"] == "add" for patch in patches), "replace on a missing key fails (notes item 10)"
+    assert spec["networkProfile"] == {
+        "port": 6443,
+        "podCidr": "10.245.0.0/16",
+        "serviceCidr": "10.97.0.0/16",
+        "dnsServiceIPs": ["10.97.0.10"],
+    }
+    assert spec["addons"]["konnectivity"] == {"server": {"port": 8132}, "agent": {"mode": "DaemonSet"}}
+    assert "coreDNS" in spec["addons"] and "kubeProxy" in spec["addons"]
+
+
+def test_admin_kubeconfig_is_read_after_readiness(program) -> None:
+    secret = program.named("tenant-a-admin-kubeconfig")
+    assert secret.read_id == "gpulab-tenant-a/tenant-a-admin-kubeconfig"
+    assert program.named("tenant-a-tcp").urn in secret.dependencies
+
+
+def test_first_preview_defers_the_kubeconfig_read() -> None:
+    """On a fresh stack the TCP has no status yet: the Secret read must wait, not fail."""
+    program = run_program(lab_config(), preview=True, mocks=LabMocks(unknown_tcp_status=True))
+    reads = [r for r in program.of_type("kubernetes:core/v1:Secret") if r.read_id]
+    assert len(reads) == 2
+    assert all(r.read_id == UNKNOWN_ID for r in reads), "the read id must be unknown until the TCP exists"
+    assert program.exports.get("tenant_a_kubeconfig") is None
+
+
+def test_tenant_provider_waits_for_the_tenant_api(program) -> None:
+    provider = program.named("tenant-a-provider")
+    api_ready = program.named("tenant-a-api-ready")
+    assert provider.inputs["kubeconfig"] == tenant_kubeconfig("tenant-a")
+    assert "kubeconfig" in provider.secret_inputs
+    assert api_ready.inputs["create"] == "bash scripts/wait-tenant-api.sh"
+    assert program.depends_on(provider, api_ready)
+
+
+def test_worker_container_uses_kinds_node_flags(program) -> None:
+    container = program.named("tenant-a-worker-node").inputs
+    assert container["name"] == container["hostname"] == "tenant-a-worker"
+    assert container["privileged"] is True
+    assert container["securityOpts"] == ["seccomp=unconfined", "apparmor=unconfined"]
+    assert container["tmpfs"] == {"/tmp": "", "/run": ""}
+    assert {"containerPath": "/var"} in container["volumes"]
+    assert {"hostPath": "/lib/modules", "containerPath": "/lib/modules", "readOnly": True} in container["volumes"]
+    assert container["cgroupnsMode"] == "private"
+    assert container["init"] is False and container["tty"] is True
+    assert (container["restart"], container["maxRetryCount"]) == ("on-failure", 1)
+    assert container["networksAdvanced"] == [{"name": "gpulab"}]
+    labels = {label["label"]: label["value"] for label in container["labels"]}
+    assert labels["gpulab.io/tenant"] == "tenant-a"
+    assert not any(key.startswith("io.x-k8s.kind") for key in labels), "kind must not own tenant workers"
+    assert program.named("tenant-a-worker-node").delete_before_replace
+
+
+def test_worker_image_is_pinned_with_digest_and_matches_the_tenant(program) -> None:
+    image = program.named("tenant-a-worker-image").inputs
+    assert image["name"].startswith("kindest/node:v1.36.4@sha256:")
+    assert image["keepLocally"] is True
+
+
+def test_host_prerequisites_run_before_the_container(program) -> None:
+    prerequisites = program.named("tenant-a-worker-host-prerequisites")
+    assert prerequisites.inputs["create"] == "bash scripts/host-prereqs.sh"
+    assert program.depends_on(program.named("tenant-a-worker-node"), prerequisites)
+
+
+def test_join_gets_the_kubeconfig_on_stdin_and_keeps_output_secret(program) -> None:
+    join = program.named("tenant-a-worker-join")
+    assert join.inputs["create"] == "bash scripts/worker-join.sh"
+    assert join.inputs["stdin"] == tenant_kubeconfig("tenant-a")
+    assert "stdin" in join.secret_inputs
+    assert join.additional_secret_outputs == ["stdout"]
+    assert join.inputs["logging"] == "stderr"
+    assert "KUBECONFIG" not in str(join.inputs["environment"])
+    assert join.inputs["environment"]["CONTAINER"] == "tenant-a-worker"
+
+
+def test_calico_is_pinned_applied_through_the_tenant_and_transformed(program) -> None:
+    calico = program.named("tenant-a-worker-calico")
+    assert calico.inputs["file"].startswith("https://raw.githubusercontent.com/projectcalico/calico/v3.")
+    assert program.provider_of(calico).name == "tenant-a-provider"
+    assert program.depends_on(calico, program.named("tenant-a-worker-join"))
+    assert len(program.mocks.transforms.get("tenant-a-worker-calico", [])) == 1
+
+
+def test_calico_transform_sets_the_pool_to_the_pod_cidr() -> None:
+    daemonset = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "calico-node", "namespace": "kube-system"},
+        "spec": {
+            "template": {
+                "spec": {
+                    "initContainers": [{"name": "install-cni"}],
+                    "containers": [
+                        {"name": "calico-node", "env": [{"name": "CALICO_IPV4POOL_IPIP", "value": "Always"}]}
+                    ],
+                }
+            }
+        },
+    }
+    transform = calico_pool_transform("10.245.0.0/16")
+    args = pulumi.ResourceTransformArgs(
+        custom=True, type_="kubernetes:apps/v1:DaemonSet", name="calico-node", props=daemonset, opts=pulumi.ResourceOptions()
+    )
+    result = transform(args)
+    env = result.props["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "CALICO_IPV4POOL_CIDR", "value": "10.245.0.0/16"} in env
+    assert {"name": "CALICO_IPV4POOL_IPIP", "value": "Always"} in env
+    assert daemonset["spec"]["template"]["spec"]["containers"][0]["env"] == [
+        {"name": "CALICO_IPV4POOL_IPIP", "value": "Always"}
+    ], "the transform must not mutate its input"
+    other = pulumi.ResourceTransformArgs(
+        custom=True, type_="kubernetes:apps/v1:Deployment", name="x", props=daemonset, opts=pulumi.ResourceOptions()
+    )
+    assert transform(other) is None
+
+
+def test_set_container_env_replaces_an_existing_value() -> None:
+    obj = {"spec": {"template": {"spec": {"containers": [{"name": "c", "env": [{"name": "A", "value": "old"}]}]}}}}
+    assert set_container_env(obj, "c", {"A": "new"})["spec"]["template"]["spec"]["containers"][0]["env"] == [
+        {"name": "A", "value": "new"}
+    ]
+
+
+def test_worker_is_ready_only_after_calico(program) -> None:
+    ready = program.named("tenant-a-worker-ready")
+    assert ready.inputs["create"] == "bash scripts/wait-node-ready.sh"
+    assert ready.inputs["environment"]["NODE_NAME"] == "tenant-a-worker"
+    assert program.depends_on(ready, program.named("tenant-a-worker-calico"))
+
+
+def test_dependency_chain_management_control_plane_worker(program) -> None:
+    kamaji_ready = program.named("management-kamaji-ready")
+    for tenant in ("tenant-a", "tenant-b"):
+        tcp = program.named(f"{tenant}-tcp")
+        join = program.named(f"{tenant}-worker-join")
+        ready = program.named(f"{tenant}-worker-ready")
+        assert program.depends_on(tcp, kamaji_ready)
+        assert program.depends_on(join, tcp)
+        assert program.depends_on(join, program.named(f"{tenant}-worker-node"))
+        assert program.depends_on(ready, join)
+
+
+def assert_tenants_independent(program, tenants: list[str]) -> None:
+    owner = {}
+    for registration in program.registrations.values():
+        for tenant in tenants:
+            if registration.name == tenant or registration.name.startswith(f"{tenant}-"):
+                owner[registration.urn] = tenant
+    assert owner, "no tenant resources found"
+    for urn, tenant in owner.items():
+        foreign = {owner[dep] for dep in program.closure(program.by_urn(urn)) if dep in owner} - {tenant}
+        assert not foreign, f"{program.by_urn(urn).name} waits for tenant(s) {foreign}"
+
+
+def test_no_dependency_between_tenants(program) -> None:
+    assert_tenants_independent(program, ["tenant-a", "tenant-b"])
+
+
+def test_one_tenant() -> None:
+    program = run_program(lab_config(tenants=[make_tenant("solo", 0)]))
+    assert [r.name for r in program.of_type(TCP)] == ["solo-tcp"]
+    assert "tenant_solo_kubeconfig" in program.secret_exports
+    assert program.exports["tenant_solo_endpoint"].startswith("172.30.255.")
+
+
+def test_five_tenants_build_independently() -> None:
+    names = [f"team-{i}" for i in range(5)]
+    program = run_program(lab_config(tenants=[make_tenant(name, i) for i, name in enumerate(names)]))
+    assert len(program.of_type(TCP)) == 5
+    assert len(program.of_type("docker:index/container:Container")) == 5
+    for name in names:
+        key = f"tenant_{name.replace('-', '_')}_kubeconfig"
+        assert key in program.secret_exports
+    assert len({program.exports[f"tenant_team_{i}_endpoint"] for i in range(5)}) == 5
+    assert_tenants_independent(program, names)
+
+
+def test_control_plane_deleted_before_kamaji_and_its_namespace(program) -> None:
+    """Pulumi deletes in reverse dependency order: the TCP depends on both, so it goes first."""
+    tcp = program.named("tenant-a-tcp")
+    assert program.depends_on(tcp, program.named("tenant-a-namespace"))
+    assert program.depends_on(tcp, program.named("management-kamaji"))
+    assert program.depends_on(program.named("tenant-a-worker-node"), program.named("management-kind"))
