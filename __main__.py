@@ -22,7 +22,7 @@ pulumi.export("metallb_pool", management.metallb_pool)
 pulumi.export("kind_subnet", management.kind_subnet)
 
 for tenant in lab.tenants:
-    control_plane = TenantControlPlane(tenant.name, tenant, management)
+    control_plane = TenantControlPlane(tenant.name, tenant, management, lab.versions.kamaji_max_kubernetes)
     worker = TenantWorker(f"{tenant.name}-worker", tenant, lab, management, control_plane)
     gpus = MockGpuNode(f"{tenant.name}-gpus", tenant, lab, control_plane, worker)
     if tenant.workloads:

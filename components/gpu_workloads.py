@@ -45,7 +45,7 @@ def pod_template(tenant: Tenant, workload: Workload, image: str) -> tuple[dict, 
 
 
 class GpuWorkloads(pulumi.ComponentResource):
-    """A tenant's declared GPU workloads, created once its GPU node is ready and its quota exists."""
+    """A tenant's declared GPU workloads, created once its GPU node is ready and its quota counts them."""
 
     resources: list[pulumi.CustomResource]
 
@@ -60,7 +60,7 @@ class GpuWorkloads(pulumi.ComponentResource):
     ) -> None:
         super().__init__("gpulab:index:GpuWorkloads", name, None, opts)
         child = pulumi.ResourceOptions(
-            parent=self, provider=control_plane.provider, depends_on=[gpu_node.ready, *gpu_node.namespaces]
+            parent=self, provider=control_plane.provider, depends_on=[gpu_node.ready, *gpu_node.namespaces, *gpu_node.quotas]
         )
         self.resources = []
         for workload in tenant.workloads:

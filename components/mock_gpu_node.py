@@ -104,6 +104,7 @@ class MockGpuNode(pulumi.ComponentResource):
     advertised: dict[str, int]
     register_annotation: str
     namespaces: list[k8s.core.v1.Namespace]
+    quotas: list[k8s.core.v1.ResourceQuota]
     ready: command.local.Command
 
     def __init__(
@@ -161,6 +162,7 @@ class MockGpuNode(pulumi.ComponentResource):
         )
 
         self.namespaces = []
+        self.quotas = []
         hard = quota_hard(tenant)
         for namespace_name in tenant.namespaces:
             namespace = k8s.core.v1.Namespace(
@@ -170,12 +172,13 @@ class MockGpuNode(pulumi.ComponentResource):
             )
             self.namespaces.append(namespace)
             if hard:
-                k8s.core.v1.ResourceQuota(
+                quota = k8s.core.v1.ResourceQuota(
                     f"{name}-quota-{namespace_name}",
                     metadata={"name": "gpulab-gpu-quota", "namespace": namespace.metadata.name},
                     spec={"hard": hard},
                     opts=after_worker,
                 )
+                self.quotas.append(quota)
 
         k8s.core.v1.ConfigMap(
             f"{name}-inventory-document",

@@ -18,6 +18,8 @@ from components.management_cluster import KAMAJI_DATASTORE, ManagementCluster
 from components.shell import script_command
 
 TENANT_LABEL = "gpulab.io/tenant"
+# The newest minor the pinned Kamaji accepts, recorded on each TCP for the policy pack.
+KAMAJI_MAX_ANNOTATION = "gpulab.io/kamaji-max-kubernetes"
 API_PORT = 6443
 KONNECTIVITY_PORT = 8132
 READY_TIMEOUT_SECONDS = 900
@@ -114,6 +116,7 @@ class TenantControlPlane(pulumi.ComponentResource):
         name: str,
         tenant: Tenant,
         management: ManagementCluster,
+        kamaji_max_kubernetes: str,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpulab:index:TenantControlPlane", name, None, opts)
@@ -136,6 +139,7 @@ class TenantControlPlane(pulumi.ComponentResource):
                     # TCPs have no conditions; Ready is this status string (notes/kamaji.md section 2).
                     "pulumi.com/waitFor": "jsonpath={.status.kubernetesResources.version.status}=Ready",
                     "pulumi.com/timeoutSeconds": str(READY_TIMEOUT_SECONDS),
+                    KAMAJI_MAX_ANNOTATION: kamaji_max_kubernetes,
                 },
             },
             spec=control_plane_spec(tenant),

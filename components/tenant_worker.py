@@ -111,11 +111,12 @@ class TenantWorker(pulumi.ComponentResource):
         )
         self.container = docker.Container(
             f"{name}-node",
-            **container_args(tenant, image.image_id, management.network_name),
+            # The pinned reference (tag and digest), so the version is visible to policies and `docker ps`.
+            **container_args(tenant, image_ref, management.network_name),
             # On the network kind creates; a fixed container name means delete before replace.
             opts=pulumi.ResourceOptions(
                 parent=self,
-                depends_on=[management.cluster, host_prerequisites],
+                depends_on=[management.cluster, image, host_prerequisites],
                 delete_before_replace=True,
             ),
         )

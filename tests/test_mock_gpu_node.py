@@ -1,0 +1,178 @@
+"""MockGpuNode under mocks: HAMi, mock plugin, inventory, quota and workloads, in the right order."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import upstream_yaml
+from lab_harness import lab_config, make_tenant, run_program, tenant_kubeconfig
+from test_catalog import TENANT_A_ANNOTATION, TENANT_B_ANNOTATION
+from test_management_cluster import has_path, leaf_paths
+
+from components.config import parse_config
+from components.mock_gpu_node import hami_values, quota_hard, split_image
+from components.versions import Versions
+
+
+@pytest.fixture(scope="module")
+def program():
+    return run_program(lab_config())
+
+
+def test_hami_release_in_each_tenant(program) -> None:
+    for tenant in ("tenant-a", "tenant-b"):
+        release = program.named(f"{tenant}-gpus-hami")
+        assert release.inputs["name"] == "hami"
+        assert release.inputs["namespace"] == "kube-system"
+        assert release.inputs["chart"] == "hami"
+        assert release.inputs["version"] == Versions().hami.version == "2.8.3"
+        assert program.provider_of(release).name == f"{tenant}-provider"
+        assert program.depends_on(release, program.named(f"{tenant}-worker-ready"))
+
+
+def test_hami_values(program) -> None:
+    values = program.named("tenant-a-gpus-hami").inputs["values"]
+    scheduler = values["scheduler"]
+    assert scheduler["kubeScheduler"]["image"] == {
+        "registry": "registry.k8s.io",
+        "repository": "kube-scheduler",
+        "tag": "v1.36.4",
+    }, "the in-pod kube-scheduler must equal the tenant API server version"
+    assert "--node-lock-timeout=2s" in scheduler["extender"]["extraArgs"]
+    assert scheduler["extender"]["extraArgs"][:2] == ["--debug", "-v=4"], "the list replaces the chart default"
+    assert scheduler["service"]["type"] == "ClusterIP"
+    assert values["devicePlugin"]["service"]["type"] == "ClusterIP"
+    assert values["mockDevicePlugin"]["enabled"] is True
+    assert values["mockDevicePlugin"]["image"] == {
+        "registry": "docker.io",
+        "repository": "projecthami/mock-device-plugin",
+        "tag": "1.0.1",
+    }
+
+
+def test_every_hami_value_exists_in_the_pinned_chart() -> None:
+    lab = parse_config(lab_config())
+    version = lab.versions.hami.version
+    upstream = upstream_yaml(f"hami/chart-values-{version}.yaml")
+    for tenant in lab.tenants:
+        for path in leaf_paths(hami_values(tenant, lab)):
+            assert has_path(upstream, path), f"HAMi {version} has no value {'.'.join(path)}"
+
+
+def test_value_check_catches_a_misspelt_key() -> None:
+    upstream = upstream_yaml("hami/chart-values-2.8.3.yaml")
+    assert not has_path(upstream, ("scheduler", "kubeScheduler", "imageTag"))  # the old doc spelling (#1991)
+    assert has_path(upstream, ("scheduler", "kubeScheduler", "image", "tag"))
+
+
+def test_mock_plugin_only_once_and_no_gpu_on_label(program) -> None:
+    names = [r.name for r in program.registrations.values()]
+    assert not any("mock-plugin" in name or "mock-rbac" in name for name in names), "only the chart's mock plugin"
+    for registration in program.registrations.values():
+        labels = (registration.inputs.get("metadata") or {}).get("labels") or {}
+        assert labels.get("gpu") != "on", f"{registration.name} labels gpu=on"
+        assert "gpu=on" not in json.dumps(registration.inputs.get("environment", {}))
+    assert not program.of_type("kubernetes:core/v1:NodePatch")
+
+
+def test_inventory_annotation_and_capacity(program) -> None:
+    for tenant, annotation, capacity in (("tenant-a", TENANT_A_ANNOTATION, "10"), ("tenant-b", TENANT_B_ANNOTATION, "20")):
+        inventory = program.named(f"{tenant}-gpus-inventory")
+        assert inventory.inputs["create"] == "bash scripts/apply-gpu-inventory.sh"
+        environment = inventory.inputs["environment"]
+        assert environment["REGISTER_JSON"] == annotation
+        assert environment["GPU_CAPACITY"] == capacity
+        assert environment["NODE_NAME"] == f"{tenant}-worker"
+        assert inventory.inputs["stdin"] == tenant_kubeconfig(tenant)
+        assert program.depends_on(inventory, program.named(f"{tenant}-gpus-hami"))
+
+
+def test_changed_inventory_changes_the_command_inputs() -> None:
+    """A new card count must reach the node on the next `pulumi up` (the Command re-runs on input changes)."""
+    bigger = lab_config()
+    bigger["tenants"][1]["gpus"] = [{"model": "L4", "count": 3}]
+    program = run_program(bigger)
+    environment = program.named("tenant-b-gpus-inventory").inputs["environment"]
+    assert environment["GPU_CAPACITY"] == "30"
+    assert json.loads(environment["REGISTER_JSON"])[2]["id"] == "GPU-MOCK-tenant-b-2"
+    expect = json.loads(program.named("tenant-b-gpus-ready").inputs["environment"]["EXPECT_JSON"])
+    assert expect["nvidia.com/gpumem"] == 3 * 24576
+
+
+def test_readiness_gate(program) -> None:
+    ready = program.named("tenant-a-gpus-ready")
+    assert ready.inputs["create"] == "bash scripts/wait-gpu-node.sh"
+    assert json.loads(ready.inputs["environment"]["EXPECT_JSON"]) == {
+        "nvidia.com/gpu": 10,
+        "nvidia.com/gpucores": 100,
+        "nvidia.com/gpumem": 81920,
+        "nvidia.com/gpumem-percentage": 100,
+    }
+    assert program.depends_on(ready, program.named("tenant-a-gpus-inventory"))
+
+
+def test_quota_uses_the_keys_hami_tracks(program) -> None:
+    quota = program.named("tenant-a-gpus-quota-gpu-workloads")
+    assert quota.inputs["metadata"]["namespace"] == "gpu-workloads"
+    assert quota.inputs["spec"]["hard"] == {
+        "limits.nvidia.com/gpumem": "81920",
+        "limits.nvidia.com/gpucores": "100",
+        "requests.nvidia.com/gpu": "10",
+    }
+    assert "limits.nvidia.com/gpu" not in quota.inputs["spec"]["hard"], "HAMi does not track it (notes section 5)"
+    assert program.depends_on(quota, program.named("tenant-a-worker-ready"))
+    assert program.provider_of(quota).name == "tenant-a-provider"
+
+
+def test_no_quota_declared_means_no_resource_quota() -> None:
+    tenant = parse_config(lab_config(tenants=[make_tenant("free", 0)])).tenants[0]
+    assert quota_hard(tenant) == {}
+    program = run_program(lab_config(tenants=[make_tenant("free", 0)]))
+    assert not program.of_type("kubernetes:core/v1:ResourceQuota")
+
+
+def test_reference_workloads_on_tenant_a(program) -> None:
+    pods = program.of_type("kubernetes:core/v1:Pod")
+    assert sorted(p.inputs["metadata"]["name"] for p in pods) == ["trainer-1", "trainer-2", "trainer-3"]
+    for pod in pods:
+        assert program.provider_of(pod).name == "tenant-a-provider"
+        assert pod.inputs["metadata"]["namespace"] == "gpu-workloads"
+        assert pod.inputs["metadata"]["labels"]["gpulab.io/tenant"] == "tenant-a"
+        assert pod.inputs["spec"]["schedulerName"] == "hami-scheduler"
+        limits = pod.inputs["spec"]["containers"][0]["resources"]["limits"]
+        assert limits == {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "20000", "nvidia.com/gpucores": "30"}
+        assert program.depends_on(pod, program.named("tenant-a-gpus-ready"))
+        assert program.depends_on(pod, program.named("tenant-a-gpus-quota-gpu-workloads"))
+        assert program.depends_on(pod, program.named("tenant-a-gpus-ns-gpu-workloads"))
+    assert [w.name for w in program.of_type("gpulab:index:GpuWorkloads")] == ["tenant-a-workloads"]
+
+
+def test_deployment_workload_with_replicas() -> None:
+    config = lab_config()
+    config["tenants"][1]["workloads"] = [{"name": "serve", "kind": "Deployment", "replicas": 2, "gpumem": 8000, "gpucores": 20}]
+    program = run_program(config)
+    deployment = program.named("tenant-b-workloads-serve")
+    assert deployment.type == "kubernetes:apps/v1:Deployment"
+    assert deployment.inputs["spec"]["replicas"] == 2
+    template = deployment.inputs["spec"]["template"]
+    assert deployment.inputs["spec"]["selector"]["matchLabels"].items() <= template["metadata"]["labels"].items()
+
+
+def test_inventory_document_for_policies_and_users(program) -> None:
+    document = program.named("tenant-b-gpus-inventory-document")
+    assert document.inputs["metadata"]["namespace"] == "kube-public"
+    inventory = json.loads(document.inputs["data"]["inventory.json"])
+    assert inventory["tenant"] == "tenant-b" and inventory["mode"] == "mock"
+    assert [card["memoryMb"] for card in inventory["cards"]] == [24576, 24576]
+    assert inventory["limits"] == {"gpus": 2, "gpumem": 49152, "gpucores": 200}
+
+
+def test_gpu_outputs_per_tenant(program) -> None:
+    gpus = program.exports["tenant_b_gpus"]
+    assert gpus["advertised"]["nvidia.com/gpumem"] == 49152
+    assert [card["type"] for card in gpus["cards"]] == ["NVIDIA-L4", "NVIDIA-L4"]
+
+
+def test_split_image_keeps_a_digest_on_the_tag() -> None:
+    assert split_image("docker.io/projecthami/mock-device-plugin:1.0.1@sha256:" + "f" * 64)["tag"] == "1.0.1@sha256:" + "f" * 64
