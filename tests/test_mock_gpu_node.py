@@ -113,16 +113,17 @@ def test_readiness_gate(program) -> None:
 
 
 def test_quota_uses_the_keys_hami_tracks(program) -> None:
-    quota = program.named("tenant-a-gpus-quota-gpu-workloads")
+    quota = program.named("tenant-b-gpus-quota-gpu-workloads")
     assert quota.inputs["metadata"]["namespace"] == "gpu-workloads"
     assert quota.inputs["spec"]["hard"] == {
-        "limits.nvidia.com/gpumem": "81920",
-        "limits.nvidia.com/gpucores": "100",
-        "requests.nvidia.com/gpu": "10",
+        "limits.nvidia.com/gpumem": "40960",
+        "limits.nvidia.com/gpucores": "150",
+        "requests.nvidia.com/gpu": "8",
     }
+    assert program.named("tenant-a-gpus-quota-gpu-workloads").inputs["spec"]["hard"] == {"requests.nvidia.com/gpu": "4"}
     assert "limits.nvidia.com/gpu" not in quota.inputs["spec"]["hard"], "HAMi does not track it (notes section 5)"
-    assert program.depends_on(quota, program.named("tenant-a-worker-ready"))
-    assert program.provider_of(quota).name == "tenant-a-provider"
+    assert program.depends_on(quota, program.named("tenant-b-worker-ready"))
+    assert program.provider_of(quota).name == "tenant-b-provider"
 
 
 def test_no_quota_declared_means_no_resource_quota() -> None:

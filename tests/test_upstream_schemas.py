@@ -48,7 +48,7 @@ def test_pulumi_yaml_validates_against_the_project_schema() -> None:
 
 def test_project_schema_check_is_not_vacuous() -> None:
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate({"name": "gpulab"}, project_schema())  # runtime is required
+        jsonschema.validate({"name": "gpulab", "runtime": {"name": "python", "venv": "x"}}, project_schema())
 
 
 def test_stack_file_keys_are_project_namespaced() -> None:

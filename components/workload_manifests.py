@@ -1,0 +1,62 @@
+"""The Kubernetes objects of a tenant's declared GPU workloads, as plain dicts.
+
+Pure data, shared by the GpuWorkloads component (which declares them) and the offline checker
+(which counts them as already running on the tenant's cards).
+"""
+
+from __future__ import annotations
+
+from components.catalog import GPU_RESOURCE, GPUCORES_RESOURCE, GPUMEM_PERCENTAGE_RESOURCE, GPUMEM_RESOURCE
+from components.config import Tenant, Workload
+
+TENANT_LABEL = "gpulab.io/tenant"
+WORKLOAD_LABEL = "gpulab.io/workload"
+# Sleeps until stopped and stops at once on SIGTERM (the mock has no CUDA to run).
+IDLE_COMMAND = ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 3600 & wait $!; done"]
+
+
+def gpu_limits(workload: Workload) -> dict[str, str]:
+    limits = {GPU_RESOURCE: str(workload.gpus)}
+    if workload.gpumem is not None:
+        limits[GPUMEM_RESOURCE] = str(workload.gpumem)
+    if workload.gpumem_percentage is not None:
+        limits[GPUMEM_PERCENTAGE_RESOURCE] = str(workload.gpumem_percentage)
+    if workload.gpucores is not None:
+        limits[GPUCORES_RESOURCE] = str(workload.gpucores)
+    return limits
+
+
+def pod_template(tenant: Tenant, workload: Workload, image: str) -> dict:
+    """The workload's pod template: metadata and spec."""
+    labels = {"app.kubernetes.io/name": workload.name, TENANT_LABEL: tenant.name, WORKLOAD_LABEL: workload.name}
+    spec = {
+        # Asked for directly: HAMi places these pods even if its webhook ever fails open.
+        "schedulerName": "hami-scheduler",
+        "terminationGracePeriodSeconds": 5,
+        "containers": [
+            {"name": "gpu", "image": image, "command": IDLE_COMMAND, "resources": {"limits": gpu_limits(workload)}}
+        ],
+    }
+    return {"metadata": {"labels": labels}, "spec": spec}
+
+
+def workload_manifest(tenant: Tenant, workload: Workload, image: str) -> dict:
+    """The complete object (Pod or Deployment) for one declared workload."""
+    template = pod_template(tenant, workload, image)
+    metadata = {
+        "name": workload.name,
+        "namespace": tenant.workload_namespace(workload),
+        "labels": template["metadata"]["labels"],
+    }
+    if workload.kind == "Pod":
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": template["spec"]}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": metadata,
+        "spec": {
+            "replicas": workload.replicas,
+            "selector": {"matchLabels": {WORKLOAD_LABEL: workload.name}},
+            "template": template,
+        },
+    }

@@ -1,0 +1,102 @@
+"""`python -m policies check --tenant NAME [--stack STACK] FILE...`: the pack's GPU rules on manifests.
+
+For teams that deploy with kubectl. The manifests are judged together with the GPU workloads the
+stack already declares for that tenant (they run there too), against the tenant's cards, per-pod
+limits and quota from `Pulumi.<STACK>.yaml`.
+
+Exit codes: 0 everything fits (warnings may be printed), 1 something does not, 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import yaml
+
+from components.config import ConfigError, load_stack_file
+from components.workload_manifests import workload_manifest
+from policies.evaluate import evaluate_tenant
+from policies.inventory import from_lab_config
+from policies.workloads import TENANT_LABEL, Workload, WorkloadError, read_workload
+
+
+class BadInput(Exception):
+    """Exit code 2: the input could not be read."""
+
+
+def manifest_workloads(path: Path) -> list[Workload]:
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise BadInput(f"{path}: cannot read it ({error.strerror})") from None
+    try:
+        documents = list(yaml.safe_load_all(text))
+    except yaml.YAMLError as error:
+        raise BadInput(f"{path}: not valid YAML: {error}") from None
+    workloads = []
+    for number, document in enumerate(documents, start=1):
+        if document is None:
+            continue
+        if not isinstance(document, dict) or "kind" not in document:
+            raise BadInput(f"{path}: document {number} is not a Kubernetes object (no `kind`)")
+        items = document.get("items") or [] if document["kind"].endswith("List") else [document]
+        for item in items:
+            try:
+                workload = read_workload(str(item.get("kind")), item)
+            except WorkloadError as error:
+                raise BadInput(f"{path}: document {number}: {error}") from None
+            if workload is not None and workload.pods:
+                workloads.append(workload)
+    return workloads
+
+
+def run(tenant_name: str, stack: str, files: list[Path], project_dir: Path) -> tuple[int, list[str]]:
+    stack_file = project_dir / f"Pulumi.{stack}.yaml"
+    if not stack_file.is_file():
+        raise BadInput(f"{stack_file} does not exist; run from the gpulab project directory or pass --stack")
+    try:
+        lab = load_stack_file(stack_file)
+    except ConfigError as error:
+        raise BadInput(f"{stack_file}: {error}") from None
+    inventories = from_lab_config(lab)
+    if tenant_name not in inventories:
+        raise BadInput(f"unknown tenant {tenant_name!r}; {stack_file.name} declares: {', '.join(sorted(inventories))}")
+    tenant = next(t for t in lab.tenants if t.name == tenant_name)
+
+    declared = [
+        read_workload(manifest["kind"], manifest)
+        for manifest in (workload_manifest(tenant, w, lab.versions.workload_image) for w in tenant.workloads)
+    ]
+    submitted = [workload for path in files for workload in manifest_workloads(path)]
+    lines = []
+    for workload in submitted:
+        labelled = workload.labels.get(TENANT_LABEL)
+        if labelled and labelled != tenant_name:
+            lines.append(f"warning: {workload.label} is labelled {TENANT_LABEL}={labelled} but is checked as {tenant_name}")
+    findings = evaluate_tenant(inventories[tenant_name], [w for w in declared if w is not None] + submitted)
+    lines.extend(finding.line() for finding in findings)
+    return (1 if any(finding.severity == "error" for finding in findings) else 0), lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m policies check",
+        description="Check GPU workload manifests against a gpulab tenant's cards, limits and quota.",
+    )
+    parser.add_argument("--tenant", required=True, help="tenant name, as in the stack config")
+    parser.add_argument("--stack", default="dev", help="stack whose Pulumi.<STACK>.yaml declares the tenant (dev)")
+    parser.add_argument("--project-dir", type=Path, default=Path.cwd(), help="where Pulumi.<STACK>.yaml is (.)")
+    parser.add_argument("files", nargs="+", type=Path, metavar="FILE", help="Kubernetes manifests (multi-document YAML)")
+    args = parser.parse_args(argv)
+    try:
+        code, lines = run(args.tenant, args.stack, args.files, args.project_dir)
+    except BadInput as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    for line in lines:
+        print(line)
+    if code == 0:
+        print(f"ok: everything fits tenant {args.tenant}'s cards, limits and quota")
+    return code

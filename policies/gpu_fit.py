@@ -1,0 +1,332 @@
+"""HAMi's card-fit rules, and placement of a tenant's GPU pods on its cards.
+
+Pure logic, no Pulumi: the policy pack and the offline checker both call it. The per-card checks
+follow HAMi's `Fit` in order (pkg/device/nvidia/device.go; ../shared/notes/hami.md section 4) and
+use its reason names, so a refusal here reads like the FilteringFailed event HAMi would post.
+
+Two questions are answered for a set of pods:
+- certain: can any placement hold them all? If not, HAMi will strand at least one, whatever order
+  the pods arrive in. Decided by exhaustive search (bounded; see SEARCH_BUDGET).
+- advisory: HAMi places pods one at a time, greedily, with its card policy (spread or binpack).
+  A set that fits in some placement can still be stranded by an unlucky arrival order.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+# HAMi reason names (pkg/device/common/common.go).
+CARD_TYPE_MISMATCH = "CardTypeMismatch"
+CARD_TIME_SLICING_EXHAUSTED = "CardTimeSlicingExhausted"
+CARD_INSUFFICIENT_MEMORY = "CardInsufficientMemory"
+CARD_INSUFFICIENT_CORE = "CardInsufficientCore"
+EXCLUSIVE_DEVICE_ALLOCATE_CONFLICT = "ExclusiveDeviceAllocateConflict"
+CARD_COMPUTE_UNITS_EXHAUSTED = "CardComputeUnitsExhausted"
+ALLOCATED_CARDS_INSUFFICIENT_REQUEST = "AllocatedCardsInsufficientRequest"
+RESOURCE_QUOTA_NOT_FIT = "ResourceQuotaNotFit"
+
+POLICIES = ("spread", "binpack")
+SEARCH_BUDGET = 200_000  # search steps before the exact answer is given up (then only greedy is reported)
+MAX_PERMUTED = 7  # up to this many pods every arrival order is simulated; above, a fixed sample
+
+
+@dataclass(frozen=True)
+class CardSpec:
+    id: str
+    type: str
+    memory_mb: int
+    cores: int = 100
+    split_count: int = 10
+
+
+@dataclass(frozen=True)
+class ContainerRequest:
+    """One container's GPU request, as HAMi normalises it (webhook defaults applied)."""
+
+    name: str
+    nums: int  # distinct cards
+    memory_mb: int | None  # per card; None means a percentage of each card
+    memory_percentage: int  # used when memory_mb is None
+    cores: int  # percent of each card, 0..100
+
+    def memory_on(self, card: CardSpec) -> int:
+        if self.memory_mb is not None:
+            return self.memory_mb
+        return card.memory_mb * self.memory_percentage // 100
+
+    def describe(self) -> str:
+        memory = f"{self.memory_mb} MB" if self.memory_mb is not None else f"{self.memory_percentage}% of memory"
+        cards = f"{self.nums} cards x " if self.nums > 1 else ""
+        return f"{cards}{memory}, {self.cores}% cores"
+
+
+@dataclass(frozen=True)
+class PodRequest:
+    """One pod (one replica) of a workload."""
+
+    workload: str  # e.g. Pod/gpu-workloads/trainer-1, or Deployment/ns/serve#2
+    namespace: str
+    containers: tuple[ContainerRequest, ...]
+    init_containers: tuple[ContainerRequest, ...] = ()
+    use_types: tuple[str, ...] = ()
+    nouse_types: tuple[str, ...] = ()
+
+    def all_containers(self) -> tuple[ContainerRequest, ...]:
+        return self.init_containers + self.containers
+
+
+@dataclass
+class CardUse:
+    slots: int = 0
+    memory_mb: int = 0
+    cores: int = 0
+
+
+@dataclass(frozen=True)
+class Rejection:
+    card: CardSpec
+    reason: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.card.id} ({self.card.type}): {self.reason} ({self.detail})"
+
+
+def card_rejection(card: CardSpec, use: CardUse, request: ContainerRequest, pod: PodRequest) -> Rejection | None:
+    """Why `card` cannot take `request` now, checked in HAMi's order; None if it can."""
+    card_type = card.type.lower()
+    if pod.use_types and not any(t.lower() in card_type for t in pod.use_types):
+        return Rejection(card, CARD_TYPE_MISMATCH, f"pod asks for type {','.join(pod.use_types)}")
+    if pod.nouse_types and any(t.lower() in card_type for t in pod.nouse_types):
+        return Rejection(card, CARD_TYPE_MISMATCH, f"pod excludes type {','.join(pod.nouse_types)}")
+    if use.slots >= card.split_count:
+        return Rejection(card, CARD_TIME_SLICING_EXHAUSTED, f"all {card.split_count} slots in use")
+    memory = request.memory_on(card)
+    free_memory = card.memory_mb - use.memory_mb
+    if memory > free_memory:
+        return Rejection(card, CARD_INSUFFICIENT_MEMORY, f"asks {memory} MB, {free_memory} MB free of {card.memory_mb}")
+    free_cores = card.cores - use.cores
+    if request.cores > free_cores:
+        return Rejection(card, CARD_INSUFFICIENT_CORE, f"asks {request.cores}% cores, {free_cores}% free")
+    if card.cores == 100 and request.cores == 100 and use.slots > 0:
+        return Rejection(card, EXCLUSIVE_DEVICE_ALLOCATE_CONFLICT, f"asks the whole card, {use.slots} already on it")
+    if request.cores == 0 and use.cores >= card.cores:
+        return Rejection(card, CARD_COMPUTE_UNITS_EXHAUSTED, "no cores left for a 0% request")
+    return None
+
+
+def _score(card: CardSpec, use: CardUse) -> float:
+    # HAMi's device score (gpu_policy.go): how used a card already is.
+    return use.slots / card.split_count + use.cores / card.cores + use.memory_mb / card.memory_mb
+
+
+@dataclass
+class ContainerFailure:
+    pod: PodRequest
+    container: ContainerRequest
+    rejections: list[Rejection]
+    shortfall: str = ""  # set when some cards fit but fewer than the container asks for
+
+    @property
+    def reason(self) -> str:
+        if self.shortfall:
+            return ALLOCATED_CARDS_INSUFFICIENT_REQUEST
+        reasons = {rejection.reason for rejection in self.rejections}
+        return reasons.pop() if len(reasons) == 1 else ", ".join(sorted(reasons))
+
+    def explain(self) -> str:
+        what = f"container {self.container.name} asks {self.container.describe()}"
+        if self.shortfall:
+            return f"{what}: {self.shortfall}"
+        return f"{what}; no card fits: " + "; ".join(str(rejection) for rejection in self.rejections)
+
+
+class Node:
+    """The cards of one tenant node and what is allocated on them."""
+
+    def __init__(self, cards: Sequence[CardSpec]) -> None:
+        self.cards = list(cards)
+        self.use = [CardUse() for _ in self.cards]
+
+    def copy(self) -> Node:
+        other = Node(self.cards)
+        other.use = [CardUse(u.slots, u.memory_mb, u.cores) for u in self.use]
+        return other
+
+    def fitting(self, request: ContainerRequest, pod: PodRequest) -> tuple[list[int], list[Rejection]]:
+        fits, rejections = [], []
+        for index, card in enumerate(self.cards):
+            rejection = card_rejection(card, self.use[index], request, pod)
+            if rejection is None:
+                fits.append(index)
+            else:
+                rejections.append(rejection)
+        return fits, rejections
+
+    def allocate(self, index: int, request: ContainerRequest, sign: int = 1) -> None:
+        use = self.use[index]
+        use.slots += sign
+        use.memory_mb += sign * request.memory_on(self.cards[index])
+        use.cores += sign * request.cores
+
+    def place_greedy(self, pod: PodRequest, policy: str) -> ContainerFailure | None:
+        """Place one pod the way HAMi would (containers in order, cards by policy); commit on success."""
+        trial = self.copy()
+        for container in pod.init_containers:  # run first and release; each must fit on its own
+            failure = trial._choose(container, pod, policy)
+            if isinstance(failure, ContainerFailure):
+                return failure
+        for container in pod.containers:
+            chosen = trial._choose(container, pod, policy)
+            if isinstance(chosen, ContainerFailure):
+                return chosen
+            for index in chosen:
+                trial.allocate(index, container)
+        self.use = trial.use
+        return None
+
+    def _choose(self, container: ContainerRequest, pod: PodRequest, policy: str) -> list[int] | ContainerFailure:
+        fits, rejections = self.fitting(container, pod)
+        if container.nums > len(self.cards):
+            return ContainerFailure(
+                pod, container, rejections, f"asks {container.nums} cards, the node has {len(self.cards)}"
+            )
+        if len(fits) < container.nums:
+            if fits:
+                return ContainerFailure(
+                    pod, container, rejections, f"only {len(fits)} of the {container.nums} cards it needs fit: "
+                    + "; ".join(str(r) for r in rejections)
+                )
+            return ContainerFailure(pod, container, rejections)
+        ranked = sorted(fits, key=lambda i: (_score(self.cards[i], self.use[i]), i), reverse=policy == "binpack")
+        return ranked[: container.nums]
+
+
+def _canonical(node: Node) -> tuple:
+    """Usage state with identical cards made interchangeable (they are, for fitting)."""
+    groups: dict[CardSpec, list[tuple[int, int, int]]] = {}
+    for card, use in zip(node.cards, node.use, strict=True):
+        key = CardSpec("", card.type, card.memory_mb, card.cores, card.split_count)
+        groups.setdefault(key, []).append((use.slots, use.memory_mb, use.cores))
+    return tuple(sorted((repr(key), tuple(sorted(values))) for key, values in groups.items()))
+
+
+@dataclass
+class Search:
+    steps: int = 0
+    exhausted: bool = False
+    seen: set = field(default_factory=set)
+
+
+def find_placement(cards: Sequence[CardSpec], pods: Sequence[PodRequest], budget: int = SEARCH_BUDGET) -> bool | None:
+    """True if some placement holds every pod, False if none does, None if the search budget ran out."""
+    return search_placement(cards, pods, budget)[0]
+
+
+def search_placement(
+    cards: Sequence[CardSpec], pods: Sequence[PodRequest], budget: int = SEARCH_BUDGET
+) -> tuple[bool | None, Node | None]:
+    """The verdict of find_placement, and on True the node with that placement allocated."""
+    node = Node(cards)
+    search = Search()
+    if _search(node, list(pods), 0, 0, search, budget):
+        return True, node
+    return (None if search.exhausted else False), None
+
+
+def _search(node: Node, pods: list[PodRequest], pod_index: int, container_index: int, search: Search, budget: int) -> bool:
+    if pod_index == len(pods):
+        return True
+    search.steps += 1
+    if search.steps > budget:
+        search.exhausted = True
+        return False
+    key = (pod_index, container_index, _canonical(node))
+    if key in search.seen:
+        return False
+    pod = pods[pod_index]
+    if container_index == 0:
+        for init in pod.init_containers:  # transient: must fit next to what is placed so far
+            fits, _ = node.fitting(init, pod)
+            if len(fits) < init.nums:
+                search.seen.add(key)
+                return False
+    if container_index == len(pod.containers):
+        return _search(node, pods, pod_index + 1, 0, search, budget)
+    container = pod.containers[container_index]
+    fits, _ = node.fitting(container, pod)
+    tried: set = set()
+    for combination in itertools.combinations(fits, container.nums):
+        signature = tuple(sorted(repr((node.cards[i].type, node.cards[i].memory_mb, node.use[i])) for i in combination))
+        if signature in tried:  # identical cards in identical states: one try is enough
+            continue
+        tried.add(signature)
+        for index in combination:
+            node.allocate(index, container)
+        if _search(node, pods, pod_index, container_index + 1, search, budget):
+            return True
+        for index in combination:
+            node.allocate(index, container, sign=-1)
+        if search.exhausted:
+            return False
+    search.seen.add(key)
+    return False
+
+
+@dataclass
+class Stranding:
+    """A greedy run that left a pod unplaced."""
+
+    order: tuple[PodRequest, ...]
+    policy: str
+    failure: ContainerFailure
+
+
+def simulate(cards: Sequence[CardSpec], order: Iterable[PodRequest], policy: str) -> ContainerFailure | None:
+    node = Node(cards)
+    for pod in order:
+        failure = node.place_greedy(pod, policy)
+        if failure is not None:
+            return failure
+    return None
+
+
+def arrival_orders(pods: Sequence[PodRequest]) -> Iterable[tuple[PodRequest, ...]]:
+    if len(pods) <= MAX_PERMUTED:
+        yield from itertools.permutations(pods)
+        return
+    yield tuple(pods)
+    yield tuple(reversed(pods))
+    size = lambda pod: sum(c.memory_mb or 0 for c in pod.containers)  # noqa: E731
+    yield tuple(sorted(pods, key=size))
+    yield tuple(sorted(pods, key=size, reverse=True))
+
+
+def find_stranding(cards: Sequence[CardSpec], pods: Sequence[PodRequest], policies: Sequence[str] = POLICIES) -> Stranding | None:
+    """The first arrival order and card policy under which HAMi's greedy placement strands a pod."""
+    for policy in policies:
+        for order in arrival_orders(pods):
+            failure = simulate(cards, order, policy)
+            if failure is not None:
+                return Stranding(order, policy, failure)
+    return None
+
+
+def first_unplaceable(cards: Sequence[CardSpec], pods: Sequence[PodRequest]) -> tuple[int, ContainerFailure] | None:
+    """The first pod (declared order) that no placement of it and the pods before it can hold, with why
+    it fails next to a placement of those pods. None if all fit, or if the search could not decide."""
+    node: Node | None = Node(cards)
+    for end in range(1, len(pods) + 1):
+        verdict, found = search_placement(cards, pods[:end])
+        if verdict is None:
+            return None
+        if verdict is False:
+            assert node is not None
+            # No placement of the earlier pods leaves room for this one, so any placement shows why.
+            failure = node.place_greedy(pods[end - 1], "spread")
+            assert failure is not None, "exhaustive search and greedy placement disagree"
+            return end - 1, failure
+        node = found
+    return None

@@ -1,0 +1,167 @@
+"""Where a tenant's cards and limits come from, and the schema of the policy config.
+
+One source of truth, three doors to it:
+- the lab stack: the `kube-public/gpulab-gpu-inventory` ConfigMap each MockGpuNode declares,
+  generated from the stack's own config (so preview sees the cards without anyone repeating them);
+- another stack (a tenant team deploying with its kubeconfig): the `tenants` policy config below;
+- the offline checker: `Pulumi.<stack>.yaml`, validated by the same config model as the program.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic.alias_generators import to_camel
+
+from components.catalog import DEFAULT_SPLIT_COUNT, GPU_CATALOG
+from components.config import GpuQuota, LabConfig, PodLimits, Tenant
+from policies.gpu_fit import CardSpec
+
+INVENTORY_CONFIGMAP = "gpulab-gpu-inventory"
+INVENTORY_NAMESPACE = "kube-public"
+
+
+@dataclass(frozen=True)
+class TenantInventory:
+    name: str
+    cards: tuple[CardSpec, ...]
+    limits: PodLimits
+    quota: GpuQuota | None
+    namespaces: tuple[str, ...]
+    gpu_policy: str = "spread"
+
+
+def from_tenant(tenant: Tenant, gpu_policy: str = "spread") -> TenantInventory:
+    return TenantInventory(
+        name=tenant.name,
+        cards=tuple(CardSpec(c.id, c.type, c.memory_mb, c.cores, c.split_count) for c in tenant.cards()),
+        limits=tenant.limits,
+        quota=tenant.quota,
+        namespaces=tuple(tenant.namespaces),
+        gpu_policy=gpu_policy,
+    )
+
+
+def from_lab_config(lab: LabConfig) -> dict[str, TenantInventory]:
+    return {tenant.name: from_tenant(tenant, lab.scheduling.gpu_scheduler_policy) for tenant in lab.tenants}
+
+
+def from_inventory_document(document: Mapping[str, Any]) -> TenantInventory:
+    """The JSON the lab writes into its inventory ConfigMap (components/mock_gpu_node.py)."""
+    cards = tuple(
+        CardSpec(c["id"], c["type"], int(c["memoryMb"]), int(c.get("cores", 100)), int(c.get("splitCount", 10)))
+        for c in document["cards"]
+    )
+    quota = document.get("quota") or None
+    return TenantInventory(
+        name=document["tenant"],
+        cards=cards,
+        limits=PodLimits.model_validate(document.get("limits") or {}),
+        quota=GpuQuota.model_validate(quota) if quota else None,
+        namespaces=tuple(document.get("namespaces") or ()),
+        gpu_policy=document.get("gpuSchedulerPolicy", "spread"),
+    )
+
+
+def is_inventory_configmap(resource_type: str, props: Mapping[str, Any]) -> bool:
+    metadata = props.get("metadata") or {}
+    return (
+        resource_type == "kubernetes:core/v1:ConfigMap"
+        and metadata.get("name") == INVENTORY_CONFIGMAP
+        and metadata.get("namespace") == INVENTORY_NAMESPACE
+    )
+
+
+def from_stack_resources(resources: Iterable[tuple[str, Mapping[str, Any]]]) -> dict[str, TenantInventory]:
+    """Inventories declared by a lab stack, from (type, props) pairs."""
+    found = {}
+    for resource_type, props in resources:
+        if is_inventory_configmap(resource_type, props):
+            inventory = from_inventory_document(json.loads((props.get("data") or {})["inventory.json"]))
+            found[inventory.name] = inventory
+    return found
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True)
+
+
+class PolicyCards(_Model):
+    """Cards by catalog model (`model`), or described outright (`type` + `memoryMb`)."""
+
+    count: int = Field(default=1, gt=0)
+    model: str | None = None
+    type: str | None = None
+    memory_mb: int | None = Field(default=None, gt=0)
+    cores: int = Field(default=100, gt=0, le=100)
+    split_count: int = Field(default=DEFAULT_SPLIT_COUNT, gt=0)
+
+    @model_validator(mode="after")
+    def _described(self) -> PolicyCards:
+        if self.model is not None:
+            if self.model not in GPU_CATALOG:
+                raise ValueError(f"unknown GPU model {self.model!r}; use one of {', '.join(GPU_CATALOG)}")
+        elif self.type is None or self.memory_mb is None:
+            raise ValueError("give either `model` (from the catalog) or both `type` and `memoryMb`")
+        return self
+
+
+class PolicyTenant(_Model):
+    cards: list[PolicyCards] = Field(min_length=1)
+    limits: PodLimits = PodLimits()
+    quota: GpuQuota | None = None
+    namespaces: list[str] = []
+    gpu_scheduler_policy: Literal["spread", "binpack"] = "spread"
+
+
+class GpuPolicyConfig(_Model):
+    """Config of the `gpu-request-limits` and `gpu-placement-order` policies (both optional):
+
+    {"tenants": {"<tenant>": {"cards": [{"model": "A100-80GB", "count": 1}],
+                              "limits": {"gpus": 1, "gpumem": 81920, "gpucores": 100},
+                              "quota": {"gpumem": 81920, "gpucores": 100, "gpus": 10},
+                              "namespaces": ["gpu-workloads"], "gpuSchedulerPolicy": "spread"}},
+     "defaultTenant": "<tenant>"}
+
+    `tenants` replaces the inventories a lab stack declares; `defaultTenant` names the tenant of
+    workloads that carry no `gpulab.io/tenant` label (a tenant team's stack deploys into one tenant).
+    """
+
+    tenants: dict[str, PolicyTenant] = {}
+    default_tenant: str | None = None
+    enforcement_level: str | None = None  # CrossGuard's own key, passed through in the config
+
+
+def parse_policy_config(config: Mapping[str, Any]) -> GpuPolicyConfig:
+    try:
+        return GpuPolicyConfig.model_validate(dict(config))
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg'].removeprefix('Value error, ')}" for e in error.errors()
+        )
+        raise ValueError(f"invalid policy config: {problems}") from None
+
+
+def from_policy_config(config: GpuPolicyConfig) -> dict[str, TenantInventory]:
+    inventories = {}
+    for name, tenant in config.tenants.items():
+        cards: list[CardSpec] = []
+        for entry in tenant.cards:
+            card_type = GPU_CATALOG[entry.model].type if entry.model else entry.type
+            memory = GPU_CATALOG[entry.model].memory_mb if entry.model else entry.memory_mb
+            assert card_type is not None and memory is not None
+            for _ in range(entry.count):
+                cards.append(CardSpec(f"{name}-card-{len(cards)}", card_type, memory, entry.cores, entry.split_count))
+        inventories[name] = TenantInventory(
+            name=name,
+            cards=tuple(cards),
+            limits=tenant.limits,
+            quota=tenant.quota,
+            namespaces=tuple(tenant.namespaces),
+            gpu_policy=tenant.gpu_scheduler_policy,
+        )
+    return inventories
