@@ -317,6 +317,8 @@ def find_stranding(cards: Sequence[CardSpec], pods: Sequence[PodRequest], polici
 def first_unplaceable(cards: Sequence[CardSpec], pods: Sequence[PodRequest]) -> tuple[int, ContainerFailure] | None:
     """The first pod (declared order) that no placement of it and the pods before it can hold, with why
     it fails next to a placement of those pods. None if all fit, or if the search could not decide."""
+    if find_placement(cards, pods) is not False:
+        return None  # all fit, or undecidable
     node: Node | None = Node(cards)
     for end in range(1, len(pods) + 1):
         verdict, found = search_placement(cards, pods[:end])

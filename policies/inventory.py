@@ -68,12 +68,11 @@ def from_inventory_document(document: Mapping[str, Any]) -> TenantInventory:
 
 
 def is_inventory_configmap(resource_type: str, props: Mapping[str, Any]) -> bool:
+    # Type first: during preview other resources' props may hold unknowns, which must not be touched.
+    if resource_type != "kubernetes:core/v1:ConfigMap":
+        return False
     metadata = props.get("metadata") or {}
-    return (
-        resource_type == "kubernetes:core/v1:ConfigMap"
-        and metadata.get("name") == INVENTORY_CONFIGMAP
-        and metadata.get("namespace") == INVENTORY_NAMESPACE
-    )
+    return metadata.get("name") == INVENTORY_CONFIGMAP and metadata.get("namespace") == INVENTORY_NAMESPACE
 
 
 def from_stack_resources(resources: Iterable[tuple[str, Mapping[str, Any]]]) -> dict[str, TenantInventory]:

@@ -1,0 +1,85 @@
+"""Turns what the program registers under mocks into what CrossGuard hands the policies."""
+
+from __future__ import annotations
+
+from lab_harness import Program
+from pulumi_policy import (
+    PolicyCustomTimeouts,
+    PolicyProviderResource,
+    PolicyResource,
+    PolicyResourceOptions,
+    ResourceValidationArgs,
+    StackValidationArgs,
+)
+
+from policies.rules import ALL_POLICIES
+
+
+def options() -> PolicyResourceOptions:
+    return PolicyResourceOptions(False, [], None, [], PolicyCustomTimeouts(0, 0, 0), [])
+
+
+def policy(name: str):
+    """A policy of the pack by name: a test that uses it fails if the rule leaves the pack."""
+    for candidate in ALL_POLICIES:
+        if candidate.name == name:
+            return candidate
+    raise AssertionError(f"policy {name} is not in the pack")
+
+
+def resource(resource_type: str, props: dict, name: str = "r", provider: str | None = None) -> PolicyResource:
+    provider_resource = (
+        PolicyProviderResource("pulumi:providers:kubernetes", {}, f"urn:pulumi:dev::gpulab::pulumi:providers:kubernetes::{provider}", provider)
+        if provider
+        else None
+    )
+    return PolicyResource(
+        resource_type, props, f"urn:pulumi:dev::gpulab::{resource_type}::{name}", name, options(), provider_resource, None, [], {}
+    )
+
+
+def stack_args(resources: list[PolicyResource], config: dict | None = None) -> StackValidationArgs:
+    return StackValidationArgs(resources, config or {})
+
+
+def resource_args(resource_type: str, props: dict, config: dict | None = None) -> ResourceValidationArgs:
+    return ResourceValidationArgs(resource_type, props, f"urn:pulumi:dev::gpulab::{resource_type}::r", "r", options(), None, config or {})
+
+
+def run_stack_policy(name: str, args: StackValidationArgs) -> list[tuple[str, str | None]]:
+    violations: list[tuple[str, str | None]] = []
+    result = policy(name).validate(args, lambda message, urn=None: violations.append((message, urn)))
+    assert result is None or not hasattr(result, "__await__"), "policies are synchronous"
+    return violations
+
+
+def run_resource_policy(name: str, args: ResourceValidationArgs) -> list[str]:
+    violations: list[str] = []
+    policy(name).validate(args, lambda message, urn=None: violations.append(message))
+    return violations
+
+
+def program_resources(program: Program) -> list[PolicyResource]:
+    """Every custom resource the program registered, with its inputs as props and its provider."""
+    found = []
+    for registration in program.registrations.values():
+        if not registration.custom or registration.type.startswith("pulumi:"):
+            continue
+        provider = program.provider_of(registration)
+        provider_resource = (
+            PolicyProviderResource(provider.type, provider.inputs, provider.urn, provider.name) if provider else None
+        )
+        found.append(
+            PolicyResource(
+                registration.type,
+                registration.inputs,
+                registration.urn,
+                registration.name,
+                options(),
+                provider_resource,
+                None,
+                sorted(registration.dependencies),
+                {},
+            )
+        )
+    return found

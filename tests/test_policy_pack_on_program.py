@@ -1,0 +1,157 @@
+"""The whole pack over what the program registers under mocks: the closest thing to
+`pulumi preview --policy-pack policies` without the CLI (no provider normalisation, same inputs)."""
+
+from __future__ import annotations
+
+import copy
+
+from lab_harness import lab_config, run_program
+from policy_harness import options, program_resources, stack_args
+from pulumi_policy import ResourceValidationArgs, ResourceValidationPolicy, StackValidationPolicy
+
+from policies.rules import ALL_POLICIES
+
+
+def run_pack(config: dict) -> dict[str, list[str]]:
+    """Every policy of the pack over the program's resources: policy name -> violation messages."""
+    program = run_program(config)
+    resources = program_resources(program)
+    found: dict[str, list[str]] = {}
+    for policy in ALL_POLICIES:
+        messages: list[str] = []
+        report = lambda message, urn=None, messages=messages: messages.append(message)  # noqa: E731
+        if isinstance(policy, StackValidationPolicy):
+            policy.validate(stack_args(resources), report)
+        elif isinstance(policy, ResourceValidationPolicy):
+            for resource in resources:
+                args = ResourceValidationArgs(
+                    resource.resource_type, resource.props, resource.urn, resource.name, options(), resource.provider, {}
+                )
+                for validate in policy.validate if isinstance(policy.validate, list) else [policy.validate]:
+                    validate(args, report)
+        found[policy.name] = messages
+    return found
+
+
+def with_tenant_a_workload(workload: dict) -> dict:
+    config = copy.deepcopy(lab_config())
+    config["tenants"][0]["workloads"].append(workload)
+    return config
+
+
+def test_reference_stack_passes_every_policy() -> None:
+    violations = run_pack(lab_config())
+    assert set(violations) == {
+        "gpu-request-limits",
+        "gpu-placement-order",
+        "mock-gpu-node-not-labelled-gpu-on",
+        "worker-version-matches-control-plane",
+        "tenant-version-supported-by-kamaji",
+        "metallb-pool-ipv4",
+    }
+    assert all(messages == [] for messages in violations.values()), violations
+
+
+def test_fourth_30_percent_pod_is_refused_for_cores() -> None:
+    violations = run_pack(with_tenant_a_workload({"name": "trainer-4", "gpumem": 20000, "gpucores": 30}))
+    messages = violations["gpu-request-limits"]
+    assert len(messages) == 1, messages
+    assert "tenant tenant-a" in messages[0] and "Pod/gpu-workloads/trainer-4" in messages[0]
+    assert "CardInsufficientCore" in messages[0] and "GPU-MOCK-tenant-a-0" in messages[0]
+    assert "asks 30% cores, 10% free" in messages[0]
+
+
+def test_90000_mb_pod_is_refused_for_memory() -> None:
+    violations = run_pack(with_tenant_a_workload({"name": "huge", "gpumem": 90000, "gpucores": 10}))
+    messages = violations["gpu-request-limits"]
+    assert any("CardInsufficientMemory" in m and "asks 90000 MB, 81920 MB free of 81920" in m for m in messages), messages
+
+
+def test_90000_mb_pod_is_refused_on_tenant_b_cards_too() -> None:
+    config = copy.deepcopy(lab_config())
+    config["tenants"][1]["workloads"] = [{"name": "huge", "gpumem": 90000, "gpucores": 10}]
+    messages = run_pack(config)["gpu-request-limits"]
+    assert any(
+        "tenant tenant-b" in m and "CardInsufficientMemory" in m and "GPU-MOCK-tenant-b-0" in m and "GPU-MOCK-tenant-b-1" in m
+        for m in messages
+    ), messages
+
+
+def test_limits_come_from_the_stack_config_not_a_copy() -> None:
+    """Tightening the tenant's per-pod limit in config is enough for the pack to refuse the same pods."""
+    config = copy.deepcopy(lab_config())
+    config["tenants"][0]["limits"]["gpumem"] = 10000
+    messages = run_pack(config)["gpu-request-limits"]
+    assert len([m for m in messages if "PodGpuLimitExceeded" in m]) == 3
+
+
+def analyze_stack(resources, policy_config: dict | None = None):
+    """Drive the real CrossGuard analyzer servicer (what the CLI talks to over gRPC)."""
+    from google.protobuf import struct_pb2
+    from pulumi.runtime import proto
+    from pulumi_policy import EnforcementLevel
+    from pulumi_policy.policy import _PolicyAnalyzerServicer
+
+    servicer = _PolicyAnalyzerServicer("gpulab-gpu-policies", "0.1.0", ALL_POLICIES, EnforcementLevel.MANDATORY)
+    if policy_config:
+        request = proto.ConfigureAnalyzerRequest()
+        for name, config in policy_config.items():
+            value = struct_pb2.Struct()
+            value.update(config)
+            request.policyConfig[name].CopyFrom(proto.PolicyConfig(properties=value))
+        servicer.Configure(request, None)
+    items = []
+    for resource in resources:
+        properties = struct_pb2.Struct()
+        properties.update(_plain(resource.props))
+        items.append(proto.AnalyzerResource(type=resource.resource_type, properties=properties, urn=resource.urn, name=resource.name))
+    return servicer.AnalyzeStack(proto.AnalyzeStackRequest(resources=items), None)
+
+
+def _plain(value):
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    if hasattr(value, "path"):  # a FileAsset in Helm value files
+        return value.path
+    return value
+
+
+def test_real_analyzer_reports_a_mandatory_violation() -> None:
+    program = run_program(with_tenant_a_workload({"name": "trainer-4", "gpumem": 20000, "gpucores": 30}))
+    response = analyze_stack(program_resources(program))
+    diagnostics = [d for d in response.diagnostics if d.policyName == "gpu-request-limits"]
+    assert len(diagnostics) == 1
+    assert "CardInsufficientCore" in diagnostics[0].message
+    assert diagnostics[0].enforcementLevel == 1  # MANDATORY in the analyzer protocol: fails preview and up
+
+
+def test_real_analyzer_passes_the_reference_stack() -> None:
+    response = analyze_stack(program_resources(run_program(lab_config())))
+    assert list(response.diagnostics) == []
+
+
+def test_policy_config_reaches_the_rules_through_the_analyzer() -> None:
+    program = run_program(lab_config())
+    config = {"gpu-request-limits": {"tenants": {"tenant-a": {"cards": [{"model": "T4", "count": 1}]}}}}
+    response = analyze_stack(program_resources(program), config)
+    messages = [d.message for d in response.diagnostics if d.policyName == "gpu-request-limits"]
+    assert messages and all("tenant tenant-a" in m for m in messages)
+    assert any("CardInsufficientMemory" in m and "NVIDIA-Tesla-T4" in m for m in messages)
+
+
+def test_gpu_rules_still_run_when_other_values_are_unknown_in_preview() -> None:
+    """On a first preview the MetalLB pool and kubeconfigs are unknown; the GPU rules must not trip on them."""
+    unknown = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # the engine's unknown sentinel
+    program = run_program(with_tenant_a_workload({"name": "trainer-4", "gpumem": 20000, "gpucores": 30}))
+    resources = program_resources(program)
+    for resource in resources:
+        if resource.resource_type == "kubernetes:metallb.io/v1beta1:IPAddressPool":
+            resource.props["spec"]["addresses"] = [unknown]
+        if resource.resource_type == "command:local:Command" and "stdin" in resource.props:
+            resource.props["stdin"] = unknown
+    response = analyze_stack(resources)
+    by_policy = {d.policyName: d.message for d in response.diagnostics}
+    assert "CardInsufficientCore" in by_policy["gpu-request-limits"]
+    assert not any("can't run policy" in message for message in by_policy.values()), by_policy
