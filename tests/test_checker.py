@@ -1,0 +1,130 @@
+"""`python -m policies check`: the reference cases, other workload shapes, exit codes, bad input."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+from policies.checker import main
+
+MANIFESTS = ROOT / "tests" / "manifests"
+
+
+def check(capsys, tenant: str, *files: str, stack: str = "dev", project_dir: Path = ROOT) -> tuple[int, str, str]:
+    code = main(["--tenant", tenant, "--stack", stack, "--project-dir", str(project_dir), *(str(MANIFESTS / f) for f in files)])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_fourth_share_is_refused_for_cores(capsys) -> None:
+    code, out, _ = check(capsys, "tenant-a", "fourth-share.yaml")
+    assert code == 1
+    lines = out.splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("error: tenant tenant-a: Pod/gpu-workloads/trainer-4 on GPU-MOCK-tenant-a-0: CardInsufficientCore:")
+    assert "next to Pod/gpu-workloads/trainer-1, Pod/gpu-workloads/trainer-2, Pod/gpu-workloads/trainer-3" in lines[0]
+
+
+def test_90000_mb_is_refused_for_memory_on_both_tenants(capsys) -> None:
+    for tenant in ("tenant-a", "tenant-b"):
+        code, out, _ = check(capsys, tenant, "too-much-memory.yaml")
+        assert code == 1
+        assert "CardInsufficientMemory" in out and "asks 90000 MB" in out
+
+
+def test_a_fitting_manifest_exits_zero(capsys) -> None:
+    code, out, _ = check(capsys, "tenant-a", "fits.yaml")
+    assert code == 0, out
+    assert out.strip() == "ok: everything fits tenant tenant-a's cards, limits and quota"
+
+
+def test_multi_gpu_job_fits_on_both_l4s(capsys) -> None:
+    code, out, _ = check(capsys, "tenant-b", "multi-gpu.yaml")
+    assert code == 0, out
+
+
+def test_multi_gpu_job_is_refused_where_there_is_one_card(capsys) -> None:
+    code, out, _ = check(capsys, "tenant-a", "multi-gpu.yaml")
+    assert code == 1
+    assert "AllocatedCardsInsufficientRequest" in out and "asks 2 cards, the node has 1" in out
+
+
+def test_percentage_memory_with_replicas(capsys) -> None:
+    code, out, _ = check(capsys, "tenant-b", "percentage.yaml")
+    assert code == 1
+    assert "Deployment/gpu-workloads/infer#3" in out and "CardInsufficientMemory" in out
+    assert "asks 14745 MB, 9831 MB free of 24576" in out  # 60 % of 24576, next to another 60 %
+
+
+def test_gpu_only_pods_are_exclusive(capsys) -> None:
+    code, out, _ = check(capsys, "tenant-b", "exclusive.yaml")
+    assert code == 1
+    assert "StatefulSet/gpu-workloads/whole-cards#3" in out and "CardInsufficientMemory" in out
+
+
+def test_init_container_must_fit_too(capsys) -> None:
+    code, out, _ = check(capsys, "tenant-a", "init-container.yaml")
+    assert code == 1
+    assert "Pod/gpu-workloads/warmup" in out and "container load-weights asks 30000 MB" in out
+
+
+def test_cronjob(capsys) -> None:
+    code, out, _ = check(capsys, "tenant-a", "cronjob.yaml")
+    assert code == 1
+    assert "CronJob/gpu-workloads/nightly" in out and "CardInsufficientCore" in out
+
+
+def test_unknown_tenant_is_bad_input(capsys) -> None:
+    code, out, err = check(capsys, "tenant-z", "fits.yaml")
+    assert code == 2 and out == ""
+    assert "unknown tenant 'tenant-z'; Pulumi.dev.yaml declares: tenant-a, tenant-b" in err
+
+
+def test_invalid_yaml_is_bad_input(capsys) -> None:
+    code, _, err = check(capsys, "tenant-a", "broken.yaml")
+    assert code == 2
+    assert "broken.yaml: not valid YAML" in err
+
+
+def test_unreadable_file_is_bad_input(capsys) -> None:
+    code, _, err = check(capsys, "tenant-a", "does-not-exist.yaml")
+    assert code == 2
+    assert "does-not-exist.yaml: cannot read it (No such file or directory)" in err
+
+
+def test_missing_stack_file_is_bad_input(capsys) -> None:
+    code, _, err = check(capsys, "tenant-a", "fits.yaml", stack="prod")
+    assert code == 2 and "Pulumi.prod.yaml does not exist" in err
+
+
+def test_invalid_stack_config_is_bad_input(capsys, tmp_path: Path) -> None:
+    (tmp_path / "Pulumi.dev.yaml").write_text("config:\n  gpulab:tenants:\n    - {name: a, gpus: [{model: A200, count: 1}]}\n")
+    code, _, err = check(capsys, "a", "fits.yaml", project_dir=tmp_path)
+    assert code == 2 and "gpulab:tenants[0].gpus[0].model = 'A200'" in err
+
+
+def test_as_a_module_from_the_command_line() -> None:
+    """The documented invocation, in a subprocess, from the project directory."""
+    result = subprocess.run(
+        [sys.executable, "-m", "policies", "check", "--tenant", "tenant-a", str(MANIFESTS / "fourth-share.yaml")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": ""},
+        timeout=60,
+    )
+    assert result.returncode == 1, result.stderr
+    assert "CardInsufficientCore" in result.stdout
+
+
+@pytest.mark.parametrize("flag", ["--help"])
+def test_help(flag: str, capsys) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main([flag])
+    assert exited.value.code == 0
+    assert "--tenant" in capsys.readouterr().out
