@@ -233,9 +233,7 @@ class LabConfig(_Model):
         stems = [tenant.output_stem for tenant in self.tenants]
         clashing = sorted({stem for stem in stems if stems.count(stem) > 1})
         if clashing:
-            raise ValueError(
-                f"tenants: names {names} give clashing stack outputs {clashing}_*; rename one of them"
-            )
+            raise ValueError(f"tenants: names {names} give clashing stack outputs {clashing}_*; rename one of them")
         max_major, max_minor = self.versions.kamaji_max_minor()
         problems: list[str] = []
         for i, tenant in enumerate(self.tenants):

@@ -31,7 +31,9 @@ class GpuWorkloads(pulumi.ComponentResource):
     ) -> None:
         super().__init__("gpulab:index:GpuWorkloads", name, None, opts)
         child = pulumi.ResourceOptions(
-            parent=self, provider=control_plane.provider, depends_on=[gpu_node.ready, *gpu_node.namespaces, *gpu_node.quotas]
+            parent=self,
+            provider=control_plane.provider,
+            depends_on=[gpu_node.ready, *gpu_node.namespaces, *gpu_node.quotas],
         )
         self.resources = []
         for workload in tenant.workloads:

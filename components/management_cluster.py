@@ -84,7 +84,9 @@ class ManagementCluster(pulumi.ComponentResource):
             ),
         )
         self.kubeconfig = pulumi.Output.secret(self.cluster.stdout)
-        self.provider = k8s.Provider(f"{name}-provider", kubeconfig=self.kubeconfig, opts=pulumi.ResourceOptions(parent=self))
+        self.provider = k8s.Provider(
+            f"{name}-provider", kubeconfig=self.kubeconfig, opts=pulumi.ResourceOptions(parent=self)
+        )
         in_cluster = pulumi.ResourceOptions(parent=self, provider=self.provider)
 
         # cert-manager, then a real check that its webhook admits objects.

@@ -42,7 +42,11 @@ def hami_values(tenant: Tenant, lab: LabConfig) -> dict:
             # The in-pod kube-scheduler must match the tenant API server; Aliyun's default mirror may lag
             # (section 1, "How the kube-scheduler sidecar image is chosen").
             "kubeScheduler": {
-                "image": {"registry": "registry.k8s.io", "repository": "kube-scheduler", "tag": tenant.kubernetes_version}
+                "image": {
+                    "registry": "registry.k8s.io",
+                    "repository": "kube-scheduler",
+                    "tag": tenant.kubernetes_version,
+                }
             },
             # Mock mode: the mock plugin never releases HAMi's node lock, so every bind after the first
             # would wait 5 minutes. `nodeLockExpire` is ignored (#2790); this flag works (section 3).
@@ -187,7 +191,9 @@ class MockGpuNode(pulumi.ComponentResource):
                 "namespace": INVENTORY_NAMESPACE,
                 "labels": {TENANT_LABEL: tenant.name, INVENTORY_LABEL: "true"},
             },
-            data={"inventory.json": json.dumps(inventory_document(tenant, lab, self.cards, worker.node_name), indent=2)},
+            data={
+                "inventory.json": json.dumps(inventory_document(tenant, lab, self.cards, worker.node_name), indent=2)
+            },
             opts=after_worker,
         )
         self.register_outputs(

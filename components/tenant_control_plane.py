@@ -154,9 +154,13 @@ class TenantControlPlane(pulumi.ComponentResource):
         admin = k8s.core.v1.Secret.get(
             f"{name}-admin-kubeconfig",
             pulumi.Output.all(namespace.metadata.name, status).apply(lambda args: admin_secret_id(*args)),
-            opts=pulumi.ResourceOptions(parent=self, provider=management.provider, depends_on=[self.tenant_control_plane]),
+            opts=pulumi.ResourceOptions(
+                parent=self, provider=management.provider, depends_on=[self.tenant_control_plane]
+            ),
         )
-        self.kubeconfig = pulumi.Output.secret(admin.data.apply(lambda data: base64.b64decode(data["admin.conf"]).decode()))
+        self.kubeconfig = pulumi.Output.secret(
+            admin.data.apply(lambda data: base64.b64decode(data["admin.conf"]).decode())
+        )
         self.endpoint = status.apply(endpoint_ip)
 
         self.api_ready = script_command(

@@ -68,7 +68,10 @@ def calico_pool_transform(pod_cidr: str):
     """Sets calico-node's CALICO_IPV4POOL_CIDR to the tenant's pod CIDR (the manifest leaves it unset)."""
 
     def transform(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
-        if args.type_ != "kubernetes:apps/v1:DaemonSet" or (args.props.get("metadata") or {}).get("name") != "calico-node":
+        if (
+            args.type_ != "kubernetes:apps/v1:DaemonSet"
+            or (args.props.get("metadata") or {}).get("name") != "calico-node"
+        ):
             return None
         return pulumi.ResourceTransformResult(
             props=set_container_env(dict(args.props), "calico-node", {"CALICO_IPV4POOL_CIDR": pod_cidr}),
@@ -102,7 +105,9 @@ class TenantWorker(pulumi.ComponentResource):
         self.node_name = worker_node_name(tenant)
 
         # keep_locally: the management cluster may use the same image.
-        image = docker.RemoteImage(f"{name}-image", name=image_ref, keep_locally=True, opts=pulumi.ResourceOptions(parent=self))
+        image = docker.RemoteImage(
+            f"{name}-image", name=image_ref, keep_locally=True, opts=pulumi.ResourceOptions(parent=self)
+        )
         host_prerequisites = script_command(
             f"{name}-host-prerequisites",
             "host-prereqs.sh",

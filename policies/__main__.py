@@ -15,8 +15,8 @@ if sys.argv[1:2] == ["check"]:
 
     sys.exit(main(sys.argv[2:]))
 
-from pulumi_policy import EnforcementLevel, PolicyPack  # noqa: E402
+from pulumi_policy import EnforcementLevel, PolicyPack
 
-from policies.rules import ALL_POLICIES  # noqa: E402
+from policies.rules import ALL_POLICIES
 
 PolicyPack(name="gpulab-gpu-policies", policies=ALL_POLICIES, enforcement_level=EnforcementLevel.MANDATORY)

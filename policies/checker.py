@@ -74,7 +74,9 @@ def run(tenant_name: str, stack: str, files: list[Path], project_dir: Path) -> t
     for workload in submitted:
         labelled = workload.labels.get(TENANT_LABEL)
         if labelled and labelled != tenant_name:
-            lines.append(f"warning: {workload.label} is labelled {TENANT_LABEL}={labelled} but is checked as {tenant_name}")
+            lines.append(
+                f"warning: {workload.label} is labelled {TENANT_LABEL}={labelled} but is checked as {tenant_name}"
+            )
     findings = evaluate_tenant(inventories[tenant_name], [w for w in declared if w is not None] + submitted)
     lines.extend(finding.line() for finding in findings)
     return (1 if any(finding.severity == "error" for finding in findings) else 0), lines
@@ -88,7 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tenant", required=True, help="tenant name, as in the stack config")
     parser.add_argument("--stack", default="dev", help="stack whose Pulumi.<STACK>.yaml declares the tenant (dev)")
     parser.add_argument("--project-dir", type=Path, default=Path.cwd(), help="where Pulumi.<STACK>.yaml is (.)")
-    parser.add_argument("files", nargs="+", type=Path, metavar="FILE", help="Kubernetes manifests (multi-document YAML)")
+    parser.add_argument(
+        "files", nargs="+", type=Path, metavar="FILE", help="Kubernetes manifests (multi-document YAML)"
+    )
     args = parser.parse_args(argv)
     try:
         code, lines = run(args.tenant, args.stack, args.files, args.project_dir)

@@ -55,7 +55,9 @@ def _memory_mb(pod: PodRequest, inventory: TenantInventory, containers=None) -> 
     """Memory a pod asks per allocation (percentages resolved on the tenant's largest card)."""
     largest = max((card.memory_mb for card in inventory.cards), default=0)
     chosen = pod.containers if containers is None else containers
-    return sum(c.nums * (c.memory_mb if c.memory_mb is not None else largest * c.memory_percentage // 100) for c in chosen)
+    return sum(
+        c.nums * (c.memory_mb if c.memory_mb is not None else largest * c.memory_percentage // 100) for c in chosen
+    )
 
 
 def pod_limit_findings(inventory: TenantInventory, workloads: Sequence[Workload]) -> list[Finding]:
@@ -80,7 +82,8 @@ def pod_limit_findings(inventory: TenantInventory, workloads: Sequence[Workload]
                         inventory.name,
                         workload.label,
                         POD_LIMIT_EXCEEDED,
-                        f"each pod asks {asked[key]}{unit} in total; tenant {inventory.name} allows {limit}{unit} per pod",
+                        f"each pod asks {asked[key]}{unit} in total; "
+                        f"tenant {inventory.name} allows {limit}{unit} per pod",
                     )
                 )
     return findings

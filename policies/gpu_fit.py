@@ -196,8 +196,11 @@ class Node:
         if len(fits) < container.nums:
             if fits:
                 return ContainerFailure(
-                    pod, container, rejections, f"only {len(fits)} of the {container.nums} cards it needs fit: "
-                    + "; ".join(str(r) for r in rejections)
+                    pod,
+                    container,
+                    rejections,
+                    f"only {len(fits)} of the {container.nums} cards it needs fit: "
+                    + "; ".join(str(r) for r in rejections),
                 )
             return ContainerFailure(pod, container, rejections)
         ranked = sorted(fits, key=lambda i: (_score(self.cards[i], self.use[i]), i), reverse=policy == "binpack")
@@ -236,7 +239,9 @@ def search_placement(
     return (None if search.exhausted else False), None
 
 
-def _search(node: Node, pods: list[PodRequest], pod_index: int, container_index: int, search: Search, budget: int) -> bool:
+def _search(
+    node: Node, pods: list[PodRequest], pod_index: int, container_index: int, search: Search, budget: int
+) -> bool:
     if pod_index == len(pods):
         return True
     search.steps += 1
@@ -304,7 +309,9 @@ def arrival_orders(pods: Sequence[PodRequest]) -> Iterable[tuple[PodRequest, ...
     yield tuple(sorted(pods, key=size, reverse=True))
 
 
-def find_stranding(cards: Sequence[CardSpec], pods: Sequence[PodRequest], policies: Sequence[str] = POLICIES) -> Stranding | None:
+def find_stranding(
+    cards: Sequence[CardSpec], pods: Sequence[PodRequest], policies: Sequence[str] = POLICIES
+) -> Stranding | None:
     """The first arrival order and card policy under which HAMi's greedy placement strands a pod."""
     for policy in policies:
         for order in arrival_orders(pods):

@@ -57,7 +57,9 @@ GPU_CONFIG_SCHEMA = PolicyConfigSchema(
 )
 
 
-def _resource_tenant(workload: Workload, provider_name: str | None, config: GpuPolicyConfig, known: set[str]) -> str | None:
+def _resource_tenant(
+    workload: Workload, provider_name: str | None, config: GpuPolicyConfig, known: set[str]
+) -> str | None:
     """The workload's tenant: its label, else the lab's tenant provider (`<tenant>-provider`), else the default."""
     if workload.labels.get(TENANT_LABEL):
         return workload.labels[TENANT_LABEL]
@@ -66,7 +68,9 @@ def _resource_tenant(workload: Workload, provider_name: str | None, config: GpuP
     return config.default_tenant
 
 
-def _gpu_findings(args: StackValidationArgs, report_violation: ReportViolation) -> tuple[list[tuple[Finding, str]], bool]:
+def _gpu_findings(
+    args: StackValidationArgs, report_violation: ReportViolation
+) -> tuple[list[tuple[Finding, str]], bool]:
     """Findings with the URN to attach them to; False if the config itself was reported as invalid."""
     try:
         config = parse_policy_config(args.get_config() or {})
@@ -161,8 +165,8 @@ def validate_worker_version(args: StackValidationArgs, report_violation: ReportV
     versions = {}
     for resource in args.resources:
         if resource.resource_type == TCP_TYPE and _labels(resource.props).get(TENANT_LABEL):
-            versions[_labels(resource.props)[TENANT_LABEL]] = (resource.props.get("spec") or {}).get("kubernetes", {}).get(
-                "version"
+            versions[_labels(resource.props)[TENANT_LABEL]] = (
+                (resource.props.get("spec") or {}).get("kubernetes", {}).get("version")
             )
     for resource in args.resources:
         if resource.resource_type != CONTAINER_TYPE:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 
@@ -25,10 +26,13 @@ def upstream_path(relative: str) -> Path:
     return path
 
 
+@functools.cache
 def upstream_yaml(relative: str):
-    return yaml.safe_load(upstream_path(relative).read_text())
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the Kamaji CRD is 700 kB
+    return yaml.load(upstream_path(relative).read_text(), Loader=loader)
 
 
+@functools.cache
 def crd_schema(relative: str, version: str) -> dict:
     crd = upstream_yaml(relative)
     for entry in crd["spec"]["versions"]:

@@ -108,7 +108,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         super().__init__(mocks)
         self.registrations: dict[str, Registration] = {}
 
-    def RegisterResource(self, request):  # noqa: N802 - gRPC method name
+    def RegisterResource(self, request):
         response = super().RegisterResource(request)
         dependencies = set(request.dependencies)
         for urns in request.propertyDependencies.values():
@@ -131,7 +131,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         )
         return response
 
-    def ReadResource(self, request):  # noqa: N802 - gRPC method name
+    def ReadResource(self, request):
         response = super().ReadResource(request)
         self.registrations[response.urn] = Registration(
             urn=response.urn,

@@ -29,12 +29,25 @@ def policy(name: str):
 
 def resource(resource_type: str, props: dict, name: str = "r", provider: str | None = None) -> PolicyResource:
     provider_resource = (
-        PolicyProviderResource("pulumi:providers:kubernetes", {}, f"urn:pulumi:dev::gpulab::pulumi:providers:kubernetes::{provider}", provider)
+        PolicyProviderResource(
+            "pulumi:providers:kubernetes",
+            {},
+            f"urn:pulumi:dev::gpulab::pulumi:providers:kubernetes::{provider}",
+            provider,
+        )
         if provider
         else None
     )
     return PolicyResource(
-        resource_type, props, f"urn:pulumi:dev::gpulab::{resource_type}::{name}", name, options(), provider_resource, None, [], {}
+        resource_type,
+        props,
+        f"urn:pulumi:dev::gpulab::{resource_type}::{name}",
+        name,
+        options(),
+        provider_resource,
+        None,
+        [],
+        {},
     )
 
 
@@ -43,7 +56,9 @@ def stack_args(resources: list[PolicyResource], config: dict | None = None) -> S
 
 
 def resource_args(resource_type: str, props: dict, config: dict | None = None) -> ResourceValidationArgs:
-    return ResourceValidationArgs(resource_type, props, f"urn:pulumi:dev::gpulab::{resource_type}::r", "r", options(), None, config or {})
+    return ResourceValidationArgs(
+        resource_type, props, f"urn:pulumi:dev::gpulab::{resource_type}::r", "r", options(), None, config or {}
+    )
 
 
 def run_stack_policy(name: str, args: StackValidationArgs) -> list[tuple[str, str | None]]:

@@ -16,7 +16,9 @@ MANIFESTS = ROOT / "tests" / "manifests"
 
 
 def check(capsys, tenant: str, *files: str, stack: str = "dev", project_dir: Path = ROOT) -> tuple[int, str, str]:
-    code = main(["--tenant", tenant, "--stack", stack, "--project-dir", str(project_dir), *(str(MANIFESTS / f) for f in files)])
+    code = main(
+        ["--tenant", tenant, "--stack", stack, "--project-dir", str(project_dir), *(str(MANIFESTS / f) for f in files)]
+    )
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
@@ -26,7 +28,9 @@ def test_fourth_share_is_refused_for_cores(capsys) -> None:
     assert code == 1
     lines = out.splitlines()
     assert len(lines) == 1
-    assert lines[0].startswith("error: tenant tenant-a: Pod/gpu-workloads/trainer-4 on GPU-MOCK-tenant-a-0: CardInsufficientCore:")
+    assert lines[0].startswith(
+        "error: tenant tenant-a: Pod/gpu-workloads/trainer-4 on GPU-MOCK-tenant-a-0: CardInsufficientCore:"
+    )
     assert "next to Pod/gpu-workloads/trainer-1, Pod/gpu-workloads/trainer-2, Pod/gpu-workloads/trainer-3" in lines[0]
 
 
@@ -103,7 +107,9 @@ def test_missing_stack_file_is_bad_input(capsys) -> None:
 
 
 def test_invalid_stack_config_is_bad_input(capsys, tmp_path: Path) -> None:
-    (tmp_path / "Pulumi.dev.yaml").write_text("config:\n  gpulab:tenants:\n    - {name: a, gpus: [{model: A200, count: 1}]}\n")
+    (tmp_path / "Pulumi.dev.yaml").write_text(
+        "config:\n  gpulab:tenants:\n    - {name: a, gpus: [{model: A200, count: 1}]}\n"
+    )
     code, _, err = check(capsys, "a", "fits.yaml", project_dir=tmp_path)
     assert code == 2 and "gpulab:tenants[0].gpus[0].model = 'A200'" in err
 

@@ -52,7 +52,10 @@ def with_tenant(**changes) -> dict:
             lambda: with_tenant(gpus=[{"model": "A200", "count": 1}]),
             ["gpulab:tenants[0].gpus[0].model = 'A200'", "unknown GPU model", "A100-80GB"],
         ),
-        (lambda: with_tenant(gpus=[{"model": "L4", "count": 0}]), ["gpulab:tenants[0].gpus[0].count = 0", "greater than 0"]),
+        (
+            lambda: with_tenant(gpus=[{"model": "L4", "count": 0}]),
+            ["gpulab:tenants[0].gpus[0].count = 0", "greater than 0"],
+        ),
         (lambda: with_tenant(gpus=[{"model": "L4", "count": -2}]), ["gpulab:tenants[0].gpus[0].count = -2"]),
         (lambda: with_tenant(gpus=[]), ["gpulab:tenants[0].gpus"]),
         (lambda: with_tenant(podCidr="10.244.0.0/33"), ["gpulab:tenants[0].podCidr = '10.244.0.0/33'", "CIDR"]),
@@ -66,7 +69,10 @@ def with_tenant(**changes) -> dict:
             lambda: with_tenant(kubernetesVersion="v1.37.0"),
             ["tenants[0].kubernetesVersion = 'v1.37.0'", "supports up to v1.36.x"],
         ),
-        (lambda: with_tenant(kubernetesVersion="1.36"), ["gpulab:tenants[0].kubernetesVersion = '1.36'", "vMAJOR.MINOR.PATCH"]),
+        (
+            lambda: with_tenant(kubernetesVersion="1.36"),
+            ["gpulab:tenants[0].kubernetesVersion = '1.36'", "vMAJOR.MINOR.PATCH"],
+        ),
         (
             lambda: with_tenant(workerImage="kindest/node:v1.35.1@sha256:" + "0" * 64),
             ["tenants[0].workerImage", "does not match kubernetesVersion v1.36.4"],
@@ -80,7 +86,10 @@ def with_tenant(**changes) -> dict:
             ["namespace 'elsewhere'", "add it there"],
         ),
         (lambda: with_tenant(workloads=[{"name": "x", "replicas": 3}]), ["kind: Deployment"]),
-        (lambda: with_tenant(workloads=[{"name": "x", "gpucores": 101}]), ["gpucores = 101", "less than or equal to 100"]),
+        (
+            lambda: with_tenant(workloads=[{"name": "x", "gpucores": 101}]),
+            ["gpucores = 101", "less than or equal to 100"],
+        ),
         (lambda: with_tenant(surprise=1), ["gpulab:tenants[0].surprise", "Extra inputs"]),
         (lambda: {**reference(), "management": {"metallbPoolSize": 0}}, ["gpulab:management.metallbPoolSize = 0"]),
         (lambda: {**reference(), "scheduling": {"gpuSchedulerPolicy": "random"}}, ["gpuSchedulerPolicy = 'random'"]),
@@ -107,7 +116,10 @@ def test_output_stems_must_not_clash() -> None:
 
 def test_versions_are_overridable_from_config() -> None:
     config = reference()
-    config["versions"] = {"calicoManifest": "https://example.test/calico-v9.yaml", "hami": {"repo": "r", "chart": "hami", "version": "2.8.3"}}
+    config["versions"] = {
+        "calicoManifest": "https://example.test/calico-v9.yaml",
+        "hami": {"repo": "r", "chart": "hami", "version": "2.8.3"},
+    }
     lab = parse_config(config)
     assert lab.versions.calico_manifest == "https://example.test/calico-v9.yaml"
     assert lab.versions.kamaji_image_tag == LabConfig.model_fields["versions"].default.kamaji_image_tag

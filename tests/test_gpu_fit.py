@@ -41,7 +41,9 @@ def test_check_order_follows_hami() -> None:
     assert card_rejection(A100, full, request, pod("p", 90000, 100)).reason == CARD_TIME_SLICING_EXHAUSTED
     half = CardUse(slots=1, memory_mb=1000, cores=95)
     assert card_rejection(A100, half, request, pod("p", 90000, 100)).reason == CARD_INSUFFICIENT_MEMORY
-    assert card_rejection(A100, half, pod("p", 100, 10).containers[0], pod("p", 100, 10)).reason == CARD_INSUFFICIENT_CORE
+    assert (
+        card_rejection(A100, half, pod("p", 100, 10).containers[0], pod("p", 100, 10)).reason == CARD_INSUFFICIENT_CORE
+    )
     typed = pod("p", 100, 10, use_types=("H100",))
     assert card_rejection(A100, full, typed.containers[0], typed).reason == CARD_TYPE_MISMATCH
 

@@ -6,7 +6,12 @@ import json
 
 from components.gpu_readiness import main, problems, ready_endpoints
 
-EXPECT = {"nvidia.com/gpu": 10, "nvidia.com/gpumem": 81920, "nvidia.com/gpucores": 100, "nvidia.com/gpumem-percentage": 100}
+EXPECT = {
+    "nvidia.com/gpu": 10,
+    "nvidia.com/gpumem": 81920,
+    "nvidia.com/gpucores": 100,
+    "nvidia.com/gpumem-percentage": 100,
+}
 
 
 def node(allocatable: dict[str, str]) -> dict:
@@ -30,7 +35,10 @@ def slices(ready: bool | None, addresses: list[str] | None = None) -> dict:
             {
                 "apiVersion": "discovery.k8s.io/v1",
                 "kind": "EndpointSlice",
-                "metadata": {"name": "hami-scheduler-x7k2p", "labels": {"kubernetes.io/service-name": "hami-scheduler"}},
+                "metadata": {
+                    "name": "hami-scheduler-x7k2p",
+                    "labels": {"kubernetes.io/service-name": "hami-scheduler"},
+                },
                 "addressType": "IPv4",
                 "endpoints": [{"addresses": addresses or ["192.168.77.3"], "conditions": conditions}],
                 "ports": [{"name": "http", "port": 443, "protocol": "TCP"}],

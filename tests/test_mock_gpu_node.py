@@ -77,7 +77,10 @@ def test_mock_plugin_only_once_and_no_gpu_on_label(program) -> None:
 
 
 def test_inventory_annotation_and_capacity(program) -> None:
-    for tenant, annotation, capacity in (("tenant-a", TENANT_A_ANNOTATION, "10"), ("tenant-b", TENANT_B_ANNOTATION, "20")):
+    for tenant, annotation, capacity in (
+        ("tenant-a", TENANT_A_ANNOTATION, "10"),
+        ("tenant-b", TENANT_B_ANNOTATION, "20"),
+    ):
         inventory = program.named(f"{tenant}-gpus-inventory")
         assert inventory.inputs["create"] == "bash scripts/apply-gpu-inventory.sh"
         environment = inventory.inputs["environment"]
@@ -151,7 +154,9 @@ def test_reference_workloads_on_tenant_a(program) -> None:
 
 def test_deployment_workload_with_replicas() -> None:
     config = lab_config()
-    config["tenants"][1]["workloads"] = [{"name": "serve", "kind": "Deployment", "replicas": 2, "gpumem": 8000, "gpucores": 20}]
+    config["tenants"][1]["workloads"] = [
+        {"name": "serve", "kind": "Deployment", "replicas": 2, "gpumem": 8000, "gpucores": 20}
+    ]
     program = run_program(config)
     deployment = program.named("tenant-b-workloads-serve")
     assert deployment.type == "kubernetes:apps/v1:Deployment"
@@ -176,4 +181,7 @@ def test_gpu_outputs_per_tenant(program) -> None:
 
 
 def test_split_image_keeps_a_digest_on_the_tag() -> None:
-    assert split_image("docker.io/projecthami/mock-device-plugin:1.0.1@sha256:" + "f" * 64)["tag"] == "1.0.1@sha256:" + "f" * 64
+    assert (
+        split_image("docker.io/projecthami/mock-device-plugin:1.0.1@sha256:" + "f" * 64)["tag"]
+        == "1.0.1@sha256:" + "f" * 64
+    )

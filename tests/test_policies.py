@@ -20,7 +20,11 @@ def inventory_configmap(tenant=TENANT_A) -> object:
     return resource(
         "kubernetes:core/v1:ConfigMap",
         {
-            "metadata": {"name": "gpulab-gpu-inventory", "namespace": "kube-public", "labels": {"gpulab.io/tenant": tenant.name}},
+            "metadata": {
+                "name": "gpulab-gpu-inventory",
+                "namespace": "kube-public",
+                "labels": {"gpulab.io/tenant": tenant.name},
+            },
             "data": {"inventory.json": json.dumps(document)},
         },
         name=f"{tenant.name}-inventory",
@@ -198,7 +202,10 @@ def test_unreadable_quantity_is_reported() -> None:
 def tcp(version: str, tenant: str = "tenant-a", annotations: dict | None = None) -> dict:
     return {
         "metadata": {"name": tenant, "labels": {"gpulab.io/tenant": tenant}, "annotations": annotations or {}},
-        "spec": {"kubernetes": {"version": version, "kubelet": {}}, "controlPlane": {"service": {"serviceType": "LoadBalancer"}}},
+        "spec": {
+            "kubernetes": {"version": version, "kubelet": {}},
+            "controlPlane": {"service": {"serviceType": "LoadBalancer"}},
+        },
     }
 
 

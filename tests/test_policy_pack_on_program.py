@@ -25,7 +25,13 @@ def run_pack(config: dict) -> dict[str, list[str]]:
         elif isinstance(policy, ResourceValidationPolicy):
             for resource in resources:
                 args = ResourceValidationArgs(
-                    resource.resource_type, resource.props, resource.urn, resource.name, options(), resource.provider, {}
+                    resource.resource_type,
+                    resource.props,
+                    resource.urn,
+                    resource.name,
+                    options(),
+                    resource.provider,
+                    {},
                 )
                 for validate in policy.validate if isinstance(policy.validate, list) else [policy.validate]:
                     validate(args, report)
@@ -64,7 +70,9 @@ def test_fourth_30_percent_pod_is_refused_for_cores() -> None:
 def test_90000_mb_pod_is_refused_for_memory() -> None:
     violations = run_pack(with_tenant_a_workload({"name": "huge", "gpumem": 90000, "gpucores": 10}))
     messages = violations["gpu-request-limits"]
-    assert any("CardInsufficientMemory" in m and "asks 90000 MB, 81920 MB free of 81920" in m for m in messages), messages
+    assert any("CardInsufficientMemory" in m and "asks 90000 MB, 81920 MB free of 81920" in m for m in messages), (
+        messages
+    )
 
 
 def test_90000_mb_pod_is_refused_on_tenant_b_cards_too() -> None:
@@ -72,7 +80,10 @@ def test_90000_mb_pod_is_refused_on_tenant_b_cards_too() -> None:
     config["tenants"][1]["workloads"] = [{"name": "huge", "gpumem": 90000, "gpucores": 10}]
     messages = run_pack(config)["gpu-request-limits"]
     assert any(
-        "tenant tenant-b" in m and "CardInsufficientMemory" in m and "GPU-MOCK-tenant-b-0" in m and "GPU-MOCK-tenant-b-1" in m
+        "tenant tenant-b" in m
+        and "CardInsufficientMemory" in m
+        and "GPU-MOCK-tenant-b-0" in m
+        and "GPU-MOCK-tenant-b-1" in m
         for m in messages
     ), messages
 
@@ -104,7 +115,11 @@ def analyze_stack(resources, policy_config: dict | None = None):
     for resource in resources:
         properties = struct_pb2.Struct()
         properties.update(_plain(resource.props))
-        items.append(proto.AnalyzerResource(type=resource.resource_type, properties=properties, urn=resource.urn, name=resource.name))
+        items.append(
+            proto.AnalyzerResource(
+                type=resource.resource_type, properties=properties, urn=resource.urn, name=resource.name
+            )
+        )
     return servicer.AnalyzeStack(proto.AnalyzeStackRequest(resources=items), None)
 
 

@@ -155,7 +155,10 @@ never() {{ echo "still no" >&2; return 1; }}
 wait_for 1 "something that never happens" never
 """
     result = subprocess.run(
-        ["bash", "-c", script], capture_output=True, text=True, env={**os.environ, "GPULAB_POLL_INTERVAL": "0.05", "TMPDIR": str(tmp_path)}
+        ["bash", "-c", script],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "GPULAB_POLL_INTERVAL": "0.05", "TMPDIR": str(tmp_path)},
     )
     assert "attempts=3" in result.stdout
     assert result.returncode == 1

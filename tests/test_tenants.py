@@ -64,7 +64,9 @@ def test_tcp_crd_validation_catches_a_missing_required_field() -> None:
     spec = control_plane_spec(parse_config(lab_config()).tenants[0])
     del spec["kubernetes"]["kubelet"]
     with pytest.raises(jsonschema.ValidationError, match="'kubelet' is a required property"):
-        jsonschema.validate({"apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "TenantControlPlane", "spec": spec}, schema)
+        jsonschema.validate(
+            {"apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "TenantControlPlane", "spec": spec}, schema
+        )
 
 
 def test_tcp_spec_values(program) -> None:
@@ -175,7 +177,11 @@ def test_calico_transform_sets_the_pool_to_the_pod_cidr() -> None:
     }
     transform = calico_pool_transform("10.245.0.0/16")
     args = pulumi.ResourceTransformArgs(
-        custom=True, type_="kubernetes:apps/v1:DaemonSet", name="calico-node", props=daemonset, opts=pulumi.ResourceOptions()
+        custom=True,
+        type_="kubernetes:apps/v1:DaemonSet",
+        name="calico-node",
+        props=daemonset,
+        opts=pulumi.ResourceOptions(),
     )
     result = transform(args)
     env = result.props["spec"]["template"]["spec"]["containers"][0]["env"]

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# make up's preflight. Docker must be running (gpulab cannot install or start it for you); kind,
+# kubectl and the Pulumi CLI are installed into ./bin at the versions pinned in
+# components/versions.py when the ones on PATH are missing or differ. Nothing else is touched.
+# env: PYTHON (the venv's python, to read the pins)
+set -euo pipefail
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin="$root/bin"
+mkdir -p "$bin"
+export PATH="$bin:$PATH"
+
+[ "$(uname -s)" = "Linux" ] ||
+  die "gpulab needs a Linux Docker host: MetalLB addresses on the kind network are not reachable from Docker Desktop"
+command -v docker >/dev/null || die "docker is not installed; install Docker Engine (https://docs.docker.com/engine/install/) and run make up again"
+docker info >/dev/null 2>&1 ||
+  die "the Docker daemon is not reachable (docker info failed). Start it (sudo systemctl start docker) and make sure $(id -un) may use it (sudo usermod -aG docker $(id -un), then log in again)"
+for tool in curl tar sha256sum; do
+  command -v "$tool" >/dev/null || die "$tool is needed to install the pinned CLIs; install it with your package manager"
+done
+
+case "$(uname -m)" in
+x86_64) arch=amd64 pulumi_arch=x64 ;;
+aarch64 | arm64) arch=arm64 pulumi_arch=arm64 ;;
+*) die "unsupported CPU architecture $(uname -m); kind publishes amd64 and arm64 only" ;;
+esac
+
+# KIND_VERSION, KIND_SHA256, KUBECTL_VERSION, KUBECTL_SHA256, PULUMI_VERSION
+eval "$("${PYTHON:-python3}" -m components.versions)"
+
+# fetch URL FILE EXPECTED_SHA256 CHECKSUM_URL: download, verify against the pinned checksum (amd64)
+# or else against the checksum upstream publishes next to the file, then move into place.
+fetch() {
+  local url=$1 file=$2 expected=$3 checksum_url=$4 partial
+  partial=$(mktemp "$bin/.download.XXXXXX")
+  log "downloading $url"
+  curl -fsSL --retry 3 -o "$partial" "$url" || {
+    rm -f "$partial"
+    die "download failed: $url"
+  }
+  if [ -z "$expected" ]; then
+    expected=$(curl -fsSL --retry 3 "$checksum_url" | grep -F "$(basename "$url")" | awk '{print $1}' | head -n1 || true)
+    [ -n "$expected" ] || expected=$(curl -fsSL --retry 3 "$checksum_url" | awk '{print $1}' | head -n1)
+  fi
+  echo "$expected  $partial" | sha256sum --check --status || {
+    rm -f "$partial"
+    die "checksum mismatch for $url (expected $expected)"
+  }
+  mv "$partial" "$file"
+}
+
+if [ "$(kind version 2>/dev/null | awk '{print $2}')" != "$KIND_VERSION" ]; then
+  sha=""
+  [ "$arch" = amd64 ] && sha=$KIND_SHA256
+  url="https://github.com/kubernetes-sigs/kind/releases/download/$KIND_VERSION/kind-linux-$arch"
+  fetch "$url" "$bin/kind" "$sha" "$url.sha256sum"
+  chmod +x "$bin/kind"
+fi
+
+if ! kubectl version --client 2>/dev/null | grep -q "Client Version: $KUBECTL_VERSION"; then
+  sha=""
+  [ "$arch" = amd64 ] && sha=$KUBECTL_SHA256
+  url="https://dl.k8s.io/release/$KUBECTL_VERSION/bin/linux/$arch/kubectl"
+  fetch "$url" "$bin/kubectl" "$sha" "$url.sha256"
+  chmod +x "$bin/kubectl"
+fi
+
+if [ "$(pulumi version 2>/dev/null)" != "v$PULUMI_VERSION" ]; then
+  archive="pulumi-v$PULUMI_VERSION-linux-$pulumi_arch.tar.gz"
+  fetch "https://get.pulumi.com/releases/sdk/$archive" "$bin/pulumi.tar.gz" "" \
+    "https://github.com/pulumi/pulumi/releases/download/v$PULUMI_VERSION/pulumi-$PULUMI_VERSION-checksums.txt"
+  tar -xzf "$bin/pulumi.tar.gz" -C "$bin" --strip-components=1
+  rm -f "$bin/pulumi.tar.gz"
+fi
+
+log "prerequisites: $(docker version --format 'docker {{.Server.Version}}'), $(kind version | awk '{print "kind", $2}'), kubectl $KUBECTL_VERSION, pulumi $(pulumi version)"
