@@ -223,57 +223,119 @@ class Search:
     seen: set = field(default_factory=set)
 
 
+@dataclass(frozen=True)
+class _Item:
+    """One step of the search: place one container of a pod (or, with container None, check that the
+    pod's init containers fit next to what is placed so far)."""
+
+    pod: PodRequest
+    container: ContainerRequest | None
+
+
+def _items(pods: Sequence[PodRequest]) -> list[_Item]:
+    items = []
+    for pod in pods:
+        if pod.init_containers:
+            items.append(_Item(pod, None))
+        items.extend(_Item(pod, container) for container in pod.containers)
+    return items
+
+
+def _demand(items: list[_Item], cards: Sequence[CardSpec]) -> list[tuple[int, int, int]]:
+    """Suffix sums of (slots, cores, memory lower bound) still to place from each item on."""
+    smallest = min(card.memory_mb for card in cards)
+    suffix = [(0, 0, 0)]
+    for item in reversed(items):
+        slots, cores, memory = suffix[-1]
+        container = item.container
+        if container is not None:
+            memory_each = (
+                container.memory_mb
+                if container.memory_mb is not None
+                else smallest * container.memory_percentage // 100
+            )
+            slots += container.nums
+            cores += container.nums * container.cores
+            memory += container.nums * memory_each
+        suffix.append((slots, cores, memory))
+    return list(reversed(suffix))
+
+
+def _room(node: Node) -> tuple[int, int, int]:
+    slots = sum(max(0, card.split_count - use.slots) for card, use in zip(node.cards, node.use, strict=True))
+    cores = sum(card.cores - use.cores for card, use in zip(node.cards, node.use, strict=True))
+    memory = sum(card.memory_mb - use.memory_mb for card, use in zip(node.cards, node.use, strict=True))
+    return slots, cores, memory
+
+
 def find_placement(cards: Sequence[CardSpec], pods: Sequence[PodRequest], budget: int = SEARCH_BUDGET) -> bool | None:
     """True if some placement holds every pod, False if none does, None if the search budget ran out."""
     return search_placement(cards, pods, budget)[0]
 
 
+def _size(pod: PodRequest) -> tuple[int, int]:
+    return (
+        sum(c.nums * (c.memory_mb if c.memory_mb is not None else 10**9 * c.memory_percentage) for c in pod.containers),
+        sum(c.nums * c.cores for c in pod.containers),
+    )
+
+
 def search_placement(
     cards: Sequence[CardSpec], pods: Sequence[PodRequest], budget: int = SEARCH_BUDGET
 ) -> tuple[bool | None, Node | None]:
-    """The verdict of find_placement, and on True the node with that placement allocated."""
+    """The verdict of find_placement, and on True the node with that placement allocated.
+
+    Exhaustive depth-first search over which cards each container takes, largest pods first (which
+    finds a placement fast when there is one), pruned by the aggregate room left on the cards and by
+    treating identical cards in identical states as one."""
     node = Node(cards)
+    if not pods:
+        return True, node
+    if not cards:
+        return False, None
+    items = _items(sorted(pods, key=_size, reverse=True))
     search = Search()
-    if _search(node, list(pods), 0, 0, search, budget):
+    if _search(node, items, _demand(items, cards), 0, search, budget):
         return True, node
     return (None if search.exhausted else False), None
 
 
 def _search(
-    node: Node, pods: list[PodRequest], pod_index: int, container_index: int, search: Search, budget: int
+    node: Node, items: list[_Item], demand: list[tuple[int, int, int]], index: int, search: Search, budget: int
 ) -> bool:
-    if pod_index == len(pods):
+    if index == len(items):
         return True
     search.steps += 1
     if search.steps > budget:
         search.exhausted = True
         return False
-    key = (pod_index, container_index, _canonical(node))
+    room = _room(node)
+    if any(need > free for need, free in zip(demand[index], room, strict=True)):
+        return False
+    key = (index, _canonical(node))
     if key in search.seen:
         return False
-    pod = pods[pod_index]
-    if container_index == 0:
-        for init in pod.init_containers:  # transient: must fit next to what is placed so far
-            fits, _ = node.fitting(init, pod)
-            if len(fits) < init.nums:
-                search.seen.add(key)
-                return False
-    if container_index == len(pod.containers):
-        return _search(node, pods, pod_index + 1, 0, search, budget)
-    container = pod.containers[container_index]
-    fits, _ = node.fitting(container, pod)
+    item = items[index]
+    if item.container is None:  # init containers are transient: each must fit next to what is placed
+        fits_all = all(len(node.fitting(init, item.pod)[0]) >= init.nums for init in item.pod.init_containers)
+        if fits_all and _search(node, items, demand, index + 1, search, budget):
+            return True
+        search.seen.add(key)
+        return False
+    container = item.container
+    fits, _ = node.fitting(container, item.pod)
     tried: set = set()
     for combination in itertools.combinations(fits, container.nums):
         signature = tuple(sorted(repr((node.cards[i].type, node.cards[i].memory_mb, node.use[i])) for i in combination))
         if signature in tried:  # identical cards in identical states: one try is enough
             continue
         tried.add(signature)
-        for index in combination:
-            node.allocate(index, container)
-        if _search(node, pods, pod_index, container_index + 1, search, budget):
+        for card_index in combination:
+            node.allocate(card_index, container)
+        if _search(node, items, demand, index + 1, search, budget):
             return True
-        for index in combination:
-            node.allocate(index, container, sign=-1)
+        for card_index in combination:
+            node.allocate(card_index, container, sign=-1)
         if search.exhausted:
             return False
     search.seen.add(key)
@@ -323,19 +385,28 @@ def find_stranding(
 
 def first_unplaceable(cards: Sequence[CardSpec], pods: Sequence[PodRequest]) -> tuple[int, ContainerFailure] | None:
     """The first pod (declared order) that no placement of it and the pods before it can hold, with why
-    it fails next to a placement of those pods. None if all fit, or if the search could not decide."""
+    it fails next to a placement of those pods. None if all fit, or if the search could not decide.
+
+    Walks the declared order keeping one placement of the pods so far; only when the next pod does not
+    fit next to it is the exhaustive search asked whether another placement would make room."""
     if find_placement(cards, pods) is not False:
         return None  # all fit, or undecidable
-    node: Node | None = Node(cards)
-    for end in range(1, len(pods) + 1):
-        verdict, found = search_placement(cards, pods[:end])
-        if verdict is None:
-            return None
-        if verdict is False:
-            assert node is not None
-            # No placement of the earlier pods leaves room for this one, so any placement shows why.
-            failure = node.place_greedy(pods[end - 1], "spread")
-            assert failure is not None, "exhaustive search and greedy placement disagree"
-            return end - 1, failure
-        node = found
-    return None
+    node = Node(cards)
+    for index, pod in enumerate(pods):
+        for policy in POLICIES:
+            trial = node.copy()
+            if trial.place_greedy(pod, policy) is None:
+                node = trial
+                break
+        else:
+            verdict, found = search_placement(cards, pods[: index + 1])
+            if verdict is None:
+                return None
+            if verdict is False:
+                # No placement of the earlier pods leaves room for this one, so this one shows why.
+                failure = node.place_greedy(pod, "spread")
+                assert failure is not None, "exhaustive search and greedy placement disagree"
+                return index, failure
+            assert found is not None
+            node = found
+    return None  # pragma: no cover - the whole set was proven not to fit
