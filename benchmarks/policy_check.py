@@ -21,12 +21,16 @@ from policies.workloads import read_workload  # noqa: E402
 
 
 def tenant(index: int, rng: random.Random) -> TenantInventory:
-    cards = tuple(CardSpec(f"t{index}-gpu-{i}", "NVIDIA-A100-SXM4-80GB", 81920) for i in range(rng.choice([16, 24, 32])))
+    count = rng.choice([16, 24, 32])
+    cards = tuple(CardSpec(f"t{index}-gpu-{i}", "NVIDIA-A100-SXM4-80GB", 81920) for i in range(count))
     return TenantInventory(f"t{index}", cards, PodLimits(), GpuQuota(), ("gpu",), "spread")
 
 
 def pod(name: str, rng: random.Random) -> dict:
-    limits = {"nvidia.com/gpumem": str(rng.choice([1000, 2000, 4000])), "nvidia.com/gpucores": str(rng.choice([1, 2, 5]))}
+    limits = {
+        "nvidia.com/gpumem": str(rng.choice([1000, 2000, 4000])),
+        "nvidia.com/gpucores": str(rng.choice([1, 2, 5])),
+    }
     return {
         "kind": "Pod",
         "metadata": {"name": name, "namespace": "gpu"},

@@ -8,8 +8,8 @@ from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import policy_check  # noqa: E402
-import program_under_mocks  # noqa: E402
+import policy_check
+import program_under_mocks
 
 
 def test_program_benchmark_runs(capsys) -> None:
