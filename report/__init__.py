@@ -1,0 +1,1 @@
+"""Per-card GPU allocation report for a live gpulab lab (`make report`)."""

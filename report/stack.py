@@ -1,0 +1,66 @@
+"""A live lab's stack outputs and config, for the report and the acceptance suite."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from components.config import ConfigError, LabConfig, load_stack_file
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class StackError(RuntimeError):
+    """No live stack to read; the message is one line saying why and what to do."""
+
+
+def stack_name(stack: str | None = None) -> str:
+    return stack or os.environ.get("GPULAB_STACK") or "dev"
+
+
+def stack_outputs(stack: str | None = None) -> dict[str, Any]:
+    name = stack_name(stack)
+    pulumi = shutil.which("pulumi")
+    if pulumi is None:
+        raise StackError("the Pulumi CLI is not on PATH: run `make up` on a Linux Docker host first")
+    result = subprocess.run(
+        [pulumi, "stack", "output", "--json", "--show-secrets", "--stack", name],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    if result.returncode != 0:
+        reason = (result.stderr.strip().splitlines() or ["unknown error"])[-1]
+        raise StackError(f"cannot read outputs of stack {name!r} ({reason}): run `make up` first")
+    outputs = json.loads(result.stdout or "{}")
+    if "management_kubeconfig" not in outputs:
+        raise StackError(f"stack {name!r} has no lab outputs (never deployed, or destroyed): run `make up`")
+    return outputs
+
+
+def stack_config(stack: str | None = None) -> LabConfig:
+    path = ROOT / f"Pulumi.{stack_name(stack)}.yaml"
+    try:
+        return load_stack_file(path)
+    except (OSError, ConfigError) as error:
+        raise StackError(f"cannot load {path.name}: {str(error).splitlines()[0]}") from None
+
+
+def tenant_kubeconfigs(stack: str | None = None) -> dict[str, dict[str, Any]]:
+    """Tenant name -> parsed admin kubeconfig, for every tenant of the stack's config."""
+    outputs = stack_outputs(stack)
+    lab = stack_config(stack)
+    found = {}
+    for tenant in lab.tenants:
+        key = f"{tenant.output_stem}_kubeconfig"
+        if key not in outputs:
+            raise StackError(f"stack output {key} is missing: run `make up` so the stack matches its config")
+        found[tenant.name] = yaml.safe_load(outputs[key])
+    return found

@@ -1,0 +1,133 @@
+"""The allocation report from recorded node and pod objects: parsers, model, text and PNG."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from lab_harness import lab_config
+
+from components.catalog import register_annotation
+from components.config import parse_config
+from report.annotations import AnnotationError, parse_allocation, parse_register
+from report.model import tenant_report
+from report.render import render_png, render_text
+
+LAB = parse_config(lab_config())
+TENANT_A = LAB.tenants[0]
+CARD = "GPU-MOCK-tenant-a-0"
+
+
+def test_single_container_single_card() -> None:
+    (allocation,) = parse_allocation("GPU-MOCK-0,NVIDIA,20000,30:;")
+    assert (allocation.container, allocation.card_id, allocation.vendor) == (0, "GPU-MOCK-0", "NVIDIA")
+    assert (allocation.memory_mb, allocation.cores) == (20000, 30)
+
+
+def test_one_container_on_two_cards() -> None:
+    allocations = parse_allocation("GPU-A,NVIDIA,10000,40:GPU-B,NVIDIA,10000,40:;")
+    assert [(a.container, a.card_id) for a in allocations] == [(0, "GPU-A"), (0, "GPU-B")]
+
+
+def test_two_containers() -> None:
+    allocations = parse_allocation("GPU-A,NVIDIA,100,10:;GPU-A,NVIDIA,200,20:;")
+    assert [(a.container, a.memory_mb) for a in allocations] == [(0, 100), (1, 200)]
+
+
+def test_container_without_gpu_in_between() -> None:
+    allocations = parse_allocation(";GPU-A,NVIDIA,100,10:;")
+    assert [(a.container, a.card_id) for a in allocations] == [(1, "GPU-A")]
+
+
+@pytest.mark.parametrize("bad", ["GPU-A,NVIDIA,100:;", "GPU-A,NVIDIA,lots,10:;"])
+def test_malformed_allocation(bad: str) -> None:
+    with pytest.raises(AnnotationError):
+        parse_allocation(bad)
+
+
+def test_register_annotation_round_trip() -> None:
+    (card,) = parse_register(register_annotation(TENANT_A.cards()))
+    assert (card.id, card.type, card.memory_mb, card.cores, card.split_count) == (
+        CARD,
+        "NVIDIA-A100-SXM4-80GB",
+        81920,
+        100,
+        10,
+    )
+    with pytest.raises(AnnotationError):
+        parse_register("GPU-0,10,81920,100,NVIDIA,0,true:")  # the pre-2.8 colon format
+
+
+def node() -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": "tenant-a-worker",
+            "annotations": {
+                "hami.io/node-nvidia-register": register_annotation(TENANT_A.cards()),
+                "hami.io/node-handshake": "Requesting_2026-11-30 01:00:00",
+            },
+        },
+        "status": {"allocatable": {"nvidia.com/gpumem": "81920"}},
+    }
+
+
+def pod(name: str, allocated: str | None, phase: str = "Running", limits: dict | None = None) -> dict:
+    annotations = {"hami.io/vgpu-node": "tenant-a-worker", "hami.io/bind-phase": "allocating"} if allocated else {}
+    if allocated:
+        annotations["hami.io/vgpu-devices-allocated"] = allocated
+    return {
+        "metadata": {"name": name, "namespace": "gpu-workloads", "annotations": annotations},
+        "spec": {
+            "schedulerName": "hami-scheduler",
+            "containers": [{"name": "gpu", "resources": {"limits": limits or {"nvidia.com/gpumem": "20000"}}}],
+        },
+        "status": {"phase": phase},
+    }
+
+
+RECORDED_PODS = [
+    pod("trainer-1", f"{CARD},NVIDIA,20000,30:;"),
+    pod("trainer-2", f"{CARD},NVIDIA,20000,30:;"),
+    pod("trainer-3", f"{CARD},NVIDIA,20000,30:;"),
+    pod("trainer-4", None, phase="Pending"),
+    pod("finished", f"{CARD},NVIDIA,5000,5:;", phase="Succeeded"),
+    {"metadata": {"name": "coredns", "namespace": "kube-system"}, "spec": {"containers": [{"name": "c"}]}},
+]
+
+
+def test_report_from_recorded_objects() -> None:
+    report = tenant_report("tenant-a", [node()], RECORDED_PODS)
+    (usage,) = report.cards
+    assert (usage.memory_mb, usage.cores) == (60000, 90)
+    assert usage.pods == ["gpu-workloads/trainer-1", "gpu-workloads/trainer-2", "gpu-workloads/trainer-3"]
+    assert report.pending == ["gpu-workloads/trainer-4"]
+
+
+def test_text_is_readable_at_a_glance() -> None:
+    text = render_text([tenant_report("tenant-a", [node()], RECORDED_PODS)])
+    assert "tenant tenant-a" in text
+    assert f"{CARD}  NVIDIA-A100-SXM4-80GB  on tenant-a-worker" in text
+    assert "memory [###############.....]  60000 / 81920 MB" in text
+    assert "cores  [##################..]     90 / 100 %" in text
+    assert "pods   3 / 10: gpu-workloads/trainer-1, gpu-workloads/trainer-2, gpu-workloads/trainer-3" in text
+    assert "not placed by HAMi: gpu-workloads/trainer-4" in text
+
+
+def test_png_chart(tmp_path: Path) -> None:
+    tenant_b = LAB.tenants[1]
+    node_b = {
+        "metadata": {
+            "name": "tenant-b-worker",
+            "annotations": {"hami.io/node-nvidia-register": register_annotation(tenant_b.cards())},
+        }
+    }
+    reports = [
+        tenant_report("tenant-a", [node()], RECORDED_PODS),
+        tenant_report("tenant-b", [node_b], [pod("infer", "GPU-MOCK-tenant-b-1,NVIDIA,12000,50:;")]),
+    ]
+    path = render_png(reports, tmp_path / "allocation.png")
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(data) > 10_000
