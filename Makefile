@@ -51,7 +51,7 @@ down: prereqs
 	pulumi destroy --yes --stack $(STACK)
 
 verify: $(VENV)/.installed
-	GPULAB_STACK=$(STACK) $(PY) -m pytest tests/acceptance -m acceptance -o addopts="" -rs -v \
+	GPULAB_ACCEPTANCE=1 GPULAB_STACK=$(STACK) $(PY) -m pytest tests/acceptance -m acceptance -o addopts="" -rs -v \
 	  --junitxml=reports/acceptance.xml
 
 report: $(VENV)/.installed

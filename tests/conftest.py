@@ -1,41 +1,10 @@
-"""Shared test setup: the project root on sys.path, and the read-only upstream files in ../shared."""
+"""Test setup: the project root and tests/ on sys.path, so tests import gpulab as the program does."""
 
 from __future__ import annotations
 
-import functools
 import sys
 from pathlib import Path
 
-import pytest
-import yaml
-
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared"
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
-
-
-def upstream_path(relative: str) -> Path:
-    """A file under ../shared/upstream; a missing one fails the test with what to do, never skips it."""
-    path = SHARED / "upstream" / relative
-    if not path.is_file():
-        pytest.fail(
-            f"upstream test data {path} is missing: these tests validate against the upstream schemas kept in "
-            "../shared/upstream (see its SOURCES.md); check out the project next to shared/"
-        )
-    return path
-
-
-@functools.cache
-def upstream_yaml(relative: str):
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the Kamaji CRD is 700 kB
-    return yaml.load(upstream_path(relative).read_text(), Loader=loader)
-
-
-@functools.cache
-def crd_schema(relative: str, version: str) -> dict:
-    crd = upstream_yaml(relative)
-    for entry in crd["spec"]["versions"]:
-        if entry["name"] == version:
-            return entry["schema"]["openAPIV3Schema"]
-    raise AssertionError(f"{relative} has no version {version}")

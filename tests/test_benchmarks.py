@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from conftest import ROOT
+from shared_data import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 

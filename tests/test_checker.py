@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from shared_data import ROOT
 
 from policies.checker import main
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from conftest import ROOT, upstream_yaml
 from lab_harness import KIND_KUBECONFIG, LabMocks, lab_config, run_program
+from shared_data import ROOT, upstream_yaml
 
 from components.versions import Versions
 

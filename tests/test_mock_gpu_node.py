@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import upstream_yaml
 from lab_harness import lab_config, make_tenant, run_program, tenant_kubeconfig
+from shared_data import upstream_yaml
 from test_catalog import TENANT_A_ANNOTATION, TENANT_B_ANNOTATION
 from test_management_cluster import has_path, leaf_paths
 

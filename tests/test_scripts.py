@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from shared_data import ROOT
 
 SCRIPTS = sorted((ROOT / "scripts").glob("*.sh"))
 FAKES = ROOT / "tests" / "fakes"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import jsonschema
 import pulumi
 import pytest
-from conftest import crd_schema
 from lab_harness import UNKNOWN_ID, LabMocks, lab_config, make_tenant, run_program, tenant_kubeconfig
+from shared_data import crd_schema
 
 from components.config import parse_config
 from components.tenant_control_plane import control_plane_spec

@@ -7,8 +7,8 @@ import json
 import jsonschema
 import pytest
 import yaml
-from conftest import ROOT, crd_schema, upstream_path
 from lab_harness import lab_config, run_program
+from shared_data import ROOT, crd_schema, upstream_path
 
 
 @pytest.fixture(scope="module")

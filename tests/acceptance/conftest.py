@@ -1,0 +1,55 @@
+"""The live lab, as the acceptance suite sees it: stack outputs, stack config and API clients.
+
+Runs only with `make verify` (GPULAB_ACCEPTANCE=1); otherwise, or with no live stack, every case
+skips with one line saying why and how to get a lab.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import yaml
+
+from components.config import LabConfig
+from report.stack import StackError, stack_config, stack_outputs
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/acceptance/" in str(item.fspath).replace("\\", "/"):
+            item.add_marker(pytest.mark.acceptance)
+
+
+@dataclass
+class Lab:
+    config: LabConfig
+    outputs: dict[str, Any]
+    management: Any  # kubernetes ApiClient
+    tenants: dict[str, Any]  # tenant name -> ApiClient
+    kubeconfigs: dict[str, dict]
+
+
+@pytest.fixture(scope="session")
+def lab() -> Lab:
+    if os.environ.get("GPULAB_ACCEPTANCE") != "1":
+        pytest.skip(
+            "acceptance cases run against a live lab with `make verify` (after `make up` on a Linux Docker host)"
+        )
+    try:
+        outputs = stack_outputs()
+        config = stack_config()
+    except StackError as error:
+        pytest.skip(f"no live gpulab lab: {error}")
+    from kubernetes import config as kube_config
+
+    kubeconfigs = {t.name: yaml.safe_load(outputs[f"{t.output_stem}_kubeconfig"]) for t in config.tenants}
+    return Lab(
+        config=config,
+        outputs=outputs,
+        management=kube_config.new_client_from_config_dict(yaml.safe_load(outputs["management_kubeconfig"])),
+        tenants={name: kube_config.new_client_from_config_dict(kc) for name, kc in kubeconfigs.items()},
+        kubeconfigs=kubeconfigs,
+    )

@@ -1,0 +1,222 @@
+"""TC-01..TC-08: what the lab claims, checked against the live lab (`make verify`).
+
+Each case creates its pods in a namespace of its own and removes it afterwards, even on failure.
+Every wait polls a condition with a deadline and names it when it expires.
+"""
+
+from __future__ import annotations
+
+import copy
+import ipaddress
+import time
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from components.catalog import totals
+from components.tenant_control_plane import control_plane_namespace
+from components.tenant_worker import worker_node_name
+from tests.acceptance.helpers import disposable_namespace, gpu_pod, hami_reasons, pod_events, wait_until
+
+CONTROL_PLANE_CONTAINERS = {"kube-apiserver", "kube-controller-manager", "kube-scheduler", "konnectivity-server"}
+ALLOCATED = "hami.io/vgpu-devices-allocated"
+SHARE = {"gpumem": 20000, "gpucores": 30}
+
+
+def first_tenant(lab):
+    return lab.config.tenants[0]
+
+
+def image(lab) -> str:
+    return lab.config.versions.workload_image
+
+
+def core(api_client) -> client.CoreV1Api:
+    return client.CoreV1Api(api_client)
+
+
+def deployments_available(apps: client.AppsV1Api, namespace: str) -> list[str]:
+    items = apps.list_namespaced_deployment(namespace).items
+    assert items, f"no Deployments in {namespace}"
+    return [d.metadata.name for d in items if (d.status.available_replicas or 0) < (d.spec.replicas or 1)]
+
+
+def wait_running(api: client.CoreV1Api, namespace: str, name: str, timeout: float = 180):
+    def running():
+        pod = api.read_namespaced_pod(name, namespace)
+        return pod if pod.status.phase == "Running" else None
+
+    return wait_until(running, timeout, f"pod {namespace}/{name} to be Running")
+
+
+def card_of(pod) -> str:
+    return (pod.metadata.annotations or {})[ALLOCATED].split(",", 1)[0]
+
+
+def test_tc01_management_cluster_healthy(lab) -> None:
+    apps = client.AppsV1Api(lab.management)
+    for namespace in ("cert-manager", "metallb-system", "kamaji-system"):
+        assert deployments_available(apps, namespace) == [], f"Deployments not available in {namespace}"
+    speaker = apps.read_namespaced_daemon_set("speaker", "metallb-system").status
+    assert speaker.number_ready == speaker.desired_number_scheduled > 0
+
+    custom = client.CustomObjectsApi(lab.management)
+    pool = custom.get_namespaced_custom_object("metallb.io", "v1beta1", "metallb-system", "ipaddresspools", "gpulab")
+    subnet = ipaddress.ip_network(lab.outputs["kind_subnet"])
+    assert subnet.version == 4
+    for address in pool["spec"]["addresses"]:
+        first, last = (ipaddress.ip_address(part) for part in address.split("-"))
+        assert first.version == last.version == 4 and first in subnet and last in subnet
+
+    api = core(lab.management)
+    for tenant in lab.config.tenants:
+        namespace = control_plane_namespace(tenant)
+        tcp = custom.get_namespaced_custom_object(
+            "kamaji.clastix.io", "v1alpha1", namespace, "tenantcontrolplanes", tenant.name
+        )
+        assert tcp["status"]["kubernetesResources"]["version"]["status"] == "Ready", tenant.name
+        pods = api.list_namespaced_pod(namespace, label_selector=f"kamaji.clastix.io/name={tenant.name}").items
+        assert pods, f"no control-plane pod for {tenant.name}"
+        for pod in pods:
+            statuses = {s.name: s.ready for s in pod.status.container_statuses or []}
+            assert set(statuses) == CONTROL_PLANE_CONTAINERS and all(statuses.values()), statuses
+
+
+def test_tc02_tenant_apis_and_workers(lab) -> None:
+    for tenant in lab.config.tenants:
+        endpoint = lab.outputs[f"{tenant.output_stem}_endpoint"]
+        server = lab.kubeconfigs[tenant.name]["clusters"][0]["cluster"]["server"]
+        assert server == f"https://{endpoint}:6443", "the kubeconfig must point at the MetalLB endpoint"
+        version = client.VersionApi(lab.tenants[tenant.name]).get_code()
+        assert version.git_version.startswith(tenant.kubernetes_version), version.git_version
+
+        api = core(lab.tenants[tenant.name])
+        node = api.read_node(worker_node_name(tenant))
+        ready = {c.type: c.status for c in node.status.conditions}["Ready"]
+        assert ready == "True", f"{node.metadata.name} Ready={ready}"
+        on_node = api.list_namespaced_pod("kube-system", field_selector=f"spec.nodeName={node.metadata.name}").items
+        running = {p.metadata.name.rsplit("-", 1)[0] for p in on_node if p.status.phase == "Running"}
+        assert "calico-node" in running, running
+        assert any(name.startswith("konnectivity-agent") for name in running), running
+
+
+def test_tc03_gpu_pod_admitted_by_webhook_and_placed_by_hami(lab) -> None:
+    tenant = first_tenant(lab)
+    api = core(lab.tenants[tenant.name])
+    with disposable_namespace(api) as namespace:
+        api.create_namespaced_pod(namespace, gpu_pod("tc03", image(lab), gpumem=1000, gpucores=5))
+        created = api.read_namespaced_pod("tc03", namespace)
+        assert created.spec.scheduler_name == "hami-scheduler", "HAMi's webhook did not rewrite schedulerName"
+        pod = wait_running(api, namespace, "tc03")
+        annotations = pod.metadata.annotations or {}
+        assert annotations.get(ALLOCATED), "no HAMi allocation: the pod was not placed by HAMi"
+        assert annotations.get("hami.io/vgpu-node") == worker_node_name(tenant)
+
+
+def test_tc04_workers_advertise_exactly_their_inventory(lab) -> None:
+    for tenant in lab.config.tenants:
+        node = core(lab.tenants[tenant.name]).read_node(worker_node_name(tenant))
+        allocatable = {k: int(v) for k, v in node.status.allocatable.items() if k.startswith("nvidia.com/")}
+        assert allocatable == totals(tenant.cards()), tenant.name
+
+
+def test_tc05_three_shares_on_one_card_bound_back_to_back(lab) -> None:
+    tenant = first_tenant(lab)
+    api = core(lab.tenants[tenant.name])
+    with disposable_namespace(api) as namespace:
+        shares = running_shares(api)
+        created = []
+        for index in range(len(shares), 3):  # the reference stack already runs trainer-1..3
+            name = f"tc05-{index}"
+            api.create_namespaced_pod(namespace, gpu_pod(name, image(lab), **SHARE))
+            created.append(name)
+        shares += [wait_running(api, namespace, name, timeout=90) for name in created]
+        assert len(shares) >= 3
+        assert len({card_of(pod) for pod in shares[:3]}) == 1, "the three shares must sit on one card"
+        bound = sorted(int((p.metadata.annotations or {}).get("hami.io/bind-time", 0)) for p in shares[:3])
+        assert bound[-1] - bound[0] <= 60, f"binds {bound} were not within seconds of each other"
+
+    # Back-to-back creation, the node-lock case: each bind must not wait for the previous lock to expire.
+    other = lab.config.tenants[-1]
+    other_api = core(lab.tenants[other.name])
+    with disposable_namespace(other_api) as namespace:
+        started = time.monotonic()
+        for index in range(3):
+            other_api.create_namespaced_pod(
+                namespace, gpu_pod(f"tc05-seq-{index}", image(lab), gpumem=1000, gpucores=5)
+            )
+        for index in range(3):
+            wait_running(other_api, namespace, f"tc05-seq-{index}", timeout=120)
+        assert time.monotonic() - started < 120, "three sequential GPU pods took minutes: the node lock held them"
+
+
+def running_shares(api: client.CoreV1Api) -> list:
+    pods = api.list_pod_for_all_namespaces(field_selector="status.phase=Running").items
+    found = []
+    for pod in pods:
+        limits = pod.spec.containers[0].resources.limits or {}
+        is_share = limits.get("nvidia.com/gpumem") == "20000" and limits.get("nvidia.com/gpucores") == "30"
+        if is_share and (pod.metadata.annotations or {}).get(ALLOCATED):
+            found.append(pod)
+    return found
+
+
+def refused_for(lab, api: client.CoreV1Api, namespace: str, name: str, reason: str) -> None:
+    def reason_seen():
+        pod = api.read_namespaced_pod(name, namespace)
+        assert pod.status.phase == "Pending", f"{name} is {pod.status.phase}; it should not fit"
+        return reason in hami_reasons(pod_events(api, namespace, name))
+
+    wait_until(reason_seen, 120, f"HAMi's FilteringFailed event with {reason} for {name}")
+    assert api.read_namespaced_pod(name, namespace).spec.scheduler_name == "hami-scheduler"
+
+
+def test_tc06_fourth_share_refused_for_cores(lab) -> None:
+    tenant = first_tenant(lab)
+    api = core(lab.tenants[tenant.name])
+    if len(running_shares(api)) < 3:
+        pytest.fail("TC-06 needs tenant-a's three 20000 MB / 30 % pods running (declared in Pulumi.dev.yaml)")
+    with disposable_namespace(api) as namespace:
+        api.create_namespaced_pod(namespace, gpu_pod("tc06", image(lab), **SHARE))
+        refused_for(lab, api, namespace, "tc06", "CardInsufficientCore")
+
+
+def test_tc07_90000_mb_refused_for_memory(lab) -> None:
+    tenant = first_tenant(lab)
+    api = core(lab.tenants[tenant.name])
+    with disposable_namespace(api) as namespace:
+        api.create_namespaced_pod(namespace, gpu_pod("tc07", image(lab), gpumem=90000, gpucores=10))
+        refused_for(lab, api, namespace, "tc07", "CardInsufficientMemory")
+
+
+def test_tc08_tenants_are_isolated(lab) -> None:
+    from kubernetes import config as kube_config
+
+    names = [tenant.name for tenant in lab.config.tenants]
+    for tenant in lab.config.tenants:
+        api = core(lab.tenants[tenant.name])
+        assert [n.metadata.name for n in api.list_node().items] == [worker_node_name(tenant)]
+        node = api.read_node(worker_node_name(tenant))
+        capacity = {k: int(v) for k, v in node.status.capacity.items() if k.startswith("nvidia.com/")}
+        assert capacity["nvidia.com/gpumem"] == totals(tenant.cards())["nvidia.com/gpumem"]
+        namespaces = {n.metadata.name for n in api.list_namespace().items}
+        assert not namespaces & {"kamaji-system", "metallb-system", "cert-manager"}, "management namespaces visible"
+        groups = {g.name for g in client.ApisApi(lab.tenants[tenant.name]).get_api_versions().groups}
+        assert not groups & {"kamaji.clastix.io", "metallb.io", "cert-manager.io"}, groups
+        pods = {p.metadata.name for p in api.list_pod_for_all_namespaces().items}
+        for other in lab.config.tenants:
+            if other.name != tenant.name:
+                assert not pods & {w.name for w in other.workloads}, f"{tenant.name} sees {other.name}'s workloads"
+
+    if len(names) > 1:
+        # Tenant A's credentials against tenant B's API server: TLS aside, B must not know A's client.
+        borrowed = copy.deepcopy(lab.kubeconfigs[names[0]])
+        cluster = borrowed["clusters"][0]["cluster"]
+        cluster["server"] = lab.kubeconfigs[names[1]]["clusters"][0]["cluster"]["server"]
+        cluster.pop("certificate-authority-data", None)
+        cluster["insecure-skip-tls-verify"] = True
+        intruder = core(kube_config.new_client_from_config_dict(borrowed))
+        with pytest.raises(ApiException) as refused:
+            intruder.list_namespaced_pod("kube-system")
+        assert refused.value.status in (401, 403), refused.value.status
