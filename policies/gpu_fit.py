@@ -207,12 +207,16 @@ class Node:
         return ranked[: container.nums]
 
 
+def _interchangeable(card: CardSpec) -> CardSpec:
+    """A card without its id: two cards equal here are interchangeable for fitting."""
+    return CardSpec("", card.type, card.memory_mb, card.cores, card.split_count)
+
+
 def _canonical(node: Node) -> tuple:
     """Usage state with identical cards made interchangeable (they are, for fitting)."""
     groups: dict[CardSpec, list[tuple[int, int, int]]] = {}
     for card, use in zip(node.cards, node.use, strict=True):
-        key = CardSpec("", card.type, card.memory_mb, card.cores, card.split_count)
-        groups.setdefault(key, []).append((use.slots, use.memory_mb, use.cores))
+        groups.setdefault(_interchangeable(card), []).append((use.slots, use.memory_mb, use.cores))
     return tuple(sorted((repr(key), tuple(sorted(values))) for key, values in groups.items()))
 
 
@@ -273,11 +277,15 @@ def find_placement(cards: Sequence[CardSpec], pods: Sequence[PodRequest], budget
     return search_placement(cards, pods, budget)[0]
 
 
-def _size(pod: PodRequest) -> tuple[int, int]:
-    return (
-        sum(c.nums * (c.memory_mb if c.memory_mb is not None else 10**9 * c.memory_percentage) for c in pod.containers),
-        sum(c.nums * c.cores for c in pod.containers),
+def _search_order(pod: PodRequest) -> tuple[bool, int, int]:
+    """Pods asking 0 % cores first: HAMi refuses them on a card whose cores are all booked *by then*
+    (CardComputeUnitsExhausted), so they fit in some arrival order iff they fit placed before the
+    others. Then the largest first, which finds a placement fast when there is one."""
+    memory = sum(
+        c.nums * (c.memory_mb if c.memory_mb is not None else 10**9 * c.memory_percentage) for c in pod.containers
     )
+    cores = sum(c.nums * c.cores for c in pod.containers)
+    return (cores > 0, -memory, -cores)
 
 
 def search_placement(
@@ -285,15 +293,15 @@ def search_placement(
 ) -> tuple[bool | None, Node | None]:
     """The verdict of find_placement, and on True the node with that placement allocated.
 
-    Exhaustive depth-first search over which cards each container takes, largest pods first (which
-    finds a placement fast when there is one), pruned by the aggregate room left on the cards and by
-    treating identical cards in identical states as one."""
+    Exhaustive depth-first search over which cards each container takes (pods in `_search_order`),
+    pruned by the aggregate room left on the cards and by treating identical cards in identical
+    states as one."""
     node = Node(cards)
     if not pods:
         return True, node
     if not cards:
         return False, None
-    items = _items(sorted(pods, key=_size, reverse=True))
+    items = _items(sorted(pods, key=_search_order))
     search = Search()
     if _search(node, items, _demand(items, cards), 0, search, budget):
         return True, node
@@ -326,7 +334,7 @@ def _search(
     fits, _ = node.fitting(container, item.pod)
     tried: set = set()
     for combination in itertools.combinations(fits, container.nums):
-        signature = tuple(sorted(repr((node.cards[i].type, node.cards[i].memory_mb, node.use[i])) for i in combination))
+        signature = tuple(sorted(repr((_interchangeable(node.cards[i]), node.use[i])) for i in combination))
         if signature in tried:  # identical cards in identical states: one try is enough
             continue
         tried.add(signature)

@@ -90,6 +90,27 @@ def test_order_dependence_is_found() -> None:
     assert simulate(L4, pods, "binpack") is None
 
 
+def test_cards_differing_only_in_split_count_are_not_interchangeable() -> None:
+    """Found by hypothesis: two 4000 MB cards with split counts 1 and 2 are different cards."""
+    cards = [
+        CardSpec("GPU-0", "NVIDIA-L4", 1000, split_count=1),
+        CardSpec("GPU-1", "NVIDIA-L4", 4000, split_count=1),
+        CardSpec("GPU-2", "NVIDIA-L4", 4000, split_count=2),
+    ]
+    pods = [pod("p0", 250, 0), pod("p1", 250, 100, nums=2), pod("p2", 1000, 0)]
+    assert simulate(cards, pods, "binpack") is None
+    assert find_placement(cards, pods) is True
+
+
+def test_zero_core_pods_fit_if_they_come_first() -> None:
+    """Found by hypothesis: 0 % requests are refused only on cards already fully booked, so a set fits
+    when they arrive first (slots 1 + 2 + 3 are all used)."""
+    cards = [CardSpec(f"GPU-{i}", "NVIDIA-L4", 1000, split_count=i + 1) for i in range(3)]
+    pods = [pod("x", 250, 0, nums=2), pod("y", 250, 30, nums=2), pod("z", 250, 70, nums=2)]
+    assert find_placement(cards, pods) is True
+    assert find_stranding(cards, pods) is not None  # other orders strand x: an advisory, not a refusal
+
+
 def test_multi_card_partial_fit() -> None:
     node = Node(L4)
     node.place_greedy(pod("big", 20000, 10), "spread")
@@ -154,7 +175,7 @@ def brute_force_fits(cards: list[CardSpec], pods: list[PodRequest]) -> bool:
     return False
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(cards_strategy, pods_strategy)
 def test_never_accepts_a_set_that_exceeds_a_card(cards: list[CardSpec], pods: list[PodRequest]) -> None:
     """Whatever the search accepts, its placement respects every card's memory, cores and split count."""
@@ -169,14 +190,14 @@ def test_never_accepts_a_set_that_exceeds_a_card(cards: list[CardSpec], pods: li
             assert use.slots <= card.split_count
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(cards_strategy, pods_strategy)
 def test_never_refuses_what_brute_force_fits(cards: list[CardSpec], pods: list[PodRequest]) -> None:
     if brute_force_fits(cards, pods):
         assert find_placement(cards, pods) is True
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(cards_strategy, pods_strategy)
 def test_greedy_success_implies_a_placement_exists(cards: list[CardSpec], pods: list[PodRequest]) -> None:
     """If HAMi's greedy order places everything, the exact search must agree (it is never stricter)."""
