@@ -25,13 +25,18 @@ def worker_node_name(tenant: Tenant) -> str:
     return f"{tenant.name}-worker"
 
 
-def container_args(tenant: Tenant, image: pulumi.Input[str], network: str) -> dict[str, Any]:
+NODE_IMAGE_LABEL = "gpulab.io/node-image"
+
+
+def container_args(tenant: Tenant, image_id: pulumi.Input[str], image_ref: str, network: str) -> dict[str, Any]:
     """Arguments of the node container, as kind runs a node."""
     node_name = worker_node_name(tenant)
     return {
         "name": node_name,
         "hostname": node_name,  # kubeadm registers the node under the hostname
-        "image": image,
+        # The pulled image's id: the provider reads a container's image back as an id, so a name
+        # here would show a diff on every refresh. The pinned reference goes into a label instead.
+        "image": image_id,
         "privileged": True,  # kubelet, containerd and kube-proxy manage cgroups, mounts and iptables
         "security_opts": ["seccomp=unconfined", "apparmor=unconfined"],  # as kind: no profile in the way
         "tmpfs": {"/tmp": "", "/run": ""},  # systemd expects tmpfs here; /tmp also keeps secrets off disk
@@ -48,6 +53,7 @@ def container_args(tenant: Tenant, image: pulumi.Input[str], network: str) -> di
         "labels": [
             docker.ContainerLabelArgs(label=TENANT_LABEL, value=tenant.name),
             docker.ContainerLabelArgs(label="gpulab.io/role", value="worker"),
+            docker.ContainerLabelArgs(label=NODE_IMAGE_LABEL, value=image_ref),
         ],
         "must_run": True,
     }
@@ -116,12 +122,11 @@ class TenantWorker(pulumi.ComponentResource):
         )
         self.container = docker.Container(
             f"{name}-node",
-            # The pinned reference (tag and digest), so the version is visible to policies and `docker ps`.
-            **container_args(tenant, image_ref, management.network_name),
+            **container_args(tenant, image.image_id, image_ref, management.network_name),
             # On the network kind creates; a fixed container name means delete before replace.
             opts=pulumi.ResourceOptions(
                 parent=self,
-                depends_on=[management.cluster, image, host_prerequisites],
+                depends_on=[management.cluster, host_prerequisites],
                 delete_before_replace=True,
             ),
         )

@@ -43,6 +43,7 @@ CONTAINER_TYPE = "docker:index/container:Container"
 IP_POOL_TYPE = "kubernetes:metallb.io/v1beta1:IPAddressPool"
 NODE_TYPES = ("kubernetes:core/v1:Node", "kubernetes:core/v1:NodePatch")
 KAMAJI_MAX_ANNOTATION = "gpulab.io/kamaji-max-kubernetes"
+NODE_IMAGE_LABEL = "gpulab.io/node-image"  # the pinned kindest/node reference a worker was created from
 
 GPU_CONFIG_SCHEMA = PolicyConfigSchema(
     properties={
@@ -174,7 +175,8 @@ def validate_worker_version(args: StackValidationArgs, report_violation: ReportV
         tenant = _container_labels(resource.props).get(TENANT_LABEL)
         if tenant not in versions:
             continue
-        tag = image_tag(str(resource.props.get("image", "")))
+        reference = _container_labels(resource.props).get(NODE_IMAGE_LABEL) or str(resource.props.get("image", ""))
+        tag = image_tag(reference)
         if tag != versions[tenant]:
             report_violation(
                 f"worker of tenant {tenant} runs image tag {tag}, but its control plane runs {versions[tenant]}; "

@@ -212,7 +212,13 @@ def tcp(version: str, tenant: str = "tenant-a", annotations: dict | None = None)
 def container(image: str, tenant: str = "tenant-a") -> object:
     return resource(
         "docker:index/container:Container",
-        {"image": image, "labels": [{"label": "gpulab.io/tenant", "value": tenant}]},
+        {
+            "image": "sha256:" + "ab" * 32,
+            "labels": [
+                {"label": "gpulab.io/tenant", "value": tenant},
+                {"label": "gpulab.io/node-image", "value": image},
+            ],
+        },
         name=f"{tenant}-worker-node",
     )
 

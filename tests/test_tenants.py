@@ -124,6 +124,8 @@ def test_worker_container_uses_kinds_node_flags(program) -> None:
     assert container["networksAdvanced"] == [{"name": "gpulab"}]
     labels = {label["label"]: label["value"] for label in container["labels"]}
     assert labels["gpulab.io/tenant"] == "tenant-a"
+    assert container["image"] == "sha256:" + "ab" * 32, "the pulled image's id, not a name (no refresh diffs)"
+    assert labels["gpulab.io/node-image"].startswith("kindest/node:v1.36.4@sha256:")
     assert not any(key.startswith("io.x-k8s.kind") for key in labels), "kind must not own tenant workers"
     assert program.named("tenant-a-worker-node").delete_before_replace
 
