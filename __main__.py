@@ -18,8 +18,10 @@ lab = load_config()  # validates everything before a single resource is declared
 
 management = ManagementCluster("management", lab)
 pulumi.export("management_kubeconfig", management.kubeconfig)
-pulumi.export("metallb_pool", management.metallb_pool)
-pulumi.export("kind_subnet", management.kind_subnet)
+if management.metallb_pool is not None:
+    pulumi.export("metallb_pool", management.metallb_pool)
+if management.kind_subnet is not None:
+    pulumi.export("kind_subnet", management.kind_subnet)
 
 for tenant in lab.tenants:
     control_plane = TenantControlPlane(tenant.name, tenant, management, lab.versions.kamaji_max_kubernetes)

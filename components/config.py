@@ -104,6 +104,41 @@ class Workload(_Model):
         return self
 
 
+SECRET_KEY = re.compile(r"^[a-zA-Z][a-zA-Z0-9]*$")
+
+
+def _secret_key_name(value: str) -> str:
+    if not SECRET_KEY.match(value):
+        raise ValueError("must name a config key of this project (letters and digits), e.g. sshPrivateKey")
+    return value
+
+
+class SshWorker(_Model):
+    """A real machine joined to the tenant over SSH (workerMode: ssh)."""
+
+    host: str = Field(min_length=1)
+    user: str = "root"
+    port: int = Field(default=22, gt=0, le=65535)
+    # Node name in the tenant (kubeadm join --node-name); defaults to <tenant>-worker-<index>.
+    name: str | None = None
+    # Which secret config key holds this machine's SSH private key (`pulumi config set --secret`).
+    private_key_secret: str = "sshPrivateKey"
+    # The one worker whose cards are the tenant's declared `gpus` (default: the first worker).
+    gpu_node: bool | None = None
+
+    @field_validator("private_key_secret")
+    @classmethod
+    def _key(cls, value: str) -> str:
+        return _secret_key_name(value)
+
+    @field_validator("name")
+    @classmethod
+    def _node_name(cls, value: str | None) -> str | None:
+        if value is not None and not DNS1123_LABEL.match(value):
+            raise ValueError("must be a lowercase DNS label, e.g. gpu-box-1")
+        return value
+
+
 class Tenant(_Model):
     name: str
     kubernetes_version: str = "v1.36.4"
@@ -116,6 +151,12 @@ class Tenant(_Model):
     quota: GpuQuota | None = None
     namespaces: list[str] = Field(default=["gpu-workloads"], min_length=1)
     workloads: list[Workload] = []
+    # container: a kindest/node container on the Docker host; ssh: real machines over SSH.
+    worker_mode: Literal["container", "ssh"] = "container"
+    workers: list[SshWorker] = []
+    # mock: simulated cards (HAMi's mock device plugin); real: HAMi's NVIDIA device plugin on real GPUs,
+    # with the declared cards checked against what the node registers.
+    gpu_mode: Literal["mock", "real"] = "mock"
 
     @field_validator("name")
     @classmethod
@@ -165,6 +206,24 @@ class Tenant(_Model):
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
             raise ValueError(f"workloads: duplicate names {duplicates}; give each workload its own name")
+        if self.worker_mode == "ssh":
+            if not self.workers:
+                raise ValueError(
+                    "workerMode ssh needs workers: [{host: 10.0.0.21, user: ubuntu}] (the machines to join)"
+                )
+            if sum(1 for worker in self.workers if worker.gpu_node) > 1:
+                raise ValueError("workers: mark at most one worker gpuNode: true (it carries the declared gpus)")
+            if self.worker_image is not None:
+                raise ValueError("workerImage is for workerMode container; ssh workers bring their own kubelet")
+            node_names = self.worker_node_names()
+            if len(set(node_names)) != len(node_names):
+                raise ValueError(f"workers: node names {node_names} are not unique; set `name` on each")
+        elif self.workers:
+            raise ValueError("workers are only for workerMode: ssh; remove them or set workerMode: ssh")
+        if self.gpu_mode == "real" and self.worker_mode != "ssh":
+            raise ValueError(
+                "gpuMode real needs real GPUs, so workerMode ssh; a kindest/node container has none (use gpuMode mock)"
+            )
         for workload in self.workloads:
             if workload.namespace is not None and workload.namespace not in self.namespaces:
                 raise ValueError(
@@ -172,6 +231,20 @@ class Tenant(_Model):
                     f"namespaces {self.namespaces}; add it there so gpulab creates it with its quota"
                 )
         return self
+
+    def worker_node_names(self) -> list[str]:
+        """Node names of the tenant's workers, in order."""
+        if self.worker_mode == "container":
+            return [f"{self.name}-worker"]
+        return [worker.name or f"{self.name}-worker-{i}" for i, worker in enumerate(self.workers)]
+
+    def gpu_node_name(self) -> str:
+        """The node that carries the tenant's declared cards."""
+        if self.worker_mode == "ssh":
+            for worker, node in zip(self.workers, self.worker_node_names(), strict=True):
+                if worker.gpu_node:
+                    return node
+        return self.worker_node_names()[0]
 
     def workload_namespace(self, workload: Workload) -> str:
         return workload.namespace or self.namespaces[0]
@@ -185,12 +258,65 @@ class Tenant(_Model):
         return "tenant_" + self.name.removeprefix("tenant-").replace("-", "_")
 
 
+class Install(_Model):
+    """What gpulab installs into an existing management cluster (all three in kind mode)."""
+
+    cert_manager: bool = False
+    metallb: bool = False
+    kamaji: bool = False
+
+
 class Management(_Model):
+    # kind: gpulab creates a kind cluster; existing: use the cluster of a given kubeconfig.
+    mode: Literal["kind", "existing"] = "kind"
     name: str = "gpulab"
     # kind puts its nodes on this Docker network (KIND_EXPERIMENTAL_DOCKER_NETWORK); a network of gpulab's own,
     # rather than the shared `kind` one, is what lets destroy remove it.
     network: str | None = None
     metallb_pool_size: int = Field(default=16, ge=1, le=1024)
+    # existing mode: the secret config key with the cluster's kubeconfig, what to install, MetalLB's addresses.
+    kubeconfig_secret: str = "managementKubeconfig"
+    install: Install | None = None
+    metallb_addresses: list[str] = []
+
+    @field_validator("kubeconfig_secret")
+    @classmethod
+    def _key(cls, value: str) -> str:
+        return _secret_key_name(value)
+
+    @field_validator("metallb_addresses")
+    @classmethod
+    def _addresses(cls, value: list[str]) -> list[str]:
+        for address in value:
+            parts = address.split("-") if "-" in address else [address]
+            try:
+                versions = {ipaddress.ip_network(part.strip(), strict=False).version for part in parts}
+            except ValueError:
+                raise ValueError(f"{address!r} is neither a CIDR nor a first-last range of IPv4 addresses") from None
+            if versions != {4}:
+                raise ValueError(f"{address!r} is not IPv4; MetalLB's pool for tenant control planes is IPv4")
+        return value
+
+    @model_validator(mode="after")
+    def _mode(self) -> Management:
+        if self.mode == "kind":
+            if self.install is not None or self.metallb_addresses:
+                raise ValueError(
+                    "install and metallbAddresses are for mode: existing; in kind mode gpulab installs everything and "
+                    "takes MetalLB's pool from the kind network"
+                )
+        elif self.installs("metallb") and not self.metallb_addresses:
+            raise ValueError(
+                "install.metallb needs metallbAddresses: the IPv4 range MetalLB may hand out on your network, "
+                "e.g. [192.168.10.240-192.168.10.250]"
+            )
+        return self
+
+    def installs(self, component: Literal["cert_manager", "metallb", "kamaji"]) -> bool:
+        """Whether gpulab installs `component`: always in kind mode, where asked in existing mode."""
+        if self.mode == "kind":
+            return True
+        return bool(self.install and getattr(self.install, component))
 
     @field_validator("name")
     @classmethod
@@ -245,6 +371,8 @@ class LabConfig(_Model):
                     "lower (or pin a newer Kamaji in versions)"
                 )
                 continue
+            if tenant.worker_mode != "container":
+                continue  # ssh workers bring their own kubelet; the remote check compares its version
             image = self.worker_image(tenant)
             if image is None:
                 problems.append(
@@ -306,6 +434,34 @@ def parse_config(raw: dict[str, Any]) -> LabConfig:
 CONFIG_KEYS = ("management", "tenants", "scheduling", "versions")
 
 
+def required_secrets(lab: LabConfig) -> dict[str, str]:
+    """Secret config keys the lab needs -> what they hold."""
+    needed = {}
+    if lab.management.mode == "existing":
+        needed[lab.management.kubeconfig_secret] = "the existing management cluster's kubeconfig"
+    for tenant in lab.tenants:
+        for worker in tenant.workers:
+            needed.setdefault(worker.private_key_secret, f"the SSH private key for {worker.user}@{worker.host}")
+    return needed
+
+
+def check_secrets(lab: LabConfig, is_set, is_secret) -> None:
+    """Every secret the config refers to is set, and set as a secret; raises ConfigError."""
+    problems = []
+    for key, holds in required_secrets(lab).items():
+        if not is_set(key):
+            problems.append(
+                f"  {PROJECT}:{key} is not set; it must hold {holds}: pulumi config set --secret {PROJECT}:{key} < FILE"
+            )
+        elif not is_secret(key):
+            problems.append(
+                f"  {PROJECT}:{key} holds {holds} in plain text; set it again with "
+                f"pulumi config set --secret {PROJECT}:{key} < FILE"
+            )
+    if problems:
+        raise ConfigError("invalid gpulab configuration (nothing was created):\n" + "\n".join(problems))
+
+
 def load_config() -> LabConfig:
     """Read and validate the stack config inside a Pulumi program."""
     import pulumi
@@ -313,9 +469,22 @@ def load_config() -> LabConfig:
     config = pulumi.Config(PROJECT)
     raw = {key: config.get_object(key) for key in CONFIG_KEYS}
     try:
-        return parse_config({key: value for key, value in raw.items() if value is not None})
+        lab = parse_config({key: value for key, value in raw.items() if value is not None})
+        check_secrets(
+            lab,
+            is_set=lambda key: config.get(key) is not None,
+            is_secret=lambda key: pulumi.runtime.is_config_secret(f"{PROJECT}:{key}"),
+        )
+        return lab
     except ConfigError as error:
         raise pulumi.RunError(str(error)) from None
+
+
+def secret(key: str):
+    """A secret config value (validated present and secret by load_config) as a secret Output."""
+    import pulumi
+
+    return pulumi.Config(PROJECT).require_secret(key)
 
 
 def load_stack_file(path: Path) -> LabConfig:

@@ -3,6 +3,8 @@
 Order on `pulumi up` (each arrow is a real dependency, so Pulumi also destroys in reverse):
 kind cluster -> cert-manager -> cert-manager API accepts objects -> Kamaji -> Kamaji webhooks and
 DataStore ready; kind cluster -> MetalLB ready -> pool + L2 advertisement. Tenants wait for both.
+With `mode: existing` the kind cluster is replaced by a given kubeconfig, and each of cert-manager,
+MetalLB and Kamaji is installed only where the config asks (a real cluster may have them already).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import pulumi_command as command
 import pulumi_docker as docker
 import pulumi_kubernetes as k8s
 
-from components.config import LabConfig
+from components.config import LabConfig, secret
 from components.network import PoolError, metallb_range
 from components.shell import script, script_command
 
@@ -28,9 +30,9 @@ KAMAJI_VALUES_FILE = "components/values/kamaji.yaml"
 POOL_NAME = "gpulab"
 
 
-def metallb_pool_spec(address_range: pulumi.Input[str]) -> dict:
+def metallb_pool_spec(addresses: list[pulumi.Input[str]]) -> dict:
     # autoAssign: LoadBalancer Services (the tenant control planes) get addresses without annotations.
-    return {"addresses": [address_range], "autoAssign": True}
+    return {"addresses": addresses, "autoAssign": True}
 
 
 def l2_advertisement_spec() -> dict:
@@ -47,111 +49,53 @@ def kamaji_values(image_tag: str) -> dict:
 
 
 class ManagementCluster(pulumi.ComponentResource):
-    """kind + cert-manager + MetalLB (pool from the kind network's IPv4 subnet) + Kamaji."""
+    """The management cluster: kind (created here) or an existing cluster (mode: existing), with
+    cert-manager, MetalLB (and its pool) and Kamaji installed where gpulab is asked to."""
 
     kubeconfig: pulumi.Output[str]
     provider: k8s.Provider
-    network_name: str
-    metallb_pool: pulumi.Output[str]
-    kind_subnet: pulumi.Output[str]
-    cluster: command.local.Command
-    kamaji: k8s.helm.v3.Release
+    network_name: str | None
+    metallb_pool: pulumi.Output[str] | None
+    kind_subnet: pulumi.Output[str] | None
+    cluster: command.local.Command | None
+    kamaji: k8s.helm.v3.Release | None
     kamaji_ready: command.local.Command
-    l2_advertisement: k8s.apiextensions.CustomResource
+    l2_advertisement: k8s.apiextensions.CustomResource | None
 
     def __init__(self, name: str, lab: LabConfig, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpulab:index:ManagementCluster", name, None, opts)
-        management, versions = lab.management, lab.versions
-        self.network_name = management.network_name
+        self._name, self._lab = name, lab
+        management = lab.management
+        self.cluster = self.kamaji = self.l2_advertisement = None
+        self.metallb_pool = self.kind_subnet = None
+        self.network_name = management.network_name if management.mode == "kind" else None
 
-        # The cluster itself. `environment` changes (name, image, network) replace it, deleting the old
-        # one first because kind cluster and network names are singletons.
-        self.cluster = command.local.Command(
-            f"{name}-kind",
-            create=script("kind-create.sh"),
-            delete=script("kind-delete.sh"),
-            environment={
-                "CLUSTER_NAME": management.name,
-                "NODE_IMAGE": versions.management_node_image,
-                "NETWORK": self.network_name,
-            },
-            logging=command.local.Logging.STDERR,  # stdout is the kubeconfig
-            opts=pulumi.ResourceOptions(
-                parent=self,
-                additional_secret_outputs=["stdout"],
-                delete_before_replace=True,
-                replace_on_changes=["environment"],
-            ),
-        )
-        self.kubeconfig = pulumi.Output.secret(self.cluster.stdout)
+        if management.mode == "kind":
+            self.cluster = self._kind_cluster()
+            self.kubeconfig = pulumi.Output.secret(self.cluster.stdout)
+        else:
+            self.kubeconfig = pulumi.Output.secret(secret(management.kubeconfig_secret))
         self.provider = k8s.Provider(
             f"{name}-provider", kubeconfig=self.kubeconfig, opts=pulumi.ResourceOptions(parent=self)
         )
-        in_cluster = pulumi.ResourceOptions(parent=self, provider=self.provider)
 
-        # cert-manager, then a real check that its webhook admits objects.
-        cert_manager = k8s.helm.v3.Release(
-            f"{name}-cert-manager",
-            name="cert-manager",
-            chart=versions.cert_manager.chart,
-            version=versions.cert_manager.version,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=versions.cert_manager.repo),
-            namespace=CERT_MANAGER_NAMESPACE,
-            create_namespace=True,
-            values={"crds": {"enabled": True}},
-            timeout=600,
-            opts=in_cluster,
-        )
-        cert_manager_ready = script_command(
-            f"{name}-cert-manager-ready",
-            "wait-cert-manager.sh",
-            stdin=self.kubeconfig,
-            environment={"NAMESPACE": CERT_MANAGER_NAMESPACE, "TIMEOUT": "300"},
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[cert_manager]),
-        )
-
-        # MetalLB: the ConfigFile awaits its controller (which serves the webhook) before the pool.
-        metallb = k8s.yaml.v2.ConfigFile(f"{name}-metallb", file=versions.metallb_manifest, opts=in_cluster)
-        network = docker.get_network_output(
-            name=self.network_name,
-            opts=pulumi.InvokeOutputOptions(parent=self, depends_on=[self.cluster]),
-        )
-        avoid = [cidr for tenant in lab.tenants for cidr in (tenant.pod_cidr, tenant.service_cidr)]
-        pool = network.ipam_configs.apply(lambda configs: _pool(configs, management.metallb_pool_size, avoid))
-        self.metallb_pool = pool.apply(lambda found: found[0])
-        self.kind_subnet = pool.apply(lambda found: found[1])
-        ip_pool = k8s.apiextensions.CustomResource(
-            f"{name}-metallb-pool",
-            api_version="metallb.io/v1beta1",
-            kind="IPAddressPool",
-            metadata={"name": POOL_NAME, "namespace": METALLB_NAMESPACE},
-            spec=metallb_pool_spec(self.metallb_pool),
-            opts=pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(depends_on=[metallb])),
-        )
-        self.l2_advertisement = k8s.apiextensions.CustomResource(
-            f"{name}-metallb-l2",
-            api_version="metallb.io/v1beta1",
-            kind="L2Advertisement",
-            metadata={"name": POOL_NAME, "namespace": METALLB_NAMESPACE},
-            spec=l2_advertisement_spec(),
-            opts=pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(depends_on=[ip_pool])),
-        )
-
-        # Kamaji with its etcd DataStore. helm.v3.Release (not Chart v4) so the kamaji-etcd hooks run:
-        # they enable etcd auth, which per-tenant datastore isolation relies on (notes/kamaji.md section 4).
-        self.kamaji = k8s.helm.v3.Release(
-            f"{name}-kamaji",
-            name=KAMAJI_RELEASE,
-            chart=versions.kamaji.chart,
-            version=versions.kamaji.version,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=versions.kamaji.repo),
-            namespace=KAMAJI_NAMESPACE,
-            create_namespace=True,
-            value_yaml_files=[pulumi.FileAsset(KAMAJI_VALUES_FILE)],
-            values=kamaji_values(versions.kamaji_image_tag),
-            timeout=900,  # the etcd setup hook alone may take 5 minutes
-            opts=pulumi.ResourceOptions.merge(in_cluster, pulumi.ResourceOptions(depends_on=[cert_manager_ready])),
-        )
+        cert_manager = self._cert_manager() if management.installs("cert_manager") else None
+        if management.installs("metallb"):
+            self.l2_advertisement = self._metallb()
+        kamaji_after: list[pulumi.Resource] = []
+        if management.installs("kamaji"):
+            # Kamaji's chart creates cert-manager Issuers and Certificates: cert-manager must admit them,
+            # whether gpulab installed it or it was there already.
+            cert_manager_ready = script_command(
+                f"{name}-cert-manager-ready",
+                "wait-cert-manager.sh",
+                stdin=self.kubeconfig,
+                environment={"NAMESPACE": CERT_MANAGER_NAMESPACE, "TIMEOUT": "300"},
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[cert_manager] if cert_manager else []),
+            )
+            self.kamaji = self._kamaji(cert_manager_ready)
+            kamaji_after = [self.kamaji]
+        # Installed here or already there: tenants wait until Kamaji really admits TenantControlPlanes.
         self.kamaji_ready = script_command(
             f"{name}-kamaji-ready",
             "wait-kamaji.sh",
@@ -162,22 +106,116 @@ class ManagementCluster(pulumi.ComponentResource):
                 "PROBE_VERSION": lab.tenants[0].kubernetes_version,
                 "TIMEOUT": "600",
             },
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.kamaji]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=kamaji_after),
         )
 
-        self.register_outputs(
-            {
-                "kubeconfig": self.kubeconfig,
-                "metallbPool": self.metallb_pool,
-                "kindSubnet": self.kind_subnet,
-                "networkName": self.network_name,
-            }
+        outputs: dict[str, object] = {"kubeconfig": self.kubeconfig, "mode": management.mode}
+        if self.metallb_pool is not None:
+            outputs["metallbPool"] = self.metallb_pool
+        if self.kind_subnet is not None:
+            outputs |= {"kindSubnet": self.kind_subnet, "networkName": self.network_name}
+        self.register_outputs(outputs)
+
+    def _in_cluster(self, depends_on: list[pulumi.Resource] | None = None) -> pulumi.ResourceOptions:
+        return pulumi.ResourceOptions(parent=self, provider=self.provider, depends_on=depends_on or [])
+
+    def _kind_cluster(self) -> command.local.Command:
+        """The kind cluster. `environment` changes (name, image, network) replace it, deleting the old one
+        first because kind cluster and network names are singletons."""
+        management, versions = self._lab.management, self._lab.versions
+        return command.local.Command(
+            f"{self._name}-kind",
+            create=script("kind-create.sh"),
+            delete=script("kind-delete.sh"),
+            environment={
+                "CLUSTER_NAME": management.name,
+                "NODE_IMAGE": versions.management_node_image,
+                "NETWORK": management.network_name,
+            },
+            logging=command.local.Logging.STDERR,  # stdout is the kubeconfig
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                additional_secret_outputs=["stdout"],
+                delete_before_replace=True,
+                replace_on_changes=["environment"],
+            ),
+        )
+
+    def _cert_manager(self) -> k8s.helm.v3.Release:
+        chart = self._lab.versions.cert_manager
+        return k8s.helm.v3.Release(
+            f"{self._name}-cert-manager",
+            name="cert-manager",
+            chart=chart.chart,
+            version=chart.version,
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=chart.repo),
+            namespace=CERT_MANAGER_NAMESPACE,
+            create_namespace=True,
+            values={"crds": {"enabled": True}},
+            timeout=600,
+            opts=self._in_cluster(),
+        )
+
+    def _metallb(self) -> k8s.apiextensions.CustomResource:
+        """MetalLB and its pool; the ConfigFile awaits the controller (which serves the webhook) first.
+        kind mode carves the pool from the kind network's IPv4 subnet; existing mode takes it from config."""
+        lab = self._lab
+        metallb = k8s.yaml.v2.ConfigFile(
+            f"{self._name}-metallb", file=lab.versions.metallb_manifest, opts=self._in_cluster()
+        )
+        if self.cluster is not None:
+            network = docker.get_network_output(
+                name=self.network_name,
+                opts=pulumi.InvokeOutputOptions(parent=self, depends_on=[self.cluster]),
+            )
+            avoid = [cidr for tenant in lab.tenants for cidr in (tenant.pod_cidr, tenant.service_cidr)]
+            pool = network.ipam_configs.apply(lambda configs: _pool(configs, lab.management.metallb_pool_size, avoid))
+            self.metallb_pool = pool.apply(lambda found: found[0])
+            self.kind_subnet = pool.apply(lambda found: found[1])
+            addresses: list[pulumi.Input[str]] = [self.metallb_pool]
+        else:
+            addresses = list(lab.management.metallb_addresses)
+            self.metallb_pool = pulumi.Output.from_input(",".join(lab.management.metallb_addresses))
+        ip_pool = k8s.apiextensions.CustomResource(
+            f"{self._name}-metallb-pool",
+            api_version="metallb.io/v1beta1",
+            kind="IPAddressPool",
+            metadata={"name": POOL_NAME, "namespace": METALLB_NAMESPACE},
+            spec=metallb_pool_spec(addresses),
+            opts=self._in_cluster([metallb]),
+        )
+        return k8s.apiextensions.CustomResource(
+            f"{self._name}-metallb-l2",
+            api_version="metallb.io/v1beta1",
+            kind="L2Advertisement",
+            metadata={"name": POOL_NAME, "namespace": METALLB_NAMESPACE},
+            spec=l2_advertisement_spec(),
+            opts=self._in_cluster([ip_pool]),
+        )
+
+    def _kamaji(self, cert_manager_ready: pulumi.Resource) -> k8s.helm.v3.Release:
+        """Kamaji with its etcd DataStore. helm.v3.Release (not Chart v4) so the kamaji-etcd hooks run:
+        they enable etcd auth, which per-tenant datastore isolation relies on (notes/kamaji.md section 4)."""
+        versions = self._lab.versions
+        return k8s.helm.v3.Release(
+            f"{self._name}-kamaji",
+            name=KAMAJI_RELEASE,
+            chart=versions.kamaji.chart,
+            version=versions.kamaji.version,
+            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=versions.kamaji.repo),
+            namespace=KAMAJI_NAMESPACE,
+            create_namespace=True,
+            value_yaml_files=[pulumi.FileAsset(KAMAJI_VALUES_FILE)],
+            values=kamaji_values(versions.kamaji_image_tag),
+            timeout=900,  # the etcd setup hook alone may take 5 minutes
+            opts=self._in_cluster([cert_manager_ready]),
         )
 
     @property
     def ready_for_tenants(self) -> list[pulumi.Resource]:
-        """What a TenantControlPlane must wait for: Kamaji admitting TCPs and MetalLB handing out IPs."""
-        return [self.kamaji_ready, self.l2_advertisement]
+        """What a TenantControlPlane must wait for: Kamaji admitting TCPs and, where gpulab runs MetalLB,
+        its pool being advertised."""
+        return [self.kamaji_ready] + ([self.l2_advertisement] if self.l2_advertisement is not None else [])
 
 
 def _pool(ipam_configs: list, size: int, avoid: list[str]) -> tuple[str, str]:

@@ -14,7 +14,15 @@ import pulumi
 import pulumi_command as command
 import pulumi_kubernetes as k8s
 
-from components.catalog import GPUCORES_RESOURCE, GPUMEM_RESOURCE, Card, gpu_capacity, register_annotation, totals
+from components.catalog import (
+    GPU_RESOURCE,
+    GPUCORES_RESOURCE,
+    GPUMEM_RESOURCE,
+    Card,
+    gpu_capacity,
+    register_annotation,
+    totals,
+)
 from components.config import LabConfig, Tenant
 from components.shell import script_command
 from components.tenant_control_plane import TENANT_LABEL, TenantControlPlane
@@ -37,35 +45,34 @@ def split_image(image: str) -> dict[str, str]:
 def hami_values(tenant: Tenant, lab: LabConfig) -> dict:
     """HAMi chart values; every key exists in the pinned chart's values.yaml (checked in tests)."""
     scheduling = lab.scheduling
-    return {
-        "scheduler": {
-            # The in-pod kube-scheduler must match the tenant API server; Aliyun's default mirror may lag
-            # (section 1, "How the kube-scheduler sidecar image is chosen").
-            "kubeScheduler": {
-                "image": {
-                    "registry": "registry.k8s.io",
-                    "repository": "kube-scheduler",
-                    "tag": tenant.kubernetes_version,
-                }
-            },
-            # Mock mode: the mock plugin never releases HAMi's node lock, so every bind after the first
-            # would wait 5 minutes. `nodeLockExpire` is ignored (#2790); this flag works (section 3).
-            "extender": {"extraArgs": ["--debug", "-v=4", f"--node-lock-timeout={scheduling.node_lock_timeout}"]},
-            "defaultSchedulerPolicy": {
-                "nodeSchedulerPolicy": scheduling.node_scheduler_policy,
-                "gpuSchedulerPolicy": scheduling.gpu_scheduler_policy,
-            },
-            # ClusterIP: no NodePort is claimed on the worker (checklist item 12).
-            "service": {"type": "ClusterIP"},
+    scheduler: dict = {
+        # The in-pod kube-scheduler must match the tenant API server; Aliyun's default mirror may lag
+        # (section 1, "How the kube-scheduler sidecar image is chosen").
+        "kubeScheduler": {
+            "image": {"registry": "registry.k8s.io", "repository": "kube-scheduler", "tag": tenant.kubernetes_version}
         },
-        "devicePlugin": {
-            # The real NVIDIA plugin DaemonSet selects `gpu: "on"`, a label gpulab never sets, so it runs nowhere.
-            "deviceSplitCount": tenant.split_count,
-            "service": {"type": "ClusterIP"},
+        "defaultSchedulerPolicy": {
+            "nodeSchedulerPolicy": scheduling.node_scheduler_policy,
+            "gpuSchedulerPolicy": scheduling.gpu_scheduler_policy,
         },
-        # The chart's mock plugin, and not the mock repo's manifests too: same RBAC names (checklist item 11).
-        "mockDevicePlugin": {"enabled": True, "image": split_image(lab.versions.mock_device_plugin_image)},
+        # ClusterIP: no NodePort is claimed on the workers (checklist item 12).
+        "service": {"type": "ClusterIP"},
     }
+    values: dict = {
+        "scheduler": scheduler,
+        # The real NVIDIA plugin DaemonSet selects `gpu: "on"`: set on real GPU nodes only.
+        "devicePlugin": {"deviceSplitCount": tenant.split_count, "service": {"type": "ClusterIP"}},
+    }
+    if tenant.gpu_mode == "mock":
+        # The mock plugin never releases HAMi's node lock, so every bind after the first would wait
+        # 5 minutes. `nodeLockExpire` is ignored (#2790); this flag works (section 3). Real plugins
+        # release the lock themselves, and a short timeout there risks swapped allocations (#3096).
+        scheduler["extender"] = {
+            "extraArgs": ["--debug", "-v=4", f"--node-lock-timeout={scheduling.node_lock_timeout}"]
+        }
+        # The chart's mock plugin, and not the mock repo's manifests too: same RBAC names (checklist item 11).
+        values["mockDevicePlugin"] = {"enabled": True, "image": split_image(lab.versions.mock_device_plugin_image)}
+    return values
 
 
 def quota_hard(tenant: Tenant) -> dict[str, str]:
@@ -88,7 +95,7 @@ def inventory_document(tenant: Tenant, lab: LabConfig, cards: list[Card], node_n
     """What the tenant's GPU node offers and allows; read by the policy pack and by tenant users."""
     return {
         "tenant": tenant.name,
-        "mode": "mock",
+        "mode": tenant.gpu_mode,
         "node": node_name,
         "gpuSchedulerPolicy": lab.scheduling.gpu_scheduler_policy,
         "cards": [
@@ -102,7 +109,9 @@ def inventory_document(tenant: Tenant, lab: LabConfig, cards: list[Card], node_n
 
 
 class MockGpuNode(pulumi.ComponentResource):
-    """HAMi + mock device plugin + the node's declared GPU inventory + per-tenant GPU quota."""
+    """HAMi + the node's GPUs + per-tenant GPU quota. gpuMode mock (default): the mock device plugin and a
+    simulated inventory written from config. gpuMode real: HAMi's NVIDIA device plugin on the node, and
+    the declared cards checked against what it registers."""
 
     cards: list[Card]
     advertised: dict[str, int]
@@ -139,30 +148,59 @@ class MockGpuNode(pulumi.ComponentResource):
             timeout=600,
             opts=after_worker,
         )
-        inventory = script_command(
-            f"{name}-inventory",
-            "apply-gpu-inventory.sh",
-            stdin=control_plane.kubeconfig,
-            environment={
-                "NODE_NAME": worker.node_name,
-                "REGISTER_JSON": self.register_annotation,
-                "GPU_CAPACITY": str(gpu_capacity(self.cards)),
-                "HAMI_NAMESPACE": HAMI_NAMESPACE,
-            },
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[hami]),
-        )
+        if tenant.gpu_mode == "mock":
+            # Simulated cards: gpulab writes the register annotation and the capacity itself.
+            node_set_up: pulumi.Resource = script_command(
+                f"{name}-inventory",
+                "apply-gpu-inventory.sh",
+                stdin=control_plane.kubeconfig,
+                environment={
+                    "NODE_NAME": worker.node_name,
+                    "REGISTER_JSON": self.register_annotation,
+                    "GPU_CAPACITY": str(gpu_capacity(self.cards)),
+                    "HAMI_NAMESPACE": HAMI_NAMESPACE,
+                },
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[hami]),
+            )
+            expect = self.advertised
+        else:
+            # Real cards: the label starts HAMi's NVIDIA device plugin on the node, which registers what
+            # NVML sees; the declared cards become an expectation checked against that.
+            label = k8s.core.v1.NodePatch(
+                f"{name}-gpu-label",
+                metadata={
+                    "name": worker.node_name,
+                    "labels": {"gpu": "on"},
+                    "annotations": {"pulumi.com/patchForce": "true"},
+                },
+                opts=pulumi.ResourceOptions(parent=self, provider=control_plane.provider, depends_on=[hami]),
+            )
+            node_set_up = script_command(
+                f"{name}-expectation",
+                "check-real-gpus.sh",
+                stdin=control_plane.kubeconfig,
+                environment={
+                    "NODE_NAME": worker.node_name,
+                    "EXPECT_CARDS": json.dumps([{"type": c.type, "memoryMb": c.memory_mb} for c in self.cards]),
+                    "PYTHON": sys.executable,
+                    "TIMEOUT": "600",
+                },
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[label]),
+            )
+            # The real plugin advertises only the card slots; memory and cores are HAMi's bookkeeping.
+            expect = {GPU_RESOURCE: gpu_capacity(self.cards)}
         self.ready = script_command(
             f"{name}-ready",
             "wait-gpu-node.sh",
             stdin=control_plane.kubeconfig,
             environment={
                 "NODE_NAME": worker.node_name,
-                "EXPECT_JSON": json.dumps(self.advertised, sort_keys=True),
+                "EXPECT_JSON": json.dumps(expect, sort_keys=True),
                 "PYTHON": sys.executable,
                 "HAMI_NAMESPACE": HAMI_NAMESPACE,
                 "TIMEOUT": "600",
             },
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[inventory]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[node_set_up]),
         )
 
         self.namespaces = []

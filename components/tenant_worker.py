@@ -15,14 +15,15 @@ import pulumi_command as command
 import pulumi_docker as docker
 import pulumi_kubernetes as k8s
 
-from components.config import LabConfig, Tenant
+from components.config import LabConfig, SshWorker, Tenant, secret
 from components.management_cluster import ManagementCluster
-from components.shell import script_command
+from components.shell import remote_script, script_command
 from components.tenant_control_plane import TENANT_LABEL, TenantControlPlane
 
 
 def worker_node_name(tenant: Tenant) -> str:
-    return f"{tenant.name}-worker"
+    """The node name of a container worker (its hostname)."""
+    return tenant.worker_node_names()[0]
 
 
 NODE_IMAGE_LABEL = "gpulab.io/node-image"
@@ -88,12 +89,14 @@ def calico_pool_transform(pod_cidr: str):
 
 
 class TenantWorker(pulumi.ComponentResource):
-    """One worker node for one tenant: container, host checks, kubeadm join, Calico, Ready."""
+    """A tenant's worker nodes, joined and Ready, with Calico: one kindest/node container on the
+    Docker host (workerMode container), or real machines over SSH (workerMode ssh)."""
 
-    node_name: str
-    node_ip: pulumi.Output[str]
-    container: docker.Container
-    join: command.local.Command
+    node_names: list[str]
+    node_name: str  # the node that carries the tenant's declared GPUs
+    node_ip: pulumi.Output[str]  # of that node
+    container: docker.Container | None
+    joins: list[pulumi.Resource]
     ready: command.local.Command
 
     def __init__(
@@ -106,10 +109,42 @@ class TenantWorker(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpulab:index:TenantWorker", name, None, opts)
-        image_ref = lab.worker_image(tenant)
-        assert image_ref is not None  # LabConfig rejects a tenant without one
-        self.node_name = worker_node_name(tenant)
+        self._name, self._tenant, self._control_plane = name, tenant, control_plane
+        self.node_names = tenant.worker_node_names()
+        self.node_name = tenant.gpu_node_name()
+        self.container = None
+        if tenant.worker_mode == "container":
+            self.joins = [self._container_node(lab, management)]
+        else:
+            self.joins = [self._ssh_node(index, worker) for index, worker in enumerate(tenant.workers)]
+            host = dict(zip(self.node_names, (w.host for w in tenant.workers), strict=True))[self.node_name]
+            self.node_ip = pulumi.Output.from_input(host)
 
+        # One CNI per tenant cluster, once every node has joined.
+        calico = k8s.yaml.v2.ConfigFile(
+            f"{name}-calico",
+            file=lab.versions.calico_manifest,
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                provider=control_plane.provider,
+                depends_on=self.joins,
+                transforms=[calico_pool_transform(tenant.pod_cidr)],
+            ),
+        )
+        self.ready = script_command(
+            f"{name}-ready",
+            "wait-node-ready.sh",
+            stdin=control_plane.kubeconfig,
+            environment={"NODE_NAMES": " ".join(self.node_names), "TENANT": tenant.name, "TIMEOUT": "600"},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[calico]),
+        )
+        self.register_outputs({"nodeNames": self.node_names, "nodeName": self.node_name, "nodeIp": self.node_ip})
+
+    def _container_node(self, lab: LabConfig, management: ManagementCluster) -> pulumi.Resource:
+        """A kindest/node container on the management cluster's Docker network, joined."""
+        name, tenant, control_plane = self._name, self._tenant, self._control_plane
+        image_ref = lab.worker_image(tenant)
+        assert image_ref is not None and management.cluster is not None  # LabConfig guarantees both
         # keep_locally: the management cluster may use the same image.
         image = docker.RemoteImage(
             f"{name}-image", name=image_ref, keep_locally=True, opts=pulumi.ResourceOptions(parent=self)
@@ -120,6 +155,7 @@ class TenantWorker(pulumi.ComponentResource):
             environment={"IMAGE": image_ref, "TENANT": tenant.name},
             opts=pulumi.ResourceOptions(parent=self, depends_on=[image]),
         )
+        assert management.network_name is not None
         self.container = docker.Container(
             f"{name}-node",
             **container_args(tenant, image.image_id, image_ref, management.network_name),
@@ -131,9 +167,8 @@ class TenantWorker(pulumi.ComponentResource):
             ),
         )
         self.node_ip = self.container.network_datas.apply(lambda datas: datas[0].ip_address if datas else "")
-
         # The container id in the environment makes a replaced container re-run the join.
-        self.join = script_command(
+        return script_command(
             f"{name}-join",
             "worker-join.sh",
             stdin=control_plane.kubeconfig,
@@ -145,21 +180,45 @@ class TenantWorker(pulumi.ComponentResource):
             },
             opts=pulumi.ResourceOptions(parent=self, depends_on=[control_plane.api_ready]),
         )
-        calico = k8s.yaml.v2.ConfigFile(
-            f"{name}-calico",
-            file=lab.versions.calico_manifest,
+
+    def _ssh_node(self, index: int, worker: SshWorker) -> pulumi.Resource:
+        """A real machine: checked, joined over SSH, reset and removed from the tenant on destroy."""
+        name, tenant, control_plane = self._name, self._tenant, self._control_plane
+        node_name = self.node_names[index]
+        connection = command.remote.ConnectionArgs(
+            host=worker.host, user=worker.user, port=worker.port, private_key=secret(worker.private_key_secret)
+        )
+        sudo = worker.user != "root"
+        check = command.remote.Command(
+            f"{name}-{node_name}-check",
+            connection=connection,
+            create=remote_script(
+                "ssh-node-check.sh", {"KUBERNETES_VERSION": tenant.kubernetes_version, "NODE": node_name}, sudo
+            ),
+            logging=command.remote.Logging.STDERR,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        join = command.remote.Command(
+            f"{name}-{node_name}-join",
+            connection=connection,
+            create=remote_script(
+                "worker-join.sh",
+                {"NODE_NAME": node_name, "TENANT": tenant.name, "TIMEOUT": "300", "IGNORE_PREFLIGHT": "Swap"},
+                sudo,
+            ),
+            delete=remote_script("ssh-node-reset.sh", {"NODE": node_name}, sudo),
+            stdin=control_plane.kubeconfig,
+            logging=command.remote.Logging.STDERR,
             opts=pulumi.ResourceOptions(
-                parent=self,
-                provider=control_plane.provider,
-                depends_on=[self.join],
-                transforms=[calico_pool_transform(tenant.pod_cidr)],
+                parent=self, depends_on=[check, control_plane.api_ready], additional_secret_outputs=["stdout"]
             ),
         )
-        self.ready = script_command(
-            f"{name}-ready",
-            "wait-node-ready.sh",
+        # Destroy removes the Node object from the tenant before the machine resets (it depends on the join).
+        return script_command(
+            f"{name}-{node_name}-leave",
+            None,
+            delete="node-leave.sh",
             stdin=control_plane.kubeconfig,
-            environment={"NODE_NAME": self.node_name, "TENANT": tenant.name, "TIMEOUT": "600"},
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[calico]),
+            environment={"NODE_NAME": node_name, "TIMEOUT": "120"},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[join]),
         )
-        self.register_outputs({"nodeName": self.node_name, "nodeIp": self.node_ip})

@@ -111,7 +111,7 @@ def test_join_gives_up_at_its_deadline_and_says_why(tmp_path: Path) -> None:
 def test_join_failure_is_reported_without_the_command(tmp_path: Path) -> None:
     result = run_script("worker-join.sh", tmp_path, CONTAINER="tenant-a-worker", TENANT="t", FAKE_JOIN_RC="1")
     assert result.returncode == 1
-    assert "kubeadm join failed in tenant-a-worker" in result.stderr
+    assert "kubeadm join failed on tenant-a-worker" in result.stderr
     assert "timed out waiting for the condition" in result.stderr
     assert TOKEN not in result.stderr
 

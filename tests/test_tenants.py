@@ -208,7 +208,7 @@ def test_set_container_env_replaces_an_existing_value() -> None:
 def test_worker_is_ready_only_after_calico(program) -> None:
     ready = program.named("tenant-a-worker-ready")
     assert ready.inputs["create"] == "bash scripts/wait-node-ready.sh"
-    assert ready.inputs["environment"]["NODE_NAME"] == "tenant-a-worker"
+    assert ready.inputs["environment"]["NODE_NAMES"] == "tenant-a-worker"
     assert program.depends_on(ready, program.named("tenant-a-worker-calico"))
 
 

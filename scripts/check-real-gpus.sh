@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Real GPU mode: waits until HAMi's NVIDIA device plugin has registered the node's cards, then
+# checks them against the declared ones (components/gpu_expectation.py) and stops with the
+# difference on a mismatch; waiting longer would not change what the machine has.
+# stdin: tenant kubeconfig. env: NODE_NAME, EXPECT_CARDS (JSON), PYTHON, TIMEOUT (s)
+set -euo pipefail
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+: "${NODE_NAME:?}" "${EXPECT_CARDS:?}"
+kubeconfig_from_stdin
+scratch=$(mktemp -d "${TMPDIR:-/tmp}/gpulab-gpus.XXXXXX")
+trap 'rm -rf "$scratch" "$KUBECONFIG_FILE"' EXIT
+
+registered() {
+  kubectl get node "$NODE_NAME" -o json >"$scratch/node.json" &&
+    kubectl get node "$NODE_NAME" -o jsonpath='{.metadata.annotations.hami\.io/node-nvidia-register}' | grep -q .
+}
+
+wait_for "${TIMEOUT:-600}" "HAMi's device plugin to register the GPUs of $NODE_NAME" registered
+if ! "${PYTHON:-python3}" -m components.gpu_expectation --expect "$EXPECT_CARDS" --node "$scratch/node.json"; then
+  die "the GPUs of $NODE_NAME do not match gpulab:tenants[].gpus (see above); fix the config or the machine"
+fi
+log "$NODE_NAME registers the declared GPUs"

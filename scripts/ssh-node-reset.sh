@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Runs on a real worker machine (over SSH, as root) when it leaves its tenant on destroy: undoes
+# kubeadm join. Idempotent. Firewall rules kube-proxy and the CNI left are listed, not flushed:
+# the machine may have rules of its own.
+# env: NODE
+set -euo pipefail
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+
+if command -v kubeadm >/dev/null; then
+  kubeadm reset --force >&2
+fi
+rm -rf /etc/cni/net.d/*calico* /var/lib/calico
+log "${NODE:-this machine} left its tenant; review leftover iptables rules with: iptables-save | grep -i -e kube -e cali"
