@@ -362,6 +362,13 @@ class LabConfig(_Model):
             raise ValueError(f"tenants: names {names} give clashing stack outputs {clashing}_*; rename one of them")
         max_major, max_minor = self.versions.kamaji_max_minor()
         problems: list[str] = []
+        if self.management.mode == "existing":
+            problems += [
+                f"tenants[{i}].workerMode = 'container': container workers live on the kind management cluster's "
+                "Docker network; with management.mode existing use workerMode: ssh"
+                for i, tenant in enumerate(self.tenants)
+                if tenant.worker_mode == "container"
+            ]
         for i, tenant in enumerate(self.tenants):
             major, minor, _ = parse_kubernetes_version(tenant.kubernetes_version)
             if (major, minor) > (max_major, max_minor):

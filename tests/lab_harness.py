@@ -243,14 +243,24 @@ def make_tenant(name: str, index: int, **overrides: Any) -> dict[str, Any]:
     return tenant
 
 
-def run_program(config: dict[str, Any], *, preview: bool = False, mocks: LabMocks | None = None) -> Program:
-    """Evaluate __main__.py with `config` under fresh mocks; returns what it registered and exported."""
+def run_program(
+    config: dict[str, Any],
+    *,
+    preview: bool = False,
+    mocks: LabMocks | None = None,
+    secrets: dict[str, str] | None = None,
+    plain: dict[str, str] | None = None,
+) -> Program:
+    """Evaluate __main__.py with `config` under fresh mocks; returns what it registered and exported.
+    `secrets` are set as secret config values (as `pulumi config set --secret` does), `plain` as plain ones."""
     mocks = mocks or LabMocks()
     monitor = RecordingMonitor(mocks)
     mocks.monitor = monitor  # reachable even when the program raises
     settings.ROOT.set(None)  # a fresh root Stack: exports of earlier runs must not leak in
     pulumi.runtime.set_mocks(mocks, project="gpulab", stack="dev", preview=preview, monitor=monitor)
-    pulumi.runtime.set_all_config({f"gpulab:{key}": json.dumps(value) for key, value in config.items()})
+    values = {f"gpulab:{key}": json.dumps(value) for key, value in config.items()}
+    values |= {f"gpulab:{key}": value for key, value in {**(plain or {}), **(secrets or {})}.items()}
+    pulumi.runtime.set_all_config(values, secret_keys=[f"gpulab:{key}" for key in secrets or {}])
     settings.SETTINGS.rpc_manager.clear()
     settings.SETTINGS.outputs.clear()
     _sync_await(run_pulumi_func(lambda: runpy.run_path(str(MAIN), run_name="__main__")))
