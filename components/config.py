@@ -16,10 +16,11 @@ from __future__ import annotations
 import ipaddress
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -30,6 +31,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from components.catalog import DEFAULT_SPLIT_COUNT, GPU_CATALOG, Card, expand_cards
+from components.network import address_problem
 from components.versions import Versions, image_tag, parse_kubernetes_version
 
 PROJECT = "gpulab"
@@ -113,6 +115,10 @@ def _secret_key_name(value: str) -> str:
     return value
 
 
+# The name of a secret config key of this project (its value is read with pulumi.Config.require_secret).
+SecretKeyName = Annotated[str, AfterValidator(_secret_key_name)]
+
+
 class SshWorker(_Model):
     """A real machine joined to the tenant over SSH (workerMode: ssh)."""
 
@@ -122,14 +128,9 @@ class SshWorker(_Model):
     # Node name in the tenant (kubeadm join --node-name); defaults to <tenant>-worker-<index>.
     name: str | None = None
     # Which secret config key holds this machine's SSH private key (`pulumi config set --secret`).
-    private_key_secret: str = "sshPrivateKey"
+    private_key_secret: SecretKeyName = "sshPrivateKey"
     # The one worker whose cards are the tenant's declared `gpus` (default: the first worker).
     gpu_node: bool | None = None
-
-    @field_validator("private_key_secret")
-    @classmethod
-    def _key(cls, value: str) -> str:
-        return _secret_key_name(value)
 
     @field_validator("name")
     @classmethod
@@ -275,26 +276,17 @@ class Management(_Model):
     network: str | None = None
     metallb_pool_size: int = Field(default=16, ge=1, le=1024)
     # existing mode: the secret config key with the cluster's kubeconfig, what to install, MetalLB's addresses.
-    kubeconfig_secret: str = "managementKubeconfig"
+    kubeconfig_secret: SecretKeyName = "managementKubeconfig"
     install: Install | None = None
     metallb_addresses: list[str] = []
-
-    @field_validator("kubeconfig_secret")
-    @classmethod
-    def _key(cls, value: str) -> str:
-        return _secret_key_name(value)
 
     @field_validator("metallb_addresses")
     @classmethod
     def _addresses(cls, value: list[str]) -> list[str]:
         for address in value:
-            parts = address.split("-") if "-" in address else [address]
-            try:
-                versions = {ipaddress.ip_network(part.strip(), strict=False).version for part in parts}
-            except ValueError:
-                raise ValueError(f"{address!r} is neither a CIDR nor a first-last range of IPv4 addresses") from None
-            if versions != {4}:
-                raise ValueError(f"{address!r} is not IPv4; MetalLB's pool for tenant control planes is IPv4")
+            problem = address_problem(address)
+            if problem:
+                raise ValueError(problem)
         return value
 
     @model_validator(mode="after")

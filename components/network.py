@@ -14,6 +14,18 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 
+def address_problem(address: str) -> str | None:
+    """Why a MetalLB pool entry (a CIDR or a `first-last` range) is not IPv4; None if it is."""
+    parts = address.split("-") if "-" in address else [address]
+    try:
+        versions = {ipaddress.ip_network(part.strip(), strict=False).version for part in parts}
+    except ValueError:
+        return f"{address!r} is neither a CIDR nor a first-last range"
+    if versions != {4}:
+        return f"{address!r} is not IPv4: MetalLB's pool for tenant control planes holds IPv4 addresses only"
+    return None
+
+
 class PoolError(ValueError):
     """The kind network cannot hold the requested MetalLB pool."""
 

@@ -10,7 +10,6 @@ Every enforcement level can be changed in the policy config (`{"<policy>": "advi
 
 from __future__ import annotations
 
-import ipaddress
 import json
 from collections import defaultdict
 from collections.abc import Mapping
@@ -26,6 +25,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
+from components.network import address_problem
 from components.versions import Versions, image_tag, parse_kubernetes_version
 from policies.evaluate import Finding, evaluate_tenant
 from policies.inventory import (
@@ -209,17 +209,9 @@ def validate_metallb_pool_ipv4(args: ResourceValidationArgs, report_violation: R
     if args.resource_type != IP_POOL_TYPE:
         return
     for address in (args.props.get("spec") or {}).get("addresses") or []:
-        try:
-            parts = str(address).split("-") if "-" in str(address) else [str(address)]
-            versions = {ipaddress.ip_network(part.strip(), strict=False).version for part in parts}
-        except ValueError:
-            report_violation(f"MetalLB pool address {address!r} is neither a CIDR nor a first-last range", None)
-            continue
-        if versions != {4}:
-            report_violation(
-                f"MetalLB pool address {address!r} is not IPv4: the kind network's IPv6 subnet must not feed the pool",
-                None,
-            )
+        problem = address_problem(str(address))
+        if problem:
+            report_violation(f"MetalLB pool address {problem}", None)
 
 
 GPU_REQUEST_LIMITS = StackValidationPolicy(
