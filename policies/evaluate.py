@@ -23,6 +23,7 @@ from policies.inventory import TenantInventory
 from policies.workloads import Workload
 
 POD_LIMIT_EXCEEDED = "PodGpuLimitExceeded"
+INIT_CONTAINER_GPU = "InitContainerGpuRequest"
 EXCEEDED_QUOTA = "ExceededQuota"  # kube-apiserver's ResourceQuota admission
 ORDER_DEPENDENT = "OrderDependentPlacement"
 UNDECIDED = "PlacementUndecided"
@@ -135,10 +136,34 @@ def quota_findings(inventory: TenantInventory, pods: Sequence[PodRequest]) -> li
     return findings
 
 
+def init_container_findings(inventory: TenantInventory, workloads: Sequence[Workload]) -> list[Finding]:
+    """HAMi places only app containers (Resourcereqs reads spec.containers): an init container's GPU
+    request gets no card. On real GPUs it runs without a device; on the mock the kubelet still counts
+    it against the node's advertised totals."""
+    findings = []
+    for workload in workloads:
+        for init in workload.pods[0].init_containers if workload.pods else ():
+            findings.append(
+                Finding(
+                    "error",
+                    inventory.name,
+                    workload.label,
+                    INIT_CONTAINER_GPU,
+                    f"init container {init.name} asks {init.describe()}, but HAMi assigns cards to app containers "
+                    "only; move the GPU work into an app container",
+                )
+            )
+    return findings
+
+
 def evaluate_tenant(inventory: TenantInventory, workloads: Sequence[Workload]) -> list[Finding]:
     """Every finding for a tenant's workloads, certain ones first."""
-    pods = [pod for workload in workloads for pod in workload.pods]
-    findings = pod_limit_findings(inventory, workloads) + quota_findings(inventory, pods)
+    pods = [pod for workload in workloads for pod in workload.pods if pod.containers]
+    findings = (
+        pod_limit_findings(inventory, workloads)
+        + init_container_findings(inventory, workloads)
+        + quota_findings(inventory, pods)
+    )
     if not pods:
         return findings
     cards = list(inventory.cards)

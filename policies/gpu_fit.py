@@ -69,12 +69,11 @@ class PodRequest:
     workload: str  # e.g. Pod/gpu-workloads/trainer-1, or Deployment/ns/serve#2
     namespace: str
     containers: tuple[ContainerRequest, ...]
+    # HAMi never places init containers (Resourcereqs reads spec.containers only); kept for limits
+    # and so the pack can point them out.
     init_containers: tuple[ContainerRequest, ...] = ()
     use_types: tuple[str, ...] = ()
     nouse_types: tuple[str, ...] = ()
-
-    def all_containers(self) -> tuple[ContainerRequest, ...]:
-        return self.init_containers + self.containers
 
 
 @dataclass
@@ -174,10 +173,6 @@ class Node:
     def place_greedy(self, pod: PodRequest, policy: str) -> ContainerFailure | None:
         """Place one pod the way HAMi would (containers in order, cards by policy); commit on success."""
         trial = self.copy()
-        for container in pod.init_containers:  # run first and release; each must fit on its own
-            failure = trial._choose(container, pod, policy)
-            if isinstance(failure, ContainerFailure):
-                return failure
         for container in pod.containers:
             chosen = trial._choose(container, pod, policy)
             if isinstance(chosen, ContainerFailure):
@@ -229,20 +224,14 @@ class Search:
 
 @dataclass(frozen=True)
 class _Item:
-    """One step of the search: place one container of a pod (or, with container None, check that the
-    pod's init containers fit next to what is placed so far)."""
+    """One step of the search: place one container of a pod."""
 
     pod: PodRequest
-    container: ContainerRequest | None
+    container: ContainerRequest
 
 
 def _items(pods: Sequence[PodRequest]) -> list[_Item]:
-    items = []
-    for pod in pods:
-        if pod.init_containers:
-            items.append(_Item(pod, None))
-        items.extend(_Item(pod, container) for container in pod.containers)
-    return items
+    return [_Item(pod, container) for pod in pods for container in pod.containers]
 
 
 def _demand(items: list[_Item], cards: Sequence[CardSpec]) -> list[tuple[int, int, int]]:
@@ -252,15 +241,12 @@ def _demand(items: list[_Item], cards: Sequence[CardSpec]) -> list[tuple[int, in
     for item in reversed(items):
         slots, cores, memory = suffix[-1]
         container = item.container
-        if container is not None:
-            memory_each = (
-                container.memory_mb
-                if container.memory_mb is not None
-                else smallest * container.memory_percentage // 100
-            )
-            slots += container.nums
-            cores += container.nums * container.cores
-            memory += container.nums * memory_each
+        memory_each = (
+            container.memory_mb if container.memory_mb is not None else smallest * container.memory_percentage // 100
+        )
+        slots += container.nums
+        cores += container.nums * container.cores
+        memory += container.nums * memory_each
         suffix.append((slots, cores, memory))
     return list(reversed(suffix))
 
@@ -324,12 +310,6 @@ def _search(
     if key in search.seen:
         return False
     item = items[index]
-    if item.container is None:  # init containers are transient: each must fit next to what is placed
-        fits_all = all(len(node.fitting(init, item.pod)[0]) >= init.nums for init in item.pod.init_containers)
-        if fits_all and _search(node, items, demand, index + 1, search, budget):
-            return True
-        search.seen.add(key)
-        return False
     container = item.container
     fits, _ = node.fitting(container, item.pod)
     tried: set = set()

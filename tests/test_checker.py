@@ -71,10 +71,12 @@ def test_gpu_only_pods_are_exclusive(capsys) -> None:
     assert "StatefulSet/gpu-workloads/whole-cards#3" in out and "CardInsufficientMemory" in out
 
 
-def test_init_container_must_fit_too(capsys) -> None:
+def test_gpu_requests_in_init_containers_are_refused(capsys) -> None:
+    """HAMi never gives an init container a card; the per-pod limit counts it all the same."""
     code, out, _ = check(capsys, "tenant-a", "init-container.yaml")
     assert code == 1
-    assert "Pod/gpu-workloads/warmup" in out and "container load-weights asks 30000 MB" in out
+    assert "Pod/gpu-workloads/warmup: InitContainerGpuRequest: init container load-weights asks 30000 MB" in out
+    assert "CardInsufficient" not in out, "the app container (1000 MB, 5 %) fits next to trainer-1..3"
 
 
 def test_cronjob(capsys) -> None:
