@@ -16,7 +16,6 @@ from kubernetes.client.exceptions import ApiException
 
 from components.catalog import totals
 from components.tenant_control_plane import control_plane_namespace
-from components.tenant_worker import worker_node_name
 from tests.acceptance.helpers import disposable_namespace, gpu_pod, hami_reasons, pod_events, wait_until
 
 CONTROL_PLANE_CONTAINERS = {"kube-apiserver", "kube-controller-manager", "kube-scheduler", "konnectivity-server"}
@@ -92,13 +91,14 @@ def test_tc02_tenant_apis_and_workers(lab) -> None:
         assert version.git_version.startswith(tenant.kubernetes_version), version.git_version
 
         api = core(lab.tenants[tenant.name])
-        node = api.read_node(worker_node_name(tenant))
-        ready = {c.type: c.status for c in node.status.conditions}["Ready"]
-        assert ready == "True", f"{node.metadata.name} Ready={ready}"
-        on_node = api.list_namespaced_pod("kube-system", field_selector=f"spec.nodeName={node.metadata.name}").items
-        running = {p.metadata.name.rsplit("-", 1)[0] for p in on_node if p.status.phase == "Running"}
-        assert "calico-node" in running, running
-        assert any(name.startswith("konnectivity-agent") for name in running), running
+        for node_name in tenant.worker_node_names():
+            node = api.read_node(node_name)
+            ready = {c.type: c.status for c in node.status.conditions}["Ready"]
+            assert ready == "True", f"{node_name} Ready={ready}"
+            on_node = api.list_namespaced_pod("kube-system", field_selector=f"spec.nodeName={node_name}").items
+            running = {p.metadata.name.rsplit("-", 1)[0] for p in on_node if p.status.phase == "Running"}
+            assert "calico-node" in running, (node_name, running)
+            assert any(name.startswith("konnectivity-agent") for name in running), (node_name, running)
 
 
 def test_tc03_gpu_pod_admitted_by_webhook_and_placed_by_hami(lab) -> None:
@@ -111,14 +111,17 @@ def test_tc03_gpu_pod_admitted_by_webhook_and_placed_by_hami(lab) -> None:
         pod = wait_running(api, namespace, "tc03")
         annotations = pod.metadata.annotations or {}
         assert annotations.get(ALLOCATED), "no HAMi allocation: the pod was not placed by HAMi"
-        assert annotations.get("hami.io/vgpu-node") == worker_node_name(tenant)
+        assert annotations.get("hami.io/vgpu-node") == tenant.gpu_node_name()
 
 
 def test_tc04_workers_advertise_exactly_their_inventory(lab) -> None:
     for tenant in lab.config.tenants:
-        node = core(lab.tenants[tenant.name]).read_node(worker_node_name(tenant))
+        node = core(lab.tenants[tenant.name]).read_node(tenant.gpu_node_name())
         allocatable = {k: int(v) for k, v in node.status.allocatable.items() if k.startswith("nvidia.com/")}
-        assert allocatable == totals(tenant.cards()), tenant.name
+        declared = totals(tenant.cards())
+        if tenant.gpu_mode == "real":  # the real plugin advertises card slots only
+            declared = {"nvidia.com/gpu": declared["nvidia.com/gpu"]}
+        assert allocatable == declared, tenant.name
 
 
 def test_tc05_three_shares_on_one_card_bound_back_to_back(lab) -> None:
@@ -196,10 +199,10 @@ def test_tc08_tenants_are_isolated(lab) -> None:
     names = [tenant.name for tenant in lab.config.tenants]
     for tenant in lab.config.tenants:
         api = core(lab.tenants[tenant.name])
-        assert [n.metadata.name for n in api.list_node().items] == [worker_node_name(tenant)]
-        node = api.read_node(worker_node_name(tenant))
+        assert sorted(n.metadata.name for n in api.list_node().items) == sorted(tenant.worker_node_names())
+        node = api.read_node(tenant.gpu_node_name())
         capacity = {k: int(v) for k, v in node.status.capacity.items() if k.startswith("nvidia.com/")}
-        assert capacity["nvidia.com/gpumem"] == totals(tenant.cards())["nvidia.com/gpumem"]
+        assert capacity["nvidia.com/gpu"] == totals(tenant.cards())["nvidia.com/gpu"]
         namespaces = {n.metadata.name for n in api.list_namespace().items}
         assert not namespaces & {"kamaji-system", "metallb-system", "cert-manager"}, "management namespaces visible"
         groups = {g.name for g in client.ApisApi(lab.tenants[tenant.name]).get_api_versions().groups}
