@@ -170,3 +170,29 @@ def test_gpu_rules_still_run_when_other_values_are_unknown_in_preview() -> None:
     by_policy = {d.policyName: d.message for d in response.diagnostics}
     assert "CardInsufficientCore" in by_policy["gpu-request-limits"]
     assert not any("can't run policy" in message for message in by_policy.values()), by_policy
+
+
+def test_pack_imports_only_what_its_own_requirements_install() -> None:
+    """policies/venv has pulumi-policy, pydantic and PyYAML only: the pack and the checker must not
+    pull in the Kubernetes, Docker or Command SDKs that the program uses."""
+    import subprocess
+    import sys
+
+    from shared_data import ROOT
+
+    probe = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in {'pulumi_kubernetes', 'pulumi_docker', 'pulumi_command', 'kubernetes'}:\n"
+        "            raise ImportError(name + ' is not in policies/requirements.txt')\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "import policies.rules, policies.checker\n"
+        "print(len(policies.rules.ALL_POLICIES))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "6"
+    requirements = (ROOT / "policies" / "requirements.txt").read_text()
+    for package in ("pulumi-policy", "pydantic", "PyYAML"):
+        assert package in requirements
