@@ -1,7 +1,7 @@
 """Commands that run gpulab's shell scripts (in scripts/, each linted by shellcheck).
 
-Scripts take their settings from the environment and secrets (kubeconfigs) on standard input,
-never as arguments: arguments and environments show up in `ps` and in Pulumi's diff output.
+Scripts take their settings from the environment, and secrets (kubeconfigs) on standard input:
+never as arguments or environment variables, which show up in `ps` and in Pulumi's diffs.
 Only stderr is logged; stdout is a Command's output and may be a secret.
 """
 
@@ -16,6 +16,7 @@ import pulumi
 import pulumi_command as command
 
 SCRIPT_DIR = "scripts"
+SCRIPTS = Path(__file__).resolve().parent.parent / SCRIPT_DIR
 
 
 def script(name: str) -> str:
@@ -45,7 +46,6 @@ def script_command(
     )
 
 
-SCRIPTS = Path(__file__).resolve().parent.parent / SCRIPT_DIR
 _SOURCE_LIB = re.compile(r'^(# shellcheck source=lib\.sh|source "\$\(dirname "\$0"\)/lib\.sh")$', re.MULTILINE)
 
 
