@@ -24,15 +24,13 @@ from components.catalog import (
     totals,
 )
 from components.config import LabConfig, Tenant
+from components.names import INVENTORY_CONFIGMAP, INVENTORY_LABEL, INVENTORY_NAMESPACE, TENANT_LABEL
 from components.shell import script_command
-from components.tenant_control_plane import TENANT_LABEL, TenantControlPlane
+from components.tenant_control_plane import TenantControlPlane
 from components.tenant_worker import TenantWorker
 
 HAMI_RELEASE = "hami"  # fullname `hami`: Deployment hami-scheduler, ConfigMap hami-scheduler-device
 HAMI_NAMESPACE = "kube-system"  # the mock plugin mounts hami-scheduler-device from its own namespace (section 6)
-INVENTORY_NAMESPACE = "kube-public"  # readable by every tenant user
-INVENTORY_CONFIGMAP = "gpulab-gpu-inventory"
-INVENTORY_LABEL = "gpulab.io/gpu-inventory"
 
 
 def split_image(image: str) -> dict[str, str]:

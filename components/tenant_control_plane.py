@@ -15,11 +15,9 @@ import pulumi_kubernetes as k8s
 
 from components.config import Tenant
 from components.management_cluster import KAMAJI_DATASTORE, ManagementCluster
+from components.names import KAMAJI_MAX_ANNOTATION, TENANT_LABEL
 from components.shell import script_command
 
-TENANT_LABEL = "gpulab.io/tenant"
-# The newest minor the pinned Kamaji accepts, recorded on each TCP for the policy pack.
-KAMAJI_MAX_ANNOTATION = "gpulab.io/kamaji-max-kubernetes"
 API_PORT = 6443
 KONNECTIVITY_PORT = 8132
 READY_TIMEOUT_SECONDS = 900

@@ -17,16 +17,14 @@ import pulumi_kubernetes as k8s
 
 from components.config import LabConfig, SshWorker, Tenant, secret
 from components.management_cluster import ManagementCluster
+from components.names import NODE_IMAGE_LABEL, TENANT_LABEL
 from components.shell import remote_script, script_command
-from components.tenant_control_plane import TENANT_LABEL, TenantControlPlane
+from components.tenant_control_plane import TenantControlPlane
 
 
 def worker_node_name(tenant: Tenant) -> str:
     """The node name of a container worker (its hostname)."""
     return tenant.worker_node_names()[0]
-
-
-NODE_IMAGE_LABEL = "gpulab.io/node-image"
 
 
 def container_args(tenant: Tenant, image_id: pulumi.Input[str], image_ref: str, network: str) -> dict[str, Any]:

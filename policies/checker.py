@@ -16,10 +16,11 @@ from pathlib import Path
 import yaml
 
 from components.config import ConfigError, load_stack_file
+from components.names import TENANT_LABEL
 from components.workload_manifests import workload_manifest
 from policies.evaluate import evaluate_tenant
 from policies.inventory import from_lab_config
-from policies.workloads import TENANT_LABEL, Workload, WorkloadError, read_workload
+from policies.workloads import Workload, WorkloadError, read_workload
 
 
 class BadInput(Exception):

@@ -19,10 +19,8 @@ from pydantic.alias_generators import to_camel
 
 from components.catalog import DEFAULT_SPLIT_COUNT, GPU_CATALOG
 from components.config import GpuQuota, LabConfig, PodLimits, Tenant
+from components.names import INVENTORY_CONFIGMAP, INVENTORY_NAMESPACE
 from policies.gpu_fit import CardSpec
-
-INVENTORY_CONFIGMAP = "gpulab-gpu-inventory"
-INVENTORY_NAMESPACE = "kube-public"
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
+from components.names import KAMAJI_MAX_ANNOTATION, NODE_IMAGE_LABEL, TENANT_LABEL
 from components.network import address_problem
 from components.versions import Versions, image_tag, parse_kubernetes_version
 from policies.evaluate import Finding, evaluate_tenant
@@ -36,14 +37,12 @@ from policies.inventory import (
     is_inventory_configmap,
     parse_policy_config,
 )
-from policies.workloads import RESOURCE_TYPES, TENANT_LABEL, Workload, WorkloadError, read_workload
+from policies.workloads import RESOURCE_TYPES, Workload, WorkloadError, read_workload
 
 TCP_TYPE = "kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane"
 CONTAINER_TYPE = "docker:index/container:Container"
 IP_POOL_TYPE = "kubernetes:metallb.io/v1beta1:IPAddressPool"
 NODE_TYPES = ("kubernetes:core/v1:Node", "kubernetes:core/v1:NodePatch")
-KAMAJI_MAX_ANNOTATION = "gpulab.io/kamaji-max-kubernetes"
-NODE_IMAGE_LABEL = "gpulab.io/node-image"  # the pinned kindest/node reference a worker was created from
 
 GPU_CONFIG_SCHEMA = PolicyConfigSchema(
     properties={

@@ -11,16 +11,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from components.catalog import GPU_RESOURCE, GPUCORES_RESOURCE, GPUMEM_PERCENTAGE_RESOURCE, GPUMEM_RESOURCE
 from policies.gpu_fit import ContainerRequest, PodRequest
 
-GPU = "nvidia.com/gpu"
-GPUMEM = "nvidia.com/gpumem"
-GPUMEM_PERCENTAGE = "nvidia.com/gpumem-percentage"
-GPUCORES = "nvidia.com/gpucores"
+GPU, GPUMEM, GPUMEM_PERCENTAGE, GPUCORES = GPU_RESOURCE, GPUMEM_RESOURCE, GPUMEM_PERCENTAGE_RESOURCE, GPUCORES_RESOURCE
 HAMI_RESOURCES = (GPU, GPUMEM, GPUMEM_PERCENTAGE, GPUCORES)
 USE_GPUTYPE = "nvidia.com/use-gputype"
 NOUSE_GPUTYPE = "nvidia.com/nouse-gputype"
-TENANT_LABEL = "gpulab.io/tenant"
 
 # kind -> path from the object to its pod spec and pod metadata (the pod template for controllers).
 POD_TEMPLATE_PATHS: dict[str, tuple[str, ...]] = {
@@ -179,21 +176,3 @@ def replica_count(kind: str, obj: Mapping[str, Any]) -> int:
     else:  # Pod; a DaemonSet runs one pod on each node, and each tenant has one GPU node
         value = 1
     return quantity(value if value is not None else 1, f"{kind} replicas")
-
-
-def pod_totals(pod: PodRequest) -> dict[str, int]:
-    """What one pod asks in total (the largest of its init containers or the sum of its containers,
-    as the kubelet counts requests), for per-pod limits. Memory in percent counts as unknown MB: 0."""
-
-    def total(containers: tuple[ContainerRequest, ...]) -> dict[str, int]:
-        return {
-            "gpus": sum(c.nums for c in containers),
-            "gpumem": sum(c.nums * (c.memory_mb or 0) for c in containers),
-            "gpucores": sum(c.nums * c.cores for c in containers),
-        }
-
-    main = total(pod.containers)
-    for init in pod.init_containers:
-        one = total((init,))
-        main = {key: max(main[key], one[key]) for key in main}
-    return main

@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-REGISTER = "hami.io/node-nvidia-register"
+from components.catalog import REGISTER_ANNOTATION as REGISTER
+
 ALLOCATED = "hami.io/vgpu-devices-allocated"
 ASSIGNED_NODE = "hami.io/vgpu-node"
 

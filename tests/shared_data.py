@@ -36,3 +36,23 @@ def crd_schema(relative: str, version: str) -> dict:
         if entry["name"] == version:
             return entry["schema"]["openAPIV3Schema"]
     raise AssertionError(f"{relative} has no version {version}")
+
+
+def leaf_paths(values: dict, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Paths to the leaves of nested chart values, to look each up in a chart's values.yaml."""
+    paths = []
+    for key, value in values.items():
+        if isinstance(value, dict) and value:
+            paths.extend(leaf_paths(value, (*prefix, key)))
+        else:
+            paths.append((*prefix, key))
+    return paths
+
+
+def has_path(values: dict, path: tuple[str, ...]) -> bool:
+    node = values
+    for key in path:
+        if not isinstance(node, dict) or key not in node:
+            return False
+        node = node[key]
+    return True

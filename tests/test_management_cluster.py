@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 from lab_harness import KIND_KUBECONFIG, LabMocks, lab_config, run_program
-from shared_data import ROOT, upstream_yaml
+from shared_data import ROOT, has_path, leaf_paths, upstream_yaml
 
 from components.versions import Versions
 
@@ -140,22 +140,3 @@ def test_children_are_parented_to_the_component(program) -> None:
     assert component.type == "gpulab:index:ManagementCluster"
     for name in ("management-kind", "management-provider", "management-kamaji", "management-metallb-pool"):
         assert program.named(name).parent == component.urn
-
-
-def leaf_paths(values: dict, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
-    paths = []
-    for key, value in values.items():
-        if isinstance(value, dict) and value:
-            paths.extend(leaf_paths(value, (*prefix, key)))
-        else:
-            paths.append((*prefix, key))
-    return paths
-
-
-def has_path(values: dict, path: tuple[str, ...]) -> bool:
-    node = values
-    for key in path:
-        if not isinstance(node, dict) or key not in node:
-            return False
-        node = node[key]
-    return True

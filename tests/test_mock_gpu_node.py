@@ -6,9 +6,8 @@ import json
 
 import pytest
 from lab_harness import lab_config, make_tenant, run_program, tenant_kubeconfig
-from shared_data import upstream_yaml
+from shared_data import has_path, leaf_paths, upstream_yaml
 from test_catalog import TENANT_A_ANNOTATION, TENANT_B_ANNOTATION
-from test_management_cluster import has_path, leaf_paths
 
 from components.config import parse_config
 from components.mock_gpu_node import hami_values, quota_hard, split_image
