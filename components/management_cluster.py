@@ -15,6 +15,7 @@ import pulumi_docker as docker
 import pulumi_kubernetes as k8s
 
 from components.config import LabConfig, secret
+from components.image_ref import ImageRef
 from components.network import PoolError, metallb_range
 from components.shell import script, script_command
 
@@ -39,12 +40,17 @@ def l2_advertisement_spec() -> dict:
     return {"ipAddressPools": [POOL_NAME]}
 
 
-def kamaji_values(image_tag: str) -> dict:
+def kamaji_values(image_tag: str, etcd_kubectl_image: str) -> dict:
     """Values set inline; `resources: null` lives in KAMAJI_VALUES_FILE because a Python None is dropped."""
+    kubectl = ImageRef.parse(etcd_kubectl_image)
     return {
         # The chart's appVersion is `latest` with pullPolicy Always; pin the controller image instead.
         "image": {"tag": image_tag, "pullPolicy": "IfNotPresent"},
         "telemetry": {"disabled": True},
+        # kamaji-etcd's hook jobs run `printf "%s:%s" image tag`, with the tag derived from the cluster's minor
+        # when empty (charts/kamaji-etcd/templates/_helpers.tpl, etcd.jobsTagKubeVersion): set it explicitly.
+        # The node finds it by tag (pre-loaded, or pulled); the digest is checked where the host pulls it.
+        "kamaji-etcd": {"jobs": {"kubectl": {"image": kubectl.name, "tag": kubectl.tag}}},
     }
 
 
@@ -206,7 +212,7 @@ class ManagementCluster(pulumi.ComponentResource):
             namespace=KAMAJI_NAMESPACE,
             create_namespace=True,
             value_yaml_files=[pulumi.FileAsset(KAMAJI_VALUES_FILE)],
-            values=kamaji_values(versions.kamaji_image_tag),
+            values=kamaji_values(versions.kamaji_image_tag, versions.kamaji_etcd_kubectl_image),
             timeout=900,  # the etcd setup hook alone may take 5 minutes
             opts=self._in_cluster([cert_manager_ready]),
         )

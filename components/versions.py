@@ -84,9 +84,18 @@ class Versions(BaseModel):
         alias="metallbManifest",
     )
     # Kamaji publishes only the moving chart `0.0.0+latest` (its versioning.md); the controller image is what
-    # we can pin, so it is pinned to an edge release that supports Kubernetes v1.36.
+    # we can pin. 26.8.2-edge is the newest tag in clastix/kamaji (commit ddbabd87) and supports Kubernetes
+    # v1.36 (KubeadmVersion v1.36.0); the chart archive the tests render is that commit (shared SOURCES.md).
     kamaji: HelmChart = HelmChart(repo="https://clastix.github.io/charts", chart="kamaji", version="0.0.0+latest")
-    kamaji_image_tag: str = Field(default="26.8.4-edge", alias="kamajiImageTag")
+    kamaji_image_tag: str = Field(default="26.8.2-edge", alias="kamajiImageTag")
+    # kamaji-etcd derives its hook jobs' kubectl image from the cluster's minor (clastix/kubectl:v1.36), a tag
+    # with no public trace that has been missing for new minors before (kamaji-etcd#5, kamaji#401). Pin one
+    # that exists: v1.35 is within kubectl's one-minor skew of a v1.36 API server; the digest is the one a
+    # public image-mirror config records for docker.io/clastix/kubectl:v1.35.
+    kamaji_etcd_kubectl_image: str = Field(
+        default="docker.io/clastix/kubectl:v1.35@sha256:245d1a9020b8b1369918cede56087e1ea42f69d3bf05c2ebd37afead56c0300c",
+        alias="kamajiEtcdKubectlImage",
+    )
     # Highest tenant minor the pinned Kamaji accepts (KubeadmVersion v1.36.0; patch is ignored by its webhook).
     kamaji_max_kubernetes: str = Field(default="v1.36", alias="kamajiMaxKubernetes")
 

@@ -1,4 +1,4 @@
-"""`python -m policies check --tenant NAME [--stack STACK] FILE...`: the pack's GPU rules on manifests.
+"""`python -m policies check --tenant NAME [--stack STACK] FILE...|-`: the pack's GPU rules on manifests.
 
 For teams that deploy with kubectl. The manifests are judged together with the GPU workloads the
 stack already declares for that tenant (they run there too), against the tenant's cards, per-pod
@@ -20,43 +20,54 @@ from components.names import TENANT_LABEL
 from components.workload_manifests import workload_manifest
 from policies.evaluate import evaluate_tenant
 from policies.inventory import from_lab_config
-from policies.workloads import Workload, WorkloadError, read_workload
+from policies.workloads import Workload, WorkloadError, read_workload, unit_suffix_notes
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+STDIN = Path("-")
 
 
 class BadInput(Exception):
     """Exit code 2: the input could not be read."""
 
 
-def manifest_workloads(path: Path) -> list[Workload]:
+def read_text(path: Path) -> str:
+    if path == STDIN:
+        return sys.stdin.read()
     try:
-        text = path.read_text()
+        return path.read_text()
     except OSError as error:
         raise BadInput(f"{path}: cannot read it ({error.strerror})") from None
+
+
+def manifest_workloads(path: Path, text: str) -> tuple[list[Workload], list[str]]:
+    """The GPU workloads of one manifest file, and notes on what HAMi will make of its quantities."""
+    name = "<stdin>" if path == STDIN else str(path)
     try:
-        documents = list(yaml.safe_load_all(text))
+        documents = [document for document in yaml.safe_load_all(text) if document is not None]
     except yaml.YAMLError as error:
-        raise BadInput(f"{path}: not valid YAML: {error}") from None
-    workloads = []
+        raise BadInput(f"{name}: not valid YAML: {error}") from None
+    if not documents:
+        raise BadInput(f"{name}: holds no Kubernetes objects (empty, or only comments)")
+    workloads, notes = [], []
     for number, document in enumerate(documents, start=1):
-        if document is None:
-            continue
         if not isinstance(document, dict) or "kind" not in document:
-            raise BadInput(f"{path}: document {number} is not a Kubernetes object (no `kind`)")
+            raise BadInput(f"{name}: document {number} is not a Kubernetes object (no `kind`)")
         items = document.get("items") or [] if document["kind"].endswith("List") else [document]
         for item in items:
+            notes.extend(f"note: {name}: document {number}: {note}" for note in unit_suffix_notes(item))
             try:
                 workload = read_workload(str(item.get("kind")), item)
             except WorkloadError as error:
-                raise BadInput(f"{path}: document {number}: {error}") from None
+                raise BadInput(f"{name}: document {number}: {error}") from None
             if workload is not None and workload.pods:
                 workloads.append(workload)
-    return workloads
+    return workloads, notes
 
 
 def run(tenant_name: str, stack: str, files: list[Path], project_dir: Path) -> tuple[int, list[str]]:
     stack_file = project_dir / f"Pulumi.{stack}.yaml"
     if not stack_file.is_file():
-        raise BadInput(f"{stack_file} does not exist; run from the gpulab project directory or pass --stack")
+        raise BadInput(f"{stack_file} does not exist; pass --stack NAME (or --project-dir DIR) of an existing stack")
     try:
         lab = load_stack_file(stack_file)
     except ConfigError as error:
@@ -70,8 +81,13 @@ def run(tenant_name: str, stack: str, files: list[Path], project_dir: Path) -> t
         read_workload(manifest["kind"], manifest)
         for manifest in (workload_manifest(tenant, w, lab.versions.workload_image) for w in tenant.workloads)
     ]
-    submitted = [workload for path in files for workload in manifest_workloads(path)]
-    lines = []
+    if files.count(STDIN) > 1:
+        raise BadInput("`-` (standard input) may be given once")
+    submitted, lines = [], []
+    for path in files:
+        workloads, notes = manifest_workloads(path, read_text(path))
+        submitted.extend(workloads)
+        lines.extend(notes)
     for workload in submitted:
         labelled = workload.labels.get(TENANT_LABEL)
         if labelled and labelled != tenant_name:
@@ -90,9 +106,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--tenant", required=True, help="tenant name, as in the stack config")
     parser.add_argument("--stack", default="dev", help="stack whose Pulumi.<STACK>.yaml declares the tenant (dev)")
-    parser.add_argument("--project-dir", type=Path, default=Path.cwd(), help="where Pulumi.<STACK>.yaml is (.)")
     parser.add_argument(
-        "files", nargs="+", type=Path, metavar="FILE", help="Kubernetes manifests (multi-document YAML)"
+        "--project-dir",
+        type=Path,
+        default=PROJECT_DIR,
+        help=f"where Pulumi.<STACK>.yaml is (default: this gpulab checkout, {PROJECT_DIR})",
+    )
+    parser.add_argument(
+        "files", nargs="+", type=Path, metavar="FILE", help="Kubernetes manifests (multi-document YAML); - for stdin"
     )
     args = parser.parse_args(argv)
     try:

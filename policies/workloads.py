@@ -176,3 +176,43 @@ def replica_count(kind: str, obj: Mapping[str, Any]) -> int:
     else:  # Pod; a DaemonSet runs one pod on each node, and each tenant has one GPU node
         value = 1
     return quantity(value if value is not None else 1, f"{kind} replicas")
+
+
+# HAMi reads these as plain counts (Quantity.Value(): pkg/device/nvidia/device.go), not as bytes or units.
+_COUNT_MEANING = {
+    GPUMEM: "a count of MB",
+    GPUMEM_PERCENTAGE: "a percentage of each card's memory",
+    GPUCORES: "a percentage of each card's cores",
+    GPU: "a count of cards",
+}
+
+
+def unit_suffix_notes(obj: Any) -> list[str]:
+    """Notes for HAMi resources written with a unit suffix (`nvidia.com/gpumem: 20Gi`), which Kubernetes
+    accepts but HAMi reads as a plain number: 20Gi of gpumem asks for 21474836480 MB."""
+    if not isinstance(obj, Mapping) or str(obj.get("kind")) not in POD_TEMPLATE_PATHS:
+        return []
+    path = POD_TEMPLATE_PATHS[str(obj.get("kind"))]
+    template = _dig(obj, path) if path else obj
+    spec = template.get("spec") if isinstance(template, Mapping) else None
+    if not isinstance(spec, Mapping):
+        return []
+    notes = []
+    for field_name in ("containers", "initContainers"):
+        containers = spec.get(field_name)
+        for container in containers if isinstance(containers, list) else []:
+            resources = container.get("resources") if isinstance(container, Mapping) else None
+            for section in ("limits", "requests") if isinstance(resources, Mapping) else ():
+                values = resources.get(section)
+                for key, meaning in _COUNT_MEANING.items():
+                    value = values.get(key) if isinstance(values, Mapping) else None
+                    match = _QUANTITY.match(value.strip()) if isinstance(value, str) else None
+                    if not match or match.group(2) is None:
+                        continue
+                    plain = float(match.group(1)) * _SUFFIX[match.group(2)]
+                    advice = f"; for {value} write {round(plain / 2**20)}" if key == GPUMEM and plain >= 2**20 else ""
+                    notes.append(
+                        f"container {container.get('name', '?')} {section} {key} = {value!r}: {key} is {meaning}, "
+                        f"and HAMi reads {value!r} as the plain number {plain:.0f}{advice}"
+                    )
+    return notes

@@ -2,21 +2,15 @@
 
 from __future__ import annotations
 
-from lab_harness import Program
 from pulumi_policy import (
-    PolicyCustomTimeouts,
     PolicyProviderResource,
     PolicyResource,
-    PolicyResourceOptions,
     ResourceValidationArgs,
     StackValidationArgs,
 )
 
 from policies.rules import ALL_POLICIES
-
-
-def options() -> PolicyResourceOptions:
-    return PolicyResourceOptions(False, [], None, [], PolicyCustomTimeouts(0, 0, 0), [])
+from preview.pack import options, program_resources  # noqa: F401 (re-exported for the tests)
 
 
 def policy(name: str):
@@ -72,29 +66,3 @@ def run_resource_policy(name: str, args: ResourceValidationArgs) -> list[str]:
     violations: list[str] = []
     policy(name).validate(args, lambda message, urn=None: violations.append(message))
     return violations
-
-
-def program_resources(program: Program) -> list[PolicyResource]:
-    """Every custom resource the program registered, with its inputs as props and its provider."""
-    found = []
-    for registration in program.registrations.values():
-        if not registration.custom or registration.type.startswith("pulumi:"):
-            continue
-        provider = program.provider_of(registration)
-        provider_resource = (
-            PolicyProviderResource(provider.type, provider.inputs, provider.urn, provider.name) if provider else None
-        )
-        found.append(
-            PolicyResource(
-                registration.type,
-                registration.inputs,
-                registration.urn,
-                registration.name,
-                options(),
-                provider_resource,
-                None,
-                sorted(registration.dependencies),
-                {},
-            )
-        )
-    return found

@@ -1,32 +1,46 @@
-"""Where tests find the project and the read-only upstream files in ../shared/upstream."""
+"""Where tests find the project, and readers for the upstream files (located by upstream_data)."""
 
 from __future__ import annotations
 
 import functools
+import tarfile
 from pathlib import Path
 
-import pytest
 import yaml
+from upstream_data import upstream_path
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED = ROOT.parent / "shared"
-
-
-def upstream_path(relative: str) -> Path:
-    """A file under ../shared/upstream; a missing one fails the test with what to do, never skips it."""
-    path = SHARED / "upstream" / relative
-    if not path.is_file():
-        pytest.fail(
-            f"upstream test data {path} is missing: these tests validate against the upstream schemas kept in "
-            "../shared/upstream (see its SOURCES.md); check out the project next to shared/"
-        )
-    return path
 
 
 @functools.cache
 def upstream_yaml(relative: str):
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the Kamaji CRD is 700 kB
     return yaml.load(upstream_path(relative).read_text(), Loader=loader)
+
+
+KAMAJI_CHART = "charts/kamaji-0.0.0+latest-26.8.2-edge.tgz"
+HAMI_CHART = "charts/hami-2.8.3.tgz"
+
+
+@functools.cache
+def chart_values(archive: str) -> dict:
+    """A chart archive's values.yaml, with each bundled subchart's values.yaml under the subchart's name
+    (the keys a parent chart may set for it)."""
+    values: dict = {}
+    subcharts: dict[str, dict] = {}
+    with tarfile.open(upstream_path(archive)) as tar:
+        for member in tar.getmembers():
+            parts = member.name.split("/")
+            if parts[-1] != "values.yaml" or not member.isfile():
+                continue
+            document = yaml.safe_load(tar.extractfile(member).read()) or {}
+            if len(parts) == 2:
+                values = document
+            elif len(parts) == 4 and parts[1] == "charts":
+                subcharts[parts[2]] = document
+    for name, subchart in subcharts.items():
+        values[name] = {**subchart, **(values.get(name) or {})}
+    return values
 
 
 @functools.cache

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 from lab_harness import KIND_KUBECONFIG, LabMocks, lab_config, run_program
-from shared_data import ROOT, has_path, leaf_paths, upstream_yaml
+from shared_data import KAMAJI_CHART, ROOT, chart_values, has_path, leaf_paths
 
 from components.versions import Versions
 
@@ -111,7 +111,7 @@ def test_kamaji_resources_null_really_reaches_the_chart(program) -> None:
 
 
 def test_every_kamaji_value_exists_in_the_upstream_chart(program) -> None:
-    upstream = upstream_yaml("kamaji/chart-values.yaml")
+    upstream = chart_values(KAMAJI_CHART)  # the kamaji-etcd subchart's values included
     kamaji = program.named("management-kamaji")
     file_values = yaml.safe_load((ROOT / kamaji.inputs["valueYamlFiles"][0].path).read_text())
     for values in (kamaji.inputs["values"], file_values):

@@ -6,37 +6,15 @@ from __future__ import annotations
 import copy
 
 from lab_harness import lab_config, run_program
-from policy_harness import options, program_resources, stack_args
-from pulumi_policy import ResourceValidationArgs, ResourceValidationPolicy, StackValidationPolicy
+from policy_harness import program_resources
 
 from policies.rules import ALL_POLICIES
+from preview import pack
 
 
 def run_pack(config: dict) -> dict[str, list[str]]:
     """Every policy of the pack over the program's resources: policy name -> violation messages."""
-    program = run_program(config)
-    resources = program_resources(program)
-    found: dict[str, list[str]] = {}
-    for policy in ALL_POLICIES:
-        messages: list[str] = []
-        report = lambda message, urn=None, messages=messages: messages.append(message)  # noqa: E731
-        if isinstance(policy, StackValidationPolicy):
-            policy.validate(stack_args(resources), report)
-        elif isinstance(policy, ResourceValidationPolicy):
-            for resource in resources:
-                args = ResourceValidationArgs(
-                    resource.resource_type,
-                    resource.props,
-                    resource.urn,
-                    resource.name,
-                    options(),
-                    resource.provider,
-                    {},
-                )
-                for validate in policy.validate if isinstance(policy.validate, list) else [policy.validate]:
-                    validate(args, report)
-        found[policy.name] = messages
-    return found
+    return pack.run_pack(run_program(config))
 
 
 def with_tenant_a_workload(workload: dict) -> dict:

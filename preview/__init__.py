@@ -1,0 +1,1 @@
+"""Offline preview of a stack: `make plan` (python -m preview)."""
