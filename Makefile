@@ -1,4 +1,4 @@
-# gpulab: make up | make verify | make report | make down | make test
+# gpulab: make help lists every target.
 # Every target creates what it needs (venv, ./bin tools) first. See README.md.
 
 SHELL := /bin/bash
@@ -13,20 +13,28 @@ export PULUMI_CONFIG_PASSPHRASE ?=
 export PULUMI_SKIP_UPDATE_CHECK := true
 export PATH := $(CURDIR)/bin:$(VENV)/bin:$(PATH)
 
-.PHONY: help up down verify report test lint bench prereqs policy-venv stack clean
+.PHONY: help up down plan verify report test lint bench prereqs policy-venv stack upstream-data clean deploy destroy
 
 help:
-	@echo "make up      build the lab (checks Docker, installs pinned kind/kubectl/pulumi into ./bin, runs pulumi up)"
-	@echo "make verify  run the acceptance suite TC-01..TC-08 against the live lab"
-	@echo "make report  print the per-card GPU allocation of every tenant (and save reports/allocation.png)"
-	@echo "make down    pulumi destroy: removes every container, network and cluster the lab created"
-	@echo "make test    offline unit, policy and script checks (no Docker needed)"
+	@echo "make up             preflight (Linux, Docker, tools, disk), then venv, pinned kind/kubectl/pulumi in ./bin, pulumi up"
+	@echo "make plan           offline preview of STACK (default dev): validation, resources, outputs, policy verdicts"
+	@echo "make verify         acceptance suite against the live lab; fails when there is none"
+	@echo "make report         per-card GPU allocation of every tenant (and reports/allocation.png)"
+	@echo "make down           pulumi destroy; says so and exits 0 when nothing is deployed"
+	@echo "make test           lint + offline unit, policy and script tests (no Docker); what CI runs"
+	@echo "make upstream-data  download the upstream schemas/charts the tests validate against (sha256-checked)"
+	@echo "make bench          benchmarks (program growth, policy checking)"
+	@echo "make lint           ruff and shellcheck only"
+	@echo "make clean          remove venv, policies/venv, bin, reports, caches (never .state: destroy first)"
+	@echo "STACK=NAME picks another Pulumi.NAME.yaml (default dev)."
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt policies/requirements.txt
 	@$(PYTHON_HOST) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "gpulab needs Python 3.11 or newer")'
 	$(PYTHON_HOST) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
+	@# The venv's python finds gpulab's packages from any directory (python -m policies check ...).
+	$(PY) -c 'import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"], "gpulab.pth").write_text("$(CURDIR)\n")'
 	touch $@
 
 # The policy pack's own virtualenv, where the Pulumi CLI looks for it (policies/PulumiPolicy.yaml).
@@ -41,16 +49,31 @@ prereqs: $(VENV)/.installed
 policy-venv: policies/venv/.installed
 
 stack: prereqs
-	mkdir -p .state
+	mkdir -p -m 700 .state
 	pulumi stack select --create $(STACK)
 
-up: prereqs policy-venv stack
+# Preflight first: nothing is installed or created on a host that cannot run the lab.
+up:
+	bash scripts/preflight.sh
+	@$(MAKE) --no-print-directory deploy
+
+deploy: prereqs policy-venv stack
 	pulumi up --yes --stack $(STACK) --policy-pack policies
 
-down: prereqs
+# Nothing deployed: say so, download nothing. Otherwise Docker must answer before pulumi destroy runs.
+down:
+	@$(PYTHON_HOST) scripts/stack_state.py $(STACK) && $(MAKE) --no-print-directory destroy || [ $$? = 3 ]
+
+destroy:
+	bash scripts/preflight.sh --docker-only
+	@$(MAKE) --no-print-directory prereqs
 	pulumi destroy --yes --stack $(STACK)
 
+plan: $(VENV)/.installed
+	$(PY) -m preview --stack $(STACK)
+
 verify: $(VENV)/.installed
+	@$(PY) -m report.stack $(STACK)
 	GPULAB_ACCEPTANCE=1 GPULAB_STACK=$(STACK) $(PY) -m pytest tests/acceptance -m acceptance -o addopts="" -rs -v \
 	  --junitxml=reports/acceptance.xml
 
@@ -65,9 +88,12 @@ lint: $(VENV)/.installed
 test: lint
 	$(PY) -m pytest
 
+upstream-data:
+	$(PYTHON_HOST) tests/upstream_data.py
+
 bench: $(VENV)/.installed
 	$(PY) benchmarks/program_under_mocks.py
 	$(PY) benchmarks/policy_check.py
 
 clean:
-	rm -rf $(VENV) policies/venv .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) policies/venv bin reports .cache .pytest_cache .ruff_cache .hypothesis

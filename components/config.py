@@ -46,6 +46,23 @@ class ConfigError(ValueError):
     """Invalid lab configuration; `str()` is the full user-facing message."""
 
 
+_NO_VALUE = object()
+
+
+class KeyedError(ValueError):
+    """A cross-field problem raised by a model validator, with the key(s) it is about, relative to the
+    model (`podCidr`, `tenants[1].kubernetesVersion`), so the message names the exact key, not the model."""
+
+    def __init__(self, problems: list[tuple[str, object, str]]) -> None:
+        super().__init__("; ".join(message for _, _, message in problems))
+        self.problems = problems
+
+
+def at(key: str, message: str, value: object = _NO_VALUE) -> KeyedError:
+    """The problem `message` with the key it is about (and the offending value, when there is one)."""
+    return KeyedError([(key, value, message)])
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True)
 
@@ -100,9 +117,9 @@ class Workload(_Model):
     @model_validator(mode="after")
     def _consistent(self) -> Workload:
         if self.kind == "Pod" and self.replicas != 1:
-            raise ValueError(f"replicas = {self.replicas}: a Pod has exactly one replica; use kind: Deployment")
+            raise at("replicas", "a Pod has exactly one replica; use kind: Deployment", self.replicas)
         if self.gpumem is not None and self.gpumem_percentage is not None:
-            raise ValueError("set either gpumem (MB) or gpumemPercentage, not both")
+            raise at("gpumemPercentage", "set either gpumem (MB) or gpumemPercentage, not both", self.gpumem_percentage)
         return self
 
 
@@ -199,37 +216,44 @@ class Tenant(_Model):
         pod = ipaddress.ip_network(self.pod_cidr)
         service = ipaddress.ip_network(self.service_cidr)
         if pod.overlaps(service):
-            raise ValueError(
-                f"podCidr {self.pod_cidr} overlaps serviceCidr {self.service_cidr}; pick disjoint ranges, "
-                "e.g. podCidr 10.244.0.0/16 and serviceCidr 10.96.0.0/16"
+            raise at(
+                "podCidr",
+                f"overlaps serviceCidr {self.service_cidr}; pick disjoint ranges, "
+                "e.g. podCidr 10.244.0.0/16 and serviceCidr 10.96.0.0/16",
+                self.pod_cidr,
             )
         names = [workload.name for workload in self.workloads]
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
-            raise ValueError(f"workloads: duplicate names {duplicates}; give each workload its own name")
+            raise at("workloads", f"duplicate names {duplicates}; give each workload its own name")
         if self.worker_mode == "ssh":
             if not self.workers:
-                raise ValueError(
-                    "workerMode ssh needs workers: [{host: 10.0.0.21, user: ubuntu}] (the machines to join)"
+                raise at(
+                    "workers", "workerMode ssh needs workers: [{host: 10.0.0.21, user: ubuntu}] (the machines to join)"
                 )
             if sum(1 for worker in self.workers if worker.gpu_node) > 1:
-                raise ValueError("workers: mark at most one worker gpuNode: true (it carries the declared gpus)")
+                raise at("workers", "mark at most one worker gpuNode: true (it carries the declared gpus)")
             if self.worker_image is not None:
-                raise ValueError("workerImage is for workerMode container; ssh workers bring their own kubelet")
+                raise at(
+                    "workerImage", "is for workerMode container; ssh workers bring their own kubelet", self.worker_image
+                )
             node_names = self.worker_node_names()
             if len(set(node_names)) != len(node_names):
-                raise ValueError(f"workers: node names {node_names} are not unique; set `name` on each")
+                raise at("workers", f"node names {node_names} are not unique; set `name` on each")
         elif self.workers:
-            raise ValueError("workers are only for workerMode: ssh; remove them or set workerMode: ssh")
+            raise at("workers", "are only for workerMode: ssh; remove them or set workerMode: ssh")
         if self.gpu_mode == "real" and self.worker_mode != "ssh":
-            raise ValueError(
-                "gpuMode real needs real GPUs, so workerMode ssh; a kindest/node container has none (use gpuMode mock)"
+            raise at(
+                "gpuMode",
+                "gpuMode real needs real GPUs, so workerMode ssh; a kindest/node container has none (use gpuMode mock)",
+                self.gpu_mode,
             )
-        for workload in self.workloads:
+        for i, workload in enumerate(self.workloads):
             if workload.namespace is not None and workload.namespace not in self.namespaces:
-                raise ValueError(
-                    f"workload {workload.name!r} uses namespace {workload.namespace!r}, which is not in "
-                    f"namespaces {self.namespaces}; add it there so gpulab creates it with its quota"
+                raise at(
+                    f"workloads[{i}].namespace",
+                    f"is not in namespaces {self.namespaces}; add it there so gpulab creates it with its quota",
+                    workload.namespace,
                 )
         return self
 
@@ -293,14 +317,16 @@ class Management(_Model):
     def _mode(self) -> Management:
         if self.mode == "kind":
             if self.install is not None or self.metallb_addresses:
-                raise ValueError(
+                raise at(
+                    "install" if self.install is not None else "metallbAddresses",
                     "install and metallbAddresses are for mode: existing; in kind mode gpulab installs everything and "
-                    "takes MetalLB's pool from the kind network"
+                    "takes MetalLB's pool from the kind network",
                 )
         elif self.installs("metallb") and not self.metallb_addresses:
-            raise ValueError(
+            raise at(
+                "metallbAddresses",
                 "install.metallb needs metallbAddresses: the IPv4 range MetalLB may hand out on your network, "
-                "e.g. [192.168.10.240-192.168.10.250]"
+                "e.g. [192.168.10.240-192.168.10.250]",
             )
         return self
 
@@ -347,17 +373,21 @@ class LabConfig(_Model):
         names = [tenant.name for tenant in self.tenants]
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
-            raise ValueError(f"tenants: duplicate names {duplicates}; every tenant needs its own name")
+            raise at("tenants", f"duplicate names {duplicates}; every tenant needs its own name")
         stems = [tenant.output_stem for tenant in self.tenants]
         clashing = sorted({stem for stem in stems if stems.count(stem) > 1})
         if clashing:
-            raise ValueError(f"tenants: names {names} give clashing stack outputs {clashing}_*; rename one of them")
+            raise at("tenants", f"names {names} give clashing stack outputs {clashing}_*; rename one of them")
         max_major, max_minor = self.versions.kamaji_max_minor()
-        problems: list[str] = []
+        problems: list[tuple[str, object, str]] = []
         if self.management.mode == "existing":
             problems += [
-                f"tenants[{i}].workerMode = 'container': container workers live on the kind management cluster's "
-                "Docker network; with management.mode existing use workerMode: ssh"
+                (
+                    f"tenants[{i}].workerMode",
+                    "container",
+                    "container workers live on the kind management cluster's Docker network; with management.mode "
+                    "existing use workerMode: ssh",
+                )
                 for i, tenant in enumerate(self.tenants)
                 if tenant.worker_mode == "container"
             ]
@@ -365,9 +395,12 @@ class LabConfig(_Model):
             major, minor, _ = parse_kubernetes_version(tenant.kubernetes_version)
             if (major, minor) > (max_major, max_minor):
                 problems.append(
-                    f"tenants[{i}].kubernetesVersion = {tenant.kubernetes_version!r}: the pinned Kamaji supports up "
-                    f"to {self.versions.kamaji_max_kubernetes}.x; pick {self.versions.kamaji_max_kubernetes}.x or "
-                    "lower (or pin a newer Kamaji in versions)"
+                    (
+                        f"tenants[{i}].kubernetesVersion",
+                        tenant.kubernetes_version,
+                        f"the pinned Kamaji supports up to {self.versions.kamaji_max_kubernetes}.x; pick "
+                        f"{self.versions.kamaji_max_kubernetes}.x or lower (or pin a newer Kamaji in versions)",
+                    )
                 )
                 continue
             if tenant.worker_mode != "container":
@@ -375,17 +408,24 @@ class LabConfig(_Model):
             image = self.worker_image(tenant)
             if image is None:
                 problems.append(
-                    f"tenants[{i}].kubernetesVersion = {tenant.kubernetes_version!r}: no kindest/node image is pinned "
-                    f"for it; add versions.workerNodeImages.{tenant.kubernetes_version} (with its digest) or set "
-                    f"tenants[{i}].workerImage"
+                    (
+                        f"tenants[{i}].kubernetesVersion",
+                        tenant.kubernetes_version,
+                        f"no kindest/node image is pinned for it; add versions.workerNodeImages."
+                        f"{tenant.kubernetes_version} (with its digest) or set tenants[{i}].workerImage",
+                    )
                 )
             elif image_tag(image) != tenant.kubernetes_version:
                 problems.append(
-                    f"tenants[{i}].workerImage = {image!r}: its tag does not match kubernetesVersion "
-                    f"{tenant.kubernetes_version}; use kindest/node:{tenant.kubernetes_version}@sha256:..."
+                    (
+                        f"tenants[{i}].workerImage",
+                        image,
+                        f"its tag does not match kubernetesVersion {tenant.kubernetes_version}; use "
+                        f"kindest/node:{tenant.kubernetes_version}@sha256:...",
+                    )
                 )
         if problems:
-            raise ValueError("; ".join(problems))
+            raise KeyedError(problems)
         return self
 
     def worker_image(self, tenant: Tenant) -> str | None:
@@ -402,9 +442,20 @@ def _key_path(loc: tuple[int | str, ...]) -> str:
     return path
 
 
+def _problem_line(key: str, value: object, message: str) -> str:
+    return f"  {PROJECT}:{key}: {message}" if value is _NO_VALUE else f"  {PROJECT}:{key} = {value!r}: {message}"
+
+
 def format_errors(error: ValidationError) -> str:
     lines = []
     for item in error.errors():
+        keyed = (item.get("ctx") or {}).get("error")
+        if isinstance(keyed, KeyedError):
+            base = _key_path(item["loc"])
+            for relative, value, message in keyed.problems:
+                key = f"{base}.{relative}" if base and not relative.startswith("[") else base + relative
+                lines.append(_problem_line(key, value, message))
+            continue
         key = f"{PROJECT}:{_key_path(item['loc'])}" if item["loc"] else f"{PROJECT}:<root>"
         message = item["msg"].removeprefix("Value error, ")
         if item["type"] == "missing":

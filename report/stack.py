@@ -64,3 +64,21 @@ def tenant_kubeconfigs(stack: str | None = None) -> dict[str, dict[str, Any]]:
             raise StackError(f"stack output {key} is missing: run `make up` so the stack matches its config")
         found[tenant.name] = yaml.safe_load(outputs[key])
     return found
+
+
+def main(argv: list[str]) -> int:
+    """`make verify`'s first step: exit 1 with one line unless a deployed lab answers for the stack."""
+    import sys
+
+    try:
+        tenant_kubeconfigs(argv[0] if argv else None)
+    except StackError as error:
+        print(f"[gpulab] verify: no lab to verify: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main(sys.argv[1:]))

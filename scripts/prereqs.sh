@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# make up's preflight. Docker must be running (gpulab cannot install or start it for you); kind,
-# kubectl and the Pulumi CLI are installed into ./bin at the versions pinned in
-# components/versions.py when the ones on PATH are missing or differ. Nothing else is touched.
+# Installs kind, kubectl and the Pulumi CLI into ./bin at the versions pinned in components/versions.py
+# when the ones on PATH are missing or differ. Nothing else is touched. scripts/preflight.sh has
+# already checked the host (Linux, Docker, tools, disk) before make gets here.
 # env: PYTHON (the venv's python, to read the pins)
 set -euo pipefail
 # shellcheck source=lib.sh
@@ -10,15 +10,6 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 bin="$root/bin"
 mkdir -p "$bin"
 export PATH="$bin:$PATH"
-
-[ "$(uname -s)" = "Linux" ] ||
-  die "gpulab needs a Linux Docker host: MetalLB addresses on the kind network are not reachable from Docker Desktop"
-command -v docker >/dev/null || die "docker is not installed; install Docker Engine (https://docs.docker.com/engine/install/) and run make up again"
-docker info >/dev/null 2>&1 ||
-  die "the Docker daemon is not reachable (docker info failed). Start it (sudo systemctl start docker) and make sure $(id -un) may use it (sudo usermod -aG docker $(id -un), then log in again)"
-for tool in curl tar sha256sum; do
-  command -v "$tool" >/dev/null || die "$tool is needed to install the pinned CLIs; install it with your package manager"
-done
 
 case "$(uname -m)" in
 x86_64) arch=amd64 pulumi_arch=x64 ;;

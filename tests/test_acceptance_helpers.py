@@ -166,8 +166,9 @@ def test_acceptance_suite_is_collected_and_skips_with_a_reason() -> None:
     assert "acceptance cases run against a live lab with `make verify`" in result.stdout
 
 
-def test_acceptance_without_a_stack_says_how_to_get_one(tmp_path) -> None:
-    """`make verify` with no Pulumi CLI / no stack: skipped, with the reason and the command to run."""
+def test_acceptance_without_a_lab_fails_and_says_how_to_get_one(tmp_path) -> None:
+    """The live suite asked for (GPULAB_ACCEPTANCE=1) with no Pulumi CLI / no stack: every case fails, with the
+    reason and the command to run; never a green run without a lab."""
     env = {**{k: v for k, v in os.environ.items()}, "GPULAB_ACCEPTANCE": "1", "PATH": str(tmp_path)}
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "tests/acceptance", "-o", "addopts=", "-rs", "-q"],
@@ -177,6 +178,38 @@ def test_acceptance_without_a_stack_says_how_to_get_one(tmp_path) -> None:
         env=env,
         timeout=120,
     )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "8 skipped" in result.stdout
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "skipped" not in result.stdout and "passed" not in result.stdout
     assert "no live gpulab lab: the Pulumi CLI is not on PATH: run `make up`" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("fake_pulumi", "line"),
+    [
+        (None, "the Pulumi CLI is not on PATH: run `make up` on a Linux Docker host first"),
+        ("echo 'error: no stack named dev found' >&2; exit 255", "cannot read outputs of stack 'dev'"),
+        ("echo '{}'", "stack 'dev' has no lab outputs (never deployed, or destroyed): run `make up`"),
+        (
+            "echo '{\"management_kubeconfig\": \"x\", \"tenant_a_kubeconfig\": \"y\"}'",
+            "stack output tenant_b_kubeconfig is missing",
+        ),
+    ],
+    ids=["no-cli", "no-stack", "destroyed", "missing-output"],
+)
+def test_make_verify_stops_with_one_line_without_a_lab(tmp_path, fake_pulumi: str | None, line: str) -> None:
+    """`make verify`'s first step (python -m report.stack STACK): exit 1, one line naming what is missing."""
+    if fake_pulumi is not None:
+        (tmp_path / "pulumi").write_text(f"#!/bin/sh\n{fake_pulumi}\n")
+        (tmp_path / "pulumi").chmod(0o755)
+    result = subprocess.run(
+        [sys.executable, "-m", "report.stack", "dev"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PATH": f"{tmp_path}:/usr/bin:/bin"},
+        timeout=60,
+    )
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("[gpulab] verify: no lab to verify: "), result.stderr
+    assert line in lines[0]

@@ -136,3 +136,82 @@ def test_help(flag: str, capsys) -> None:
         main([flag])
     assert exited.value.code == 0
     assert "--tenant" in capsys.readouterr().out
+
+
+def run_module(*args: str, stdin: str | None = None, cwd: Path = ROOT, timeout: float = 30):
+    """`python -m policies ...` as a person runs it; the project on the path as the venv's gpulab.pth puts it."""
+    return subprocess.run(
+        [sys.executable, "-m", "policies", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=timeout,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [((), 2), (("--help",), 0), (("-h",), 0), (("help",), 0), (("chek",), 2), (("chek", "--tenant", "x"), 2)],
+)
+def test_the_module_prints_usage_and_never_starts_the_analyzer(args: tuple[str, ...], code: int) -> None:
+    """Without the CLI's runner, no gRPC server: usage and an exit, well inside 5 seconds."""
+    result = run_module(*args, timeout=5)
+    assert result.returncode == code
+    usage = result.stdout if code == 0 else result.stderr
+    assert usage.startswith("usage: python -m policies check") and "subcommands:" in usage
+    if code == 2:
+        assert result.stderr.strip().splitlines()[-1].startswith("error: ")
+
+
+def test_the_pulumi_cli_way_in_starts_the_analyzer() -> None:
+    """The CLI runs `python -u -m pulumi.policy ENGINE .` in the pack directory (pulumi-analyzer-policy-python);
+    that must start the analyzer, which prints its port and serves until stopped."""
+    process = subprocess.Popen(
+        [sys.executable, "-u", "-m", "pulumi.policy", "127.0.0.1:1", "."],
+        cwd=ROOT / "policies",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        first_line = process.stdout.readline()
+        assert first_line.strip().isdigit(), (first_line, process.stderr.read() if process.poll() is not None else "")
+        assert process.poll() is None, "the analyzer serves until the engine stops it"
+    finally:
+        process.kill()
+        process.wait(timeout=10)
+
+
+def test_standard_input_from_another_directory(tmp_path: Path) -> None:
+    """`-` reads the manifest from stdin; the stack file is the checkout's, wherever the command runs."""
+    result = run_module(
+        "check", "--tenant", "tenant-a", "-", stdin=(MANIFESTS / "fourth-share.yaml").read_text(), cwd=tmp_path
+    )
+    assert result.returncode == 1, result.stderr
+    assert "Pod/gpu-workloads/trainer-4" in result.stdout and "CardInsufficientCore" in result.stdout
+
+
+def test_standard_input_may_be_named_once(capsys) -> None:
+    assert main(["--tenant", "tenant-a", "-", "-"]) == 2
+    assert "standard input" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text", ["", "# only a comment\n", "---\n---\n"])
+def test_a_manifest_with_no_objects_is_bad_input(text: str) -> None:
+    result = run_module("check", "--tenant", "tenant-a", "-", stdin=text)
+    assert result.returncode == 2
+    assert result.stderr.strip() == "error: <stdin>: holds no Kubernetes objects (empty, or only comments)"
+    assert "ok:" not in result.stdout
+
+
+def test_a_unit_suffix_on_gpumem_is_explained() -> None:
+    manifest = (MANIFESTS / "fits.yaml").read_text().replace('nvidia.com/gpumem: "20000"', "nvidia.com/gpumem: 20Gi")
+    assert "20Gi" in manifest, "fits.yaml asks gpumem 20000"
+    result = run_module("check", "--tenant", "tenant-a", "-", stdin=manifest)
+    notes = [line for line in result.stdout.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1, result.stdout
+    assert "nvidia.com/gpumem is a count of MB" in notes[0]
+    assert "HAMi reads '20Gi' as the plain number 21474836480" in notes[0] and "write 20480" in notes[0]
+    assert result.returncode == 1 and "CardInsufficientMemory" in result.stdout

@@ -44,7 +44,7 @@ def with_tenant(**changes) -> dict:
         (lambda: {k: v for k, v in reference().items() if k != "tenants"}, ["gpulab:tenants", "at least one"]),
         (
             lambda: {**reference(), "tenants": [make_tenant("dup", 0), make_tenant("dup", 1)]},
-            ["duplicate names ['dup']"],
+            ["gpulab:tenants: duplicate names ['dup']"],
         ),
         (lambda: with_tenant(name="Tenant_A"), ["gpulab:tenants[0].name = 'Tenant_A'", "DNS-1035", "tenant-a"]),
         (lambda: with_tenant(name="1team"), ["gpulab:tenants[0].name = '1team'", "lowercase letter first"]),
@@ -63,11 +63,11 @@ def with_tenant(**changes) -> dict:
         (lambda: with_tenant(serviceCidr="banana"), ["gpulab:tenants[0].serviceCidr = 'banana'"]),
         (
             lambda: with_tenant(podCidr="10.96.0.0/12", serviceCidr="10.96.0.0/16"),
-            ["podCidr 10.96.0.0/12 overlaps serviceCidr 10.96.0.0/16", "disjoint"],
+            ["gpulab:tenants[0].podCidr = '10.96.0.0/12': overlaps serviceCidr 10.96.0.0/16", "disjoint"],
         ),
         (
             lambda: with_tenant(kubernetesVersion="v1.37.0"),
-            ["tenants[0].kubernetesVersion = 'v1.37.0'", "supports up to v1.36.x"],
+            ["gpulab:tenants[0].kubernetesVersion = 'v1.37.0': the pinned Kamaji supports up to v1.36.x"],
         ),
         (
             lambda: with_tenant(kubernetesVersion="1.36"),
@@ -75,17 +75,17 @@ def with_tenant(**changes) -> dict:
         ),
         (
             lambda: with_tenant(workerImage="kindest/node:v1.35.1@sha256:" + "0" * 64),
-            ["tenants[0].workerImage", "does not match kubernetesVersion v1.36.4"],
+            ["gpulab:tenants[0].workerImage = 'kindest/node:v1.35.1@sha256:", "does not match kubernetesVersion v1.36.4"],
         ),
         (
             lambda: with_tenant(kubernetesVersion="v1.36.2"),
-            ["no kindest/node image is pinned", "versions.workerNodeImages.v1.36.2"],
+            ["gpulab:tenants[0].kubernetesVersion = 'v1.36.2': no kindest/node image is pinned", "versions.workerNodeImages.v1.36.2"],
         ),
         (
             lambda: with_tenant(workloads=[{"name": "x", "namespace": "elsewhere", "gpumem": 10}]),
-            ["namespace 'elsewhere'", "add it there"],
+            ["gpulab:tenants[0].workloads[0].namespace = 'elsewhere': is not in namespaces", "add it there"],
         ),
-        (lambda: with_tenant(workloads=[{"name": "x", "replicas": 3}]), ["kind: Deployment"]),
+        (lambda: with_tenant(workloads=[{"name": "x", "replicas": 3}]), ["gpulab:tenants[0].workloads[0].replicas = 3: a Pod has exactly one replica", "kind: Deployment"]),
         (
             lambda: with_tenant(workloads=[{"name": "x", "gpucores": 101}]),
             ["gpucores = 101", "less than or equal to 100"],
@@ -98,6 +98,7 @@ def with_tenant(**changes) -> dict:
 )
 def test_bad_input_names_key_value_and_fix(config, expected: list[str]) -> None:
     message = error_for(config())
+    assert "<root>" not in message, "every problem names its key"
     assert message.startswith("invalid gpulab configuration (nothing was created)")
     for fragment in expected:
         assert fragment in message, f"{fragment!r} not in:\n{message}"

@@ -77,7 +77,7 @@ def test_existing_mode_needs_its_kubeconfig_as_a_secret() -> None:
 def test_ssh_mode_needs_workers_hosts_and_a_key() -> None:
     config = ssh_tenant(lab_config())
     config["tenants"][0]["workers"] = []
-    assert "workerMode ssh needs workers" in error_for(config)
+    assert "gpulab:tenants[0].workers: workerMode ssh needs workers" in error_for(config)
     config["tenants"][0]["workers"] = [{"user": "ubuntu"}]
     assert "gpulab:tenants[0].workers[0].host: is required" in error_for(config)
     lab = parse_config(ssh_tenant(lab_config()))
@@ -94,7 +94,7 @@ def test_mode_combinations_that_cannot_work_are_refused() -> None:
     assert "gpuMode real needs real GPUs, so workerMode ssh" in error_for(config)
     config = lab_config()
     config["tenants"][0]["workers"] = [{"host": "10.0.0.21"}]
-    assert "workers are only for workerMode: ssh" in error_for(config)
+    assert "gpulab:tenants[0].workers: are only for workerMode: ssh" in error_for(config)
     assert "install.metallb needs metallbAddresses" in error_for(lab_config(management=existing({"metallb": True})))
     assert "install and metallbAddresses are for mode: existing" in error_for(
         lab_config(management={"mode": "kind", "install": {"kamaji": True}})
