@@ -174,7 +174,11 @@ class ManagementCluster(pulumi.ComponentResource):
                 name=self.network_name,
                 opts=pulumi.InvokeOutputOptions(parent=self, depends_on=[self.cluster]),
             )
-            avoid = [cidr for tenant in lab.tenants for cidr in (tenant.pod_cidr, tenant.service_cidr)]
+            avoid = {
+                f"tenants[{i}].{key}": cidr
+                for i, tenant in enumerate(lab.tenants)
+                for key, cidr in (("podCidr", tenant.pod_cidr), ("serviceCidr", tenant.service_cidr))
+            }
             pool = network.ipam_configs.apply(lambda configs: _pool(configs, lab.management.metallb_pool_size, avoid))
             self.metallb_pool = pool.apply(lambda found: found[0])
             self.kind_subnet = pool.apply(lambda found: found[1])
@@ -224,9 +228,9 @@ class ManagementCluster(pulumi.ComponentResource):
         return [self.kamaji_ready] + ([self.l2_advertisement] if self.l2_advertisement is not None else [])
 
 
-def _pool(ipam_configs: list, size: int, avoid: list[str]) -> tuple[str, str]:
+def _pool(ipam_configs: list, size: int, avoid: dict[str, str]) -> tuple[str, str]:
     entries = [{"subnet": entry.subnet, "ip_range": entry.ip_range} for entry in ipam_configs or []]
     try:
         return metallb_range(entries, size, avoid)
     except PoolError as error:
-        raise pulumi.RunError(f"gpulab:management.metallbPoolSize: {error}") from None
+        raise pulumi.RunError(f"gpulab:{error.key}: {error}") from None

@@ -27,7 +27,11 @@ def address_problem(address: str) -> str | None:
 
 
 class PoolError(ValueError):
-    """The kind network cannot hold the requested MetalLB pool."""
+    """The kind network cannot hold the requested MetalLB pool; `key` is the config key to change."""
+
+    def __init__(self, message: str, key: str = "management.metallbPoolSize") -> None:
+        super().__init__(message)
+        self.key = key
 
 
 def ipv4_ipam_entry(ipam_configs: Iterable[Mapping[str, Any]]) -> Mapping[str, Any]:
@@ -41,20 +45,22 @@ def ipv4_ipam_entry(ipam_configs: Iterable[Mapping[str, Any]]) -> Mapping[str, A
     raise PoolError(
         f"the kind Docker network has no IPv4 subnet (subnets: {subnets}); MetalLB needs IPv4 addresses. "
         "Delete the network (docker network rm NAME) so kind recreates it with IPv4, or create it with "
-        "docker network create --subnet 172.30.0.0/16 NAME"
+        "docker network create --subnet 172.30.0.0/16 NAME",
+        key="management.network",
     )
 
 
 def metallb_range(
     ipam_configs: Iterable[Mapping[str, Any]],
     size: int,
-    avoid: Iterable[str] = (),
+    avoid: Mapping[str, str] | None = None,
 ) -> tuple[str, str]:
     """(`first-last` range, IPv4 subnet) for a pool of `size` addresses at the top of the IPv4 subnet.
 
     The pool must stay in the upper half of the subnet (the lower half is where Docker places
     containers), outside any configured container `IPRange`, and clear of the CIDRs in `avoid`
-    (tenant pod and service networks, which would otherwise shadow the node addresses).
+    (tenant pod and service networks, which would otherwise shadow the node addresses), given as
+    config key -> CIDR so an error names the key to change.
     """
     if size < 1:
         raise PoolError(f"metallbPoolSize = {size}: must be at least 1")
@@ -80,13 +86,10 @@ def metallb_range(
                 f"the pool {pool[0]}-{pool[1]} would overlap the network's container range {containers}; "
                 "lower gpulab:management.metallbPoolSize or recreate the network without --ip-range"
             )
-    for cidr in avoid:
+    for key, cidr in (avoid or {}).items():
         network = ipaddress.ip_network(cidr, strict=False)
         if network.overlaps(subnet):
-            raise PoolError(
-                f"tenant network {network} overlaps the kind network {subnet}; pick tenant podCidr/serviceCidr "
-                "outside it"
-            )
+            raise PoolError(f"{cidr} overlaps the kind network {subnet}; pick a range outside it", key=key)
     return f"{pool[0]}-{pool[1]}", str(subnet)
 
 

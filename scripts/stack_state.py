@@ -20,9 +20,7 @@ NOTHING = 3
 
 def checkpoint_paths(backend: Path, project: str, stack: str) -> list[Path]:
     stacks = backend / ".pulumi" / "stacks"
-    return [
-        folder / f"{stack}{suffix}" for folder in (stacks / project, stacks) for suffix in (".json", ".json.gz")
-    ]
+    return [folder / f"{stack}{suffix}" for folder in (stacks / project, stacks) for suffix in (".json", ".json.gz")]
 
 
 def resource_count(path: Path) -> int:

@@ -190,7 +190,7 @@ def test_acceptance_without_a_lab_fails_and_says_how_to_get_one(tmp_path) -> Non
         ("echo 'error: no stack named dev found' >&2; exit 255", "cannot read outputs of stack 'dev'"),
         ("echo '{}'", "stack 'dev' has no lab outputs (never deployed, or destroyed): run `make up`"),
         (
-            "echo '{\"management_kubeconfig\": \"x\", \"tenant_a_kubeconfig\": \"y\"}'",
+            'echo \'{"management_kubeconfig": "x", "tenant_a_kubeconfig": "y"}\'',
             "stack output tenant_b_kubeconfig is missing",
         ),
     ],

@@ -75,17 +75,26 @@ def with_tenant(**changes) -> dict:
         ),
         (
             lambda: with_tenant(workerImage="kindest/node:v1.35.1@sha256:" + "0" * 64),
-            ["gpulab:tenants[0].workerImage = 'kindest/node:v1.35.1@sha256:", "does not match kubernetesVersion v1.36.4"],
+            [
+                "gpulab:tenants[0].workerImage = 'kindest/node:v1.35.1@sha256:",
+                "does not match kubernetesVersion v1.36.4",
+            ],
         ),
         (
             lambda: with_tenant(kubernetesVersion="v1.36.2"),
-            ["gpulab:tenants[0].kubernetesVersion = 'v1.36.2': no kindest/node image is pinned", "versions.workerNodeImages.v1.36.2"],
+            [
+                "gpulab:tenants[0].kubernetesVersion = 'v1.36.2': no kindest/node image is pinned",
+                "versions.workerNodeImages.v1.36.2",
+            ],
         ),
         (
             lambda: with_tenant(workloads=[{"name": "x", "namespace": "elsewhere", "gpumem": 10}]),
             ["gpulab:tenants[0].workloads[0].namespace = 'elsewhere': is not in namespaces", "add it there"],
         ),
-        (lambda: with_tenant(workloads=[{"name": "x", "replicas": 3}]), ["gpulab:tenants[0].workloads[0].replicas = 3: a Pod has exactly one replica", "kind: Deployment"]),
+        (
+            lambda: with_tenant(workloads=[{"name": "x", "replicas": 3}]),
+            ["gpulab:tenants[0].workloads[0].replicas = 3: a Pod has exactly one replica", "kind: Deployment"],
+        ),
         (
             lambda: with_tenant(workloads=[{"name": "x", "gpucores": 101}]),
             ["gpucores = 101", "less than or equal to 100"],

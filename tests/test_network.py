@@ -84,9 +84,22 @@ def test_pool_never_overlaps_the_container_ip_range() -> None:
         metallb_range(ipam(document), 16)
 
 
-def test_tenant_network_inside_the_kind_subnet_is_refused() -> None:
-    with pytest.raises(PoolError, match=re.escape("tenant network 172.18.64.0/18 overlaps the kind network")):
-        metallb_range(ipam(IPV6_FIRST), 16, avoid=["10.244.0.0/16", "172.18.64.0/18"])
+def test_tenant_network_inside_the_kind_subnet_is_refused_naming_its_key() -> None:
+    avoid = {"tenants[0].podCidr": "10.244.0.0/16", "tenants[1].serviceCidr": "172.18.64.0/18"}
+    with pytest.raises(PoolError, match=re.escape("172.18.64.0/18 overlaps the kind network 172.18.0.0/16")) as raised:
+        metallb_range(ipam(IPV6_FIRST), 16, avoid=avoid)
+    assert raised.value.key == "tenants[1].serviceCidr"
+
+
+def test_pool_errors_name_the_key_to_change() -> None:
+    too_small = inspect_document([{"Subnet": "192.168.58.0/26", "Gateway": "192.168.58.1"}])
+    with pytest.raises(PoolError) as raised:
+        metallb_range(ipam(too_small), 40)
+    assert raised.value.key == "management.metallbPoolSize"
+    no_ipv4 = inspect_document([{"Subnet": "fc00:f853:ccd:e793::/64", "Gateway": "fc00:f853:ccd:e793::1"}])
+    with pytest.raises(PoolError) as raised:
+        metallb_range(ipam(no_ipv4), 16)
+    assert raised.value.key == "management.network"
 
 
 @pytest.mark.parametrize("prefix", range(16, 29))

@@ -124,6 +124,6 @@ def test_download_refuses_a_checksum_mismatch(served: tuple[Path, str], tmp_path
 def test_download_reports_an_unreachable_url(served: tuple[Path, str], tmp_path: Path) -> None:
     _, base = served
     entry = UpstreamFile("a/file.yaml", "0" * 64, f"{base}/missing.yaml")
-    with pytest.raises(DownloadError, match="download from .* failed"):
+    with pytest.raises(DownloadError, match=r"download from .* failed"):
         download(entry, tmp_path / "cache")
     assert not any(path.is_file() for path in (tmp_path / "cache").rglob("*"))

@@ -1,0 +1,184 @@
+"""`make plan` (`python -m preview [--stack NAME]`): what `pulumi up` would build, offline.
+
+Validates `Pulumi.<STACK>.yaml` with the validation `pulumi up` uses, runs the real `__main__.py`
+under the project's Pulumi mocks, and prints per component and per tenant the resources it would
+create, the outputs it would export (secret ones as [secret]), the MetalLB pool it would carve from
+an assumed kind network, and the policy pack's verdicts. No Docker, no Pulumi CLI, no network.
+
+Exit codes: 0 the stack would deploy, 1 a mandatory policy refuses it, 2 invalid configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from components.config import CONFIG_KEYS, PROJECT, ConfigError, check_secrets, parse_config
+
+ROOT = Path(__file__).resolve().parent.parent
+# What Docker typically gives a new bridge network on a fresh host (kind's own defaults: the first free
+# 172.x/16, plus an IPv6 ULA). The real pool is carved the same way from whatever the network gets.
+ASSUMED_KIND_IPAM = [
+    {"subnet": "172.18.0.0/16", "gateway": "172.18.0.1"},
+    {"subnet": "fc00:f853:ccd:e793::/64", "gateway": "fc00:f853:ccd:e793::1"},
+]
+# Outputs whose value only a live lab knows (the mocks answer them with made-up values).
+LIVE_ONLY = ("_endpoint",)
+
+
+class PlanError(Exception):
+    """Invalid input: exit 2 with this message."""
+
+
+def stack_config(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
+    """(`gpulab:*` config without the prefix, secret keys -> placeholder) from a stack file."""
+    if not path.is_file():
+        raise PlanError(f"{path} does not exist; pick a stack with STACK=NAME (make plan STACK=prod)")
+    try:
+        document = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        raise PlanError(f"{path.name} is not valid YAML: {error}") from None
+    config = (document or {}).get("config") if isinstance(document, dict) else None
+    if not isinstance(config, dict):
+        raise PlanError(f"{path.name} has no `config:` mapping")
+    plain, secrets = {}, {}
+    for key, value in config.items():
+        if not isinstance(key, str) or not key.startswith(f"{PROJECT}:"):
+            continue
+        name = key.split(":", 1)[1]
+        if isinstance(value, dict) and set(value) == {"secure"}:
+            secrets[name] = "<secret>"  # encrypted in the file; the program only passes it on
+        else:
+            plain[name] = value
+    return plain, secrets
+
+
+def validate(plain: dict[str, Any], secrets: dict[str, str]):
+    try:
+        lab = parse_config({key: value for key, value in plain.items() if key in CONFIG_KEYS})
+        check_secrets(lab, is_set=lambda key: key in secrets or key in plain, is_secret=lambda key: key in secrets)
+    except ConfigError as error:
+        raise PlanError(str(error)) from None
+    return lab
+
+
+def tree(program, lab) -> list[str]:
+    """Resources grouped by top-level component: the management cluster, then each tenant's."""
+    children: dict[str, list] = {}
+    tops = []
+    for registration in program.registrations.values():
+        if registration.type == "pulumi:pulumi:Stack":
+            continue
+        parent = program.registrations.get(registration.parent)
+        if parent is None or parent.type == "pulumi:pulumi:Stack":
+            tops.append(registration)
+        else:
+            children.setdefault(parent.urn, []).append(registration)
+
+    def lines_of(registration, depth: int) -> list[str]:
+        kind = "component" if not registration.custom else "read" if registration.read_id else ""
+        line = f"{'  ' * depth}{registration.type}  {registration.name}" + (f"  ({kind})" if kind else "")
+        found = [line]
+        for child in children.get(registration.urn, []):
+            found.extend(lines_of(child, depth + 1))
+        return found
+
+    def belongs(registration, tenant: str) -> bool:
+        return registration.name == tenant or registration.name.startswith(f"{tenant}-")
+
+    out = ["management cluster"]
+    tenant_names = [tenant.name for tenant in lab.tenants]
+    for top in tops:
+        if not any(belongs(top, name) for name in tenant_names):
+            out.extend(lines_of(top, 1))
+    for tenant in lab.tenants:
+        cards = ", ".join(f"{entry.count}x {entry.model}" for entry in tenant.gpus)
+        out.append(f"tenant {tenant.name} (Kubernetes {tenant.kubernetes_version}; {cards}; {tenant.gpu_mode} GPUs)")
+        for top in tops:
+            if belongs(top, tenant.name) and not any(
+                other != tenant.name and len(other) > len(tenant.name) and belongs(top, other) for other in tenant_names
+            ):
+                out.extend(lines_of(top, 1))
+    count = sum(1 for r in program.registrations.values() if r.custom and not r.type.startswith("pulumi:"))
+    out.append(f"{count} resources in {len(tops)} top-level components")
+    return out
+
+
+def outputs(program) -> list[str]:
+    width = max((len(name) for name in program.exports), default=0)
+    lines = []
+    for name in sorted(program.exports):
+        if name in program.secret_exports:
+            value = "[secret]"
+        elif name.endswith(LIVE_ONLY):
+            value = "(an address of the MetalLB pool, assigned at pulumi up)"
+        else:
+            value = program.exports[name]
+            value = json.dumps(value) if isinstance(value, dict | list) else value
+        lines.append(f"  {name.ljust(width)}  {value}")
+    return lines
+
+
+def plan(stack: str, project_dir: Path = ROOT) -> tuple[int, list[str]]:
+    from preview.harness import LabMocks, run_program
+    from preview.pack import is_mandatory, run_pack
+
+    plain, secrets = stack_config(project_dir / f"Pulumi.{stack}.yaml")
+    lab = validate(plain, secrets)
+    import pulumi
+
+    try:
+        program = run_program(
+            {key: value for key, value in plain.items() if key in CONFIG_KEYS},
+            mocks=LabMocks(ipam=ASSUMED_KIND_IPAM),
+            secrets=secrets,
+            plain={key: value for key, value in plain.items() if key not in CONFIG_KEYS and isinstance(value, str)},
+        )
+    except pulumi.RunError as error:  # a problem only the program's own checks see (e.g. the kind network)
+        raise PlanError(f"invalid gpulab configuration (nothing was created):\n  {error}") from None
+    lines = [
+        f"gpulab plan for stack {stack!r}: offline (Pulumi mocks; no Docker, no Pulumi CLI); nothing is created",
+        "",
+    ]
+    if lab.management.mode == "kind":
+        pool = program.exports.get("metallb_pool", "?")
+        lines += [
+            f"kind network {lab.management.network_name!r}, assumed {ASSUMED_KIND_IPAM[0]['subnet']} "
+            f"(+ IPv6 {ASSUMED_KIND_IPAM[1]['subnet']}): MetalLB pool {pool}",
+            "  (pulumi up carves the same top-of-subnet range from whatever subnet Docker gives the network)",
+            "",
+        ]
+    lines += [*tree(program, lab), "", "outputs", *outputs(program), "", "policy pack"]
+    refused = False
+    for policy_name, messages in run_pack(program).items():
+        level = "mandatory" if is_mandatory(policy_name) else "advisory"
+        if not messages:
+            lines.append(f"  {policy_name} ({level}): ok")
+            continue
+        refused = refused or level == "mandatory"
+        lines.extend(f"  {policy_name} ({level}): {message}" for message in messages)
+    lines += ["", "verdict: a mandatory policy refuses this stack" if refused else "verdict: ready for `make up`"]
+    return (1 if refused else 0), lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="make plan", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--stack", default="dev", help="stack whose Pulumi.<STACK>.yaml to preview (dev)")
+    parser.add_argument("--project-dir", type=Path, default=ROOT, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    try:
+        code, lines = plan(args.stack, args.project_dir)
+    except PlanError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print("\n".join(lines))
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,211 @@
+"""What a new user meets first: `make up`'s preflight, `make down` with nothing deployed, `make plan`."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from shared_data import ROOT
+
+from preview.__main__ import main as plan_main
+
+BASH = shutil.which("bash") or "/bin/bash"
+
+
+def fake_bin(folder: Path, **tools: str) -> Path:
+    """A folder of stand-in commands (name -> shell body); the real tools stay reachable after it on PATH."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, body in tools.items():
+        (folder / name).write_text(f"#!/usr/bin/env bash\n{body}\n")
+        (folder / name).chmod(0o755)
+    return folder
+
+
+def preflight(tmp_path: Path, *args: str, **tools: str) -> subprocess.CompletedProcess:
+    fakes = fake_bin(tmp_path / "fakes", **tools)
+    return subprocess.run(
+        [BASH, str(ROOT / "scripts" / "preflight.sh"), *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PATH": f"{fakes}:{os.environ['PATH']}"},
+        timeout=30,
+    )
+
+
+DOCKER_DOWN = "echo 'Cannot connect to the Docker daemon at unix:///var/run/docker.sock' >&2; exit 1"
+DOCKER_UP = 'if [ "$1" = info ]; then echo /var/lib/docker; fi'
+
+
+def test_preflight_without_a_docker_daemon_is_one_actionable_line(tmp_path: Path) -> None:
+    result = preflight(tmp_path, docker=DOCKER_DOWN)
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("[gpulab] preflight: the Docker daemon is not reachable")
+    assert "sudo systemctl start docker" in lines[0]
+
+
+def test_preflight_lists_every_problem_at_once(tmp_path: Path) -> None:
+    result = preflight(tmp_path, docker=DOCKER_DOWN, uname="echo Darwin", curl="exit 1", make="exit 1")
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1
+    assert any("needs a Linux Docker host (this is Darwin)" in line for line in lines)
+    assert any("Docker daemon is not reachable" in line for line in lines)
+
+
+def test_preflight_wants_room_for_images(tmp_path: Path) -> None:
+    df = "echo 'Filesystem 1024-blocks Used Available Capacity Mounted'; echo 'x 100000000 99000000 2097152 99% /'"
+    result = preflight(tmp_path, docker=DOCKER_UP, df=df)
+    assert result.returncode == 1
+    assert "only 2 GB free where Docker keeps images (/var/lib/docker); the reference lab needs about 15 GB" in (
+        result.stderr
+    )
+
+
+def test_preflight_passes_on_a_ready_host(tmp_path: Path) -> None:
+    df = "echo 'Filesystem 1024-blocks Used Available Capacity Mounted'; echo 'x 100000000 1 90000000 1% /'"
+    result = preflight(tmp_path, docker=DOCKER_UP, df=df)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip() == "[gpulab] preflight: ok"
+
+
+def test_make_up_without_docker_stops_fast_and_creates_nothing(tmp_path: Path) -> None:
+    fakes = fake_bin(tmp_path / "fakes", docker=DOCKER_DOWN)
+    venv = tmp_path / "venv"
+    started = time.monotonic()
+    result = subprocess.run(
+        ["make", "--no-print-directory", "up", f"VENV={venv}"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PATH": f"{fakes}:{os.environ['PATH']}"},
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert time.monotonic() - started < 5
+    assert "Docker daemon is not reachable" in result.stderr
+    assert not venv.exists() and not (ROOT / ".state" / "stacks-created-by-test").exists()
+
+
+def checkpoint(backend: Path, stack: str, resources: list, gz: bool = False) -> None:
+    folder = backend / ".pulumi" / "stacks" / "gpulab"
+    folder.mkdir(parents=True, exist_ok=True)
+    body = json.dumps({"version": 3, "checkpoint": {"stack": stack, "latest": {"resources": resources}}}).encode()
+    (folder / f"{stack}.json{'.gz' if gz else ''}").write_bytes(gzip.compress(body) if gz else body)
+
+
+def stack_state(backend: str, stack: str = "dev") -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "stack_state.py"), stack],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PULUMI_BACKEND_URL": backend},
+        timeout=30,
+    )
+
+
+def test_stack_state_tells_whether_there_is_anything_to_destroy(tmp_path: Path) -> None:
+    url = f"file://{tmp_path}"
+    assert stack_state(url).returncode == 3 and "no stack 'dev'" in stack_state(url).stderr
+    checkpoint(tmp_path, "dev", [])
+    assert stack_state(url).returncode == 3 and "has no resources" in stack_state(url).stderr
+    checkpoint(tmp_path, "dev", [{"urn": "a"}, {"urn": "b"}])
+    assert stack_state(url).returncode == 0 and "has 2 resources" in stack_state(url).stderr
+    checkpoint(tmp_path, "prod", [{"urn": "a"}], gz=True)
+    assert stack_state(url, "prod").returncode == 0
+    assert stack_state("s3://bucket/state").returncode == 0, "only the CLI can tell for other backends"
+
+
+def test_make_down_with_nothing_deployed_downloads_nothing(tmp_path: Path) -> None:
+    result = subprocess.run(
+        ["make", "--no-print-directory", "down", "STACK=never-deployed"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PULUMI_BACKEND_URL": f"file://{tmp_path}", "PATH": "/usr/bin:/bin"},
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "nothing to destroy: no stack 'never-deployed'" in result.stderr
+    assert "downloading" not in result.stderr and "pulumi destroy" not in result.stdout
+
+
+def plan(capsys, project: Path = ROOT, stack: str = "dev") -> tuple[int, str, str]:
+    code = plan_main(["--stack", stack, "--project-dir", str(project)])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_plan_of_the_reference_stack(capsys) -> None:
+    code, out, _ = plan(capsys)
+    assert code == 0, out
+    lines = out.splitlines()
+    assert "MetalLB pool 172.18.255.239-172.18.255.254" in out
+    assert "  gpulab:index:ManagementCluster  management  (component)" in lines
+    assert "tenant tenant-a (Kubernetes v1.36.4; 1x A100-80GB; mock GPUs)" in lines
+    assert "tenant tenant-b (Kubernetes v1.36.4; 2x L4; mock GPUs)" in lines
+    tenant_b = lines.index("tenant tenant-b (Kubernetes v1.36.4; 2x L4; mock GPUs)")
+    assert "    docker:index/container:Container  tenant-b-worker-node" in lines[tenant_b:]
+    assert "    kubernetes:core/v1:Pod  tenant-a-workloads-trainer-3" in lines[:tenant_b]
+    for secret in ("management_kubeconfig", "tenant_a_kubeconfig", "tenant_b_kubeconfig"):
+        assert any(line.split() == [secret, "[secret]"] for line in lines), secret
+    assert "apiVersion" not in out, "no kubeconfig is printed"
+    assert "  gpu-request-limits (mandatory): ok" in lines
+    assert lines[-1] == "verdict: ready for `make up`"
+
+
+def write_stack(tmp_path: Path, change) -> Path:
+    document = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
+    change(document["config"])
+    (tmp_path / "Pulumi.dev.yaml").write_text(yaml.safe_dump(document))
+    return tmp_path
+
+
+def test_plan_of_an_unknown_gpu_model_names_the_key(capsys, tmp_path: Path) -> None:
+    project = write_stack(tmp_path, lambda c: c["gpulab:tenants"][0]["gpus"][0].update(model="A200"))
+    code, out, err = plan(capsys, project)
+    assert code == 2 and out == ""
+    assert "gpulab:tenants[0].gpus[0].model = 'A200': unknown GPU model" in err
+
+
+def test_plan_names_a_tenant_network_inside_the_kind_network(capsys, tmp_path: Path) -> None:
+    project = write_stack(tmp_path, lambda c: c["gpulab:tenants"][1].update(serviceCidr="172.18.0.0/20"))
+    code, _, err = plan(capsys, project)
+    assert code == 2
+    assert "gpulab:tenants[1].serviceCidr: 172.18.0.0/20 overlaps the kind network 172.18.0.0/16" in err
+
+
+def test_plan_fails_on_a_mandatory_policy_violation(capsys, tmp_path: Path) -> None:
+    fourth = {"name": "trainer-4", "gpumem": 20000, "gpucores": 30}
+    project = write_stack(tmp_path, lambda c: c["gpulab:tenants"][0]["workloads"].append(fourth))
+    code, out, _ = plan(capsys, project)
+    assert code == 1
+    assert "gpu-request-limits (mandatory): " in out and "CardInsufficientCore" in out
+    assert out.splitlines()[-1] == "verdict: a mandatory policy refuses this stack"
+
+
+def test_plan_wants_referenced_secrets_set_as_secrets(capsys, tmp_path: Path) -> None:
+    def existing(config: dict) -> None:
+        config["gpulab:management"] = {"mode": "existing"}
+        for tenant in config["gpulab:tenants"]:
+            tenant.update(workerMode="ssh", workers=[{"host": f"10.0.0.{len(tenant['name'])}"}])
+        config["gpulab:managementKubeconfig"] = "apiVersion: v1"  # plain text: refused
+
+    code, _, err = plan(capsys, write_stack(tmp_path, existing))
+    assert code == 2
+    assert "gpulab:managementKubeconfig holds the existing management cluster's kubeconfig in plain text" in err
+    assert "gpulab:sshPrivateKey is not set" in err
+
+
+@pytest.mark.parametrize("stack", ["nope"])
+def test_plan_of_a_missing_stack_file(capsys, stack: str) -> None:
+    code, _, err = plan(capsys, stack=stack)
+    assert code == 2 and "Pulumi.nope.yaml does not exist" in err
