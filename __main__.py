@@ -1,6 +1,6 @@
 """gpulab: several teams' own Kubernetes, with fractional (simulated) GPUs, on one Docker host.
 
-config -> management cluster (kind, cert-manager, MetalLB, Kamaji)
+config -> images pulled once on the host -> management cluster (kind, cert-manager, MetalLB, Kamaji)
        -> per tenant: control plane -> worker -> mock GPU node -> GPU workloads
 Tenants are independent sub-graphs, so Pulumi builds them in parallel.
 """
@@ -9,6 +9,7 @@ import pulumi
 
 from components.config import load_config
 from components.gpu_workloads import GpuWorkloads
+from components.image_cache import ImageCache
 from components.management_cluster import ManagementCluster
 from components.mock_gpu_node import MockGpuNode
 from components.tenant_control_plane import TenantControlPlane
@@ -16,7 +17,8 @@ from components.tenant_worker import TenantWorker
 
 lab = load_config()  # validates everything before a single resource is declared
 
-management = ManagementCluster("management", lab)
+images = ImageCache("images", lab)  # pulled once on the host, loaded into each node before it runs them
+management = ManagementCluster("management", lab, images)
 pulumi.export("management_kubeconfig", management.kubeconfig)
 if management.metallb_pool is not None:
     pulumi.export("metallb_pool", management.metallb_pool)
@@ -25,7 +27,7 @@ if management.kind_subnet is not None:
 
 for tenant in lab.tenants:
     control_plane = TenantControlPlane(tenant.name, tenant, management, lab.versions.kamaji_max_kubernetes)
-    worker = TenantWorker(f"{tenant.name}-worker", tenant, lab, management, control_plane)
+    worker = TenantWorker(f"{tenant.name}-worker", tenant, lab, management, control_plane, images)
     gpus = MockGpuNode(f"{tenant.name}-gpus", tenant, lab, control_plane, worker)
     if tenant.workloads:
         GpuWorkloads(f"{tenant.name}-workloads", tenant, lab, control_plane, gpus)

@@ -15,6 +15,7 @@ import pulumi_docker as docker
 import pulumi_kubernetes as k8s
 
 from components.config import LabConfig, secret
+from components.image_cache import ImageCache
 from components.image_ref import ImageRef
 from components.network import PoolError, metallb_range
 from components.shell import script, script_command
@@ -68,17 +69,28 @@ class ManagementCluster(pulumi.ComponentResource):
     kamaji_ready: command.local.Command
     l2_advertisement: k8s.apiextensions.CustomResource | None
 
-    def __init__(self, name: str, lab: LabConfig, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self, name: str, lab: LabConfig, images: ImageCache, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
         super().__init__("gpulab:index:ManagementCluster", name, None, opts)
         self._name, self._lab = name, lab
         management = lab.management
-        self.cluster = self.kamaji = self.l2_advertisement = None
+        self.cluster = self.kamaji = self.l2_advertisement = self.images_loaded = None
         self.metallb_pool = self.kind_subnet = None
         self.network_name = management.network_name if management.mode == "kind" else None
 
         if management.mode == "kind":
             self.cluster = self._kind_cluster()
             self.kubeconfig = pulumi.Output.secret(self.cluster.stdout)
+            # kind names its single node <cluster>-control-plane; it runs everything installed below.
+            self.images_loaded = images.load(
+                f"{name}-images",
+                "management",
+                node=f"{management.name}-control-plane",
+                node_id=self.cluster.id,
+                parent=self,
+                after=[self.cluster],
+            )
         else:
             self.kubeconfig = pulumi.Output.secret(secret(management.kubeconfig_secret))
         self.provider = k8s.Provider(
@@ -123,7 +135,9 @@ class ManagementCluster(pulumi.ComponentResource):
         self.register_outputs(outputs)
 
     def _in_cluster(self, depends_on: list[pulumi.Resource] | None = None) -> pulumi.ResourceOptions:
-        return pulumi.ResourceOptions(parent=self, provider=self.provider, depends_on=depends_on or [])
+        """Options of an object in the cluster: after the images its pods run are on the node."""
+        loaded = [self.images_loaded] if self.images_loaded is not None else []
+        return pulumi.ResourceOptions(parent=self, provider=self.provider, depends_on=[*loaded, *(depends_on or [])])
 
     def _kind_cluster(self) -> command.local.Command:
         """The kind cluster. `environment` changes (name, image, network) replace it, deleting the old one

@@ -16,6 +16,7 @@ import pulumi_docker as docker
 import pulumi_kubernetes as k8s
 
 from components.config import LabConfig, SshWorker, Tenant, secret
+from components.image_cache import ImageCache
 from components.management_cluster import ManagementCluster
 from components.names import NODE_IMAGE_LABEL, TENANT_LABEL
 from components.shell import remote_script, script_command
@@ -104,6 +105,7 @@ class TenantWorker(pulumi.ComponentResource):
         lab: LabConfig,
         management: ManagementCluster,
         control_plane: TenantControlPlane,
+        images: ImageCache,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpulab:index:TenantWorker", name, None, opts)
@@ -112,7 +114,7 @@ class TenantWorker(pulumi.ComponentResource):
         self.node_name = tenant.gpu_node_name()
         self.container = None
         if tenant.worker_mode == "container":
-            self.joins = [self._container_node(lab, management)]
+            self.joins = [self._container_node(lab, management, images)]
         else:
             self.joins = [self._ssh_node(index, worker) for index, worker in enumerate(tenant.workers)]
             host = dict(zip(self.node_names, (w.host for w in tenant.workers), strict=True))[self.node_name]
@@ -138,7 +140,7 @@ class TenantWorker(pulumi.ComponentResource):
         )
         self.register_outputs({"nodeNames": self.node_names, "nodeName": self.node_name, "nodeIp": self.node_ip})
 
-    def _container_node(self, lab: LabConfig, management: ManagementCluster) -> pulumi.Resource:
+    def _container_node(self, lab: LabConfig, management: ManagementCluster, images: ImageCache) -> pulumi.Resource:
         """A kindest/node container on the management cluster's Docker network, joined."""
         name, tenant, control_plane = self._name, self._tenant, self._control_plane
         image_ref = lab.worker_image(tenant)
@@ -165,6 +167,16 @@ class TenantWorker(pulumi.ComponentResource):
             ),
         )
         self.node_ip = self.container.network_datas.apply(lambda datas: datas[0].ip_address if datas else "")
+        # Every image the node will run (Calico, HAMi, konnectivity, workloads) is in its containerd before
+        # the join starts its first pods: the node never pulls from a registry.
+        self.images_loaded = images.load(
+            f"{name}-images",
+            tenant.name,
+            node=self.container.name,
+            node_id=self.container.id,
+            parent=self,
+            after=[self.container],
+        )
         # The container id in the environment makes a replaced container re-run the join.
         return script_command(
             f"{name}-join",
@@ -176,7 +188,7 @@ class TenantWorker(pulumi.ComponentResource):
                 "TENANT": tenant.name,
                 "TIMEOUT": "300",
             },
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[control_plane.api_ready]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[control_plane.api_ready, self.images_loaded]),
         )
 
     def _ssh_node(self, index: int, worker: SshWorker) -> pulumi.Resource:

@@ -1,0 +1,85 @@
+"""ImageCache: every image the lab runs is pulled once into the host's Docker and loaded into the nodes.
+
+Docker Hub allows 10 anonymous pulls per hour per IP, and containerd inside kind nodes pulls
+anonymously even when the host ran `docker login` (../shared/notes/images.md section 2). So the host
+pulls (with the user's credentials and proxy, into a cache that survives `make down`), and each node
+container gets the images it runs from there before any release or manifest that runs them. Nodes then
+make no registry pulls. Existing management clusters and SSH workers are not fed: they pull themselves.
+
+Pulumi runs a Command only when its inputs change, so a second `pulumi up` with nothing changed moves
+nothing; a replaced node (new container id) is loaded again.
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+
+import pulumi
+
+from components.config import LabConfig
+from components.images import to_load
+from components.shell import script_command
+
+
+def node_platform() -> str:
+    """The platform of the host's node containers (kind publishes amd64 and arm64 node images)."""
+    machine = platform.machine().lower()
+    return "linux/arm64" if machine in ("aarch64", "arm64") else "linux/amd64"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+class ImageCache(pulumi.ComponentResource):
+    """Host-side pulls of every image a node container will run (one Command per image)."""
+
+    pulls: dict[str, pulumi.Resource]
+
+    def __init__(self, name: str, lab: LabConfig, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpulab:index:ImageCache", name, None, opts)
+        self._name, self._lab = name, lab
+        self.platform = node_platform()
+        parts = [part for part in ("management", *(t.name for t in lab.tenants)) if self.feeds(part)]
+        wanted = sorted({ref for part in parts for ref in to_load(lab, part)})
+        self.pulls = {
+            ref.tagged: script_command(
+                f"{name}-pull-{_slug(ref.tagged.split('/', 1)[1])}",
+                "pull-image.sh",
+                environment={"IMAGE": ref.full, "TAGGED": ref.tagged, "PLATFORM": self.platform},
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            for ref in wanted
+        }
+        self.register_outputs({"images": sorted(self.pulls), "platform": self.platform})
+
+    def feeds(self, part: str) -> bool:
+        """Whether gpulab loads images into this part's node: kind's node and container workers only."""
+        if part == "management":
+            return self._lab.management.mode == "kind"
+        return next(t for t in self._lab.tenants if t.name == part).worker_mode == "container"
+
+    def load(
+        self,
+        name: str,
+        part: str,
+        node: pulumi.Input[str],
+        node_id: pulumi.Input[str],
+        parent: pulumi.Resource,
+        after: list[pulumi.Resource],
+    ) -> pulumi.Resource:
+        """A Command that loads `part`'s images into the node container `node`, after `after` (the node)."""
+        refs = to_load(self._lab, part)
+        return script_command(
+            name,
+            "load-images.sh",
+            environment={
+                "NODE": node,
+                "NODE_ID": node_id,  # a replaced node is loaded again
+                "IMAGES": " ".join(ref.tagged for ref in refs),
+                "PLATFORM": self.platform,
+                "TIMEOUT": "120",
+            },
+            opts=pulumi.ResourceOptions(parent=parent, depends_on=[*after, *(self.pulls[ref.tagged] for ref in refs)]),
+        )
