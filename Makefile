@@ -94,6 +94,7 @@ upstream-data:
 bench: $(VENV)/.installed
 	$(PY) benchmarks/program_under_mocks.py
 	$(PY) benchmarks/policy_check.py
+	$(PY) benchmarks/image_pulls.py
 
 clean:
 	rm -rf $(VENV) policies/venv bin reports .cache .pytest_cache .ruff_cache .hypothesis

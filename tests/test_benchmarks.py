@@ -22,3 +22,15 @@ def test_program_benchmark_runs(capsys) -> None:
 def test_policy_benchmark_runs(capsys) -> None:
     policy_check.main(tenants=2, pods=40)
     assert capsys.readouterr().out.startswith("40 pods across 2 tenants:")
+
+
+def test_image_pull_benchmark_runs(capsys) -> None:
+    import image_pulls
+
+    image_pulls.main()
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:3] == ["tenants", "naive", "pulls"]
+    rows = [line.split() for line in lines[1:]]
+    assert [row[0] for row in rows] == ["2", "10", "50"]
+    assert len({row[3] for row in rows}) == 1, "pre-loaded pulls do not grow with tenants"
+    assert int(rows[0][4]) < 10, "the reference lab stays under Docker Hub's anonymous hourly limit"
