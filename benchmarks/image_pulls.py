@@ -9,8 +9,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from components.config import parse_config  # noqa: E402
-from components.images import to_load  # noqa: E402
+from components.config import parse_config
+from components.images import to_load
 
 
 def config(tenants: int) -> dict:
