@@ -246,3 +246,20 @@ def test_one_pull_per_image_whatever_the_number_of_tenants() -> None:
     assert len(hami) == 1, "five workers, one host pull"
     loads = [p for p in pulls if p.name.endswith("-worker-images")]
     assert len(loads) == 5
+
+
+def test_a_second_run_with_nothing_changed_plans_no_transfer(program) -> None:
+    """Pulumi re-runs a Command only when its inputs change: the same config gives the same pull and load
+    inputs, so a second `pulumi up` moves no image; a new node id (a replaced worker) changes the load."""
+    again = run_program(lab_config())
+
+    def transfers(prog) -> dict[str, dict]:
+        return {
+            r.name: r.inputs
+            for r in prog.of_type("command:local:Command")
+            if r.name.startswith("images-pull-") or r.name.endswith("-images")
+        }
+
+    first = transfers(program)
+    assert first and first == transfers(again)
+    assert all("NODE_ID" in inputs["environment"] for name, inputs in first.items() if name.endswith("-images"))
