@@ -13,6 +13,12 @@ from dataclasses import dataclass
 # HAMi's default deviceSplitCount: at most this many containers share one card (notes/hami.md section 8).
 DEFAULT_SPLIT_COUNT = 10
 CORES_PER_CARD = 100
+# Upper bounds, far above any lab or real node, so that a typo cannot make gpulab (or the policy
+# pack) build millions of objects: cards per node, containers sharing a card, replicas of a workload.
+MAX_CARDS = 64
+MAX_SPLIT_COUNT = 100
+MAX_REPLICAS = 10_000
+MAX_TENANTS = 100
 
 REGISTER_ANNOTATION = "hami.io/node-nvidia-register"
 GPU_RESOURCE = "nvidia.com/gpu"

@@ -30,7 +30,16 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from components.catalog import DEFAULT_SPLIT_COUNT, GPU_CATALOG, Card, expand_cards
+from components.catalog import (
+    DEFAULT_SPLIT_COUNT,
+    GPU_CATALOG,
+    MAX_CARDS,
+    MAX_REPLICAS,
+    MAX_SPLIT_COUNT,
+    MAX_TENANTS,
+    Card,
+    expand_cards,
+)
 from components.network import address_problem
 from components.versions import Versions, image_tag, parse_kubernetes_version
 
@@ -69,7 +78,7 @@ class _Model(BaseModel):
 
 class GpuCards(_Model):
     model: str
-    count: int = Field(gt=0)
+    count: int = Field(gt=0, le=MAX_CARDS)
 
     @field_validator("model")
     @classmethod
@@ -101,7 +110,7 @@ class Workload(_Model):
     name: str
     kind: Literal["Pod", "Deployment"] = "Pod"
     namespace: str | None = None
-    replicas: int = Field(default=1, gt=0)
+    replicas: int = Field(default=1, gt=0, le=MAX_REPLICAS)
     gpus: int = Field(default=1, gt=0)
     gpumem: int | None = Field(default=None, gt=0)
     gpumem_percentage: int | None = Field(default=None, gt=0, le=100)
@@ -163,7 +172,7 @@ class Tenant(_Model):
     pod_cidr: str = "10.244.0.0/16"
     service_cidr: str = "10.96.0.0/16"
     gpus: list[GpuCards] = Field(min_length=1)
-    split_count: int = Field(default=DEFAULT_SPLIT_COUNT, gt=0)
+    split_count: int = Field(default=DEFAULT_SPLIT_COUNT, gt=0, le=MAX_SPLIT_COUNT)
     worker_image: str | None = None
     limits: PodLimits = PodLimits()
     quota: GpuQuota | None = None
@@ -364,7 +373,7 @@ class Scheduling(_Model):
 
 class LabConfig(_Model):
     management: Management = Management()
-    tenants: list[Tenant] = Field(min_length=1)
+    tenants: list[Tenant] = Field(min_length=1, max_length=MAX_TENANTS)
     scheduling: Scheduling = Scheduling()
     versions: Versions = Versions()
 

@@ -1,7 +1,8 @@
-"""Judging one tenant's GPU workloads against its cards, per-pod limits and quota.
+"""Judging one tenant's GPU workloads against its cards, current usage, per-pod limits and quota.
 
-Errors are certain failures (HAMi would leave a pod Pending, or the quota would refuse it, whatever
-the order); warnings are placements that depend on arrival order or card policy.
+Errors are certain failures (HAMi would leave a pod Pending, or the API server would refuse it,
+whatever the order); warnings are placements that depend on arrival order or card policy, and
+questions the bounded search could not decide (said, never silently dropped).
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from policies.gpu_fit import (
     POLICIES,
     RESOURCE_QUOTA_NOT_FIT,
     ContainerFailure,
+    NamespaceQuota,
+    Node,
     PodRequest,
+    Verdict,
     find_stranding,
-    first_unplaceable,
     search_placement,
 )
 from policies.inventory import TenantInventory
@@ -27,6 +30,7 @@ INIT_CONTAINER_GPU = "InitContainerGpuRequest"
 EXCEEDED_QUOTA = "ExceededQuota"  # kube-apiserver's ResourceQuota admission
 ORDER_DEPENDENT = "OrderDependentPlacement"
 UNDECIDED = "PlacementUndecided"
+NO_PLACEMENT = "NoPlacement"  # only if HAMi's walk and the search ever disagreed on why
 
 
 @dataclass(frozen=True)
@@ -47,32 +51,28 @@ def _workload_of(pod: PodRequest) -> str:
     return pod.workload.split("#", 1)[0]
 
 
-def _failure_card(failure: ContainerFailure) -> str | None:
-    cards = sorted({rejection.card.id for rejection in failure.rejections})
-    return ", ".join(cards) if cards else None
-
-
-def _memory_mb(pod: PodRequest, inventory: TenantInventory, containers=None) -> int:
-    """Memory a pod asks per allocation (percentages resolved on the tenant's largest card)."""
-    largest = max((card.memory_mb for card in inventory.cards), default=0)
-    chosen = pod.containers if containers is None else containers
-    return sum(
-        c.nums * (c.memory_mb if c.memory_mb is not None else largest * c.memory_percentage // 100) for c in chosen
-    )
+def _largest_card_mb(inventory: TenantInventory) -> int:
+    return max((card.memory_mb for card in inventory.cards), default=0)
 
 
 def pod_limit_findings(inventory: TenantInventory, workloads: Sequence[Workload]) -> list[Finding]:
+    """gpulab's per-pod caps. A percentage counts on the tenant's largest card: that is what the pod may get."""
     findings = []
     limits = inventory.limits
+    largest = _largest_card_mb(inventory)
     for workload in workloads:
         if not workload.pods:
             continue
         pod = workload.pods[0]  # replicas are identical
         groups = [pod.containers, *((init,) for init in pod.init_containers)]
+
+        def memory(group) -> int:
+            return sum(c.nums * (c.mem_percentage * largest // 100 if c.uses_percentage() else c.memreq) for c in group)
+
         asked = {
             "gpus": max(sum(c.nums for c in group) for group in groups),
-            "gpumem": max(_memory_mb(pod, inventory, group) for group in groups),
-            "gpucores": max(sum(c.nums * c.cores for c in group) for group in groups),
+            "gpumem": max(memory(group) for group in groups),
+            "gpucores": max(sum(c.nums * c.fit_cores for c in group) for group in groups),
         }
         for key, unit in (("gpus", " GPUs"), ("gpumem", " MB"), ("gpucores", "% cores")):
             limit = getattr(limits, key)
@@ -90,49 +90,31 @@ def pod_limit_findings(inventory: TenantInventory, workloads: Sequence[Workload]
     return findings
 
 
-def quota_findings(inventory: TenantInventory, pods: Sequence[PodRequest]) -> list[Finding]:
-    """Quota in each of the tenant's workload namespaces, counted in declaration order.
-
-    gpumem and gpucores are HAMi's (counted per allocated card, refused as ResourceQuotaNotFit;
-    notes/hami.md section 5); the GPU count is the native `requests.nvidia.com/gpu`, which the API
-    server refuses at creation (ExceededQuota)."""
-    quota = inventory.quota
-    if quota is None:
+def gpu_count_quota_findings(inventory: TenantInventory, pods: Sequence[PodRequest]) -> list[Finding]:
+    """The native `requests.nvidia.com/gpu` quota, which the API server checks at creation, in order."""
+    limit = inventory.quota.gpus if inventory.quota else None
+    if limit is None:
         return []
     findings: list[Finding] = []
-    used: dict[str, dict[str, int]] = {}
-    keys = (
-        ("gpumem", " MB", RESOURCE_QUOTA_NOT_FIT, "limits.nvidia.com/gpumem"),
-        ("gpucores", "% cores", RESOURCE_QUOTA_NOT_FIT, "limits.nvidia.com/gpucores"),
-        ("gpus", " GPU(s)", EXCEEDED_QUOTA, "requests.nvidia.com/gpu"),
-    )
+    used = {ns: usage.gpus for ns, usage in inventory.namespace_usage.items()}
     for pod in pods:
-        if inventory.namespaces and pod.namespace not in inventory.namespaces:
-            continue  # gpulab sets the quota in the tenant's workload namespaces only
-        totals = used.setdefault(pod.namespace, {"gpumem": 0, "gpucores": 0, "gpus": 0})
-        asks = {
-            "gpumem": _memory_mb(pod, inventory),
-            "gpucores": sum(c.nums * c.cores for c in pod.containers),
-            "gpus": sum(c.nums for c in pod.containers),
-        }
-        refused = False
-        for key, unit, reason, quota_key in keys:
-            limit = getattr(quota, key)
-            if limit is not None and totals[key] + asks[key] > limit:
-                refused = True
-                findings.append(
-                    Finding(
-                        "error",
-                        inventory.name,
-                        pod.workload,
-                        reason,
-                        f"namespace {pod.namespace} quota {quota_key}={limit}: asks {asks[key]}{unit}, "
-                        f"{limit - totals[key]}{unit} left",
-                    )
+        if not inventory.quota_applies(pod.namespace):
+            continue
+        asks = sum(c.nums for c in pod.containers)
+        total = used.get(pod.namespace, 0)
+        if total + asks > limit:
+            findings.append(
+                Finding(
+                    "error",
+                    inventory.name,
+                    pod.workload,
+                    EXCEEDED_QUOTA,
+                    f"namespace {pod.namespace} quota requests.nvidia.com/gpu={limit}: asks {asks} GPU(s), "
+                    f"{limit - total} GPU(s) left",
                 )
-        if not refused:
-            for key in totals:
-                totals[key] += asks[key]
+            )
+        else:
+            used[pod.namespace] = total + asks
     return findings
 
 
@@ -156,70 +138,105 @@ def init_container_findings(inventory: TenantInventory, workloads: Sequence[Work
     return findings
 
 
+def tenant_node(inventory: TenantInventory, pods: Sequence[PodRequest]) -> Node:
+    """The tenant's node as HAMi sees it now: cards, their current use, and quota per namespace."""
+    quotas = {}
+    quota = inventory.quota
+    if quota is not None and (quota.gpumem or quota.gpucores):
+        namespaces = set(inventory.namespaces) or {pod.namespace for pod in pods} | set(inventory.namespace_usage)
+        quotas = {ns: NamespaceQuota(quota.gpumem, quota.gpucores) for ns in namespaces}
+    usage = {ns: (u.gpumem, u.gpucores) for ns, u in inventory.namespace_usage.items()}
+    return Node(inventory.cards, inventory.card_usage or None, quotas, usage)
+
+
+def _quota_note(node: Node, failure: ContainerFailure) -> str:
+    if RESOURCE_QUOTA_NOT_FIT not in failure.reasons:
+        return ""
+    quota = node.quotas[failure.pod.namespace]
+    used_mb, used_cores = node.namespace_use.get(failure.pod.namespace, (0, 0))
+    keys = []
+    if quota.memory_mb:
+        keys.append(f"limits.nvidia.com/gpumem={quota.memory_mb} ({used_mb} MB in use)")
+    if quota.cores:
+        keys.append(f"limits.nvidia.com/gpucores={quota.cores} ({used_cores}% in use)")
+    return f" [namespace {failure.pod.namespace} quota {', '.join(keys)}]"
+
+
+def _explain(node: Node, pod: PodRequest, policy: str) -> ContainerFailure | None:
+    """Why HAMi refuses `pod` on `node` (HAMi's own walk and reason names); None if it would not."""
+    trial = node.copy()
+    placed = trial.place_hami(pod, policy)
+    return placed if isinstance(placed, ContainerFailure) else None
+
+
+def _undecided(inventory: TenantInventory, what: str, verdict: Verdict) -> Finding:
+    return Finding(
+        "warning",
+        inventory.name,
+        what,
+        UNDECIDED,
+        f"the placement search stopped after {verdict.steps} steps without an answer; treated as fitting, "
+        "and only HAMi's greedy order was checked",
+    )
+
+
 def evaluate_tenant(inventory: TenantInventory, workloads: Sequence[Workload]) -> list[Finding]:
     """Every finding for a tenant's workloads, certain ones first."""
     pods = [pod for workload in workloads for pod in workload.pods if pod.containers]
     findings = (
         pod_limit_findings(inventory, workloads)
         + init_container_findings(inventory, workloads)
-        + quota_findings(inventory, pods)
+        + gpu_count_quota_findings(inventory, pods)
     )
     if not pods:
         return findings
-    cards = list(inventory.cards)
+    node = tenant_node(inventory, pods)
+    policy = inventory.gpu_policy
 
-    # A pod that fits on no card even alone: say so plainly, and leave it out of the set analysis.
-    placeable = []
+    # A pod that fits on no card even alone (next to what already runs): say so plainly, once per
+    # workload, and leave it out of the set analysis. Identical pods are decided once.
+    placeable: list[PodRequest] = []
+    alone: dict[tuple, Verdict] = {}
+    reported: set[str] = set()
     for pod in pods:
-        verdict, _ = search_placement(cards, [pod])
-        if verdict is False:
-            failure = first_unplaceable(cards, [pod])
-            assert failure is not None
-            findings.append(
-                Finding(
-                    "error",
-                    inventory.name,
-                    pod.workload,
-                    failure[1].reason,
-                    f"cannot fit on any of the tenant's {len(cards)} card(s) even alone: {failure[1].explain()}",
-                    _failure_card(failure[1]),
+        verdict = alone.get(pod.shape())
+        if verdict is None:
+            verdict = alone[pod.shape()] = search_placement(node, [pod])
+        if verdict.fits is False:
+            if _workload_of(pod) not in reported:
+                reported.add(_workload_of(pod))
+                failure = _explain(node, pod, policy)
+                now = " next to what already runs" if inventory.card_usage else " even alone"
+                findings.append(
+                    Finding(
+                        "error",
+                        inventory.name,
+                        _workload_of(pod),
+                        failure.reason if failure else NO_PLACEMENT,
+                        f"cannot fit on any of the tenant's {len(node.cards)} card(s){now}: "
+                        + (f"{failure.explain()}{_quota_note(node, failure)}" if failure else "no placement exists"),
+                        (", ".join(failure.cards) or None) if failure else None,
+                    )
                 )
-            )
-        else:
-            placeable.append(pod)
-
-    unplaceable = first_unplaceable(cards, placeable)
-    if unplaceable is not None:
-        index, failure = unplaceable
-        before = sorted({_workload_of(pod) for pod in placeable[:index]})
-        findings.append(
-            Finding(
-                "error",
-                inventory.name,
-                placeable[index].workload,
-                failure.reason,
-                f"no placement fits it next to {', '.join(before)}: {failure.explain()}",
-                _failure_card(failure),
-            )
-        )
+            continue
+        if verdict.fits is None and _workload_of(pod) not in reported:
+            reported.add(_workload_of(pod))
+            findings.append(_undecided(inventory, _workload_of(pod), verdict))
+        placeable.append(pod)
+    if not placeable:
         return findings
 
-    verdict, _ = search_placement(cards, placeable)
-    if verdict is None:
-        findings.append(
-            Finding(
-                "warning",
-                inventory.name,
-                "(all GPU workloads)",
-                UNDECIDED,
-                f"{len(placeable)} pods are too many to prove a placement exists; only HAMi's greedy order was checked",
-            )
-        )
-    policies = (inventory.gpu_policy, *(p for p in POLICIES if p != inventory.gpu_policy))
-    stranding = find_stranding(cards, placeable, policies)
+    verdict = search_placement(node, placeable)
+    if verdict.fits is False:
+        findings.append(_first_unplaceable(inventory, node, placeable))
+        return findings
+    if verdict.fits is None:
+        findings.append(_undecided(inventory, "(all GPU workloads)", verdict))
+    policies = (policy, *(p for p in POLICIES if p != policy))
+    stranding = find_stranding(node, placeable, policies)
     if stranding is not None:
         order = " -> ".join(pod.workload for pod in stranding.order)
-        configured = " (the configured card policy)" if stranding.policy == inventory.gpu_policy else ""
+        configured = " (the configured card policy)" if stranding.policy == policy else ""
         findings.append(
             Finding(
                 "warning",
@@ -229,7 +246,46 @@ def evaluate_tenant(inventory: TenantInventory, workloads: Sequence[Workload]) -
                 f"fits in some placement, but created in the order {order} with card policy "
                 f"{stranding.policy}{configured}, HAMi strands it: {stranding.failure.explain()} "
                 f"({stranding.failure.reason})",
-                _failure_card(stranding.failure),
+                ", ".join(stranding.failure.cards) or None,
             )
         )
     return findings
+
+
+def _first_unplaceable(inventory: TenantInventory, node: Node, pods: Sequence[PodRequest]) -> Finding:
+    """The first pod (declared order) that no placement of it and the pods before it can hold.
+
+    Fitting is monotone in the prefix, so a binary search over prefix lengths finds it; the reason is
+    HAMi's own walk for that pod next to a placement of the pods before it."""
+    low, high = 0, len(pods)  # pods[:low] fit; pods[:high] do not
+    undecided: Verdict | None = None
+    while high - low > 1:
+        middle = (low + high) // 2
+        verdict = search_placement(node, pods[:middle])
+        if verdict.fits is None:
+            undecided = verdict
+            break
+        low, high = (middle, high) if verdict.fits else (low, middle)
+    if undecided is not None:
+        return Finding(
+            "error",
+            inventory.name,
+            "(all GPU workloads)",
+            UNDECIDED,
+            f"no placement holds all {len(pods)} pods, but the search stopped after {undecided.steps} steps "
+            "before finding the first one that does not fit",
+        )
+    index = high - 1
+    before = search_placement(node, pods[:index])
+    assert before.node is not None
+    failure = _explain(before.node, pods[index], inventory.gpu_policy)
+    names = sorted({_workload_of(pod) for pod in pods[:index]})
+    why = f"{failure.explain()}{_quota_note(before.node, failure)}" if failure else "no placement exists"
+    return Finding(
+        "error",
+        inventory.name,
+        pods[index].workload,
+        failure.reason if failure else NO_PLACEMENT,
+        f"no placement fits it next to {', '.join(names) or 'what already runs'}: {why}",
+        (", ".join(failure.cards) or None) if failure else None,
+    )

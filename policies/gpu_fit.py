@@ -1,35 +1,50 @@
-"""HAMi's card-fit rules, and placement of a tenant's GPU pods on its cards.
+"""HAMi v2.8.3's card-fit rules, and placement of a tenant's GPU pods on its cards.
 
-Pure logic, no Pulumi: the policy pack and the offline checker both call it. The per-card checks
-follow HAMi's `Fit` in order (pkg/device/nvidia/device.go; ../shared/notes/hami.md section 4) and
-use its reason names, so a refusal here reads like the FilteringFailed event HAMi would post.
+Pure logic, no Pulumi: the policy pack and the offline checker both call it. Every rule follows
+HAMi v2.8.3 (../shared/notes/hami.md, "Exact placement details of v2.8.3"; the conformance table in
+tests/test_hami_conformance.py holds HAMi's own unit-test vectors):
+
+- a container request carries HAMi's fields as HAMi stores them (`Memreq`, `MemPercentagereq` with
+  101 meaning "not given", `Coresreq`), so memory is computed per candidate card, exactly as `Fit` does;
+- per container, asking for more cards than the node has is NodeInsufficientDevice (`fitInDevices`);
+- cards are scored with the request included, in float32 (`ComputeScore`), sorted stably (ascending
+  for binpack, descending for spread) and walked from the end (`Fit`);
+- per card, in `Fit`'s order: health, type, UUID, time slicing, cores clamped to 100, the namespace
+  quota (on *this* card's memory), memory, cores, exclusive use, compute units.
 
 Two questions are answered for a set of pods:
-- certain: can any placement hold them all? If not, HAMi will strand at least one, whatever order
-  the pods arrive in. Decided by exhaustive search (bounded; see SEARCH_BUDGET).
-- advisory: HAMi places pods one at a time, greedily, with its card policy (spread or binpack).
-  A set that fits in some placement can still be stranded by an unlucky arrival order.
+- certain: can any placement hold them all? If not, HAMi strands at least one whatever the order.
+  Decided by exhaustive search, bounded by a step budget; running out is reported, never hidden.
+- advisory: HAMi places pods one at a time, greedily, with its card policy. A set that fits in some
+  placement can still be stranded by an unlucky arrival order; `find_stranding` simulates that.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
+import struct
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 # HAMi reason names (pkg/device/common/common.go).
+CARD_NOT_HEALTH = "CardNotHealth"
 CARD_TYPE_MISMATCH = "CardTypeMismatch"
+CARD_UUID_MISMATCH = "CardUuidMismatch"
 CARD_TIME_SLICING_EXHAUSTED = "CardTimeSlicingExhausted"
+RESOURCE_QUOTA_NOT_FIT = "ResourceQuotaNotFit"
 CARD_INSUFFICIENT_MEMORY = "CardInsufficientMemory"
 CARD_INSUFFICIENT_CORE = "CardInsufficientCore"
 EXCLUSIVE_DEVICE_ALLOCATE_CONFLICT = "ExclusiveDeviceAllocateConflict"
 CARD_COMPUTE_UNITS_EXHAUSTED = "CardComputeUnitsExhausted"
 ALLOCATED_CARDS_INSUFFICIENT_REQUEST = "AllocatedCardsInsufficientRequest"
-RESOURCE_QUOTA_NOT_FIT = "ResourceQuotaNotFit"
+NODE_INSUFFICIENT_DEVICE = "NodeInsufficientDevice"
 
 POLICIES = ("spread", "binpack")
-SEARCH_BUDGET = 200_000  # search steps before the exact answer is given up (then only greedy is reported)
-MAX_PERMUTED = 7  # up to this many pods every arrival order is simulated; above, a fixed sample
+NO_PERCENTAGE = 101  # HAMi's MemPercentagereq when gpumem-percentage is not given
+SEARCH_BUDGET = 20_000  # search steps before the exact answer is given up (and that is reported)
+MAX_PERMUTED = 6  # up to this many pods every arrival order is simulated; above, a fixed sample
+# Go's sort.Sort is an insertion sort (stable) up to 12 elements; above, ties may be ordered otherwise.
+STABLE_SORT_MAX = 12
 
 
 @dataclass(frozen=True)
@@ -39,32 +54,51 @@ class CardSpec:
     memory_mb: int
     cores: int = 100
     split_count: int = 10
+    healthy: bool = True
 
 
 @dataclass(frozen=True)
 class ContainerRequest:
-    """One container's GPU request, as HAMi normalises it (webhook defaults applied)."""
+    """One container's request as HAMi stores it (`ContainerDeviceRequest`, after the webhook)."""
 
     name: str
     nums: int  # distinct cards
-    memory_mb: int | None  # per card; None means a percentage of each card
-    memory_percentage: int  # used when memory_mb is None
-    cores: int  # percent of each card, 0..100
+    memreq: int = 0  # MB per card; 0 means "use the percentage"
+    mem_percentage: int = 100  # percent of each card's memory; NO_PERCENTAGE (101) when not given
+    cores: int = 0  # percent of each card's cores as asked (Fit clamps above 100)
 
     def memory_on(self, card: CardSpec) -> int:
-        if self.memory_mb is not None:
-            return self.memory_mb
-        return card.memory_mb * self.memory_percentage // 100
+        """MB this request takes on `card` (device.go `Fit`): Memreq, else a percentage of that card."""
+        memory = self.memreq if self.memreq > 0 else 0
+        if self.mem_percentage != NO_PERCENTAGE and self.memreq == 0:
+            memory = card.memory_mb * self.mem_percentage // 100
+        return memory
+
+    @property
+    def fit_cores(self) -> int:
+        return min(self.cores, 100)
+
+    def score_memory(self, card: CardSpec) -> int:
+        """MB the card score adds (gpu_policy.go `ComputeScore`: integer pct/100, so <100 % adds 0)."""
+        if self.mem_percentage not in (0, NO_PERCENTAGE):
+            return card.memory_mb * (self.mem_percentage // 100)
+        return self.memreq
+
+    def uses_percentage(self) -> bool:
+        return self.memreq == 0 and self.mem_percentage != NO_PERCENTAGE
 
     def describe(self) -> str:
-        memory = f"{self.memory_mb} MB" if self.memory_mb is not None else f"{self.memory_percentage}% of memory"
+        if self.uses_percentage():
+            memory = "all of each card's memory" if self.mem_percentage == 100 else f"{self.mem_percentage}% of memory"
+        else:
+            memory = f"{self.memreq} MB"
         cards = f"{self.nums} cards x " if self.nums > 1 else ""
         return f"{cards}{memory}, {self.cores}% cores"
 
 
 @dataclass(frozen=True)
 class PodRequest:
-    """One pod (one replica) of a workload."""
+    """One pod (one replica) of a workload. Selectors are None when the annotation is absent."""
 
     workload: str  # e.g. Pod/gpu-workloads/trainer-1, or Deployment/ns/serve#2
     namespace: str
@@ -72,8 +106,27 @@ class PodRequest:
     # HAMi never places init containers (Resourcereqs reads spec.containers only); kept for limits
     # and so the pack can point them out.
     init_containers: tuple[ContainerRequest, ...] = ()
-    use_types: tuple[str, ...] = ()
-    nouse_types: tuple[str, ...] = ()
+    use_types: tuple[str, ...] | None = None
+    nouse_types: tuple[str, ...] | None = None
+    use_uuids: tuple[str, ...] | None = None
+    nouse_uuids: tuple[str, ...] | None = None
+    gpu_policy: str | None = None  # the pod's hami.io/gpu-scheduler-policy annotation
+
+    def shape(self) -> tuple:
+        """Everything placement depends on (the workload name does not)."""
+        return (
+            self.namespace,
+            self.containers,
+            self.use_types,
+            self.nouse_types,
+            self.use_uuids,
+            self.nouse_uuids,
+            self.gpu_policy,
+        )
+
+    @property
+    def selects_uuids(self) -> bool:
+        return self.use_uuids is not None or self.nouse_uuids is not None
 
 
 @dataclass
@@ -84,135 +137,251 @@ class CardUse:
 
 
 @dataclass(frozen=True)
-class Rejection:
-    card: CardSpec
-    reason: str
-    detail: str
+class NamespaceQuota:
+    """HAMi's quota of one namespace (`limits.nvidia.com/gpumem|gpucores`); None or 0 = no limit."""
 
-    def __str__(self) -> str:
-        return f"{self.card.id} ({self.card.type}): {self.reason} ({self.detail})"
+    memory_mb: int | None = None
+    cores: int | None = None
 
 
-def card_rejection(card: CardSpec, use: CardUse, request: ContainerRequest, pod: PodRequest) -> Rejection | None:
-    """Why `card` cannot take `request` now, checked in HAMi's order; None if it can."""
-    card_type = card.type.lower()
-    if pod.use_types and not any(t.lower() in card_type for t in pod.use_types):
-        return Rejection(card, CARD_TYPE_MISMATCH, f"pod asks for type {','.join(pod.use_types)}")
-    if pod.nouse_types and any(t.lower() in card_type for t in pod.nouse_types):
-        return Rejection(card, CARD_TYPE_MISMATCH, f"pod excludes type {','.join(pod.nouse_types)}")
-    if use.slots >= card.split_count:
-        return Rejection(card, CARD_TIME_SLICING_EXHAUSTED, f"all {card.split_count} slots in use")
+def _type_ok(card: CardSpec, pod: PodRequest) -> bool:
+    # checkGPUtype: upper-cased substring match; the annotation is split on "," and not trimmed.
+    card_type = card.type.upper()
+    if pod.use_types is not None and not any(t.upper() in card_type for t in pod.use_types):
+        return False
+    return pod.nouse_types is None or not any(t.upper() in card_type for t in pod.nouse_types)
+
+
+def _uuid_ok(card: CardSpec, pod: PodRequest) -> bool:
+    # checkUUID: use-gpuuuid wins over nouse-gpuuuid; exact ids.
+    if pod.use_uuids is not None:
+        return card.id in pod.use_uuids
+    if pod.nouse_uuids is not None:
+        return card.id not in pod.nouse_uuids
+    return True
+
+
+def card_reason(
+    card: CardSpec, use: CardUse, request: ContainerRequest, pod: PodRequest, quota_room: tuple[int | None, int | None]
+) -> str | None:
+    """Why `card` cannot take `request` now, in HAMi's `Fit` order; None if it can.
+
+    `quota_room` is what the namespace quota still allows for this card (MB, cores), None = no limit."""
+    if not card.healthy:
+        return CARD_NOT_HEALTH
+    if not _type_ok(card, pod):
+        return CARD_TYPE_MISMATCH
+    if not _uuid_ok(card, pod):
+        return CARD_UUID_MISMATCH
+    if card.split_count <= use.slots:
+        return CARD_TIME_SLICING_EXHAUSTED
+    cores = request.fit_cores
     memory = request.memory_on(card)
-    free_memory = card.memory_mb - use.memory_mb
-    if memory > free_memory:
-        return Rejection(card, CARD_INSUFFICIENT_MEMORY, f"asks {memory} MB, {free_memory} MB free of {card.memory_mb}")
-    free_cores = card.cores - use.cores
-    if request.cores > free_cores:
-        return Rejection(card, CARD_INSUFFICIENT_CORE, f"asks {request.cores}% cores, {free_cores}% free")
-    if card.cores == 100 and request.cores == 100 and use.slots > 0:
-        return Rejection(card, EXCLUSIVE_DEVICE_ALLOCATE_CONFLICT, f"asks the whole card, {use.slots} already on it")
-    if request.cores == 0 and use.cores >= card.cores:
-        return Rejection(card, CARD_COMPUTE_UNITS_EXHAUSTED, "no cores left for a 0% request")
+    memory_room, cores_room = quota_room
+    if (memory_room is not None and memory > memory_room) or (cores_room is not None and cores > cores_room):
+        return RESOURCE_QUOTA_NOT_FIT
+    if card.memory_mb - use.memory_mb < memory:
+        return CARD_INSUFFICIENT_MEMORY
+    if card.cores - use.cores < cores:
+        return CARD_INSUFFICIENT_CORE
+    if card.cores == 100 and cores == 100 and use.slots > 0:
+        return EXCLUSIVE_DEVICE_ALLOCATE_CONFLICT
+    if card.cores != 0 and use.cores == card.cores and cores == 0:
+        return CARD_COMPUTE_UNITS_EXHAUSTED
     return None
 
 
-def _score(card: CardSpec, use: CardUse) -> float:
-    # HAMi's device score (gpu_policy.go): how used a card already is.
-    return use.slots / card.split_count + use.cores / card.cores + use.memory_mb / card.memory_mb
+def reason_detail(card: CardSpec, use: CardUse, request: ContainerRequest, reason: str) -> str:
+    memory = request.memory_on(card)
+    return {
+        CARD_NOT_HEALTH: "the card is unhealthy",
+        CARD_TYPE_MISMATCH: f"type {card.type} is not selected",
+        CARD_UUID_MISMATCH: f"card {card.id} is not selected",
+        CARD_TIME_SLICING_EXHAUSTED: f"all {card.split_count} slots in use",
+        RESOURCE_QUOTA_NOT_FIT: f"{memory} MB / {request.fit_cores}% cores on this card exceed the namespace quota",
+        CARD_INSUFFICIENT_MEMORY: f"asks {memory} MB, {card.memory_mb - use.memory_mb} MB free of {card.memory_mb}",
+        CARD_INSUFFICIENT_CORE: f"asks {request.fit_cores}% cores, {card.cores - use.cores}% free",
+        EXCLUSIVE_DEVICE_ALLOCATE_CONFLICT: f"asks the whole card, {use.slots} already on it",
+        CARD_COMPUTE_UNITS_EXHAUSTED: "no cores left for a 0% request",
+    }.get(reason, reason)
+
+
+_F32 = struct.Struct("f")
+
+
+def _f32(value: float) -> float:
+    """Round to float32, as Go does after each float32 operation."""
+    return _F32.unpack(_F32.pack(value))[0]
+
+
+def card_score(card: CardSpec, use: CardUse, requests: Sequence[ContainerRequest]) -> float:
+    """HAMi's card score (gpu_policy.go `ComputeScore`), in float32 so that ties are Go's ties."""
+    nums = sum(r.nums for r in requests)
+    cores = sum(r.cores for r in requests)
+    memory = sum(r.score_memory(card) for r in requests)
+    used = _f32((nums + use.slots) / card.split_count)
+    core = _f32((cores + use.cores) / card.cores)
+    mem = _f32((memory + use.memory_mb) / card.memory_mb)
+    return _f32(10.0 * _f32(_f32(used + core) + mem))
 
 
 @dataclass
 class ContainerFailure:
+    """A container no card takes: HAMi's reason counts (`GenReason`) and a line per card."""
+
     pod: PodRequest
     container: ContainerRequest
-    rejections: list[Rejection]
-    shortfall: str = ""  # set when some cards fit but fewer than the container asks for
+    reasons: dict[str, int]
+    lines: list[str]
+    cards: tuple[str, ...]
 
     @property
     def reason(self) -> str:
-        if self.shortfall:
+        if NODE_INSUFFICIENT_DEVICE in self.reasons:
+            return NODE_INSUFFICIENT_DEVICE
+        if ALLOCATED_CARDS_INSUFFICIENT_REQUEST in self.reasons:
             return ALLOCATED_CARDS_INSUFFICIENT_REQUEST
-        reasons = {rejection.reason for rejection in self.rejections}
-        return reasons.pop() if len(reasons) == 1 else ", ".join(sorted(reasons))
+        return ", ".join(sorted(self.reasons))
 
     def explain(self) -> str:
         what = f"container {self.container.name} asks {self.container.describe()}"
-        if self.shortfall:
-            return f"{what}: {self.shortfall}"
-        return f"{what}; no card fits: " + "; ".join(str(rejection) for rejection in self.rejections)
+        return f"{what}; " + "; ".join(self.lines)
 
 
 class Node:
-    """The cards of one tenant node and what is allocated on them."""
+    """The cards of one tenant node, what is allocated on them, and the namespaces' quota use."""
 
-    def __init__(self, cards: Sequence[CardSpec]) -> None:
+    def __init__(
+        self,
+        cards: Sequence[CardSpec],
+        use: Sequence[CardUse] | None = None,
+        quotas: Mapping[str, NamespaceQuota] | None = None,
+        namespace_use: Mapping[str, tuple[int, int]] | None = None,
+    ) -> None:
         self.cards = list(cards)
-        self.use = [CardUse() for _ in self.cards]
+        self.use = [CardUse(u.slots, u.memory_mb, u.cores) for u in use] if use else [CardUse() for _ in cards]
+        self.quotas = dict(quotas or {})
+        self.namespace_use = {ns: list(v) for ns, v in (namespace_use or {}).items()}
 
     def copy(self) -> Node:
-        other = Node(self.cards)
-        other.use = [CardUse(u.slots, u.memory_mb, u.cores) for u in self.use]
-        return other
+        return Node(self.cards, self.use, self.quotas, {ns: tuple(v) for ns, v in self.namespace_use.items()})
 
-    def fitting(self, request: ContainerRequest, pod: PodRequest) -> tuple[list[int], list[Rejection]]:
-        fits, rejections = [], []
-        for index, card in enumerate(self.cards):
-            rejection = card_rejection(card, self.use[index], request, pod)
-            if rejection is None:
-                fits.append(index)
-            else:
-                rejections.append(rejection)
-        return fits, rejections
+    def quota_room(self, namespace: str, pending_mb: int = 0, pending_cores: int = 0) -> tuple[int | None, int | None]:
+        """What HAMi's quota still allows in `namespace` (FitQuota: a limit of 0 is no limit)."""
+        quota = self.quotas.get(namespace)
+        if quota is None:
+            return None, None
+        used_mb, used_cores = self.namespace_use.get(namespace, (0, 0))
+        memory = quota.memory_mb - used_mb - pending_mb if quota.memory_mb else None
+        cores = quota.cores - used_cores - pending_cores if quota.cores else None
+        return memory, cores
 
-    def allocate(self, index: int, request: ContainerRequest, sign: int = 1) -> None:
+    def reason(self, index: int, request: ContainerRequest, pod: PodRequest, room: tuple) -> str | None:
+        return card_reason(self.cards[index], self.use[index], request, pod, room)
+
+    def allocate(self, index: int, request: ContainerRequest, namespace: str, sign: int = 1) -> None:
         use = self.use[index]
+        memory = request.memory_on(self.cards[index])
         use.slots += sign
-        use.memory_mb += sign * request.memory_on(self.cards[index])
-        use.cores += sign * request.cores
+        use.memory_mb += sign * memory
+        use.cores += sign * request.fit_cores
+        if namespace in self.quotas:
+            totals = self.namespace_use.setdefault(namespace, [0, 0])
+            totals[0] += sign * memory
+            totals[1] += sign * request.fit_cores
 
-    def place_greedy(self, pod: PodRequest, policy: str) -> ContainerFailure | None:
-        """Place one pod the way HAMi would (containers in order, cards by policy); commit on success."""
-        trial = self.copy()
+    def place_hami(self, pod: PodRequest, policy: str) -> ContainerFailure | list[list[int]]:
+        """Place one pod exactly as HAMi's Filter would; commit on success and return each container's cards."""
+        policy = pod.gpu_policy if pod.gpu_policy in POLICIES else policy
+        order = list(range(len(self.cards)))  # node order, rebuilt for every pod (getNodesUsage)
+        placed: list[tuple[int, ContainerRequest]] = []
+        chosen_all: list[list[int]] = []
         for container in pod.containers:
-            chosen = trial._choose(container, pod, policy)
-            if isinstance(chosen, ContainerFailure):
-                return chosen
+            if container.nums > len(self.cards):
+                self._undo(placed, pod.namespace)
+                line = f"asks {container.nums} cards, the node has {len(self.cards)}"
+                return ContainerFailure(pod, container, {NODE_INSUFFICIENT_DEVICE: 1}, [line], ())
+            scores = [card_score(card, use, (container,)) for card, use in zip(self.cards, self.use, strict=True)]
+            order = rank(order, scores, policy)
+            chosen, reasons, rejected = self.walk(order, container, pod)
+            if len(chosen) < container.nums:
+                self._undo(placed, pod.namespace)
+                lines = [
+                    f"{self._card(i)}: {why} ({reason_detail(self.cards[i], self.use[i], container, why)})"
+                    for i, why in rejected
+                ]
+                if chosen:
+                    lines.insert(0, f"only {len(chosen)} of the {container.nums} cards it needs fit")
+                return ContainerFailure(pod, container, reasons, lines, tuple(self.cards[i].id for i, _ in rejected))
             for index in chosen:
-                trial.allocate(index, container)
-        self.use = trial.use
-        return None
+                self.allocate(index, container, pod.namespace)
+                placed.append((index, container))
+            chosen_all.append(chosen)
+        return chosen_all
 
-    def _choose(self, container: ContainerRequest, pod: PodRequest, policy: str) -> list[int] | ContainerFailure:
-        fits, rejections = self.fitting(container, pod)
-        if container.nums > len(self.cards):
-            return ContainerFailure(
-                pod, container, rejections, f"asks {container.nums} cards, the node has {len(self.cards)}"
-            )
-        if len(fits) < container.nums:
-            if fits:
-                return ContainerFailure(
-                    pod,
-                    container,
-                    rejections,
-                    f"only {len(fits)} of the {container.nums} cards it needs fit: "
-                    + "; ".join(str(r) for r in rejections),
-                )
-            return ContainerFailure(pod, container, rejections)
-        ranked = sorted(fits, key=lambda i: (_score(self.cards[i], self.use[i]), i), reverse=policy == "binpack")
-        return ranked[: container.nums]
+    def walk(
+        self, order: Sequence[int], container: ContainerRequest, pod: PodRequest
+    ) -> tuple[list[int], dict[str, int], list[tuple[int, str]]]:
+        """HAMi's `Fit`: walk `order` from the end, take the first `nums` cards that pass every check.
+        Returns the cards taken, the reason counts (as `GenReason` reports them) and each rejection."""
+        chosen: list[int] = []
+        pending = [0, 0]
+        reasons: dict[str, int] = {}
+        rejected: list[tuple[int, str]] = []
+        for index in reversed(order):
+            room = self.quota_room(pod.namespace, pending[0], pending[1])
+            why = self.reason(index, container, pod, room)
+            if why is not None:
+                reasons[why] = reasons.get(why, 0) + 1
+                rejected.append((index, why))
+                continue
+            chosen.append(index)
+            pending[0] += container.memory_on(self.cards[index])
+            pending[1] += container.fit_cores
+            if len(chosen) == container.nums:
+                return chosen, {}, rejected
+        if chosen:
+            reasons[ALLOCATED_CARDS_INSUFFICIENT_REQUEST] = 1  # len(tmpDevs): one device type
+        return chosen, reasons, rejected
+
+    def _card(self, index: int) -> str:
+        return f"{self.cards[index].id} ({self.cards[index].type})"
+
+    def _undo(self, placed: list[tuple[int, ContainerRequest]], namespace: str) -> None:
+        for index, container in reversed(placed):
+            self.allocate(index, container, namespace, sign=-1)
+
+    def place_first_fit(self, pod: PodRequest) -> bool:
+        """Some valid placement of one pod (HAMi's per-card rules, first cards that pass); commit on success.
+        Proves that a placement exists; it is not HAMi's choice of cards."""
+        placed: list[tuple[int, ContainerRequest]] = []
+        for container in pod.containers:
+            chosen: list[int] = []
+            pending = [0, 0]
+            for index in range(len(self.cards)):
+                room = self.quota_room(pod.namespace, pending[0], pending[1])
+                if self.reason(index, container, pod, room) is None:
+                    chosen.append(index)
+                    pending[0] += container.memory_on(self.cards[index])
+                    pending[1] += container.fit_cores
+                    if len(chosen) == container.nums:
+                        break
+            if len(chosen) < container.nums:
+                self._undo(placed, pod.namespace)
+                return False
+            for index in chosen:
+                self.allocate(index, container, pod.namespace)
+                placed.append((index, container))
+        return True
 
 
-def _interchangeable(card: CardSpec) -> CardSpec:
-    """A card without its id: two cards equal here are interchangeable for fitting."""
-    return CardSpec("", card.type, card.memory_mb, card.cores, card.split_count)
+def rank(order: Sequence[int], scores: Sequence[float], policy: str) -> list[int]:
+    """HAMi's card sort (gpu_policy.go `Less`): binpack ascending, spread descending, stable (Go's
+    insertion sort up to 12 cards; above, Go may order ties differently, see STABLE_SORT_MAX)."""
+    return sorted(order, key=scores.__getitem__, reverse=policy != "binpack")
 
 
-def _canonical(node: Node) -> tuple:
-    """Usage state with identical cards made interchangeable (they are, for fitting)."""
-    groups: dict[CardSpec, list[tuple[int, int, int]]] = {}
-    for card, use in zip(node.cards, node.use, strict=True):
-        groups.setdefault(_interchangeable(card), []).append((use.slots, use.memory_mb, use.cores))
-    return tuple(sorted((repr(key), tuple(sorted(values))) for key, values in groups.items()))
+# --- certain verdict: exhaustive search -------------------------------------------------------------
 
 
 @dataclass
@@ -222,112 +391,137 @@ class Search:
     seen: set = field(default_factory=set)
 
 
-@dataclass(frozen=True)
-class _Item:
-    """One step of the search: place one container of a pod."""
-
-    pod: PodRequest
-    container: ContainerRequest
-
-
-def _items(pods: Sequence[PodRequest]) -> list[_Item]:
-    return [_Item(pod, container) for pod in pods for container in pod.containers]
-
-
-def _demand(items: list[_Item], cards: Sequence[CardSpec]) -> list[tuple[int, int, int]]:
-    """Suffix sums of (slots, cores, memory lower bound) still to place from each item on."""
-    smallest = min(card.memory_mb for card in cards)
-    suffix = [(0, 0, 0)]
-    for item in reversed(items):
-        slots, cores, memory = suffix[-1]
-        container = item.container
-        memory_each = (
-            container.memory_mb if container.memory_mb is not None else smallest * container.memory_percentage // 100
-        )
-        slots += container.nums
-        cores += container.nums * container.cores
-        memory += container.nums * memory_each
-        suffix.append((slots, cores, memory))
-    return list(reversed(suffix))
-
-
-def _room(node: Node) -> tuple[int, int, int]:
-    slots = sum(max(0, card.split_count - use.slots) for card, use in zip(node.cards, node.use, strict=True))
-    cores = sum(card.cores - use.cores for card, use in zip(node.cards, node.use, strict=True))
-    memory = sum(card.memory_mb - use.memory_mb for card, use in zip(node.cards, node.use, strict=True))
-    return slots, cores, memory
-
-
-def find_placement(cards: Sequence[CardSpec], pods: Sequence[PodRequest], budget: int = SEARCH_BUDGET) -> bool | None:
-    """True if some placement holds every pod, False if none does, None if the search budget ran out."""
-    return search_placement(cards, pods, budget)[0]
-
-
 def _search_order(pod: PodRequest) -> tuple[bool, int, int]:
     """Pods asking 0 % cores first: HAMi refuses them on a card whose cores are all booked *by then*
     (CardComputeUnitsExhausted), so they fit in some arrival order iff they fit placed before the
     others. Then the largest first, which finds a placement fast when there is one."""
-    memory = sum(
-        c.nums * (c.memory_mb if c.memory_mb is not None else 10**9 * c.memory_percentage) for c in pod.containers
-    )
-    cores = sum(c.nums * c.cores for c in pod.containers)
+    memory = sum(c.nums * (c.memreq if not c.uses_percentage() else 10**9 * c.mem_percentage) for c in pod.containers)
+    cores = sum(c.nums * c.fit_cores for c in pod.containers)
     return (cores > 0, -memory, -cores)
 
 
-def search_placement(
-    cards: Sequence[CardSpec], pods: Sequence[PodRequest], budget: int = SEARCH_BUDGET
-) -> tuple[bool | None, Node | None]:
-    """The verdict of find_placement, and on True the node with that placement allocated.
+class _Searcher:
+    def __init__(self, node: Node, pods: Sequence[PodRequest], budget: int) -> None:
+        self.node = node
+        self.items = [(pod, container) for pod in sorted(pods, key=_search_order) for container in pod.containers]
+        self.budget = budget
+        self.search = Search()
+        by_id = any(pod.selects_uuids for pod in pods)
+        # Cards equal here are interchangeable for every rule (UUID selectors make every card distinct).
+        self.group = [
+            (card.id if by_id else "", card.type, card.memory_mb, card.cores, card.split_count, card.healthy)
+            for card in node.cards
+        ]
+        smallest = min(card.memory_mb for card in node.cards)
+        self.demand = [(0, 0, 0)]
+        for _, container in reversed(self.items):
+            slots, cores, memory = self.demand[-1]
+            each = container.memory_on(CardSpec("", "", smallest))
+            self.demand.append(
+                (slots + container.nums, cores + container.nums * container.fit_cores, memory + container.nums * each)
+            )
+        self.demand.reverse()
 
-    Exhaustive depth-first search over which cards each container takes (pods in `_search_order`),
-    pruned by the aggregate room left on the cards and by treating identical cards in identical
-    states as one."""
-    node = Node(cards)
-    if not pods:
-        return True, node
-    if not cards:
-        return False, None
-    items = _items(sorted(pods, key=_search_order))
-    search = Search()
-    if _search(node, items, _demand(items, cards), 0, search, budget):
-        return True, node
-    return (None if search.exhausted else False), None
-
-
-def _search(
-    node: Node, items: list[_Item], demand: list[tuple[int, int, int]], index: int, search: Search, budget: int
-) -> bool:
-    if index == len(items):
-        return True
-    search.steps += 1
-    if search.steps > budget:
-        search.exhausted = True
-        return False
-    room = _room(node)
-    if any(need > free for need, free in zip(demand[index], room, strict=True)):
-        return False
-    key = (index, _canonical(node))
-    if key in search.seen:
-        return False
-    item = items[index]
-    container = item.container
-    fits, _ = node.fitting(container, item.pod)
-    tried: set = set()
-    for combination in itertools.combinations(fits, container.nums):
-        signature = tuple(sorted(repr((_interchangeable(node.cards[i]), node.use[i])) for i in combination))
-        if signature in tried:  # identical cards in identical states: one try is enough
-            continue
-        tried.add(signature)
-        for card_index in combination:
-            node.allocate(card_index, container)
-        if _search(node, items, demand, index + 1, search, budget):
+    def run(self) -> bool | None:
+        if self._search(0):
             return True
-        for card_index in combination:
-            node.allocate(card_index, container, sign=-1)
-        if search.exhausted:
+        return None if self.search.exhausted else False
+
+    def _state(self, index: int) -> tuple:
+        node = self.node
+        return (
+            index,
+            tuple(sorted(zip(self.group, ((u.slots, u.memory_mb, u.cores) for u in node.use), strict=True))),
+            tuple(sorted((ns, tuple(v)) for ns, v in node.namespace_use.items())),
+        )
+
+    def _search(self, index: int) -> bool:
+        if index == len(self.items):
+            return True
+        search = self.search
+        search.steps += 1
+        if search.steps > self.budget:
+            search.exhausted = True
             return False
-    search.seen.add(key)
-    return False
+        node = self.node
+        slots_free = cores_free = memory_free = 0
+        for card, use in zip(node.cards, node.use, strict=True):
+            if card.healthy:
+                slots_free += max(0, card.split_count - use.slots)
+                cores_free += card.cores - use.cores
+                memory_free += card.memory_mb - use.memory_mb
+        slots, cores, memory = self.demand[index]
+        if slots > slots_free or cores > cores_free or memory > memory_free:
+            return False
+        key = self._state(index)
+        if key in search.seen:
+            return False
+        pod, container = self.items[index]
+        room = node.quota_room(pod.namespace)
+        fits = [i for i in range(len(node.cards)) if node.reason(i, container, pod, room) is None]
+        tried: set = set()
+        for combination in itertools.combinations(fits, container.nums):
+            signature = tuple(sorted((self.group[i], repr(node.use[i])) for i in combination))
+            if signature in tried:  # identical cards in identical states: one try is enough
+                continue
+            tried.add(signature)
+            if container.nums > 1 and not _quota_allows(node, pod, container, combination):
+                continue
+            for card_index in combination:
+                node.allocate(card_index, container, pod.namespace)
+            if self._search(index + 1):
+                return True
+            for card_index in combination:
+                node.allocate(card_index, container, pod.namespace, sign=-1)
+            if search.exhausted:
+                return False
+        search.seen.add(key)
+        return False
+
+
+def _quota_allows(node: Node, pod: PodRequest, container: ContainerRequest, cards: Sequence[int]) -> bool:
+    memory = sum(container.memory_on(node.cards[i]) for i in cards)
+    room_mb, room_cores = node.quota_room(pod.namespace)
+    if room_mb is not None and memory > room_mb:
+        return False
+    return room_cores is None or container.fit_cores * len(cards) <= room_cores
+
+
+@dataclass
+class Verdict:
+    """The certain verdict: True some placement holds every pod, False none does, None undecided."""
+
+    fits: bool | None
+    node: Node | None  # on True, the node with one such placement allocated
+    steps: int = 0
+
+
+def search_placement(node: Node, pods: Sequence[PodRequest], budget: int = SEARCH_BUDGET) -> Verdict:
+    """Whether some placement holds `pods` on `node` (left as it is); on True, a node holding them.
+
+    First a cheap first-fit attempt (any placement that passes HAMi's per-card rules proves one exists),
+    then exhaustive depth-first search over which cards each container takes (pods in `_search_order`),
+    pruned by the aggregate room left and by treating identical cards in identical states as one."""
+    trial = node.copy()
+    if all(trial.place_first_fit(pod) for pod in sorted(pods, key=_search_order)):
+        return Verdict(True, trial)
+    if not node.cards:
+        return Verdict(False, None)
+    for pod in pods:
+        if any(container.nums > len(node.cards) for container in pod.containers):
+            return Verdict(False, None)  # NodeInsufficientDevice, whatever else is placed
+    trial = node.copy()
+    searcher = _Searcher(trial, pods, budget)
+    verdict = searcher.run()
+    return Verdict(verdict, trial if verdict else None, searcher.search.steps)
+
+
+def find_placement(cards: Sequence[CardSpec], pods: Sequence[PodRequest], budget: int = SEARCH_BUDGET) -> bool | None:
+    """True if some placement on empty `cards` holds every pod, False if none does, None if undecided."""
+    return search_placement(Node(cards), pods, budget).fits
+
+
+# --- advisory verdict: HAMi's greedy order ----------------------------------------------------------
 
 
 @dataclass
@@ -339,62 +533,78 @@ class Stranding:
     failure: ContainerFailure
 
 
-def simulate(cards: Sequence[CardSpec], order: Iterable[PodRequest], policy: str) -> ContainerFailure | None:
-    node = Node(cards)
+def simulate(node: Node, order: Iterable[PodRequest], policy: str) -> ContainerFailure | None:
+    """HAMi placing `order` one pod at a time on a copy of `node`; the first failure, if any."""
+    trial = node.copy()
     for pod in order:
-        failure = node.place_greedy(pod, policy)
-        if failure is not None:
-            return failure
+        placed = trial.place_hami(pod, policy)
+        if isinstance(placed, ContainerFailure):
+            return placed
     return None
 
 
 def arrival_orders(pods: Sequence[PodRequest]) -> Iterable[tuple[PodRequest, ...]]:
+    """Every order up to MAX_PERMUTED pods (identical pods are not permuted among themselves);
+    above, the declared order, its reverse, and smallest/largest first."""
     if len(pods) <= MAX_PERMUTED:
-        yield from itertools.permutations(pods)
+        seen = set()
+        for order in itertools.permutations(pods):
+            shapes = tuple(pod.shape() for pod in order)
+            if shapes not in seen:
+                seen.add(shapes)
+                yield order
         return
+    size = lambda pod: sum(c.nums * (c.memreq or 10**6 * c.mem_percentage) for c in pod.containers)  # noqa: E731
     yield tuple(pods)
     yield tuple(reversed(pods))
-    size = lambda pod: sum(c.memory_mb or 0 for c in pod.containers)  # noqa: E731
     yield tuple(sorted(pods, key=size))
     yield tuple(sorted(pods, key=size, reverse=True))
 
 
-def find_stranding(
-    cards: Sequence[CardSpec], pods: Sequence[PodRequest], policies: Sequence[str] = POLICIES
-) -> Stranding | None:
+def cannot_strand(node: Node, pods: Sequence[PodRequest]) -> bool:
+    """A proof that no arrival order or card policy strands any of `pods` (so greedy runs are not needed).
+
+    Pod p is stranded only when every card p may use rejects it. Blocking card k takes at least n_k
+    card-placements of the other pods: enough slots, memory or cores to leave p too little (1 for a
+    whole-card p on an empty card). The others make sum(nums) card-placements in all; if that is fewer
+    than the cheapest way to block every card, p always finds a card. Quotas and multi-card pods are
+    left to the simulation."""
+    if node.quotas or any(len(pod.containers) != 1 or pod.containers[0].nums != 1 for pod in pods):
+        return False
+    placements = len(pods) - 1  # card-placements of the pods other than p
+    # Largest per-placement demand of any pod, wherever it lands.
+    max_memory = max((pod.containers[0].memory_on(card) for pod in pods for card in node.cards), default=0)
+    max_cores = max((pod.containers[0].fit_cores for pod in pods), default=0)
+    for pod in {pod.shape(): pod for pod in pods}.values():
+        container = pod.containers[0]
+        needed = 0
+        for card, use in zip(node.cards, node.use, strict=True):
+            if card_reason(card, use, container, pod, (None, None)) is not None:
+                continue  # rejected already: contributes nothing to p's chances
+            blockers = [card.split_count - use.slots]
+            memory_gap = card.memory_mb - use.memory_mb - container.memory_on(card) + 1
+            if max_memory:
+                blockers.append(-(-memory_gap // max_memory))
+            cores_gap = card.cores - use.cores - container.fit_cores + 1
+            if max_cores:
+                blockers.append(-(-cores_gap // max_cores))
+            if container.fit_cores == 100 and card.cores == 100:
+                blockers.append(1)
+            if container.fit_cores == 0 and max_cores:
+                blockers.append(-(-(card.cores - use.cores) // max_cores))
+            needed += max(1, min(blockers))
+        if needed == 0 or needed <= placements:
+            return False
+    return True
+
+
+def find_stranding(node: Node, pods: Sequence[PodRequest], policies: Sequence[str] = POLICIES) -> Stranding | None:
     """The first arrival order and card policy under which HAMi's greedy placement strands a pod."""
+    if cannot_strand(node, pods):
+        return None
     for policy in policies:
         for order in arrival_orders(pods):
-            failure = simulate(cards, order, policy)
+            failure = simulate(node, order, policy)
             if failure is not None:
                 return Stranding(order, policy, failure)
     return None
-
-
-def first_unplaceable(cards: Sequence[CardSpec], pods: Sequence[PodRequest]) -> tuple[int, ContainerFailure] | None:
-    """The first pod (declared order) that no placement of it and the pods before it can hold, with why
-    it fails next to a placement of those pods. None if all fit, or if the search could not decide.
-
-    Walks the declared order keeping one placement of the pods so far; only when the next pod does not
-    fit next to it is the exhaustive search asked whether another placement would make room."""
-    if find_placement(cards, pods) is not False:
-        return None  # all fit, or undecidable
-    node = Node(cards)
-    for index, pod in enumerate(pods):
-        for policy in POLICIES:
-            trial = node.copy()
-            if trial.place_greedy(pod, policy) is None:
-                node = trial
-                break
-        else:
-            verdict, found = search_placement(cards, pods[: index + 1])
-            if verdict is None:
-                return None
-            if verdict is False:
-                # No placement of the earlier pods leaves room for this one, so this one shows why.
-                failure = node.place_greedy(pod, "spread")
-                assert failure is not None, "exhaustive search and greedy placement disagree"
-                return index, failure
-            assert found is not None
-            node = found
-    return None  # pragma: no cover - the whole set was proven not to fit

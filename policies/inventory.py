@@ -11,16 +11,25 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
-from components.catalog import DEFAULT_SPLIT_COUNT, GPU_CATALOG
+from components.catalog import DEFAULT_SPLIT_COUNT, GPU_CATALOG, MAX_CARDS, MAX_SPLIT_COUNT
 from components.config import GpuQuota, LabConfig, PodLimits, Tenant
 from components.names import INVENTORY_CONFIGMAP, INVENTORY_NAMESPACE
-from policies.gpu_fit import CardSpec
+from policies.gpu_fit import CardSpec, CardUse
+
+
+@dataclass(frozen=True)
+class NamespaceUsage:
+    """What a namespace's running pods already count against its quota."""
+
+    gpumem: int = 0
+    gpucores: int = 0
+    gpus: int = 0
 
 
 @dataclass(frozen=True)
@@ -31,6 +40,13 @@ class TenantInventory:
     quota: GpuQuota | None
     namespaces: tuple[str, ...]
     gpu_policy: str = "spread"
+    # Current allocations, one per card (same order as `cards`); empty = nothing runs yet.
+    card_usage: tuple[CardUse, ...] = ()
+    namespace_usage: Mapping[str, NamespaceUsage] = field(default_factory=dict)
+
+    def quota_applies(self, namespace: str) -> bool:
+        """gpulab creates the quota in the tenant's workload namespaces (all, when none are listed)."""
+        return not self.namespaces or namespace in self.namespaces
 
 
 def from_tenant(tenant: Tenant, gpu_policy: str = "spread") -> TenantInventory:
@@ -78,7 +94,13 @@ def from_stack_resources(resources: Iterable[tuple[str, Mapping[str, Any]]]) -> 
     found = {}
     for resource_type, props in resources:
         if is_inventory_configmap(resource_type, props):
-            inventory = from_inventory_document(json.loads((props.get("data") or {})["inventory.json"]))
+            try:
+                inventory = from_inventory_document(json.loads((props.get("data") or {})["inventory.json"]))
+            except (KeyError, TypeError, AttributeError, ValueError) as error:
+                raise ValueError(
+                    f"ConfigMap {INVENTORY_NAMESPACE}/{INVENTORY_CONFIGMAP} is malformed ({type(error).__name__}: "
+                    f"{str(error)[:200]})"
+                ) from None
             found[inventory.name] = inventory
     return found
 
@@ -90,12 +112,12 @@ class _Model(BaseModel):
 class PolicyCards(_Model):
     """Cards by catalog model (`model`), or described outright (`type` + `memoryMb`)."""
 
-    count: int = Field(default=1, gt=0)
+    count: int = Field(default=1, gt=0, le=MAX_CARDS)
     model: str | None = None
     type: str | None = None
     memory_mb: int | None = Field(default=None, gt=0)
     cores: int = Field(default=100, gt=0, le=100)
-    split_count: int = Field(default=DEFAULT_SPLIT_COUNT, gt=0)
+    split_count: int = Field(default=DEFAULT_SPLIT_COUNT, gt=0, le=MAX_SPLIT_COUNT)
 
     @model_validator(mode="after")
     def _described(self) -> PolicyCards:
@@ -107,12 +129,42 @@ class PolicyCards(_Model):
         return self
 
 
+class PolicyCardUsage(_Model):
+    """What already runs on one card (HAMi's Used, Usedmem, Usedcores)."""
+
+    slots: int = Field(default=0, ge=0, le=10_000)
+    memory_mb: int = Field(default=0, ge=0, le=10**9)
+    cores: int = Field(default=0, ge=0, le=100)
+
+
+class PolicyNamespaceUsage(_Model):
+    gpumem: int = Field(default=0, ge=0, le=10**12)
+    gpucores: int = Field(default=0, ge=0, le=10**9)
+    gpus: int = Field(default=0, ge=0, le=10**6)
+
+
+class PolicyUsage(_Model):
+    """Current usage: per card, by index in the tenant's card list (0 = first card), and per namespace."""
+
+    cards: dict[int, PolicyCardUsage] = {}
+    namespaces: dict[str, PolicyNamespaceUsage] = {}
+
+
 class PolicyTenant(_Model):
     cards: list[PolicyCards] = Field(min_length=1)
     limits: PodLimits = PodLimits()
     quota: GpuQuota | None = None
     namespaces: list[str] = []
     gpu_scheduler_policy: Literal["spread", "binpack"] = "spread"
+    usage: PolicyUsage = PolicyUsage()
+
+    @model_validator(mode="after")
+    def _usage_on_known_cards(self) -> PolicyTenant:
+        count = sum(entry.count for entry in self.cards)
+        for index in self.usage.cards:
+            if not 0 <= index < count:
+                raise ValueError(f"usage.cards has card {index}, but the tenant has cards 0..{count - 1}")
+        return self
 
 
 class GpuPolicyConfig(_Model):
@@ -153,6 +205,7 @@ def from_policy_config(config: GpuPolicyConfig) -> dict[str, TenantInventory]:
             assert card_type is not None and memory is not None
             for _ in range(entry.count):
                 cards.append(CardSpec(f"{name}-card-{len(cards)}", card_type, memory, entry.cores, entry.split_count))
+        used = tenant.usage.cards
         inventories[name] = TenantInventory(
             name=name,
             cards=tuple(cards),
@@ -160,5 +213,14 @@ def from_policy_config(config: GpuPolicyConfig) -> dict[str, TenantInventory]:
             quota=tenant.quota,
             namespaces=tuple(tenant.namespaces),
             gpu_policy=tenant.gpu_scheduler_policy,
+            card_usage=tuple(
+                CardUse(used[i].slots, used[i].memory_mb, used[i].cores) if i in used else CardUse()
+                for i in range(len(cards))
+            )
+            if used
+            else (),
+            namespace_usage={
+                ns: NamespaceUsage(u.gpumem, u.gpucores, u.gpus) for ns, u in tenant.usage.namespaces.items()
+            },
         )
     return inventories

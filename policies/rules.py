@@ -30,7 +30,6 @@ from components.network import address_problem
 from components.versions import Versions, image_tag, parse_kubernetes_version
 from policies.evaluate import Finding, evaluate_tenant
 from policies.inventory import (
-    GpuPolicyConfig,
     TenantInventory,
     from_policy_config,
     from_stack_resources,
@@ -57,29 +56,36 @@ GPU_CONFIG_SCHEMA = PolicyConfigSchema(
 )
 
 
-def _resource_tenant(
-    workload: Workload, provider_name: str | None, config: GpuPolicyConfig, known: set[str]
-) -> str | None:
-    """The workload's tenant: its label, else the lab's tenant provider (`<tenant>-provider`), else the default."""
-    if workload.labels.get(TENANT_LABEL):
-        return workload.labels[TENANT_LABEL]
-    if provider_name and provider_name.removesuffix("-provider") in known:
+TENANT_LABEL_MISMATCH = "TenantLabelMismatch"
+
+
+def _provider_tenant(provider_name: str | None, known: set[str]) -> str | None:
+    """The tenant whose API a resource is sent to: the lab names each tenant's provider `<tenant>-provider`."""
+    if provider_name and provider_name.endswith("-provider") and provider_name.removesuffix("-provider") in known:
         return provider_name.removesuffix("-provider")
-    return config.default_tenant
+    return None
 
 
 def _gpu_findings(
     args: StackValidationArgs, report_violation: ReportViolation
 ) -> tuple[list[tuple[Finding, str]], bool]:
-    """Findings with the URN to attach them to; False if the config itself was reported as invalid."""
+    """Findings with the URN to attach them to; False if the config itself was reported as invalid.
+
+    The tenant of a workload is where it goes: its provider, when that is a tenant's provider. Only
+    without one does the `gpulab.io/tenant` label (then `defaultTenant`) decide, and a label that
+    names another tenant than the provider is itself a violation (it would dodge that tenant's limits)."""
     try:
         config = parse_policy_config(args.get_config() or {})
     except ValueError as error:
         report_violation(str(error), None)
         return [], False
-    inventories: dict[str, TenantInventory] = from_policy_config(config) or from_stack_resources(
-        (resource.resource_type, resource.props) for resource in args.resources
-    )
+    try:
+        inventories: dict[str, TenantInventory] = from_policy_config(config) or from_stack_resources(
+            (resource.resource_type, resource.props) for resource in args.resources
+        )
+    except ValueError as error:
+        report_violation(f"the lab's GPU inventory cannot be read: {error}", None)
+        return [], False
     by_tenant: dict[str, list[tuple[Workload, str]]] = defaultdict(list)
     problems: list[tuple[Finding, str]] = []
     for resource in args.resources:
@@ -94,11 +100,21 @@ def _gpu_findings(
         if workload is None or not workload.pods:
             continue
         provider = resource.provider.name if resource.provider is not None else None
-        tenant = _resource_tenant(workload, provider, config, set(inventories))
+        by_provider = _provider_tenant(provider, set(inventories))
+        labelled = workload.labels.get(TENANT_LABEL)
+        if by_provider is not None and labelled and labelled != by_provider:
+            message = (
+                f"is labelled {TENANT_LABEL}={labelled} but is deployed through {provider}, into tenant "
+                f"{by_provider}; it is checked as {by_provider}. Fix the label (or the provider)"
+            )
+            problems.append(
+                (Finding("error", by_provider, workload.label, TENANT_LABEL_MISMATCH, message), resource.urn)
+            )
+        tenant = by_provider or labelled or config.default_tenant
         if tenant is None:
             message = (
-                "asks for GPUs but its tenant cannot be determined: label it gpulab.io/tenant=<tenant>, "
-                "or set defaultTenant in the policy config"
+                "asks for GPUs but its tenant cannot be determined: deploy it through a tenant's provider, "
+                "label it gpulab.io/tenant=<tenant>, or set defaultTenant in the policy config"
             )
             problems.append((Finding("error", "?", workload.label, "TenantUnknown", message), resource.urn))
         elif tenant not in inventories:

@@ -1,23 +1,42 @@
-"""GPU requests read from Kubernetes workload objects, normalised the way HAMi's webhook does.
+"""GPU requests read from Kubernetes workload objects, normalised the way HAMi v2.8.3 does.
 
 Works on the API (camelCase) form that CrossGuard passes as `props` and that YAML manifests hold.
+Any object, however malformed, gives either a Workload or a WorkloadError that names the field:
+never another exception (the pack and the checker turn WorkloadError into a clear refusal).
+
+HAMi's normalisation (pkg/device/nvidia/device.go, chart 2.8.3 defaults defaultMemory 0,
+defaultCores 0, defaultGPUNum 1):
+- webhook: gpumem, gpumem-percentage or gpucores in limits without nvidia.com/gpu adds gpu: 1; a GPU
+  asked without cores, with no gpumem (or with gpumem-percentage 100), gets gpucores 100 (exclusive);
+- scheduler: gpu: 0 means no device; gpumem 0 or absent, without a percentage, means 100 % of each
+  card; a percentage is of each card tried.
 """
 
 from __future__ import annotations
 
-import math
-import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
-from components.catalog import GPU_RESOURCE, GPUCORES_RESOURCE, GPUMEM_PERCENTAGE_RESOURCE, GPUMEM_RESOURCE
-from policies.gpu_fit import ContainerRequest, PodRequest
+from components.catalog import (
+    GPU_RESOURCE,
+    GPUCORES_RESOURCE,
+    GPUMEM_PERCENTAGE_RESOURCE,
+    GPUMEM_RESOURCE,
+    MAX_REPLICAS,
+)
+from policies.gpu_fit import NO_PERCENTAGE, ContainerRequest, PodRequest
+from policies.quantity import INT64_MAX, QuantityError, parse_quantity, suffix_of
 
 GPU, GPUMEM, GPUMEM_PERCENTAGE, GPUCORES = GPU_RESOURCE, GPUMEM_RESOURCE, GPUMEM_PERCENTAGE_RESOURCE, GPUCORES_RESOURCE
 HAMI_RESOURCES = (GPU, GPUMEM, GPUMEM_PERCENTAGE, GPUCORES)
 USE_GPUTYPE = "nvidia.com/use-gputype"
 NOUSE_GPUTYPE = "nvidia.com/nouse-gputype"
+USE_GPUUUID = "nvidia.com/use-gpuuuid"
+NOUSE_GPUUUID = "nvidia.com/nouse-gpuuuid"
+GPU_POLICY_ANNOTATION = "hami.io/gpu-scheduler-policy"
+MAX_CONTAINERS = 100  # per pod; far above real pods
 
 # kind -> path from the object to its pod spec and pod metadata (the pod template for controllers).
 POD_TEMPLATE_PATHS: dict[str, tuple[str, ...]] = {
@@ -40,28 +59,49 @@ RESOURCE_TYPES = {
     "kubernetes:batch/v1:CronJob": "CronJob",
 }
 
-_QUANTITY = re.compile(r"^([0-9.]+)(k|M|G|Ki|Mi|Gi)?$")
-_SUFFIX = {None: 1, "k": 1000, "M": 1000**2, "G": 1000**3, "Ki": 1024, "Mi": 1024**2, "Gi": 1024**3}
-
 
 class WorkloadError(ValueError):
-    """A workload whose GPU request cannot be read."""
+    """A workload whose GPU request cannot be read (or that Kubernetes itself would refuse)."""
+
+
+def quantity_value(value: Any, where: str) -> Fraction:
+    """The exact value of a quantity given as YAML/JSON (string, integer or float)."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise WorkloadError(f"{where}: {_show(value)} is not a quantity")
+    if isinstance(value, int):
+        if abs(value) > INT64_MAX:
+            raise WorkloadError(f"{where}: {_show(value)} is out of range for a Kubernetes quantity")
+        return Fraction(value)
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise WorkloadError(f"{where}: {value} is not a quantity")
+        return Fraction(value)
+    try:
+        return parse_quantity(value.strip())
+    except QuantityError as error:
+        raise WorkloadError(f"{where}: {_show(value)} {error}") from None
+
+
+def whole_quantity(value: Any, where: str) -> int:
+    """A non-negative whole quantity, as Kubernetes requires of extended resources and replica counts."""
+    exact = quantity_value(value, where)
+    if exact < 0:
+        raise WorkloadError(f"{where}: {_show(value)} is negative; Kubernetes refuses it")
+    if exact.denominator != 1:
+        raise WorkloadError(f"{where}: {_show(value)} is not a whole number; Kubernetes refuses it")
+    if exact > INT64_MAX:
+        raise WorkloadError(f"{where}: {_show(value)} is out of range for a Kubernetes quantity")
+    return int(exact)
 
 
 def quantity(value: Any, where: str) -> int:
-    """A whole-number Kubernetes quantity ('20000', 20000, 20000.0, '1k')."""
-    if isinstance(value, bool):
-        raise WorkloadError(f"{where}: {value!r} is not a quantity")
-    if isinstance(value, int | float):
-        number = float(value)
-    else:
-        match = _QUANTITY.match(str(value).strip())
-        if not match:
-            raise WorkloadError(f"{where}: {value!r} is not a whole-number quantity")
-        number = float(match.group(1)) * _SUFFIX[match.group(2)]
-    if number < 0 or not math.isfinite(number) or number != int(number):
-        raise WorkloadError(f"{where}: {value!r} is not a whole, non-negative number")
-    return int(number)
+    """Backwards-compatible name of whole_quantity."""
+    return whole_quantity(value, where)
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 @dataclass(frozen=True)
@@ -86,96 +126,160 @@ def _dig(value: Any, path: tuple[str, ...]) -> Any:
     return value
 
 
-def container_request(container: Mapping[str, Any], where: str) -> ContainerRequest | None:
-    """HAMi's view of one container's request (pkg/device/nvidia/device.go, webhook.go), or None."""
-    resources = container.get("resources") or {}
-    limits, requests = resources.get("limits") or {}, resources.get("requests") or {}
-    asked = {name: limits.get(name, requests.get(name)) for name in HAMI_RESOURCES}
-    asked = {name: value for name, value in asked.items() if value is not None}
-    if not asked:
+def _mapping(value: Any, where: str) -> Mapping[str, Any]:
+    """A mapping field; absent (None) is empty; anything else is an error naming the field."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise WorkloadError(f"{where}: must be a mapping, not {type(value).__name__}")
+    return value
+
+
+def _string_map(value: Any, where: str) -> dict[str, str]:
+    result = {}
+    for key, item in _mapping(value, where).items():
+        if not isinstance(key, str) or not isinstance(item, str):
+            raise WorkloadError(f"{where}: keys and values must be strings ({_show(key)}: {_show(item)})")
+        result[key] = item
+    return result
+
+
+def _list(value: Any, where: str) -> list[Any]:
+    if value is None:
+        return []
+    # The analyzer hands sequences as proxies, not lists.
+    if not isinstance(value, Sequence) or isinstance(value, str | bytes):
+        raise WorkloadError(f"{where}: must be a list, not {type(value).__name__}")
+    return list(value)
+
+
+def container_request(container: Any, where: str) -> ContainerRequest | None:
+    """HAMi's view of one container's request, or None when HAMi gives it no device."""
+    if not isinstance(container, Mapping):
+        raise WorkloadError(f"{where}: a container must be a mapping, not {type(container).__name__}")
+    name = container.get("name")
+    name = name if isinstance(name, str) else "?"
+    where = f"{where} container {name}"
+    resources = _mapping(container.get("resources"), f"{where} resources")
+    limits = _mapping(resources.get("limits"), f"{where} resources.limits")
+    requests = _mapping(resources.get("requests"), f"{where} resources.requests")
+    read: dict[str, int] = {}
+    for key in HAMI_RESOURCES:
+        if key in limits:
+            read[key] = whole_quantity(limits[key], f"{where} limits {key}")
+        elif key in requests:
+            read[key] = whole_quantity(requests[key], f"{where} requests {key}")
+    if not read:
         return None
-    name = container.get("name", "?")
-    read = {key: quantity(value, f"{where} container {name} {key}") for key, value in asked.items()}
-    # Only gpumem/gpucores/percentage: the webhook adds nvidia.com/gpu: 1 (defaultGPUNum).
-    nums = read.get(GPU, 1)
-    if nums < 1:
-        raise WorkloadError(f"{where} container {name}: {GPU} = {nums}, but it asks for GPU memory or cores")
-    memory = read.get(GPUMEM)
-    percentage = read.get(GPUMEM_PERCENTAGE)
-    if percentage is not None and not 0 < percentage <= 100:
-        raise WorkloadError(f"{where} container {name}: {GPUMEM_PERCENTAGE} = {percentage}, must be 1..100")
-    if memory is None and percentage is None:
-        percentage = 100  # defaultMemory 0: the whole card's memory
-    cores = read.get(GPUCORES)
-    if cores is None:
-        # HAMi >= 2.7: a GPU asked without cores, with no memory or 100 %, takes a card exclusively.
-        cores = 100 if memory is None and (percentage or 100) == 100 else 0
-    cores = min(cores, 100)
+    # Webhook (mutateContainerResource): memory or cores in limits without a count get defaultGPUNum.
+    if GPU not in limits and any(key in limits for key in (GPUMEM, GPUMEM_PERCENTAGE, GPUCORES)):
+        read.setdefault(GPU, 1)
+    if GPU not in read:
+        return None
+    # Values above int32 are kept as they are: HAMi would wrap them, but the kubelet refuses them anyway
+    # (no node advertises that much), so "does not fit" is the right answer, not "bad input".
+    nums = read[GPU]
+    if nums == 0:
+        return None  # gpu: 0: HAMi allocates no device
+    # Webhook (defaultExclusiveCoreIfNeeded): no cores and whole-card memory means the card exclusively.
+    if GPUCORES not in read:
+        exclusive = read[GPUMEM_PERCENTAGE] == 100 if GPUMEM_PERCENTAGE in read else GPUMEM not in read
+        if exclusive:
+            read[GPUCORES] = 100
+    memory = read.get(GPUMEM, 0)
+    percentage = read.get(GPUMEM_PERCENTAGE, NO_PERCENTAGE)
+    if percentage == NO_PERCENTAGE and memory == 0:
+        percentage = 100  # defaultMemory 0: the whole of each card
     return ContainerRequest(
         name=name,
         nums=nums,
-        memory_mb=memory,
-        memory_percentage=percentage or 100,
-        cores=cores,
+        memreq=memory,
+        mem_percentage=percentage,
+        cores=read.get(GPUCORES, 0),
     )
 
 
-def _types(annotations: Mapping[str, str], key: str) -> tuple[str, ...]:
-    return tuple(part.strip() for part in str(annotations.get(key, "")).split(",") if part.strip())
-
-
-def read_workload(kind: str, obj: Mapping[str, Any], default_namespace: str | None = None) -> Workload | None:
-    """A workload of a known kind, with one PodRequest per replica; None for other kinds."""
-    if kind not in POD_TEMPLATE_PATHS:
+def _selector(annotations: Mapping[str, str], key: str) -> tuple[str, ...] | None:
+    """An annotation split as HAMi splits it (on ',', not trimmed); None when absent."""
+    if key not in annotations:
         return None
-    metadata = obj.get("metadata") or {}
-    name = metadata.get("name") or "<unnamed>"
-    namespace = metadata.get("namespace") or default_namespace
-    template = _dig(obj, POD_TEMPLATE_PATHS[kind]) if POD_TEMPLATE_PATHS[kind] else obj
-    pod_spec = (template or {}).get("spec") or {}
-    pod_metadata = (template or {}).get("metadata") or {}
-    annotations = {**(metadata.get("annotations") or {}), **(pod_metadata.get("annotations") or {})}
+    return tuple(annotations[key].split(","))
+
+
+def read_workload(kind: Any, obj: Any, default_namespace: str | None = None) -> Workload | None:
+    """A workload of a known kind, with one PodRequest per replica; None for other kinds."""
+    if not isinstance(kind, str) or kind not in POD_TEMPLATE_PATHS:
+        return None
+    if not isinstance(obj, Mapping):
+        raise WorkloadError(f"{kind}: the object must be a mapping, not {type(obj).__name__}")
+    metadata = _mapping(obj.get("metadata"), f"{kind} metadata")
+    name = metadata.get("name") if isinstance(metadata.get("name"), str) else "<unnamed>"
     where = f"{kind}/{name}"
-    containers = tuple(
-        request
-        for container in pod_spec.get("containers") or []
-        if (request := container_request(container, where)) is not None
-    )
-    init_containers = tuple(
-        request
-        for container in pod_spec.get("initContainers") or []
-        if (request := container_request(container, where)) is not None
-    )
-    replicas = replica_count(kind, obj)
-    labels = {**(pod_metadata.get("labels") or {}), **(metadata.get("labels") or {})}
+    namespace = metadata.get("namespace")
+    if namespace is not None and not isinstance(namespace, str):
+        raise WorkloadError(f"{where}: metadata.namespace must be a string")
+    namespace = namespace or default_namespace
+    path = POD_TEMPLATE_PATHS[kind]
+    template: Mapping[str, Any] = obj
+    for depth, key in enumerate(path, start=1):
+        template = _mapping(template.get(key), f"{where} {'.'.join(path[:depth])}")
+    pod_spec = _mapping(template.get("spec"), f"{where} pod spec")
+    pod_metadata = _mapping(template.get("metadata"), f"{where} pod template metadata") if path else metadata
+    annotations = {
+        **_string_map(metadata.get("annotations"), f"{where} metadata.annotations"),
+        **_string_map(pod_metadata.get("annotations"), f"{where} pod template annotations"),
+    }
+    labels = {
+        **_string_map(pod_metadata.get("labels"), f"{where} pod template labels"),
+        **_string_map(metadata.get("labels"), f"{where} metadata.labels"),
+    }
+    app = _list(pod_spec.get("containers"), f"{where} containers")
+    init = _list(pod_spec.get("initContainers"), f"{where} initContainers")
+    if len(app) + len(init) > MAX_CONTAINERS:
+        raise WorkloadError(f"{where}: {len(app) + len(init)} containers; at most {MAX_CONTAINERS} are checked")
+    containers = tuple(r for c in app if (r := container_request(c, where)) is not None)
+    init_containers = tuple(r for c in init if (r := container_request(c, where)) is not None)
+    replicas = replica_count(kind, obj, where)
     if not containers and not init_containers:
         return Workload(kind, name, namespace, labels, replicas, ())
+    policy = annotations.get(GPU_POLICY_ANNOTATION)
     pods = tuple(
         PodRequest(
             workload=f"{kind}/{namespace or 'default'}/{name}" + (f"#{i + 1}" if replicas > 1 else ""),
             namespace=namespace or "default",
             containers=containers,
             init_containers=init_containers,
-            use_types=_types(annotations, USE_GPUTYPE),
-            nouse_types=_types(annotations, NOUSE_GPUTYPE),
+            use_types=_selector(annotations, USE_GPUTYPE),
+            nouse_types=_selector(annotations, NOUSE_GPUTYPE),
+            use_uuids=_selector(annotations, USE_GPUUUID),
+            nouse_uuids=_selector(annotations, NOUSE_GPUUUID),
+            gpu_policy=policy,
         )
         for i in range(replicas)
     )
     return Workload(kind, name, namespace, labels, replicas, pods)
 
 
-def replica_count(kind: str, obj: Mapping[str, Any]) -> int:
+def replica_count(kind: str, obj: Mapping[str, Any], where: str | None = None) -> int:
     """Pods that run at once: replicas for Deployment/StatefulSet/ReplicaSet, parallelism for Jobs."""
-    spec = obj.get("spec") or {}
+    where = where or kind
+    spec = _mapping(obj.get("spec"), f"{where} spec")
     if kind in ("Deployment", "StatefulSet", "ReplicaSet"):
-        value = spec.get("replicas", 1)
+        value, field_name = spec.get("replicas", 1), "spec.replicas"
     elif kind == "Job":
-        value = spec.get("parallelism", 1)
+        value, field_name = spec.get("parallelism", 1), "spec.parallelism"
     elif kind == "CronJob":
-        value = _dig(spec, ("jobTemplate", "spec", "parallelism")) or 1
+        value, field_name = _dig(spec, ("jobTemplate", "spec", "parallelism")), "spec.jobTemplate.spec.parallelism"
     else:  # Pod; a DaemonSet runs one pod on each node, and each tenant has one GPU node
-        value = 1
-    return quantity(value if value is not None else 1, f"{kind} replicas")
+        value, field_name = 1, "replicas"
+    if isinstance(value, bool) or not isinstance(value, int | None):
+        raise WorkloadError(f"{where}: {field_name} must be an integer, not {_show(value)}")
+    count = 1 if value is None else value
+    if count < 0:
+        raise WorkloadError(f"{where}: {field_name} = {count} is negative")
+    if count > MAX_REPLICAS:
+        raise WorkloadError(f"{where}: {field_name} = {count}; gpulab checks at most {MAX_REPLICAS} pods per workload")
+    return count
 
 
 # HAMi reads these as plain counts (Quantity.Value(): pkg/device/nvidia/device.go), not as bytes or units.
@@ -190,9 +294,9 @@ _COUNT_MEANING = {
 def unit_suffix_notes(obj: Any) -> list[str]:
     """Notes for HAMi resources written with a unit suffix (`nvidia.com/gpumem: 20Gi`), which Kubernetes
     accepts but HAMi reads as a plain number: 20Gi of gpumem asks for 21474836480 MB."""
-    if not isinstance(obj, Mapping) or str(obj.get("kind")) not in POD_TEMPLATE_PATHS:
+    if not isinstance(obj, Mapping) or not isinstance(obj.get("kind"), str) or obj["kind"] not in POD_TEMPLATE_PATHS:
         return []
-    path = POD_TEMPLATE_PATHS[str(obj.get("kind"))]
+    path = POD_TEMPLATE_PATHS[obj["kind"]]
     template = _dig(obj, path) if path else obj
     spec = template.get("spec") if isinstance(template, Mapping) else None
     if not isinstance(spec, Mapping):
@@ -200,19 +304,22 @@ def unit_suffix_notes(obj: Any) -> list[str]:
     notes = []
     for field_name in ("containers", "initContainers"):
         containers = spec.get(field_name)
-        for container in containers if isinstance(containers, list) else []:
+        for container in containers if isinstance(containers, Sequence) and not isinstance(containers, str) else []:
             resources = container.get("resources") if isinstance(container, Mapping) else None
             for section in ("limits", "requests") if isinstance(resources, Mapping) else ():
                 values = resources.get(section)
                 for key, meaning in _COUNT_MEANING.items():
                     value = values.get(key) if isinstance(values, Mapping) else None
-                    match = _QUANTITY.match(value.strip()) if isinstance(value, str) else None
-                    if not match or match.group(2) is None:
+                    if not isinstance(value, str) or not suffix_of(value.strip()):
                         continue
-                    plain = float(match.group(1)) * _SUFFIX[match.group(2)]
+                    try:
+                        plain = parse_quantity(value.strip())
+                    except QuantityError:
+                        continue  # reported as an error elsewhere
                     advice = f"; for {value} write {round(plain / 2**20)}" if key == GPUMEM and plain >= 2**20 else ""
+                    name = container.get("name") if isinstance(container.get("name"), str) else "?"
                     notes.append(
-                        f"container {container.get('name', '?')} {section} {key} = {value!r}: {key} is {meaning}, "
-                        f"and HAMi reads {value!r} as the plain number {plain:.0f}{advice}"
+                        f"container {name} {section} {key} = {value!r}: {key} is {meaning}, "
+                        f"and HAMi reads {value!r} as the plain number {float(plain):.0f}{advice}"
                     )
     return notes

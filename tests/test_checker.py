@@ -35,10 +35,13 @@ def test_fourth_share_is_refused_for_cores(capsys) -> None:
 
 
 def test_90000_mb_is_refused_for_memory_on_both_tenants(capsys) -> None:
-    for tenant in ("tenant-a", "tenant-b"):
-        code, out, _ = check(capsys, tenant, "too-much-memory.yaml")
-        assert code == 1
-        assert "CardInsufficientMemory" in out and "asks 90000 MB" in out
+    code, out, _ = check(capsys, "tenant-a", "too-much-memory.yaml")
+    assert code == 1
+    assert "CardInsufficientMemory" in out and "asks 90000 MB" in out
+    # tenant-b's gpu-workloads has a gpumem quota, which HAMi checks before the card's memory.
+    code, out, _ = check(capsys, "tenant-b", "too-much-memory.yaml")
+    assert code == 1
+    assert "ResourceQuotaNotFit" in out and "limits.nvidia.com/gpumem=40960" in out
 
 
 def test_a_fitting_manifest_exits_zero(capsys) -> None:
@@ -55,20 +58,31 @@ def test_multi_gpu_job_fits_on_both_l4s(capsys) -> None:
 def test_multi_gpu_job_is_refused_where_there_is_one_card(capsys) -> None:
     code, out, _ = check(capsys, "tenant-a", "multi-gpu.yaml")
     assert code == 1
-    assert "AllocatedCardsInsufficientRequest" in out and "asks 2 cards, the node has 1" in out
+    assert "NodeInsufficientDevice" in out and "asks 2 cards, the node has 1" in out
 
 
 def test_percentage_memory_with_replicas(capsys) -> None:
+    """60 % of each 24576 MB L4 is 14745 MB. In gpu-workloads the third replica meets the 40960 MB quota
+    first (HAMi checks quota per card before memory); without a quota, the cards refuse it."""
     code, out, _ = check(capsys, "tenant-b", "percentage.yaml")
     assert code == 1
-    assert "Deployment/gpu-workloads/infer#3" in out and "CardInsufficientMemory" in out
-    assert "asks 14745 MB, 9831 MB free of 24576" in out  # 60 % of 24576, next to another 60 %
+    assert "Deployment/gpu-workloads/infer#3" in out and "ResourceQuotaNotFit" in out
+    assert "(29490 MB in use)" in out
+    unquoted = (MANIFESTS / "percentage.yaml").read_text().replace("gpu-workloads", "batch")
+    result = run_module("check", "--tenant", "tenant-b", "-", stdin=unquoted)
+    assert result.returncode == 1, result.stdout
+    assert "Deployment/batch/infer#3" in result.stdout and "CardInsufficientMemory" in result.stdout
+    assert "asks 14745 MB, 9831 MB free of 24576" in result.stdout  # next to another 60 %
 
 
 def test_gpu_only_pods_are_exclusive(capsys) -> None:
     code, out, _ = check(capsys, "tenant-b", "exclusive.yaml")
     assert code == 1
-    assert "StatefulSet/gpu-workloads/whole-cards#3" in out and "CardInsufficientMemory" in out
+    # Each whole L4 is 24576 MB and 100 % cores; the second one already exceeds the 40960 MB / 150 % quota.
+    assert "StatefulSet/gpu-workloads/whole-cards#2" in out and "ResourceQuotaNotFit" in out
+    unquoted = (MANIFESTS / "exclusive.yaml").read_text().replace("gpu-workloads", "batch")
+    result = run_module("check", "--tenant", "tenant-b", "-", stdin=unquoted)
+    assert "StatefulSet/batch/whole-cards#3" in result.stdout and "CardInsufficientMemory" in result.stdout
 
 
 def test_gpu_requests_in_init_containers_are_refused(capsys) -> None:

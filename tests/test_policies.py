@@ -66,10 +66,15 @@ def test_fourth_share_is_card_insufficient_core() -> None:
 
 
 def test_90000_mb_is_card_insufficient_memory_on_both_tenants() -> None:
-    for tenant in (TENANT_A, TENANT_B):
-        big = pod("big", {"nvidia.com/gpumem": "90000"}, tenant=tenant.name)
+    """Outside a quota'd namespace the cards refuse it. In tenant-b's gpu-workloads HAMi checks the
+    quota first (device.go Fit: fitQuota before memory), so its reason there is ResourceQuotaNotFit."""
+    for tenant, namespace in ((TENANT_A, "gpu-workloads"), (TENANT_B, "batch")):
+        big = pod("big", {"nvidia.com/gpumem": "90000"}, tenant=tenant.name, namespace=namespace)
         messages = [m for m, _ in gpu_violations([inventory_configmap(tenant), big])]
         assert any("CardInsufficientMemory" in m and "asks 90000 MB" in m for m in messages), messages
+    big = pod("big", {"nvidia.com/gpumem": "90000"}, tenant="tenant-b")
+    messages = [m for m, _ in gpu_violations([inventory_configmap(TENANT_B), big])]
+    assert any("ResourceQuotaNotFit" in m and "limits.nvidia.com/gpumem=40960" in m for m in messages), messages
 
 
 def test_per_pod_limits() -> None:
@@ -81,7 +86,8 @@ def test_per_pod_limits() -> None:
 def test_more_gpus_than_cards() -> None:
     three = pod("three", {"nvidia.com/gpu": "3", "nvidia.com/gpumem": "1000"}, tenant="tenant-b")
     messages = [m for m, _ in gpu_violations([inventory_configmap(TENANT_B), three])]
-    assert any("AllocatedCardsInsufficientRequest" in m and "asks 3 cards, the node has 2" in m for m in messages)
+    # HAMi's fitInDevices answers before trying any card (score.go); not AllocatedCardsInsufficientRequest.
+    assert any("NodeInsufficientDevice" in m and "asks 3 cards, the node has 2" in m for m in messages), messages
 
 
 def test_gpu_only_request_is_exclusive() -> None:

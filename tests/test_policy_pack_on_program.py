@@ -56,6 +56,7 @@ def test_90000_mb_pod_is_refused_for_memory() -> None:
 def test_90000_mb_pod_is_refused_on_tenant_b_cards_too() -> None:
     config = copy.deepcopy(lab_config())
     config["tenants"][1]["workloads"] = [{"name": "huge", "gpumem": 90000, "gpucores": 10}]
+    config["tenants"][1].pop("quota")  # with its gpumem quota, HAMi would say ResourceQuotaNotFit first
     messages = run_pack(config)["gpu-request-limits"]
     assert any(
         "tenant tenant-b" in m
