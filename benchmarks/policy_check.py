@@ -1,29 +1,37 @@
-"""Time to judge 10,000 GPU pods across 50 tenants (16 to 32 A100s each) with the policy logic.
+"""Time to judge GPU pods with the policy logic: bulk (10,000 pods, 50 tenants) and adversarial small cases.
 
 A benchmark, not a test: it prints timings. Run with `make bench`.
+
+- bulk: 10,000 single-container pods across 50 tenants of 16 to 32 A100s, timed with today's code and,
+  in the same run, with the policy code as it was before the HAMi-exact rewrite (commit BASELINE,
+  read from git; skipped with a line when git or the commit is not there), and the ratio;
+- adversarial: one tenant with 3 to 5 cards of mixed sizes and six pods of one or two containers
+  (percentages, 2-card requests), the shape that once took 15 s in one call; the slowest call and
+  how often the search budget ran out (reported in the findings as PlacementUndecided).
 """
 
 from __future__ import annotations
 
+import importlib
 import random
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from types import ModuleType
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from components.config import GpuQuota, PodLimits  # noqa: E402
-from policies.evaluate import evaluate_tenant  # noqa: E402
+from policies.evaluate import UNDECIDED, evaluate_tenant  # noqa: E402
 from policies.gpu_fit import CardSpec  # noqa: E402
 from policies.inventory import TenantInventory  # noqa: E402
 from policies.workloads import read_workload  # noqa: E402
 
-
-def tenant(index: int, rng: random.Random) -> TenantInventory:
-    count = rng.choice([16, 24, 32])
-    cards = tuple(CardSpec(f"t{index}-gpu-{i}", "NVIDIA-A100-SXM4-80GB", 81920) for i in range(count))
-    return TenantInventory(f"t{index}", cards, PodLimits(), GpuQuota(), ("gpu",), "spread")
+BASELINE = "57a5746"  # the last commit before issue 12 (policies 700 us/pod)
+BASELINE_MODULES = ("gpu_fit", "inventory", "workloads", "evaluate")
 
 
 def pod(name: str, rng: random.Random) -> dict:
@@ -38,18 +46,110 @@ def pod(name: str, rng: random.Random) -> dict:
     }
 
 
-def main(tenants: int = 50, pods: int = 10_000, seed: int = 7) -> None:
+def bulk_case(tenants: int, pods: int, seed: int) -> tuple[list[tuple[str, int]], dict[str, list[dict]]]:
     rng = random.Random(seed)
-    inventories = [tenant(i, rng) for i in range(tenants)]
-    workloads: dict[str, list] = {inv.name: [] for inv in inventories}
+    shapes = [(f"t{i}", rng.choice([16, 24, 32])) for i in range(tenants)]
+    manifests: dict[str, list[dict]] = {name: [] for name, _ in shapes}
     for i in range(pods):
-        inventory = inventories[i % tenants]
-        workloads[inventory.name].append(read_workload("Pod", pod(f"p{i}", rng)))
+        manifests[shapes[i % tenants][0]].append(pod(f"p{i}", rng))
+    return shapes, manifests
+
+
+def run_bulk(package: dict[str, ModuleType], shapes, manifests) -> tuple[float, int]:
+    """Seconds to evaluate every tenant (reading the manifests is not timed), and the error count."""
+    card, inventory_type = package["gpu_fit"].CardSpec, package["inventory"].TenantInventory
+    inputs = []
+    for name, count in shapes:
+        cards = tuple(card(f"{name}-gpu-{i}", "NVIDIA-A100-SXM4-80GB", 81920) for i in range(count))
+        inventory = inventory_type(name, cards, PodLimits(), GpuQuota(), ("gpu",), "spread")
+        inputs.append((inventory, [package["workloads"].read_workload("Pod", m) for m in manifests[name]]))
     started = time.perf_counter()
-    findings = [f for inv in inventories for f in evaluate_tenant(inv, workloads[inv.name])]
-    elapsed = time.perf_counter() - started
-    errors = sum(f.severity == "error" for f in findings)
+    findings = [f for inventory, workloads in inputs for f in package["evaluate"].evaluate_tenant(inventory, workloads)]
+    return time.perf_counter() - started, sum(f.severity == "error" for f in findings)
+
+
+def baseline_package() -> dict[str, ModuleType] | str:
+    """The baseline policy modules, loaded from git under another package name; or why not."""
+    directory = Path(tempfile.mkdtemp(prefix="gpulab-bench-"))
+    package = directory / "policies_baseline"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    for module in BASELINE_MODULES:
+        shown = subprocess.run(
+            ["git", "-C", str(ROOT), "show", f"{BASELINE}:policies/{module}.py"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if shown.returncode != 0:
+            return f"baseline {BASELINE} not available ({shown.stderr.strip()[:80] or 'git failed'})"
+        (package / f"{module}.py").write_text(shown.stdout.replace("from policies.", "from policies_baseline."))
+    sys.path.insert(0, str(directory))
+    return {module: importlib.import_module(f"policies_baseline.{module}") for module in BASELINE_MODULES}
+
+
+def adversarial_case(rng: random.Random) -> tuple[TenantInventory, list]:
+    cards = tuple(
+        CardSpec(f"g{i}", "NVIDIA-X", rng.choice([16384, 24576, 49152, 81920])) for i in range(rng.randint(3, 5))
+    )
+    inventory = TenantInventory("t", cards, PodLimits(), None, (), "spread")
+    workloads = []
+    for p in range(6):
+        containers = []
+        for c in range(rng.randint(1, 2)):
+            limits = {"nvidia.com/gpu": str(rng.choice([1, 1, 2])), "nvidia.com/gpucores": str(rng.choice([0, 5, 20]))}
+            if rng.random() < 0.4:
+                limits["nvidia.com/gpumem-percentage"] = str(rng.choice([10, 25, 30, 50]))
+            else:
+                limits["nvidia.com/gpumem"] = str(rng.choice([2000, 5000, 8000, 12000, 20000]))
+            containers.append({"name": f"c{c}", "resources": {"limits": limits}})
+        manifest = {"metadata": {"name": f"p{p}", "namespace": "n"}, "spec": {"containers": containers}}
+        workloads.append(read_workload("Pod", manifest))
+    return inventory, workloads
+
+
+def run_adversarial(cases: int, seed: int) -> tuple[float, int]:
+    rng = random.Random(seed)
+    slowest, undecided = 0.0, 0
+    for _ in range(cases):
+        inventory, workloads = adversarial_case(rng)
+        started = time.perf_counter()
+        findings = evaluate_tenant(inventory, workloads)
+        slowest = max(slowest, time.perf_counter() - started)
+        undecided += any(f.reason == UNDECIDED for f in findings)
+    return slowest, undecided
+
+
+def main(tenants: int = 50, pods: int = 10_000, seed: int = 7, adversarial: int = 200, baseline: bool = True) -> None:
+    import policies.evaluate
+    import policies.gpu_fit
+    import policies.inventory
+    import policies.workloads
+
+    current = {
+        "gpu_fit": policies.gpu_fit,
+        "inventory": policies.inventory,
+        "workloads": policies.workloads,
+        "evaluate": policies.evaluate,
+    }
+    shapes, manifests = bulk_case(tenants, pods, seed)
+    elapsed, errors = run_bulk(current, shapes, manifests)
     print(f"{pods} pods across {tenants} tenants: {elapsed:.2f} s ({1e6 * elapsed / pods:.0f} us/pod), {errors} errors")
+    old = baseline_package() if baseline else "baseline skipped"
+    if isinstance(old, str):
+        print(f"  {old}")
+    else:
+        old_elapsed, old_errors = run_bulk(old, shapes, manifests)
+        print(
+            f"  baseline {BASELINE}: {old_elapsed:.2f} s, {old_errors} errors; "
+            f"today's code is {old_elapsed / elapsed:.1f}x faster"
+        )
+    if adversarial:
+        slowest, undecided = run_adversarial(adversarial, seed)
+        print(
+            f"{adversarial} adversarial small cases: slowest call {slowest:.2f} s, "
+            f"search budget ran out in {undecided} (reported as {UNDECIDED})"
+        )
 
 
 if __name__ == "__main__":

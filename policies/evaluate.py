@@ -14,6 +14,8 @@ from typing import Literal
 from policies.gpu_fit import (
     POLICIES,
     RESOURCE_QUOTA_NOT_FIT,
+    SEARCH_BUDGET,
+    Budget,
     ContainerFailure,
     NamespaceQuota,
     Node,
@@ -175,8 +177,8 @@ def _undecided(inventory: TenantInventory, what: str, verdict: Verdict) -> Findi
         inventory.name,
         what,
         UNDECIDED,
-        f"the placement search stopped after {verdict.steps} steps without an answer; treated as fitting, "
-        "and only HAMi's greedy order was checked",
+        f"the placement search ran out of its budget ({SEARCH_BUDGET} steps per tenant) without an answer; "
+        "treated as fitting, and only HAMi's greedy order was checked",
     )
 
 
@@ -192,6 +194,7 @@ def evaluate_tenant(inventory: TenantInventory, workloads: Sequence[Workload]) -
         return findings
     node = tenant_node(inventory, pods)
     policy = inventory.gpu_policy
+    budget = Budget()  # shared by every search below: the whole evaluation is bounded
 
     # A pod that fits on no card even alone (next to what already runs): say so plainly, once per
     # workload, and leave it out of the set analysis. Identical pods are decided once.
@@ -201,7 +204,7 @@ def evaluate_tenant(inventory: TenantInventory, workloads: Sequence[Workload]) -
     for pod in pods:
         verdict = alone.get(pod.shape())
         if verdict is None:
-            verdict = alone[pod.shape()] = search_placement(node, [pod])
+            verdict = alone[pod.shape()] = search_placement(node, [pod], budget)
         if verdict.fits is False:
             if _workload_of(pod) not in reported:
                 reported.add(_workload_of(pod))
@@ -226,9 +229,9 @@ def evaluate_tenant(inventory: TenantInventory, workloads: Sequence[Workload]) -
     if not placeable:
         return findings
 
-    verdict = search_placement(node, placeable)
+    verdict = search_placement(node, placeable, budget)
     if verdict.fits is False:
-        findings.append(_first_unplaceable(inventory, node, placeable))
+        findings.append(_first_unplaceable(inventory, node, placeable, budget))
         return findings
     if verdict.fits is None:
         findings.append(_undecided(inventory, "(all GPU workloads)", verdict))
@@ -252,40 +255,41 @@ def evaluate_tenant(inventory: TenantInventory, workloads: Sequence[Workload]) -
     return findings
 
 
-def _first_unplaceable(inventory: TenantInventory, node: Node, pods: Sequence[PodRequest]) -> Finding:
+def _first_unplaceable(inventory: TenantInventory, node: Node, pods: Sequence[PodRequest], budget: Budget) -> Finding:
     """The first pod (declared order) that no placement of it and the pods before it can hold.
 
-    Fitting is monotone in the prefix, so a binary search over prefix lengths finds it; the reason is
-    HAMi's own walk for that pod next to a placement of the pods before it."""
-    low, high = 0, len(pods)  # pods[:low] fit; pods[:high] do not
-    undecided: Verdict | None = None
-    while high - low > 1:
-        middle = (low + high) // 2
-        verdict = search_placement(node, pods[:middle])
+    Walks the declared order keeping one placement of the pods so far (first fit); only when the next
+    pod does not fit next to it is the exhaustive search asked whether another placement makes room.
+    The reason is HAMi's own walk for that pod next to a placement of the pods before it."""
+    placed = node.copy()
+    for index, pod in enumerate(pods):
+        if placed.place_first_fit(pod):
+            continue
+        verdict = search_placement(node, pods[: index + 1], budget)
         if verdict.fits is None:
-            undecided = verdict
-            break
-        low, high = (middle, high) if verdict.fits else (low, middle)
-    if undecided is not None:
+            return Finding(
+                "error",
+                inventory.name,
+                "(all GPU workloads)",
+                UNDECIDED,
+                f"no placement holds all {len(pods)} pods, but the search ran out of its budget ({SEARCH_BUDGET} "
+                "steps per tenant) before finding the first one that does not fit",
+            )
+        if verdict.fits:
+            assert verdict.node is not None
+            placed = verdict.node
+            continue
+        failure = _explain(placed, pod, inventory.gpu_policy)
+        names = sorted({_workload_of(other) for other in pods[:index]})
+        why = f"{failure.explain()}{_quota_note(placed, failure)}" if failure else "no placement exists"
         return Finding(
             "error",
             inventory.name,
-            "(all GPU workloads)",
-            UNDECIDED,
-            f"no placement holds all {len(pods)} pods, but the search stopped after {undecided.steps} steps "
-            "before finding the first one that does not fit",
+            pod.workload,
+            failure.reason if failure else NO_PLACEMENT,
+            f"no placement fits it next to {', '.join(names) or 'what already runs'}: {why}",
+            (", ".join(failure.cards) or None) if failure else None,
         )
-    index = high - 1
-    before = search_placement(node, pods[:index])
-    assert before.node is not None
-    failure = _explain(before.node, pods[index], inventory.gpu_policy)
-    names = sorted({_workload_of(pod) for pod in pods[:index]})
-    why = f"{failure.explain()}{_quota_note(before.node, failure)}" if failure else "no placement exists"
-    return Finding(
-        "error",
-        inventory.name,
-        pods[index].workload,
-        failure.reason if failure else NO_PLACEMENT,
-        f"no placement fits it next to {', '.join(names) or 'what already runs'}: {why}",
-        (", ".join(failure.cards) or None) if failure else None,
+    return Finding(  # pragma: no cover - the caller established that the whole set does not fit
+        "error", inventory.name, "(all GPU workloads)", NO_PLACEMENT, f"no placement holds all {len(pods)} pods"
     )

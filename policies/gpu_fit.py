@@ -41,7 +41,7 @@ NODE_INSUFFICIENT_DEVICE = "NodeInsufficientDevice"
 
 POLICIES = ("spread", "binpack")
 NO_PERCENTAGE = 101  # HAMi's MemPercentagereq when gpumem-percentage is not given
-SEARCH_BUDGET = 20_000  # search steps before the exact answer is given up (and that is reported)
+SEARCH_BUDGET = 20_000  # search steps per tenant evaluation before the exact answer is given up (and reported)
 MAX_PERMUTED = 6  # up to this many pods every arrival order is simulated; above, a fixed sample
 # Go's sort.Sort is an insertion sort (stable) up to 12 elements; above, ties may be ordered otherwise.
 STABLE_SORT_MAX = 12
@@ -358,7 +358,9 @@ class Node:
         for container in pod.containers:
             chosen: list[int] = []
             pending = [0, 0]
-            for index in range(len(self.cards)):
+            for index, (card, use) in enumerate(zip(self.cards, self.use, strict=True)):
+                if use.slots >= card.split_count:
+                    continue  # full (CardTimeSlicingExhausted): skipped cheaply, it is the common case
                 room = self.quota_room(pod.namespace, pending[0], pending[1])
                 if self.reason(index, container, pod, room) is None:
                     chosen.append(index)
@@ -385,6 +387,15 @@ def rank(order: Sequence[int], scores: Sequence[float], policy: str) -> list[int
 
 
 @dataclass
+class Budget:
+    """Search steps left; one budget can be shared by every search of one evaluation, so that the
+    whole evaluation is bounded, not each search."""
+
+    left: int = SEARCH_BUDGET
+    used: int = 0
+
+
+@dataclass
 class Search:
     steps: int = 0
     exhausted: bool = False
@@ -401,7 +412,7 @@ def _search_order(pod: PodRequest) -> tuple[bool, int, int]:
 
 
 class _Searcher:
-    def __init__(self, node: Node, pods: Sequence[PodRequest], budget: int) -> None:
+    def __init__(self, node: Node, pods: Sequence[PodRequest], budget: Budget) -> None:
         self.node = node
         self.items = [(pod, container) for pod in sorted(pods, key=_search_order) for container in pod.containers]
         self.budget = budget
@@ -440,7 +451,9 @@ class _Searcher:
             return True
         search = self.search
         search.steps += 1
-        if search.steps > self.budget:
+        self.budget.used += 1
+        self.budget.left -= 1
+        if self.budget.left < 0:
             search.exhausted = True
             return False
         node = self.node
@@ -496,7 +509,7 @@ class Verdict:
     steps: int = 0
 
 
-def search_placement(node: Node, pods: Sequence[PodRequest], budget: int = SEARCH_BUDGET) -> Verdict:
+def search_placement(node: Node, pods: Sequence[PodRequest], budget: Budget | None = None) -> Verdict:
     """Whether some placement holds `pods` on `node` (left as it is); on True, a node holding them.
 
     First a cheap first-fit attempt (any placement that passes HAMi's per-card rules proves one exists),
@@ -510,6 +523,10 @@ def search_placement(node: Node, pods: Sequence[PodRequest], budget: int = SEARC
     for pod in pods:
         if any(container.nums > len(node.cards) for container in pod.containers):
             return Verdict(False, None)  # NodeInsufficientDevice, whatever else is placed
+    if budget is None:
+        budget = Budget()
+    if budget.left <= 0:
+        return Verdict(None, None, 0)
     trial = node.copy()
     searcher = _Searcher(trial, pods, budget)
     verdict = searcher.run()
@@ -518,7 +535,7 @@ def search_placement(node: Node, pods: Sequence[PodRequest], budget: int = SEARC
 
 def find_placement(cards: Sequence[CardSpec], pods: Sequence[PodRequest], budget: int = SEARCH_BUDGET) -> bool | None:
     """True if some placement on empty `cards` holds every pod, False if none does, None if undecided."""
-    return search_placement(Node(cards), pods, budget).fits
+    return search_placement(Node(cards), pods, Budget(budget)).fits
 
 
 # --- advisory verdict: HAMi's greedy order ----------------------------------------------------------
@@ -573,8 +590,9 @@ def cannot_strand(node: Node, pods: Sequence[PodRequest]) -> bool:
         return False
     placements = len(pods) - 1  # card-placements of the pods other than p
     # Largest per-placement demand of any pod, wherever it lands.
-    max_memory = max((pod.containers[0].memory_on(card) for pod in pods for card in node.cards), default=0)
-    max_cores = max((pod.containers[0].fit_cores for pod in pods), default=0)
+    containers = {pod.containers[0] for pod in pods}
+    max_memory = max((c.memory_on(card) for c in containers for card in node.cards), default=0)
+    max_cores = max((c.fit_cores for c in containers), default=0)
     for pod in {pod.shape(): pod for pod in pods}.values():
         container = pod.containers[0]
         needed = 0

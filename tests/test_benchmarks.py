@@ -20,8 +20,12 @@ def test_program_benchmark_runs(capsys) -> None:
 
 
 def test_policy_benchmark_runs(capsys) -> None:
-    policy_check.main(tenants=2, pods=40)
-    assert capsys.readouterr().out.startswith("40 pods across 2 tenants:")
+    policy_check.main(tenants=2, pods=40, adversarial=3)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("40 pods across 2 tenants:")
+    assert lines[1].startswith(f"  baseline {policy_check.BASELINE}:") and "x faster" in lines[1], lines[1]
+    assert lines[1].split(",")[1].split(";")[0].strip() == lines[0].rsplit(",", 1)[1].strip(), "same error count"
+    assert lines[2].startswith("3 adversarial small cases: slowest call")
 
 
 def test_image_pull_benchmark_runs(capsys) -> None:

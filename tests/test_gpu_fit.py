@@ -280,3 +280,26 @@ def test_cannot_strand_never_contradicts_the_simulation(cards, pods) -> None:
         for policy in ("spread", "binpack"):
             for order in itertools.permutations(pods):
                 assert simulate(Node(cards), order, policy) is None
+
+
+def test_running_out_of_budget_is_reported(monkeypatch) -> None:
+    """A search that cannot finish says so in a finding; it is never silently taken as a verdict."""
+    import policies.evaluate as evaluate
+    from components.config import PodLimits
+    from policies.gpu_fit import Budget
+    from policies.inventory import TenantInventory
+    from policies.workloads import read_workload
+
+    monkeypatch.setattr(evaluate, "Budget", lambda: Budget(left=1))
+    cards = tuple(CardSpec(f"g{i}", "NVIDIA-X", size) for i, size in enumerate([16384, 24576, 49152]))
+    inventory = TenantInventory("t", cards, PodLimits(), None, (), "spread")
+    limits = {"nvidia.com/gpu": "2", "nvidia.com/gpumem-percentage": "30", "nvidia.com/gpucores": "20"}
+    workloads = [
+        read_workload(
+            "Pod",
+            {"metadata": {"name": f"p{i}"}, "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]}},
+        )
+        for i in range(5)
+    ]
+    findings = evaluate.evaluate_tenant(inventory, workloads)
+    assert any(f.reason == evaluate.UNDECIDED and "ran out of its budget" in f.message for f in findings), findings
