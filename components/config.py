@@ -18,7 +18,6 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -30,6 +29,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from components import safe_yaml
 from components.catalog import (
     DEFAULT_SPLIT_COUNT,
     GPU_CATALOG,
@@ -548,7 +548,18 @@ def secret(key: str):
 
 def load_stack_file(path: Path) -> LabConfig:
     """Validate the `gpulab:*` keys of a `Pulumi.<stack>.yaml` (used by the offline checker)."""
-    document = yaml.safe_load(path.read_text()) or {}
+    try:
+        document = safe_yaml.load(safe_yaml.read_text(path), str(path))
+    except safe_yaml.YamlError as error:
+        raise ConfigError(str(error)) from None
+    document = {} if document is None else document
+    if not isinstance(document, dict):
+        raise ConfigError(f"{path}: must be a mapping with a `config:` key, not a {type(document).__name__}")
     config = document.get("config") or {}
+    if not isinstance(config, dict):
+        raise ConfigError(f"{path}: `config` must be a mapping of `{PROJECT}:<key>: value`")
+    bad = [key for key in config if not isinstance(key, str)]
+    if bad:
+        raise ConfigError(f"{path}: config keys must be strings like `{PROJECT}:tenants`, not {bad[0]!r}")
     raw = {key.split(":", 1)[1]: value for key, value in config.items() if key.startswith(f"{PROJECT}:")}
     return parse_config({key: value for key, value in raw.items() if key in CONFIG_KEYS})

@@ -13,8 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-import yaml
-
+from components import safe_yaml
 from components.config import ConfigError, load_stack_file
 from components.names import TENANT_LABEL
 from components.workload_manifests import workload_manifest
@@ -31,34 +30,40 @@ class BadInput(Exception):
 
 
 def read_text(path: Path) -> str:
-    if path == STDIN:
-        return sys.stdin.read()
     try:
-        return path.read_text()
-    except OSError as error:
-        raise BadInput(f"{path}: cannot read it ({error.strerror})") from None
+        if path == STDIN:
+            return safe_yaml.decode(sys.stdin.buffer.read(safe_yaml.MAX_BYTES + 1), "<stdin>")
+        return safe_yaml.read_text(path)
+    except safe_yaml.YamlError as error:
+        raise BadInput(str(error)) from None
 
 
 def manifest_workloads(path: Path, text: str) -> tuple[list[Workload], list[str]]:
     """The GPU workloads of one manifest file, and notes on what HAMi will make of its quantities."""
     name = "<stdin>" if path == STDIN else str(path)
     try:
-        documents = [document for document in yaml.safe_load_all(text) if document is not None]
-    except yaml.YAMLError as error:
-        raise BadInput(f"{name}: not valid YAML: {error}") from None
+        documents = [document for document in safe_yaml.load_all(text, name) if document is not None]
+    except safe_yaml.YamlError as error:
+        raise BadInput(str(error)) from None
     if not documents:
         raise BadInput(f"{name}: holds no Kubernetes objects (empty, or only comments)")
     workloads, notes = [], []
     for number, document in enumerate(documents, start=1):
-        if not isinstance(document, dict) or "kind" not in document:
-            raise BadInput(f"{name}: document {number} is not a Kubernetes object (no `kind`)")
-        items = document.get("items") or [] if document["kind"].endswith("List") else [document]
-        for item in items:
-            notes.extend(f"note: {name}: document {number}: {note}" for note in unit_suffix_notes(item))
+        kind = document.get("kind") if isinstance(document, dict) else None
+        if not isinstance(kind, str) or not kind:
+            raise BadInput(f"{name}: document {number} is not a Kubernetes object (`kind` must be a string)")
+        items = document.get("items") if kind.endswith("List") else [document]
+        if not isinstance(items, list):
+            raise BadInput(f"{name}: document {number}: {kind}.items must be a list")
+        for position, item in enumerate(items):
+            where = f"{name}: document {number}" + (f" item {position}" if kind.endswith("List") else "")
+            if not isinstance(item, dict):
+                raise BadInput(f"{where}: not a Kubernetes object")
+            notes.extend(f"note: {where}: {note}" for note in unit_suffix_notes(item))
             try:
-                workload = read_workload(str(item.get("kind")), item)
+                workload = read_workload(item.get("kind"), item)
             except WorkloadError as error:
-                raise BadInput(f"{name}: document {number}: {error}") from None
+                raise BadInput(f"{where}: {error}") from None
             if workload is not None and workload.pods:
                 workloads.append(workload)
     return workloads, notes

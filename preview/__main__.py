@@ -16,8 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from components import safe_yaml
 from components.config import CONFIG_KEYS, PROJECT, ConfigError, check_secrets, parse_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,9 +39,9 @@ def stack_config(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
     if not path.is_file():
         raise PlanError(f"{path} does not exist; pick a stack with STACK=NAME (make plan STACK=prod)")
     try:
-        document = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as error:
-        raise PlanError(f"{path.name} is not valid YAML: {error}") from None
+        document = safe_yaml.load(safe_yaml.read_text(path), path.name)
+    except safe_yaml.YamlError as error:
+        raise PlanError(str(error)) from None
     config = (document or {}).get("config") if isinstance(document, dict) else None
     if not isinstance(config, dict):
         raise PlanError(f"{path.name} has no `config:` mapping")
