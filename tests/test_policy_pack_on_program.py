@@ -94,9 +94,18 @@ def analyze_stack(resources, policy_config: dict | None = None):
     for resource in resources:
         properties = struct_pb2.Struct()
         properties.update(_plain(resource.props))
+        provider = None
+        if resource.provider is not None:
+            provider = proto.AnalyzerProviderResource(
+                type=resource.provider.resource_type, urn=resource.provider.urn, name=resource.provider.name
+            )
         items.append(
             proto.AnalyzerResource(
-                type=resource.resource_type, properties=properties, urn=resource.urn, name=resource.name
+                type=resource.resource_type,
+                properties=properties,
+                urn=resource.urn,
+                name=resource.name,
+                provider=provider,
             )
         )
     return servicer.AnalyzeStack(proto.AnalyzeStackRequest(resources=items), None)
@@ -175,3 +184,64 @@ def test_pack_imports_only_what_its_own_requirements_install() -> None:
     requirements = (ROOT / "policies" / "requirements.txt").read_text()
     for package in ("pulumi-policy", "pydantic", "PyYAML"):
         assert package in requirements
+
+
+def _tenant_a_pod_sent_as(resources, name: str, label: str):
+    """A copy of tenant-a's trainer-3 pod (same provider: tenant-a's API), renamed and relabelled."""
+    from pulumi_policy import PolicyResource
+
+    original = next(
+        r for r in resources if r.resource_type == "kubernetes:core/v1:Pod" and r.props["metadata"]["name"] == "trainer-3"
+    )
+    props = copy.deepcopy(original.props)
+    props["metadata"]["name"] = name
+    props["metadata"]["labels"] = {**props["metadata"].get("labels", {}), "gpulab.io/tenant": label}
+    return PolicyResource(
+        original.resource_type,
+        props,
+        original.urn.replace("trainer-3", name),
+        name,
+        original.opts,
+        original.provider,
+        original.parent,
+        original.dependencies,
+        original.property_dependencies,
+    )
+
+
+def test_a_label_cannot_move_a_workload_out_of_its_tenant() -> None:
+    """A fourth 30 % pod sent to tenant-a's API but labelled tenant-b used to be judged against
+    tenant-b's cards and pass; the provider decides, and the mismatched label is itself a violation."""
+    resources = program_resources(run_program(lab_config()))
+    resources.append(_tenant_a_pod_sent_as(resources, "trainer-4", "tenant-b"))
+    response = analyze_stack(resources)
+    messages = [d.message for d in response.diagnostics if d.policyName == "gpu-request-limits"]
+    assert any("tenant tenant-a" in m and "trainer-4" in m and "CardInsufficientCore" in m for m in messages), messages
+    assert any("TenantLabelMismatch" in m and "gpulab.io/tenant=tenant-b" in m for m in messages), messages
+    assert all(d.enforcementLevel == 1 for d in response.diagnostics if d.policyName == "gpu-request-limits")
+
+
+def test_a_mismatched_label_alone_is_a_violation() -> None:
+    resources = program_resources(run_program(lab_config()))
+    resources.append(_tenant_a_pod_sent_as(resources, "small", "tenant-b"))
+    small = resources[-1]
+    container = small.props["spec"]["containers"][0]
+    container["resources"]["limits"] = {"nvidia.com/gpumem": "1000", "nvidia.com/gpucores": "5"}
+    response = analyze_stack(resources)
+    messages = [d.message for d in response.diagnostics if d.policyName == "gpu-request-limits"]
+    assert len(messages) == 1 and "TenantLabelMismatch" in messages[0], messages
+    assert "deployed through tenant-a-provider" in messages[0]
+
+
+def test_gpu_only_pod_is_not_refused_where_a_smaller_card_fits_the_quota() -> None:
+    """Issue 12's false refusal: `nvidia.com/gpu: 1` is 100 % of each card HAMi tries, and the quota is
+    checked per card, so with an A100 and an L4 and a 30000 MB quota HAMi places it on the L4."""
+    config = copy.deepcopy(lab_config())
+    config["tenants"][1]["gpus"] = [{"model": "A100-80GB", "count": 1}, {"model": "L4", "count": 1}]
+    config["tenants"][1]["quota"] = {"gpumem": 30000, "gpucores": 150, "gpus": 8}
+    config["tenants"][1]["limits"] = {"gpus": 1}
+    config["tenants"][1]["workloads"] = [{"name": "whole", "gpus": 1}]
+    assert run_pack(config)["gpu-request-limits"] == []
+    config["tenants"][1]["quota"]["gpumem"] = 20000  # smaller than either card: now HAMi refuses it
+    messages = run_pack(config)["gpu-request-limits"]
+    assert any("ResourceQuotaNotFit" in m for m in messages), messages
