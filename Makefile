@@ -13,13 +13,14 @@ export PULUMI_CONFIG_PASSPHRASE ?=
 export PULUMI_SKIP_UPDATE_CHECK := true
 export PATH := $(CURDIR)/bin:$(VENV)/bin:$(PATH)
 
-.PHONY: help up down plan verify report test lint bench prereqs policy-venv stack upstream-data clean deploy destroy
+.PHONY: help up down plan verify report check test lint bench prereqs policy-venv stack upstream-data clean deploy destroy
 
 help:
 	@echo "make up             preflight (Linux, Docker, tools, disk), then venv, pinned kind/kubectl/pulumi in ./bin, pulumi up"
 	@echo "make plan           offline preview of STACK (default dev): validation, resources, outputs, policy verdicts"
 	@echo "make verify         acceptance suite against the live lab; fails when there is none"
 	@echo "make report         per-card GPU allocation of every tenant (and reports/allocation.png)"
+	@echo "make check          TENANT=name FILES='a.yaml b.yaml' [LIVE=1]: do these manifests fit the tenant (now)?"
 	@echo "make down           pulumi destroy; says so and exits 0 when nothing is deployed"
 	@echo "make test           lint + offline unit, policy and script tests (no Docker); what CI runs"
 	@echo "make upstream-data  download the upstream schemas/charts the tests validate against (sha256-checked)"
@@ -79,6 +80,10 @@ verify: $(VENV)/.installed
 
 report: $(VENV)/.installed
 	GPULAB_STACK=$(STACK) $(PY) -m report --png reports/allocation.png
+
+check: $(VENV)/.installed
+	@test -n "$(TENANT)" -a -n "$(FILES)" || { echo "usage: make check TENANT=name FILES='a.yaml ...' [LIVE=1]" >&2; exit 2; }
+	$(PY) -m policies check --tenant "$(TENANT)" --stack "$(STACK)" $(if $(LIVE),--live) $(FILES)
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .

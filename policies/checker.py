@@ -4,6 +4,10 @@ For teams that deploy with kubectl. The manifests are judged together with the G
 stack already declares for that tenant (they run there too), against the tenant's cards, per-pod
 limits and quota from `Pulumi.<STACK>.yaml`.
 
+With --live (or --usage-from a recorded PodList) the manifests are judged against what the tenant's
+cards hold *now* (HAMi's allocation annotations on its pods) instead of the stack's declared workloads.
+When everything fits, a `place:` line per pod says where HAMi would put it.
+
 Exit codes: 0 everything fits (warnings may be printed), 1 something does not, 2 bad input.
 """
 
@@ -11,14 +15,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from components import safe_yaml
-from components.config import ConfigError, load_stack_file
+from components.config import ConfigError, Tenant, load_stack_file
 from components.names import TENANT_LABEL
 from components.workload_manifests import workload_manifest
-from policies.evaluate import evaluate_tenant
-from policies.inventory import from_lab_config
+from policies.evaluate import evaluate_tenant, tenant_node
+from policies.inventory import TenantInventory, from_lab_config
+from policies.live import LiveError, current_usage, describe_usage, fetch_pod_list
 from policies.workloads import Workload, WorkloadError, read_workload, unit_suffix_notes
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
@@ -69,7 +75,67 @@ def manifest_workloads(path: Path, text: str) -> tuple[list[Workload], list[str]
     return workloads, notes
 
 
-def run(tenant_name: str, stack: str, files: list[Path], project_dir: Path) -> tuple[int, list[str]]:
+@dataclass(frozen=True)
+class Live:
+    """Where current usage comes from: a recorded PodList, a kubeconfig file, or the stack's outputs."""
+
+    usage_file: Path | None = None
+    kubeconfig: Path | None = None
+    from_stack: bool = False
+
+
+def _pod_list(live: Live, tenant: Tenant, stack: str) -> dict:
+    if live.usage_file is not None:
+        try:
+            document = safe_yaml.load(read_text(live.usage_file), str(live.usage_file))
+        except safe_yaml.YamlError as error:
+            raise BadInput(str(error)) from None
+        return document if isinstance(document, dict) else {}
+    if live.kubeconfig is not None:
+        try:
+            kubeconfig = safe_yaml.load(read_text(live.kubeconfig), str(live.kubeconfig))
+        except safe_yaml.YamlError as error:
+            raise BadInput(str(error)) from None
+    else:
+        from report.stack import StackError, tenant_kubeconfigs
+
+        try:
+            kubeconfig = tenant_kubeconfigs(stack)[tenant.name]
+        except StackError as error:
+            raise BadInput(
+                f"--live: {error} (or pass --kubeconfig FILE; `make check` sets the state backend)"
+            ) from None
+    if not isinstance(kubeconfig, dict):
+        raise BadInput("--live: the kubeconfig is not a YAML mapping")
+    try:
+        return fetch_pod_list(kubeconfig)
+    except LiveError as error:
+        raise BadInput(f"--live: {error}") from None
+
+
+def _placements(inventory: TenantInventory, declared: list[Workload], submitted: list[Workload]) -> list[str]:
+    """Where HAMi would put the submitted pods, in order and with the tenant's card policy, after what
+    runs now (live usage) or what the stack declares."""
+    node = tenant_node(inventory, [pod for w in declared + submitted for pod in w.pods])
+    for workload in declared:
+        for pod in workload.pods:
+            node.place_hami(pod, inventory.gpu_policy)
+    lines = []
+    for workload in submitted:
+        for pod in workload.pods:
+            placed = node.place_hami(pod, inventory.gpu_policy)
+            if isinstance(placed, list):
+                cards = "; ".join(
+                    f"{container.name} -> {', '.join(node.cards[i].id for i in chosen)}"
+                    for container, chosen in zip(pod.containers, placed, strict=True)
+                )
+                lines.append(f"place: {pod.workload}: {cards}")
+    return lines
+
+
+def run(
+    tenant_name: str, stack: str, files: list[Path], project_dir: Path, live: Live | None = None
+) -> tuple[int, list[str]]:
     stack_file = project_dir / f"Pulumi.{stack}.yaml"
     if not stack_file.is_file():
         raise BadInput(f"{stack_file} does not exist; pass --stack NAME (or --project-dir DIR) of an existing stack")
@@ -81,11 +147,7 @@ def run(tenant_name: str, stack: str, files: list[Path], project_dir: Path) -> t
     if tenant_name not in inventories:
         raise BadInput(f"unknown tenant {tenant_name!r}; {stack_file.name} declares: {', '.join(sorted(inventories))}")
     tenant = next(t for t in lab.tenants if t.name == tenant_name)
-
-    declared = [
-        read_workload(manifest["kind"], manifest)
-        for manifest in (workload_manifest(tenant, w, lab.versions.workload_image) for w in tenant.workloads)
-    ]
+    inventory = inventories[tenant_name]
     if files.count(STDIN) > 1:
         raise BadInput("`-` (standard input) may be given once")
     submitted, lines = [], []
@@ -93,15 +155,33 @@ def run(tenant_name: str, stack: str, files: list[Path], project_dir: Path) -> t
         workloads, notes = manifest_workloads(path, read_text(path))
         submitted.extend(workloads)
         lines.extend(notes)
+
+    if live is not None:
+        # What runs now is in the usage: the stack's declared workloads are among it, not added again.
+        try:
+            inventory = current_usage(inventory, _pod_list(live, tenant, stack))
+        except LiveError as error:
+            raise BadInput(f"live usage: {error}") from None
+        lines.extend(describe_usage(inventory))
+        declared: list[Workload] = []
+    else:
+        declared = [
+            workload
+            for manifest in (workload_manifest(tenant, w, lab.versions.workload_image) for w in tenant.workloads)
+            if (workload := read_workload(manifest["kind"], manifest)) is not None
+        ]
     for workload in submitted:
         labelled = workload.labels.get(TENANT_LABEL)
         if labelled and labelled != tenant_name:
             lines.append(
                 f"warning: {workload.label} is labelled {TENANT_LABEL}={labelled} but is checked as {tenant_name}"
             )
-    findings = evaluate_tenant(inventories[tenant_name], [w for w in declared if w is not None] + submitted)
+    findings = evaluate_tenant(inventory, declared + submitted)
     lines.extend(finding.line() for finding in findings)
-    return (1 if any(finding.severity == "error" for finding in findings) else 0), lines
+    failed = any(finding.severity == "error" for finding in findings)
+    if not failed:
+        lines.extend(_placements(inventory, declared, submitted))
+    return (1 if failed else 0), lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,17 +197,37 @@ def main(argv: list[str] | None = None) -> int:
         default=PROJECT_DIR,
         help=f"where Pulumi.<STACK>.yaml is (default: this gpulab checkout, {PROJECT_DIR})",
     )
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument(
+        "--live",
+        action="store_true",
+        help="judge against what the tenant's cards hold now (HAMi's allocations, read through the tenant "
+        "kubeconfig from the stack's outputs, or --kubeconfig)",
+    )
+    source.add_argument(
+        "--usage-from",
+        type=Path,
+        metavar="PODLIST",
+        help="like --live, from a recorded `kubectl get pods -A -o json` of the tenant",
+    )
+    parser.add_argument("--kubeconfig", type=Path, help="with --live: the tenant's kubeconfig file")
     parser.add_argument(
         "files", nargs="+", type=Path, metavar="FILE", help="Kubernetes manifests (multi-document YAML); - for stdin"
     )
     args = parser.parse_args(argv)
+    if args.kubeconfig is not None and not args.live:
+        parser.error("--kubeconfig is used with --live")
+    live = None
+    if args.live or args.usage_from is not None:
+        live = Live(usage_file=args.usage_from, kubeconfig=args.kubeconfig, from_stack=args.live)
     try:
-        code, lines = run(args.tenant, args.stack, args.files, args.project_dir)
+        code, lines = run(args.tenant, args.stack, args.files, args.project_dir, live)
     except BadInput as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     for line in lines:
         print(line)
     if code == 0:
-        print(f"ok: everything fits tenant {args.tenant}'s cards, limits and quota")
+        now = " as they are now" if live else ""
+        print(f"ok: everything fits tenant {args.tenant}'s cards{now}, limits and quota")
     return code

@@ -47,7 +47,10 @@ def test_90000_mb_is_refused_for_memory_on_both_tenants(capsys) -> None:
 def test_a_fitting_manifest_exits_zero(capsys) -> None:
     code, out, _ = check(capsys, "tenant-a", "fits.yaml")
     assert code == 0, out
-    assert out.strip() == "ok: everything fits tenant tenant-a's cards, limits and quota"
+    assert out.strip().splitlines() == [
+        "place: Pod/gpu-workloads/notebook: cuda -> GPU-MOCK-tenant-a-0",
+        "ok: everything fits tenant tenant-a's cards, limits and quota",
+    ]
 
 
 def test_multi_gpu_job_fits_on_both_l4s(capsys) -> None:

@@ -191,7 +191,9 @@ def _tenant_a_pod_sent_as(resources, name: str, label: str):
     from pulumi_policy import PolicyResource
 
     original = next(
-        r for r in resources if r.resource_type == "kubernetes:core/v1:Pod" and r.props["metadata"]["name"] == "trainer-3"
+        r
+        for r in resources
+        if r.resource_type == "kubernetes:core/v1:Pod" and r.props["metadata"]["name"] == "trainer-3"
     )
     props = copy.deepcopy(original.props)
     props["metadata"]["name"] = name

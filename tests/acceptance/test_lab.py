@@ -1,4 +1,4 @@
-"""TC-01..TC-08: what the lab claims, checked against the live lab (`make verify`).
+"""TC-01..TC-09: what the lab claims, checked against the live lab (`make verify`).
 
 Each case creates its pods in a namespace of its own and removes it afterwards, even on failure.
 Every wait polls a condition with a deadline and names it when it expires.
@@ -223,3 +223,20 @@ def test_tc08_tenants_are_isolated(lab) -> None:
         with pytest.raises(ApiException) as refused:
             intruder.list_namespaced_pod("kube-system")
         assert refused.value.status in (401, 403), refused.value.status
+
+
+def test_tc09_checker_judges_against_live_usage(lab, capsys) -> None:
+    """`python -m policies check --live`: with trainer-1..3 placed, a fourth share is refused *now*, from
+    HAMi's allocation annotations (not from the stack's declared workloads), and a small pod fits."""
+    from policies.checker import main
+    from report.stack import stack_name
+    from tests.test_checker import MANIFESTS
+
+    tenant = first_tenant(lab)
+    if len(running_shares(core(lab.tenants[tenant.name]))) < 3:
+        pytest.fail("TC-09 needs tenant-a's three 20000 MB / 30 % pods running (declared in Pulumi.dev.yaml)")
+    code = main(["--tenant", tenant.name, "--stack", stack_name(), "--live", str(MANIFESTS / "fourth-share.yaml")])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    assert "now: " in out and "90 of 100% cores in use" in out
+    assert "CardInsufficientCore" in out and "next to what already runs" in out

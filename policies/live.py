@@ -1,0 +1,126 @@
+"""What a tenant's cards already hold, read from HAMi's allocation annotation on the tenant's pods.
+
+HAMi records each placed pod's cards in `hami.io/vgpu-devices-allocated` (`hami.io/vgpu-devices-to-allocate`
+while it is being bound): `UUID,NVIDIA,<MB>,<cores>:` per card and `;` per container
+(pkg/device/devices.go `EncodePodSingleDevice`; ../shared/notes/hami.md). A finished pod (Succeeded or
+Failed) no longer counts. The native `requests.nvidia.com/gpu` quota counts every non-terminal pod's
+nvidia.com/gpu request, placed or not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from policies.gpu_fit import CardUse
+from policies.inventory import NamespaceUsage, TenantInventory
+from policies.workloads import GPU, WorkloadError, whole_quantity
+
+ALLOCATED = "hami.io/vgpu-devices-allocated"
+TO_ALLOCATE = "hami.io/vgpu-devices-to-allocate"
+FINISHED = ("Succeeded", "Failed")
+REQUEST_TIMEOUT = 20  # seconds per API call: a hung API server cannot hang the checker
+
+
+class LiveError(ValueError):
+    """The live data cannot be read; the message says what and where."""
+
+
+@dataclass(frozen=True)
+class Allocation:
+    pod: str  # namespace/name
+    card: str
+    memory_mb: int
+    cores: int
+
+
+def parse_allocation(text: str, pod: str) -> list[Allocation]:
+    """HAMi's device annotation as one Allocation per (container, card)."""
+    found = []
+    for container in text.split(";"):
+        for device in container.split(":"):
+            if not device.strip():
+                continue
+            fields = device.split(",")
+            if len(fields) < 4:
+                raise LiveError(f"pod {pod}: {ALLOCATED} entry {device!r} is not UUID,TYPE,MB,CORES")
+            try:
+                memory, cores = int(fields[2]), int(fields[3])
+            except ValueError:
+                raise LiveError(f"pod {pod}: {ALLOCATED} entry {device!r} has non-numeric MB or cores") from None
+            found.append(Allocation(pod, fields[0], memory, cores))
+    return found
+
+
+def _gpu_request(pod: Mapping[str, Any], where: str) -> int:
+    total = 0
+    for container in (pod.get("spec") or {}).get("containers") or []:
+        resources = container.get("resources") or {}
+        value = (resources.get("requests") or {}).get(GPU, (resources.get("limits") or {}).get(GPU))
+        if value is not None:
+            try:
+                total += whole_quantity(value, f"{where} {GPU}")
+            except WorkloadError as error:
+                raise LiveError(str(error)) from None
+    return total
+
+
+def current_usage(inventory: TenantInventory, pod_list: Mapping[str, Any]) -> TenantInventory:
+    """The inventory with `card_usage` and `namespace_usage` taken from a PodList (`kubectl get pods -A -o json`)."""
+    if not isinstance(pod_list, Mapping) or not isinstance(pod_list.get("items"), list):
+        raise LiveError("expected a PodList (`kubectl get pods -A -o json`): an object with `items`")
+    index = {card.id: i for i, card in enumerate(inventory.cards)}
+    cards = [CardUse() for _ in inventory.cards]
+    namespaces: dict[str, list[int]] = {}
+    for pod in pod_list["items"]:
+        if not isinstance(pod, Mapping):
+            raise LiveError("a PodList item is not an object")
+        metadata = pod.get("metadata") or {}
+        name = f"{metadata.get('namespace', 'default')}/{metadata.get('name', '?')}"
+        if (pod.get("status") or {}).get("phase") in FINISHED:
+            continue
+        totals = namespaces.setdefault(str(metadata.get("namespace", "default")), [0, 0, 0])
+        totals[2] += _gpu_request(pod, f"pod {name}")
+        annotations = metadata.get("annotations") or {}
+        text = annotations.get(ALLOCATED) or annotations.get(TO_ALLOCATE)
+        if not text:
+            continue
+        for allocation in parse_allocation(str(text), name):
+            if allocation.card not in index:
+                known = ", ".join(index) or "none"
+                raise LiveError(
+                    f"pod {name} holds card {allocation.card}, which tenant {inventory.name} does not declare "
+                    f"(declared: {known}); is this the right tenant and stack?"
+                )
+            use = cards[index[allocation.card]]
+            use.slots += 1
+            use.memory_mb += allocation.memory_mb
+            use.cores += allocation.cores
+            totals[0] += allocation.memory_mb
+            totals[1] += allocation.cores
+    usage = {ns: NamespaceUsage(mb, cores, gpus) for ns, (mb, cores, gpus) in namespaces.items() if mb or cores or gpus}
+    return replace(inventory, card_usage=tuple(cards), namespace_usage=usage)
+
+
+def describe_usage(inventory: TenantInventory) -> list[str]:
+    lines = []
+    for card, use in zip(inventory.cards, inventory.card_usage, strict=True):
+        lines.append(
+            f"now: {card.id} ({card.type}): {use.slots} of {card.split_count} slots, "
+            f"{use.memory_mb} of {card.memory_mb} MB, {use.cores} of {card.cores}% cores in use"
+        )
+    return lines
+
+
+def fetch_pod_list(kubeconfig: Mapping[str, Any]) -> dict[str, Any]:
+    """Every pod of the tenant, through its admin kubeconfig (kept in memory, never written to disk)."""
+    from kubernetes import client
+    from kubernetes import config as kube_config
+
+    try:
+        api = client.CoreV1Api(kube_config.new_client_from_config_dict(dict(kubeconfig)))
+        pods = api.list_pod_for_all_namespaces(_request_timeout=REQUEST_TIMEOUT)
+    except Exception as error:
+        raise LiveError(f"cannot list the tenant's pods ({type(error).__name__}: {str(error)[:200]})") from None
+    return client.ApiClient().sanitize_for_serialization(pods)
