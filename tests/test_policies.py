@@ -283,3 +283,43 @@ def test_enforcement_levels(name: str, level: str) -> None:
     from policy_harness import policy
 
     assert policy(name).enforcement_level.value == level
+
+
+def test_gpumem_zero_takes_the_whole_card() -> None:
+    """HAMi reads gpumem: 0 as 100 % of the card; two such pods cannot share tenant-a's A100."""
+    zero = {"nvidia.com/gpumem": "0", "nvidia.com/gpucores": "10"}
+    messages = [m for m, _ in gpu_violations([inventory_configmap(), pod("z1", zero), pod("z2", zero)])]
+    assert any("CardInsufficientMemory" in m and "z2" in m and "asks 81920 MB" in m for m in messages), messages
+
+
+def test_card_uuid_selectors() -> None:
+    on_second = {"annotations": {"nvidia.com/use-gpuuuid": "GPU-MOCK-tenant-b-1"}}
+    big = {"nvidia.com/gpumem": "20000", "nvidia.com/gpucores": "10"}
+    resources = [
+        inventory_configmap(TENANT_B),
+        pod("first", big, tenant="tenant-b", namespace="batch", metadata=on_second),
+        pod("second", big, tenant="tenant-b", namespace="batch", metadata=on_second),
+    ]
+    messages = [m for m, _ in gpu_violations(resources)]
+    assert any("second" in m and "CardUuidMismatch" in m and "CardInsufficientMemory" in m for m in messages), messages
+    avoid = {"annotations": {"nvidia.com/nouse-gpuuuid": "GPU-MOCK-tenant-b-1"}}
+    resources[2] = pod("second", big, tenant="tenant-b", namespace="batch", metadata=avoid)
+    assert gpu_violations(resources) == []
+
+
+def test_current_usage_in_policy_config() -> None:
+    config = {
+        "tenants": {
+            "team-x": {
+                "cards": [{"model": "A100-80GB", "count": 1}],
+                "usage": {"cards": {"0": {"slots": 3, "memoryMb": 60000, "cores": 90}}},
+            }
+        },
+        "defaultTenant": "team-x",
+    }
+    share = {"nvidia.com/gpumem": "20000", "nvidia.com/gpucores": "30"}
+    messages = [m for m, _ in gpu_violations([pod("fourth", share, tenant=None)], config)]
+    assert any("CardInsufficientCore" in m and "next to what already runs" in m for m in messages), messages
+    bad = {"tenants": {"t": {"cards": [{"model": "L4"}], "usage": {"cards": {"3": {"slots": 1}}}}}}
+    messages = [m for m, _ in gpu_violations([pod("x", share, tenant=None)], bad)]
+    assert any("usage.cards has card 3" in m for m in messages), messages
