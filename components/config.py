@@ -40,15 +40,26 @@ from components.catalog import (
     Card,
     expand_cards,
 )
+from components.image_ref import image_problem
 from components.network import address_problem
 from components.versions import Versions, image_tag, parse_kubernetes_version
 
 PROJECT = "gpulab"
 # Kamaji requires TenantControlPlane names to be DNS-1035 labels (internal/webhook/handlers/tcp_name.go);
 # 40 characters leaves room for the suffixes gpulab adds (container, namespace and secret names).
-TENANT_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
-DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-DURATION = re.compile(r"^\d+(ms|s|m)$")
+# Every pattern is matched whole (fullmatch) and ASCII only: `$` would accept a trailing newline and
+# `\d` other scripts' digits, and both would reach container names, flags and manifests.
+TENANT_NAME = re.compile(r"[a-z]([-a-z0-9]{0,38}[a-z0-9])?", re.ASCII)
+DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", re.ASCII)
+DURATION = re.compile(r"[0-9]{1,6}(ms|s|m)", re.ASCII)
+# Docker's network names ([a-zA-Z0-9][a-zA-Z0-9_.-]*); kept short for interface names.
+DOCKER_NETWORK = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}", re.ASCII)
+HOSTNAME = re.compile(
+    r"(?=.{1,253}\Z)[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?(\.[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)*",
+    re.ASCII,
+)
+UNIX_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}", re.ASCII)
+MAX_CARDS_PER_TENANT = MAX_CARDS
 
 
 class ConfigError(ValueError):
@@ -119,7 +130,7 @@ class Workload(_Model):
     @field_validator("name")
     @classmethod
     def _dns_name(cls, value: str) -> str:
-        if not DNS1123_LABEL.match(value):
+        if not DNS1123_LABEL.fullmatch(value):
             raise ValueError("must be a lowercase DNS label (a-z, 0-9, '-'), e.g. trainer-1")
         return value
 
@@ -132,11 +143,11 @@ class Workload(_Model):
         return self
 
 
-SECRET_KEY = re.compile(r"^[a-zA-Z][a-zA-Z0-9]*$")
+SECRET_KEY = re.compile(r"[a-zA-Z][a-zA-Z0-9]{0,63}", re.ASCII)
 
 
 def _secret_key_name(value: str) -> str:
-    if not SECRET_KEY.match(value):
+    if not SECRET_KEY.fullmatch(value):
         raise ValueError("must name a config key of this project (letters and digits), e.g. sshPrivateKey")
     return value
 
@@ -161,8 +172,29 @@ class SshWorker(_Model):
     @field_validator("name")
     @classmethod
     def _node_name(cls, value: str | None) -> str | None:
-        if value is not None and not DNS1123_LABEL.match(value):
+        if value is not None and not DNS1123_LABEL.fullmatch(value):
             raise ValueError("must be a lowercase DNS label, e.g. gpu-box-1")
+        return value
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, value: str) -> str:
+        try:
+            ipaddress.ip_address(value)
+            return value
+        except ValueError:
+            pass
+        if not HOSTNAME.fullmatch(value):
+            raise ValueError(
+                "must be a hostname (ASCII letters, digits, '-', '.') or an IP address, e.g. gpu-box-1.lan"
+            )
+        return value
+
+    @field_validator("user")
+    @classmethod
+    def _user(cls, value: str) -> str:
+        if not UNIX_USER.fullmatch(value):
+            raise ValueError("must be a Unix user name (a-z, 0-9, '_', '-'; at most 32), e.g. root or ubuntu")
         return value
 
 
@@ -188,7 +220,7 @@ class Tenant(_Model):
     @field_validator("name")
     @classmethod
     def _tenant_name(cls, value: str) -> str:
-        if not TENANT_NAME.match(value):
+        if not TENANT_NAME.fullmatch(value):
             raise ValueError(
                 "must be a DNS-1035 label of at most 40 characters (lowercase letter first, then a-z, 0-9, '-'), "
                 "e.g. tenant-a"
@@ -199,6 +231,22 @@ class Tenant(_Model):
     @classmethod
     def _version(cls, value: str) -> str:
         parse_kubernetes_version(value)
+        return value
+
+    @field_validator("worker_image")
+    @classmethod
+    def _worker_image(cls, value: str | None) -> str | None:
+        if value is not None and (problem := image_problem(value)):
+            raise ValueError(problem)
+        return value
+
+    @field_validator("workers")
+    @classmethod
+    def _distinct_hosts(cls, value: list[SshWorker]) -> list[SshWorker]:
+        hosts = [(worker.host.lower(), worker.port) for worker in value]
+        repeated = sorted({f"{host}:{port}" for host, port in hosts if hosts.count((host, port)) > 1})
+        if repeated:
+            raise ValueError(f"{', '.join(repeated)} listed more than once; each machine joins one tenant once")
         return value
 
     @field_validator("pod_cidr", "service_cidr")
@@ -216,7 +264,7 @@ class Tenant(_Model):
     @classmethod
     def _namespaces(cls, value: list[str]) -> list[str]:
         for namespace in value:
-            if not DNS1123_LABEL.match(namespace):
+            if not DNS1123_LABEL.fullmatch(namespace):
                 raise ValueError(f"{namespace!r} is not a valid namespace name (lowercase DNS label)")
         return value
 
@@ -231,6 +279,9 @@ class Tenant(_Model):
                 "e.g. podCidr 10.244.0.0/16 and serviceCidr 10.96.0.0/16",
                 self.pod_cidr,
             )
+        cards = sum(entry.count for entry in self.gpus)
+        if cards > MAX_CARDS_PER_TENANT:
+            raise at("gpus", f"declares {cards} cards; a tenant's GPU node holds at most {MAX_CARDS_PER_TENANT}")
         names = [workload.name for workload in self.workloads]
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
@@ -348,8 +399,15 @@ class Management(_Model):
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not TENANT_NAME.match(value):
+        if not TENANT_NAME.fullmatch(value):
             raise ValueError("must be a lowercase DNS label of at most 40 characters, e.g. gpulab")
+        return value
+
+    @field_validator("network")
+    @classmethod
+    def _network(cls, value: str | None) -> str | None:
+        if value is not None and not DOCKER_NETWORK.fullmatch(value):
+            raise ValueError("must be a Docker network name (letters, digits, '_', '.', '-'; at most 63), e.g. gpulab")
         return value
 
     @property
@@ -366,7 +424,7 @@ class Scheduling(_Model):
     @field_validator("node_lock_timeout")
     @classmethod
     def _duration(cls, value: str) -> str:
-        if not DURATION.match(value):
+        if not DURATION.fullmatch(value):
             raise ValueError("must be a Go duration such as 2s or 500ms")
         return value
 
@@ -387,6 +445,19 @@ class LabConfig(_Model):
         clashing = sorted({stem for stem in stems if stems.count(stem) > 1})
         if clashing:
             raise at("tenants", f"names {names} give clashing stack outputs {clashing}_*; rename one of them")
+        # One machine, one tenant: a second join would find kubelet.conf and report success on the first
+        # tenant's node, and destroying either tenant would reset it.
+        seen: dict[tuple[str, int], str] = {}
+        for i, tenant in enumerate(self.tenants):
+            for j, worker in enumerate(tenant.workers):
+                key = (worker.host.lower(), worker.port)
+                if key in seen and seen[key] != tenant.name:
+                    raise at(
+                        f"tenants[{i}].workers[{j}].host",
+                        f"is already a worker of tenant {seen[key]}; a machine can join one tenant only",
+                        worker.host,
+                    )
+                seen[key] = tenant.name
         max_major, max_minor = self.versions.kamaji_max_minor()
         problems: list[tuple[str, object, str]] = []
         if self.management.mode == "existing":

@@ -10,14 +10,16 @@ from __future__ import annotations
 import re
 import sys
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-KUBERNETES_VERSION = re.compile(r"^v(\d+)\.(\d+)\.(\d+)$")
+from components.image_ref import image_problem
+
+KUBERNETES_VERSION = re.compile(r"v([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})", re.ASCII)
 
 
 def parse_kubernetes_version(version: str) -> tuple[int, int, int]:
     """`v1.36.4` -> (1, 36, 4); raises ValueError naming the expected shape."""
-    match = KUBERNETES_VERSION.match(version)
+    match = KUBERNETES_VERSION.fullmatch(version) if isinstance(version, str) else None
     if not match:
         raise ValueError(f"{version!r} is not a Kubernetes version; write it as vMAJOR.MINOR.PATCH, e.g. v1.36.4")
     major, minor, patch = (int(part) for part in match.groups())
@@ -115,6 +117,18 @@ class Versions(BaseModel):
     def kamaji_max_minor(self) -> tuple[int, int]:
         major, minor = self.kamaji_max_kubernetes.lstrip("v").split(".")[:2]
         return int(major), int(minor)
+
+    @model_validator(mode="after")
+    def _images_are_references(self) -> Versions:
+        """Every image (pinned or overridden) parses as a reference, so a typo is a config error."""
+        for name, field in type(self).model_fields.items():
+            value = getattr(self, name)
+            images = value.values() if name.endswith("_images") and isinstance(value, dict) else [value]
+            if name.endswith(("_image", "_images")):
+                for image in images:
+                    if problem := image_problem(image):
+                        raise ValueError(f"{field.alias or name}: {problem}")
+        return self
 
 
 def shell_exports(versions: Versions) -> str:

@@ -195,8 +195,8 @@ def test_plan_fails_on_a_mandatory_policy_violation(capsys, tmp_path: Path) -> N
 def test_plan_wants_referenced_secrets_set_as_secrets(capsys, tmp_path: Path) -> None:
     def existing(config: dict) -> None:
         config["gpulab:management"] = {"mode": "existing"}
-        for tenant in config["gpulab:tenants"]:
-            tenant.update(workerMode="ssh", workers=[{"host": f"10.0.0.{len(tenant['name'])}"}])
+        for i, tenant in enumerate(config["gpulab:tenants"]):
+            tenant.update(workerMode="ssh", workers=[{"host": f"10.0.0.{10 + i}"}])
         config["gpulab:managementKubeconfig"] = "apiVersion: v1"  # plain text: refused
 
     code, _, err = plan(capsys, write_stack(tmp_path, existing))

@@ -38,7 +38,7 @@ def ssh_tenant(config: dict, index: int = 0, gpu_mode: str = "mock", workers: li
     tenant = config["tenants"][index]
     tenant["workerMode"] = "ssh"
     tenant["gpuMode"] = gpu_mode
-    tenant["workers"] = workers or [{"host": "10.0.0.21", "user": "ubuntu"}]
+    tenant["workers"] = workers or [{"host": f"10.0.0.{21 + 10 * index}", "user": "ubuntu"}]
     return config
 
 
