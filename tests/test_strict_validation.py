@@ -98,7 +98,7 @@ def test_upper_bounds(change, key) -> None:
     config = reference()
     change(config)
     message = error_for(config)
-    assert key in message and "less than or equal" in message or "at most" in message, message
+    assert (key in message and "less than or equal" in message) or "at most" in message, message
 
 
 def test_number_of_tenants_is_bounded() -> None:
