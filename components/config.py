@@ -522,8 +522,56 @@ def _key_path(loc: tuple[int | str, ...]) -> str:
     return path
 
 
+# Values are echoed so a user sees what was wrong, but never a secret: a key pasted under the wrong
+# name would otherwise be printed whole (and with escaped newlines Pulumi's masking cannot match it).
+_SECRET_NAME = re.compile(r"(key|secret|token|password|passphrase|kubeconfig|credential|cert)", re.IGNORECASE)
+_SECRET_TEXT = re.compile(
+    r"-----BEGIN|PRIVATE KEY|client-key-data|client-certificate-data|certificate-authority-data|token:|password:",
+    re.IGNORECASE,
+)
+_LONG_TOKEN = re.compile(r"[A-Za-z0-9+/=_-]{40,}")
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")  # image digests are long but public
+MAX_ECHO = 60
+
+
+def _looks_secret(text: str) -> bool:
+    return bool(_SECRET_TEXT.search(text) or _LONG_TOKEN.search(_DIGEST.sub("", text)))
+
+
+def shown(key: str, value: object) -> str:
+    """How a config value may be echoed in an error: hidden if it looks secret, else truncated."""
+    text = repr(value)
+    if _SECRET_NAME.search(key.rsplit(".", 1)[-1]) or _looks_secret(text):
+        return f"<hidden: {len(str(value))} characters that may be a secret>"
+    return text if len(text) <= MAX_ECHO else f"{text[: MAX_ECHO - 3]}... ({len(text)} characters)"
+
+
+_QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
+
+
+def _scrub(message: str) -> str:
+    """A validator's message with quoted values that look secret (or are long) cut out: some
+    messages quote the offending value."""
+
+    def quoted(match: re.Match[str]) -> str:
+        text = match.group(0)
+        if _looks_secret(text):
+            return "<hidden>"
+        return text if len(text) <= MAX_ECHO else f"{text[: MAX_ECHO - 3]}..."
+
+    message = _QUOTED.sub(quoted, message)
+    if _looks_secret(message):
+        message = _LONG_TOKEN.sub(
+            lambda m: m.group(0) if re.fullmatch("[0-9a-f]{64}", m.group(0)) else "<hidden>", message
+        )
+    return message if len(message) <= 400 else message[:397] + "..."
+
+
 def _problem_line(key: str, value: object, message: str) -> str:
-    return f"  {PROJECT}:{key}: {message}" if value is _NO_VALUE else f"  {PROJECT}:{key} = {value!r}: {message}"
+    message = _scrub(message)
+    return (
+        f"  {PROJECT}:{key}: {message}" if value is _NO_VALUE else f"  {PROJECT}:{key} = {shown(key, value)}: {message}"
+    )
 
 
 def format_errors(error: ValidationError) -> str:
@@ -537,13 +585,13 @@ def format_errors(error: ValidationError) -> str:
                 lines.append(_problem_line(key, value, message))
             continue
         key = f"{PROJECT}:{_key_path(item['loc'])}" if item["loc"] else f"{PROJECT}:<root>"
-        message = item["msg"].removeprefix("Value error, ")
+        message = _scrub(item["msg"].removeprefix("Value error, "))
         if item["type"] == "missing":
             lines.append(f"  {key}: is required but missing; set it in Pulumi.<stack>.yaml")
         elif item["type"] in ("value_error", "assertion_error") and not isinstance(item.get("input"), str | int):
             lines.append(f"  {key}: {message}")
         else:
-            lines.append(f"  {key} = {item.get('input')!r}: {message}")
+            lines.append(f"  {key} = {shown(key, item.get('input'))}: {message}")
     return "invalid gpulab configuration (nothing was created):\n" + "\n".join(lines)
 
 
@@ -552,7 +600,7 @@ def parse_config(raw: dict[str, Any]) -> LabConfig:
     if not raw.get("tenants"):
         raise ConfigError(
             "invalid gpulab configuration (nothing was created):\n"
-            f"  {PROJECT}:tenants = {raw.get('tenants')!r}: declare at least one tenant, "
+            f"  {PROJECT}:tenants = {shown('tenants', raw.get('tenants'))}: declare at least one tenant, "
             "e.g. [{name: tenant-a, gpus: [{model: A100-80GB, count: 1}]}] (see Pulumi.dev.yaml)"
         )
     try:

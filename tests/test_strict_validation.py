@@ -105,3 +105,44 @@ def test_number_of_tenants_is_bounded() -> None:
     config = reference()
     config["tenants"] = [make_tenant(f"t{i}", i) for i in range(101)]
     assert "gpulab:tenants" in error_for(config)
+
+
+PRIVATE_KEY = (
+    "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\n"
+    "QyNTUxOQAAACBGVWxSq3lHnY9Hh5Wq7fHJx0aX5V4Kf4Yw3kT4m1e8pQAAAJg0u6Z9NLum\n-----END OPENSSH PRIVATE KEY-----\n"
+)
+KUBECONFIG = (
+    "apiVersion: v1\nkind: Config\nclusters: [{name: x, cluster: {server: 'https://10.0.0.1:6443', "
+    "certificate-authority-data: "
+    "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUMvakNDQWVhZ0F3SUJBZ0lCQURBTkJna3Foa2lHOXcwQkFRc0ZBREFW}}]\n"
+    "users: [{name: x, user: {client-key-data: LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVktLS0tLQpNSUlFcEFJQkFBS0NBUUVBN3V}}]\n"
+)
+
+
+@pytest.mark.parametrize(
+    "place",
+    [
+        lambda c, v: c["management"].update(name=v),
+        lambda c, v: c.update(management=v),
+        lambda c, v: c["tenants"][0].update(name=v),
+        lambda c, v: c["tenants"][0].update(workerImage=v),
+        lambda c, v: c.update(scheduling={"nodeLockTimeout": v}),
+    ],
+)
+@pytest.mark.parametrize("secret", [PRIVATE_KEY, KUBECONFIG], ids=["private-key", "kubeconfig"])
+def test_errors_never_echo_secret_looking_values(place, secret) -> None:
+    config = reference()
+    place(config, secret)
+    message = error_for(config)
+    for line in secret.splitlines():
+        for fragment in (line[10:50], line[-30:]):
+            if len(fragment) > 20:
+                assert fragment not in message, message
+    assert "b3BlbnNzaC1rZXkt" not in message and "LS0tLS1CRUdJTi" not in message
+
+
+def test_long_values_are_truncated() -> None:
+    config = reference()
+    config["tenants"][0]["name"] = "a b " * 1250
+    message = error_for(config)
+    assert "a b " * 30 not in message and "(5002 characters)" in message, message
