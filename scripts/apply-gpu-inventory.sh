@@ -11,16 +11,16 @@ source "$(dirname "$0")/lib.sh"
 namespace=${HAMI_NAMESPACE:-kube-system}
 kubeconfig_from_stdin
 
-previous=$(kubectl get node "$NODE_NAME" -o jsonpath='{.metadata.annotations.hami\.io/node-nvidia-register}')
-kubectl annotate node "$NODE_NAME" --overwrite "hami.io/node-nvidia-register=$REGISTER_JSON" >&2
-kubectl patch node "$NODE_NAME" --subresource=status --type=merge \
+previous=$(kc get node "$NODE_NAME" -o jsonpath='{.metadata.annotations.hami\.io/node-nvidia-register}')
+kc annotate node "$NODE_NAME" --overwrite "hami.io/node-nvidia-register=$REGISTER_JSON" >&2
+kc patch node "$NODE_NAME" --subresource=status --type=merge \
   -p "{\"status\":{\"capacity\":{\"nvidia.com/gpu\":\"$GPU_CAPACITY\"}}}" >&2
 
 if [ -n "$previous" ] && [ "$previous" != "$REGISTER_JSON" ]; then
   # HAMi 2.8.x reads a node's register annotation only when it first registers the node; a changed
   # inventory takes effect after the scheduler restarts (../shared/notes/hami.md section 2).
   log "GPU inventory of $NODE_NAME changed; restarting hami-scheduler so HAMi re-reads it"
-  kubectl -n "$namespace" rollout restart deployment/hami-scheduler >&2
+  kc -n "$namespace" rollout restart deployment/hami-scheduler >&2
   kubectl -n "$namespace" rollout status deployment/hami-scheduler --timeout=300s >&2
 fi
 log "$NODE_NAME advertises nvidia.com/gpu=$GPU_CAPACITY"

@@ -8,12 +8,11 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 : "${NODE_NAME:?}" "${EXPECT_CARDS:?}"
 kubeconfig_from_stdin
-scratch=$(mktemp -d "${TMPDIR:-/tmp}/gpulab-gpus.XXXXXX")
-trap 'rm -rf "$scratch" "$KUBECONFIG_FILE"' EXIT
+scratch=$GPULAB_RUN_DIR
 
 registered() {
-  kubectl get node "$NODE_NAME" -o json >"$scratch/node.json" &&
-    kubectl get node "$NODE_NAME" -o jsonpath='{.metadata.annotations.hami\.io/node-nvidia-register}' | grep -q .
+  kc get node "$NODE_NAME" -o json >"$scratch/node.json" &&
+    kc get node "$NODE_NAME" -o jsonpath='{.metadata.annotations.hami\.io/node-nvidia-register}' | grep -q .
 }
 
 wait_for "${TIMEOUT:-600}" "HAMi's device plugin to register the GPUs of $NODE_NAME" registered

@@ -13,8 +13,7 @@ if kind get clusters 2>/dev/null | grep -qx "$CLUSTER_NAME"; then
   log "kind cluster $CLUSTER_NAME exists; reusing it"
 else
   # A throwaway --kubeconfig: gpulab never writes the user's ~/.kube/config.
-  scratch=$(mktemp "${TMPDIR:-/tmp}/gpulab-kind.XXXXXX")
-  trap 'rm -f "$scratch"' EXIT
+  scratch="$GPULAB_RUN_DIR/kind-kubeconfig"
   # A network of gpulab's own (kind's KIND_EXPERIMENTAL_DOCKER_NETWORK), so destroy can remove it.
   KIND_EXPERIMENTAL_DOCKER_NETWORK="$NETWORK" \
     kind create cluster --name "$CLUSTER_NAME" --image "$NODE_IMAGE" --kubeconfig "$scratch" --wait 5m >&2

@@ -12,7 +12,7 @@ set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 
-containerd_answers() { docker exec "$NODE" ctr --namespace=k8s.io version >/dev/null; }
+containerd_answers() { timeout 20 docker exec "$NODE" ctr --namespace=k8s.io version >/dev/null; }
 wait_for "${TIMEOUT:-120}" "containerd in $NODE" containerd_answers
 
 save_args=()

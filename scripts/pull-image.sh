@@ -12,8 +12,7 @@ if docker image inspect "$IMAGE" >/dev/null 2>&1 && docker image inspect "$TAGGE
   log "already on the host: $IMAGE"
   exit 0
 fi
-answer=$(mktemp "${TMPDIR:-/tmp}/gpulab-pull.XXXXXX")
-trap 'rm -f "$answer"' EXIT
+answer="$GPULAB_RUN_DIR/pull-output"
 log "pulling $IMAGE ($PLATFORM)"
 if ! docker pull --quiet --platform "$PLATFORM" "$IMAGE" >/dev/null 2>"$answer"; then
   if grep -qiE 'toomanyrequests|429 Too Many Requests' "$answer"; then

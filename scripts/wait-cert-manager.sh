@@ -9,7 +9,7 @@ source "$(dirname "$0")/lib.sh"
 kubeconfig_from_stdin
 
 issuer_dry_run() {
-  kubectl create --dry-run=server -o name -f - <<YAML
+  kc create --dry-run=server -o name -f - <<YAML
 apiVersion: cert-manager.io/v1
 kind: Issuer
 metadata: {name: gpulab-readiness-probe, namespace: ${NAMESPACE:-cert-manager}}

@@ -10,14 +10,13 @@ source "$(dirname "$0")/lib.sh"
 : "${NODE_NAME:?}" "${EXPECT_JSON:?}"
 namespace=${HAMI_NAMESPACE:-kube-system}
 kubeconfig_from_stdin
-scratch=$(mktemp -d "${TMPDIR:-/tmp}/gpulab-gpu.XXXXXX")
-trap 'rm -rf "$scratch" "$KUBECONFIG_FILE"' EXIT
+scratch=$GPULAB_RUN_DIR
 
 gpu_node_ready() {
-  kubectl get node "$NODE_NAME" -o json >"$scratch/node.json" &&
-    kubectl -n "$namespace" get endpointslices -l kubernetes.io/service-name=hami-scheduler -o json \
+  kc get node "$NODE_NAME" -o json >"$scratch/node.json" &&
+    kc -n "$namespace" get endpointslices -l kubernetes.io/service-name=hami-scheduler -o json \
       >"$scratch/endpoints.json" &&
-    "${PYTHON:-python3}" -m components.gpu_readiness --expect "$EXPECT_JSON" \
+    timeout 20 "${PYTHON:-python3}" -m components.gpu_readiness --expect "$EXPECT_JSON" \
       --node "$scratch/node.json" --endpoints "$scratch/endpoints.json"
 }
 

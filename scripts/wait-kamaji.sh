@@ -9,11 +9,11 @@ source "$(dirname "$0")/lib.sh"
 kubeconfig_from_stdin
 
 datastore_ready() {
-  [ "$(kubectl get datastore "${DATASTORE:-default}" -o jsonpath='{.status.ready}')" = "true" ]
+  [ "$(kc get datastore "${DATASTORE:-default}" -o jsonpath='{.status.ready}')" = "true" ]
 }
 
 tcp_dry_run() {
-  kubectl create --dry-run=server -o name -f - <<YAML
+  kc create --dry-run=server -o name -f - <<YAML
 apiVersion: kamaji.clastix.io/v1alpha1
 kind: TenantControlPlane
 metadata: {name: gpulab-webhook-probe, namespace: ${NAMESPACE:-kamaji-system}}

@@ -10,7 +10,7 @@ kubeconfig_from_stdin
 
 node_ready() {
   local status
-  status=$(kubectl get node "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')
+  status=$(kc get node "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}')
   [ "$status" = "True" ] || {
     echo "node $1 Ready=${status:-<not registered>}" >&2
     return 1

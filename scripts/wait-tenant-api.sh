@@ -9,8 +9,8 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 kubeconfig_from_stdin
 
-admin_is_cluster_admin() { [ "$(kubectl auth can-i '*' '*' --all-namespaces)" = "yes" ]; }
-cluster_info_published() { kubectl -n kube-public get configmap cluster-info -o name; }
+admin_is_cluster_admin() { [ "$(kc auth can-i '*' '*' --all-namespaces)" = "yes" ]; }
+cluster_info_published() { kc -n kube-public get configmap cluster-info -o name; }
 
 wait_for "${TIMEOUT:-300}" "tenant ${TENANT:-?}: admin.conf to be authorised (kubeadm:cluster-admins)" admin_is_cluster_admin
 wait_for "${TIMEOUT:-300}" "tenant ${TENANT:-?}: kube-public/cluster-info for kubeadm discovery" cluster_info_published

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Joins a tenant worker to its Kamaji control plane with kubeadm, the way Kamaji's own e2e does
-# (e2e/worker_kubeadm_join_test.go): wait for systemd, create a join command against the tenant
-# (retrying while Kamaji still sets up RBAC), run it. The worker is a kindest/node container
+# (e2e/worker_kubeadm_join_test.go): wait for systemd, create a bootstrap token against the tenant
+# (retrying while Kamaji still sets up RBAC), join. The worker is a kindest/node container
 # (CONTAINER set: commands go through docker exec) or the machine this runs on (sent over SSH).
-# The join command carries a bootstrap token: it never reaches stdout, stderr or a file outside
-# the node's tmpfs.
+#
+# The bootstrap token never appears in a command line, stdout, stderr or a file on disk: it goes into
+# a kubeadm JoinConfiguration (mode 0600) on the node's tmpfs, read with `kubeadm join --config`,
+# removed afterwards; and the token is deleted from the tenant once the join is over, failed or not.
+# A node already joined to this tenant is left alone; one joined elsewhere is an error naming that
+# API server; leftovers of a failed attempt are reset before the join is retried.
 # stdin: tenant admin kubeconfig. env: CONTAINER or NODE_NAME, TENANT, TIMEOUT (s, per step),
 #        IGNORE_PREFLIGHT (kubeadm preflight checks to skip), KUBELET_CONF
 set -euo pipefail
@@ -12,11 +16,33 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 timeout=${TIMEOUT:-300}
 node=${CONTAINER:-${NODE_NAME:?set CONTAINER or NODE_NAME}}
-kubelet_conf=${KUBELET_CONF:-/etc/kubernetes/kubelet.conf}
+kubeadm_dir=${KUBEADM_DIR:-/etc/kubernetes}
+kubelet_conf=${KUBELET_CONF:-$kubeadm_dir/kubelet.conf}
+# tmpfs on the node: /tmp in a kind node (kind's flags), /run on a machine.
+node_dir=/tmp
+[ -n "${CONTAINER:-}" ] || node_dir=${GPULAB_NODE_TMPFS:-/run}
+admin_conf="$node_dir/gpulab-admin.conf"
+join_conf="$node_dir/gpulab-join.yaml"
 
-# on_node COMMAND...: run on the worker (in its container, or right here).
+# on_node COMMAND...: run on the worker (in its container, or right here), bounded in time.
 on_node() {
-  if [ -n "${CONTAINER:-}" ]; then docker exec "$CONTAINER" "$@"; else "$@"; fi
+  if [ -n "${CONTAINER:-}" ]; then
+    timeout --kill-after=5 "${GPULAB_ATTEMPT_TIMEOUT:-120}" docker exec "$CONTAINER" "$@"
+  else
+    timeout --kill-after=5 "${GPULAB_ATTEMPT_TIMEOUT:-120}" "$@"
+  fi
+}
+
+# to_node_file PATH: standard input into a file only root can read, on the node's tmpfs.
+to_node_file() {
+  if [ -n "${CONTAINER:-}" ]; then
+    docker exec -i "$CONTAINER" sh -c "umask 077 && cat >'$1'"
+  else
+    (
+      umask 077
+      cat >"$1"
+    )
+  fi
 }
 
 node_booted() {
@@ -31,50 +57,76 @@ node_booted() {
   esac
 }
 
-already_joined() { on_node test -s "$kubelet_conf"; }
+server_of() { awk '$1 == "server:" { print $2; exit }'; }
 
 # Kamaji's soot controller creates the kubeadm RBAC after the control plane turns Ready; until
 # then token creation is Forbidden. Any failure is retried to the deadline; the last error is shown.
 create_join_command() {
-  join_command=$(on_node kubeadm token create --print-join-command --ttl 15m --kubeconfig "$admin_conf")
+  on_node kubeadm token create --print-join-command --ttl 15m --kubeconfig "$admin_conf" \
+    >"$GPULAB_RUN_DIR/join-command"
 }
 
 kubeconfig_from_stdin
+tenant_server=$(server_of <"$KUBECONFIG_FILE")
+[ -n "$tenant_server" ] || die "the tenant kubeconfig names no API server"
 
 # kind waits for systemd in a node before using it; docker run returns as soon as PID 1 starts.
 wait_for "$timeout" "systemd to boot on $node" node_booted
 
-if already_joined; then
-  log "$node is already joined to tenant ${TENANT:-?}; nothing to do"
-  exit 0
+if on_node test -s "$kubelet_conf"; then
+  joined_server=$(on_node cat "$kubelet_conf" | server_of)
+  if [ "$joined_server" = "$tenant_server" ]; then
+    log "$node is already joined to tenant ${TENANT:-?}; nothing to do"
+    exit 0
+  fi
+  die "$node is already a node of the cluster at ${joined_server:-an unknown API server}, not of tenant" \
+    "${TENANT:-?} ($tenant_server): run 'kubeadm reset' on it first, or use another machine"
+fi
+# A failed attempt leaves kubeadm's files behind (no kubelet.conf yet), and kubeadm join then stops
+# in preflight. Nothing of a working node is there to lose: reset it and join afresh.
+if on_node test -e "$kubeadm_dir/bootstrap-kubelet.conf" || on_node test -e "$kubeadm_dir/pki/ca.crt"; then
+  log "$node holds files of an earlier, unfinished join; resetting it with kubeadm reset"
+  on_node kubeadm reset --force >/dev/null 2>&1 || die "kubeadm reset failed on $node"
 fi
 
-if [ -n "${CONTAINER:-}" ]; then
-  # /tmp in the node is a tmpfs (kind's flags), so the admin kubeconfig never touches a disk there.
-  admin_conf=/tmp/gpulab-admin.conf
-  docker exec -i "$CONTAINER" sh -c 'umask 077 && cat >/tmp/gpulab-admin.conf' <"$KUBECONFIG_FILE"
-  trap 'docker exec "$CONTAINER" rm -f /tmp/gpulab-admin.conf >/dev/null 2>&1 || true; rm -f "$KUBECONFIG_FILE"' EXIT
-else
-  admin_conf=$KUBECONFIG_FILE # already a private temp file, removed on exit
-fi
+to_node_file "$admin_conf" <"$KUBECONFIG_FILE"
+# shellcheck disable=SC2016 # expanded when the run ends
+on_exit 'on_node rm -f "$admin_conf" "$join_conf" >/dev/null 2>&1'
 
-join_command=""
-wait_for "$timeout" "a kubeadm join command from tenant ${TENANT:-?}" create_join_command
-read -r -a join_args <<<"$join_command"
-[ "${join_args[0]:-}" = "kubeadm" ] && [ "${join_args[1]:-}" = "join" ] ||
+wait_for "$timeout" "a bootstrap token from tenant ${TENANT:-?}" create_join_command
+read -r -a words <"$GPULAB_RUN_DIR/join-command"
+endpoint="" token="" ca_hash=""
+[ "${words[0]:-}" = "kubeadm" ] && [ "${words[1]:-}" = "join" ] && endpoint=${words[2]:-}
+for ((i = 3; i + 1 < ${#words[@]}; i++)); do
+  case "${words[$i]}" in
+  --token) token=${words[$((i + 1))]} ;;
+  --discovery-token-ca-cert-hash) ca_hash=${words[$((i + 1))]} ;;
+  esac
+done
+rm -f "$GPULAB_RUN_DIR/join-command"
+[ -n "$endpoint" ] && [ -n "$token" ] && [ -n "$ca_hash" ] ||
   die "tenant ${TENANT:-?} returned something other than a kubeadm join command"
-[ -n "${NODE_NAME:-}" ] && join_args+=(--node-name "$NODE_NAME")
+# Delete the token when this run ends, whatever happens: nobody else may join with it.
+# shellcheck disable=SC2016 # expanded when the run ends
+on_exit 'on_node kubeadm token delete "${token%%.*}" --kubeconfig "$admin_conf" >/dev/null 2>&1 && log "bootstrap token deleted from tenant ${TENANT:-?}"'
 
-log "joining $node to tenant ${TENANT:-?}"
-join_errors=$(mktemp "${TMPDIR:-/tmp}/gpulab-join.XXXXXX")
 # Container default: SystemVerification (the node is a container, its kernel config unreadable),
 # FileExisting (kind images lack some host binaries kubeadm checks for), Swap (failSwapOn=false).
-if ! on_node "${join_args[@]}" --ignore-preflight-errors="${IGNORE_PREFLIGHT:-SystemVerification,FileExisting,Swap}" \
-  >/dev/null 2>"$join_errors"; then
-  # kubeadm's own error output does not contain the token; show it without the command line.
+ignore=${IGNORE_PREFLIGHT:-SystemVerification,FileExisting,Swap}
+{
+  printf 'apiVersion: kubeadm.k8s.io/v1beta4\nkind: JoinConfiguration\n'
+  printf 'discovery:\n  bootstrapToken:\n    apiServerEndpoint: "%s"\n    token: "%s"\n' "$endpoint" "$token"
+  printf '    caCertHashes: ["%s"]\n' "$ca_hash"
+  printf 'nodeRegistration:\n'
+  [ -n "${NODE_NAME:-}" ] && printf '  name: "%s"\n' "$NODE_NAME"
+  printf '  ignorePreflightErrors: [%s]\n' "$(sed 's/[^,][^,]*/"&"/g; s/,/, /g' <<<"$ignore")"
+} | to_node_file "$join_conf"
+
+log "joining $node to tenant ${TENANT:-?}"
+join_errors="$GPULAB_RUN_DIR/join-errors"
+if ! on_node kubeadm join --config "$join_conf" >/dev/null 2>"$join_errors"; then
+  # kubeadm's own error output does not contain the token.
   sed 's/^/    /' "$join_errors" >&2
-  rm -f "$join_errors"
-  die "kubeadm join failed on $node (see above)"
+  die "kubeadm join failed on $node (see above); the next run resets the node and tries again"
 fi
-rm -f "$join_errors"
 log "$node joined tenant ${TENANT:-?}"

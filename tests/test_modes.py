@@ -274,18 +274,24 @@ def test_remote_join_runs_kubeadm_on_the_machine_itself(tmp_path: Path) -> None:
         tmp_path,
         "worker-join.sh",
         env,
-        stdin="apiVersion: v1\nkind: Config\n",
+        stdin="apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    server: https://10.0.0.5:6443\n",
         FAKE_FORBIDDEN="2",
         GPULAB_POLL_INTERVAL="0.05",
-        KUBELET_CONF=str(tmp_path / "kubelet.conf"),
+        KUBEADM_DIR=str(tmp_path / "etc-kubernetes"),
+        GPULAB_NODE_TMPFS=str(tmp_path),
         TMPDIR=str(tmp_path),
     )
     assert result.returncode == 0, result.stderr
-    joined = (tmp_path / "joined-with").read_text()
-    assert joined.startswith("join 10.0.0.5:6443 --token abcdef.0123456789abcdef")
-    assert "--node-name gpu-1 --ignore-preflight-errors=Swap" in joined
+    joined = (tmp_path / "joined-with").read_text().strip()
+    assert joined == f"join --config {tmp_path}/gpulab-join.yaml", "the token is not on the command line"
+    config = (tmp_path / "join-config").read_text()
+    assert 'token: "abcdef.0123456789abcdef"' in config and 'name: "gpu-1"' in config
+    assert 'ignorePreflightErrors: ["Swap"]' in config
+    assert "0123456789abcdef" not in (tmp_path / "calls").read_text(), "argv of every call"
     assert "abcdef.0123456789abcdef" not in result.stdout + result.stderr
-    assert not list(tmp_path.glob("gpulab-kubeconfig.*")), "the admin kubeconfig is removed from the machine"
+    assert (tmp_path / "tokens-deleted").read_text().split() == ["abcdef"]
+    assert not (tmp_path / "gpulab-join.yaml").exists() and not (tmp_path / "gpulab-admin.conf").exists()
+    assert not list(tmp_path.glob("gpulab-run.*")), "the run's private directory is removed"
 
 
 L4_REGISTERED = [

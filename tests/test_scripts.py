@@ -13,8 +13,12 @@ from shared_data import ROOT
 
 SCRIPTS = sorted((ROOT / "scripts").glob("*.sh"))
 FAKES = ROOT / "tests" / "fakes"
-KUBECONFIG = "apiVersion: v1\nkind: Config\nusers: [{name: admin, user: {client-key-data: c2VjcmV0}}]\n"
+KUBECONFIG = (
+    "apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    server: https://172.30.255.201:6443\n  name: t\n"
+    "users: [{name: admin, user: {client-key-data: c2VjcmV0}}]\n"
+)
 TOKEN = "abcdef.0123456789abcdef"
+TOKEN_SECRET = TOKEN.split(".")[1]
 
 
 def shellcheck() -> str:
@@ -82,11 +86,54 @@ def test_join_retries_while_token_creation_is_forbidden(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert calls(tmp_path).count("kubeadm token create") == 4
-    joined = (tmp_path / "joined-with").read_text()
-    assert joined.startswith(f"kubeadm join 172.30.255.201:6443 --token {TOKEN}")
-    assert "--ignore-preflight-errors=SystemVerification,FileExisting,Swap" in joined
+    assert (tmp_path / "joined-with").read_text().strip() == "kubeadm join --config /tmp/gpulab-join.yaml"
+    config = (tmp_path / "join-config").read_text()
+    assert "kind: JoinConfiguration" in config and f'token: "{TOKEN}"' in config
+    assert 'apiServerEndpoint: "172.30.255.201:6443"' in config and 'caCertHashes: ["sha256:5e1f"]' in config
+    assert 'ignorePreflightErrors: ["SystemVerification", "FileExisting", "Swap"]' in config
     assert (tmp_path / "copied-kubeconfig").read_text() == KUBECONFIG
-    assert "docker exec tenant-a-worker rm -f /tmp/gpulab-admin.conf" in calls(tmp_path), "kubeconfig left in node"
+    log = calls(tmp_path)
+    assert "rm -f /tmp/gpulab-admin.conf /tmp/gpulab-join.yaml" in log, "kubeconfig or join config left in node"
+    assert (tmp_path / "tokens-deleted").read_text().split() == ["abcdef"], "the token outlives the join"
+
+
+def test_the_token_is_never_on_a_command_line(tmp_path: Path) -> None:
+    """Every argv the join runs (docker, kubeadm) is recorded by the fakes: the secret is in none."""
+    for env in ({}, {"FAKE_JOIN_RC": "1"}):
+        run_script("worker-join.sh", tmp_path, CONTAINER="tenant-a-worker", TENANT="tenant-a", **env)
+        assert TOKEN_SECRET not in calls(tmp_path)
+        (tmp_path / "calls").unlink()
+
+
+def test_the_token_is_deleted_when_the_join_fails(tmp_path: Path) -> None:
+    result = run_script("worker-join.sh", tmp_path, CONTAINER="tenant-a-worker", TENANT="tenant-a", FAKE_JOIN_RC="1")
+    assert result.returncode == 1
+    assert (tmp_path / "tokens-deleted").read_text().split() == ["abcdef"]
+    assert "bootstrap token deleted from tenant tenant-a" in result.stderr
+
+
+def test_a_node_joined_to_another_cluster_is_an_error(tmp_path: Path) -> None:
+    result = run_script(
+        "worker-join.sh",
+        tmp_path,
+        CONTAINER="tenant-a-worker",
+        TENANT="tenant-b",
+        FAKE_JOINED="1",
+        FAKE_JOINED_SERVER="https://172.30.255.200:6443",
+    )
+    assert result.returncode == 1
+    assert "already a node of the cluster at https://172.30.255.200:6443, not of tenant tenant-b" in result.stderr
+    assert "kubeadm token create" not in calls(tmp_path) and "kubeadm reset" not in calls(tmp_path)
+
+
+def test_a_half_done_join_is_reset_then_retried(tmp_path: Path) -> None:
+    result = run_script(
+        "worker-join.sh", tmp_path, CONTAINER="tenant-a-worker", TENANT="tenant-a", FAKE_HALF_JOINED="1"
+    )
+    assert result.returncode == 0, result.stderr
+    log = calls(tmp_path)
+    assert log.index("kubeadm reset --force") < log.index("kubeadm join --config")
+    assert "earlier, unfinished join; resetting" in result.stderr
 
 
 def test_join_never_prints_the_token(tmp_path: Path) -> None:
@@ -103,7 +150,7 @@ def test_join_gives_up_at_its_deadline_and_says_why(tmp_path: Path) -> None:
         "worker-join.sh", tmp_path, CONTAINER="tenant-a-worker", TENANT="tenant-a", FAKE_FORBIDDEN="100000", TIMEOUT="1"
     )
     assert result.returncode == 1
-    assert "timed out after 1s waiting for a kubeadm join command from tenant tenant-a" in result.stderr
+    assert "timed out after 1s waiting for a bootstrap token from tenant tenant-a" in result.stderr
     assert "is forbidden" in result.stderr, "the last error must be shown"
     assert not (tmp_path / "joined-with").exists()
 
@@ -127,7 +174,8 @@ def test_inventory_restarts_hami_only_when_the_annotation_changes(tmp_path: Path
     first = run_script("apply-gpu-inventory.sh", tmp_path, **env)
     assert first.returncode == 0, first.stderr
     log = calls(tmp_path)
-    assert "kubectl annotate node tenant-a-worker --overwrite hami.io/node-nvidia-register=" in log
+    assert "annotate node tenant-a-worker --overwrite hami.io/node-nvidia-register=" in log
+    assert "kubectl --request-timeout=20s annotate" in log, "every API call is bounded"
     assert '--subresource=status --type=merge -p {"status":{"capacity":{"nvidia.com/gpu":"10"}}}' in log
     assert "rollout restart" not in log, "the first write needs no restart"
 
@@ -135,7 +183,7 @@ def test_inventory_restarts_hami_only_when_the_annotation_changes(tmp_path: Path
     (tmp_path / "annotation").write_text('[{"id":"GPU-MOCK-tenant-a-0","count":5}]')
     changed = run_script("apply-gpu-inventory.sh", tmp_path, **env)
     assert changed.returncode == 0, changed.stderr
-    assert "kubectl -n kube-system rollout restart deployment/hami-scheduler" in calls(tmp_path)
+    assert "-n kube-system rollout restart deployment/hami-scheduler" in calls(tmp_path)
 
     (tmp_path / "calls").unlink()
     (tmp_path / "annotation").write_text(env["REGISTER_JSON"])
@@ -165,3 +213,48 @@ wait_for 1 "something that never happens" never
     assert "ready: the probe" in result.stderr
     assert "timed out after 1s waiting for something that never happens" in result.stderr
     assert "still no" in result.stderr
+
+
+def test_a_hanging_api_server_cannot_carry_a_wait_past_its_deadline(tmp_path: Path) -> None:
+    """kubectl that connects and never answers: each attempt is cut off, and the wait ends on time."""
+    import time
+
+    started = time.monotonic()
+    result = run_script(
+        "wait-tenant-api.sh", tmp_path, TENANT="t", TIMEOUT="3", FAKE_KUBECTL_HANG="1", GPULAB_REQUEST_TIMEOUT="1s"
+    )
+    elapsed = time.monotonic() - started
+    assert result.returncode == 1 and "timed out after 3s" in result.stderr, result.stderr
+    assert elapsed < 15, f"the wait took {elapsed:.0f}s"
+
+
+def test_temporary_files_go_with_the_run_even_when_interrupted(tmp_path: Path) -> None:
+    """One private directory per run: removed on exit and on TERM; one left by a KILLed run is removed
+    by the next run."""
+    import signal
+
+    env = {**os.environ, "PATH": f"{FAKES}:{os.environ['PATH']}", "FAKE_DIR": str(tmp_path), "TMPDIR": str(tmp_path)}
+    script = f"source {ROOT / 'scripts' / 'lib.sh'}; kubeconfig_from_stdin; echo ready; exec 0<&-; sleep 30"
+    process = subprocess.Popen(
+        ["bash", "-c", script],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
+        text=True,
+        start_new_session=True,
+    )
+    process.stdin.write(KUBECONFIG)
+    process.stdin.close()
+    assert process.stdout.readline().strip() == "ready"
+    (run_dir,) = tmp_path.glob("gpulab-run.*")
+    assert oct(run_dir.stat().st_mode & 0o777) == "0o700" and (run_dir / "kubeconfig").exists()
+    os.killpg(process.pid, signal.SIGTERM)  # as Ctrl-C or a stopping Pulumi reaches the whole group
+    process.wait(timeout=10)
+    assert not run_dir.exists(), "TERM left the run directory behind"
+
+    stale = tmp_path / "gpulab-run.999999.abcdef"  # a run killed with KILL (no such process)
+    stale.mkdir()
+    (stale / "kubeconfig").write_text("secret")
+    subprocess.run(["bash", "-c", f"source {ROOT / 'scripts' / 'lib.sh'}; true"], env=env, check=True)
+    assert not stale.exists()
+    assert not list(tmp_path.glob("gpulab-run.*"))
