@@ -55,10 +55,12 @@ stack: prereqs
 
 # Preflight first: nothing is installed or created on a host that cannot run the lab.
 up:
+	@$(PYTHON_HOST) scripts/secrets_check.py $(STACK)
 	bash scripts/preflight.sh
 	@$(MAKE) --no-print-directory deploy
 
 deploy: prereqs policy-venv stack
+	@$(PYTHON_HOST) scripts/secrets_check.py $(STACK)
 	pulumi up --yes --stack $(STACK) --policy-pack policies
 
 # Nothing deployed: say so, download nothing. Otherwise Docker must answer before pulumi destroy runs.
@@ -71,6 +73,7 @@ destroy:
 	pulumi destroy --yes --stack $(STACK)
 
 plan: $(VENV)/.installed
+	@$(PY) scripts/secrets_check.py $(STACK)
 	$(PY) -m preview --stack $(STACK)
 
 verify: $(VENV)/.installed
