@@ -9,6 +9,8 @@ MetalLB and Kamaji is installed only where the config asks (a real cluster may h
 
 from __future__ import annotations
 
+import re
+
 import pulumi
 import pulumi_command as command
 import pulumi_docker as docker
@@ -30,6 +32,13 @@ KAMAJI_NAMESPACE = "kamaji-system"
 KAMAJI_DATASTORE = "default"  # the chart's kamaji-etcd DataStore (defaultDatastoreName)
 KAMAJI_VALUES_FILE = "components/values/kamaji.yaml"
 POOL_NAME = "gpulab"
+
+
+def owner_label() -> str:
+    """This stack's mark on what it creates outside Pulumi's own resources: `<project>.<stack>`,
+    made a valid Kubernetes label value (alphanumerics, '-', '_', '.'; at most 63; alphanumeric ends)."""
+    value = re.sub(r"[^A-Za-z0-9_.-]", "-", f"{pulumi.get_project()}.{pulumi.get_stack()}")[:63]
+    return value.strip("-_.") or "gpulab"
 
 
 def metallb_pool_spec(addresses: list[pulumi.Input[str]]) -> dict:
@@ -93,8 +102,13 @@ class ManagementCluster(pulumi.ComponentResource):
             )
         else:
             self.kubeconfig = pulumi.Output.secret(secret(management.kubeconfig_secret))
+        # A kind cluster deleted by hand takes its objects with it, so destroy may drop them from the state;
+        # an existing cluster that does not answer is left to the user (its objects may still be there).
         self.provider = k8s.Provider(
-            f"{name}-provider", kubeconfig=self.kubeconfig, opts=pulumi.ResourceOptions(parent=self)
+            f"{name}-provider",
+            kubeconfig=self.kubeconfig,
+            delete_unreachable=management.mode == "kind",
+            opts=pulumi.ResourceOptions(parent=self),
         )
 
         cert_manager = self._cert_manager() if management.installs("cert_manager") else None
@@ -145,13 +159,15 @@ class ManagementCluster(pulumi.ComponentResource):
         management, versions = self._lab.management, self._lab.versions
         return command.local.Command(
             f"{self._name}-kind",
-            create=script("kind-create.sh"),
-            delete=script("kind-delete.sh"),
             environment={
                 "CLUSTER_NAME": management.name,
                 "NODE_IMAGE": versions.management_node_image,
                 "NETWORK": management.network_name,
             },
+            # Who owns the cluster (a node label): set on the command line, not in `environment`, so that
+            # labs deployed before owners were recorded are updated in place (adopted), not replaced.
+            create=f"OWNER={owner_label()} {script('kind-create.sh')}",
+            delete=f"OWNER={owner_label()} {script('kind-delete.sh')}",
             logging=command.local.Logging.STDERR,  # stdout is the kubeconfig
             opts=pulumi.ResourceOptions(
                 parent=self,

@@ -168,9 +168,12 @@ class TenantControlPlane(pulumi.ComponentResource):
             environment={"TENANT": tenant.name, "TIMEOUT": "300"},
             opts=pulumi.ResourceOptions(parent=self, depends_on=[admin]),
         )
+        # If the tenant API is gone (its control plane or the whole kind cluster deleted by hand), its
+        # objects are gone with it: destroy drops them from the state instead of failing on them.
         self.provider = k8s.Provider(
             f"{name}-provider",
             kubeconfig=self.kubeconfig,
+            delete_unreachable=True,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.api_ready]),
         )
         self.register_outputs({"kubeconfig": self.kubeconfig, "endpoint": self.endpoint})

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # On destroy: removes a real worker's Node object from its tenant (a container worker's tenant is
-# deleted whole instead), waiting until it is gone.
+# deleted whole instead), waiting until it is gone. If the tenant API is gone (its control plane or
+# the management cluster deleted by hand), there is no Node object left to remove: say so and let
+# destroy go on.
 # stdin: tenant kubeconfig. env: NODE_NAME, TIMEOUT (s)
 set -euo pipefail
 # shellcheck source=lib.sh
@@ -8,5 +10,11 @@ source "$(dirname "$0")/lib.sh"
 : "${NODE_NAME:?}"
 kubeconfig_from_stdin
 
-kubectl delete node "$NODE_NAME" --ignore-not-found --wait=true --timeout="${TIMEOUT:-120}s" >&2
+if ! probe_errors=$(kc get --raw=/readyz 2>&1 >/dev/null); then
+  log "skipped removing node $NODE_NAME: its tenant API does not answer (${probe_errors:0:200}); " \
+    "if the tenant was deleted by hand, the Node object went with it"
+  exit 0
+fi
+kubectl --request-timeout="${TIMEOUT:-120}s" delete node "$NODE_NAME" --ignore-not-found --wait=true \
+  --timeout="${TIMEOUT:-120}s" >&2
 log "node $NODE_NAME removed from its tenant"

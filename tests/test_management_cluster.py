@@ -17,8 +17,8 @@ def program():
 
 def test_kind_cluster_command(program) -> None:
     kind = program.named("management-kind")
-    assert kind.inputs["create"] == "bash scripts/kind-create.sh"
-    assert kind.inputs["delete"] == "bash scripts/kind-delete.sh"
+    assert kind.inputs["create"] == "OWNER=gpulab.dev bash scripts/kind-create.sh"
+    assert kind.inputs["delete"] == "OWNER=gpulab.dev bash scripts/kind-delete.sh"
     assert kind.inputs["environment"] == {
         "CLUSTER_NAME": "gpulab",
         "NODE_IMAGE": Versions().management_node_image,

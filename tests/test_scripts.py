@@ -258,3 +258,102 @@ def test_temporary_files_go_with_the_run_even_when_interrupted(tmp_path: Path) -
     subprocess.run(["bash", "-c", f"source {ROOT / 'scripts' / 'lib.sh'}; true"], env=env, check=True)
     assert not stale.exists()
     assert not list(tmp_path.glob("gpulab-run.*"))
+
+
+@pytest.mark.parametrize("damage", [{"FAKE_API_GONE": "1"}, {"FAKE_KUBECTL_HANG": "1", "GPULAB_REQUEST_TIMEOUT": "1s"}])
+def test_node_leave_goes_on_when_the_tenant_api_is_gone(tmp_path: Path, damage: dict) -> None:
+    """Destroy after manual damage: no tenant API means no Node object to remove; say so, exit 0."""
+    result = run_script("node-leave.sh", tmp_path, NODE_NAME="gpu-1", TIMEOUT="5", **damage)
+    assert result.returncode == 0, result.stderr
+    assert "skipped removing node gpu-1: its tenant API does not answer" in result.stderr
+    assert "delete node" not in calls(tmp_path)
+
+
+def test_node_leave_removes_the_node_when_the_api_answers(tmp_path: Path) -> None:
+    result = run_script("node-leave.sh", tmp_path, NODE_NAME="gpu-1", TIMEOUT="5")
+    assert result.returncode == 0, result.stderr
+    assert "delete node gpu-1 --ignore-not-found --wait=true --timeout=5s" in calls(tmp_path)
+
+
+KIND = {"CLUSTER_NAME": "gpulab", "NODE_IMAGE": "kindest/node:v1.36.4", "NETWORK": "gpulab", "OWNER": "gpulab.dev"}
+
+
+def test_kind_create_marks_what_it_creates(tmp_path: Path) -> None:
+    result = run_script("kind-create.sh", tmp_path, stdin="", **KIND)
+    assert result.returncode == 0, result.stderr
+    assert 'gpulab.io/owner: "gpulab.dev"' in (tmp_path / "kind-config").read_text()
+    assert "gpulab created Docker network gpulab" in result.stderr, "recorded for kind-delete.sh"
+    assert result.stdout.startswith("apiVersion: v1")
+
+
+@pytest.mark.parametrize("owner", ["", "gpulab.prod"], ids=["a user's cluster", "another stack's"])
+def test_kind_create_refuses_a_cluster_it_did_not_create(tmp_path: Path, owner: str) -> None:
+    result = run_script(
+        "kind-create.sh", tmp_path, stdin="", FAKE_KIND_CLUSTERS="gpulab", FAKE_NODE_OWNER=owner, **KIND
+    )
+    assert result.returncode == 1
+    assert "a kind cluster named gpulab already exists and was not created by gpulab.dev" in result.stderr
+    assert "gpulab:management.name" in result.stderr and "kind delete cluster --name gpulab" in result.stderr
+    assert "kind create" not in calls(tmp_path) and "kind delete" not in calls(tmp_path)
+
+
+def test_kind_create_reuses_its_own_cluster_and_adopts_a_legacy_one(tmp_path: Path) -> None:
+    ours = run_script(
+        "kind-create.sh", tmp_path, stdin="", FAKE_KIND_CLUSTERS="gpulab", FAKE_NODE_OWNER="gpulab.dev", **KIND
+    )
+    assert ours.returncode == 0 and "reusing it" in ours.stderr
+    legacy = run_script(
+        "kind-create.sh",
+        tmp_path,
+        stdin="",
+        FAKE_KIND_CLUSTERS="gpulab",
+        PULUMI_COMMAND_STDOUT="apiVersion: v1",
+        **KIND,
+    )
+    assert legacy.returncode == 0, legacy.stderr
+    assert "label node gpulab-control-plane gpulab.io/owner=gpulab.dev" in calls(tmp_path)
+
+
+def test_kind_create_uses_but_never_claims_a_foreign_network(tmp_path: Path) -> None:
+    result = run_script("kind-create.sh", tmp_path, stdin="", FAKE_NETWORK_EXISTS="1", **KIND)
+    assert result.returncode == 0, result.stderr
+    assert "was not created by gpulab: using it; destroy will keep it" in result.stderr
+    assert "gpulab created Docker network" not in result.stderr
+
+
+def test_kind_delete_keeps_what_is_not_gpulabs(tmp_path: Path) -> None:
+    foreign_network = (
+        "[gpulab] Docker network gpulab exists and was not created by gpulab: using it; destroy will keep it"
+    )
+    result = run_script(
+        "kind-delete.sh",
+        tmp_path,
+        stdin="",
+        FAKE_KIND_CLUSTERS="gpulab",
+        FAKE_NODE_OWNER="gpulab.dev",
+        FAKE_NETWORK_EXISTS="1",
+        PULUMI_COMMAND_STDERR=foreign_network,
+        **KIND,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "kind delete cluster --name gpulab" in calls(tmp_path)
+    assert (
+        "network rm" not in calls(tmp_path) and "kept Docker network gpulab: it existed before gpulab" in result.stderr
+    )
+
+    (tmp_path / "calls").unlink()
+    other = run_script(
+        "kind-delete.sh", tmp_path, stdin="", FAKE_KIND_CLUSTERS="gpulab", FAKE_NODE_OWNER="gpulab.prod", **KIND
+    )
+    assert other.returncode == 0 and "kept kind cluster gpulab: it belongs to gpulab.prod" in other.stderr
+    assert "kind delete" not in calls(tmp_path)
+
+
+def test_kind_delete_removes_its_network_and_survives_a_cluster_deleted_by_hand(tmp_path: Path) -> None:
+    ours = "[gpulab] gpulab created Docker network gpulab"
+    result = run_script(
+        "kind-delete.sh", tmp_path, stdin="", FAKE_NETWORK_EXISTS="1", PULUMI_COMMAND_STDERR=ours, **KIND
+    )
+    assert result.returncode == 0, result.stderr
+    assert "kind cluster gpulab is already gone" in result.stderr
+    assert "docker network rm gpulab" in calls(tmp_path)

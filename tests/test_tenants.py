@@ -265,3 +265,11 @@ def test_control_plane_deleted_before_kamaji_and_its_namespace(program) -> None:
     assert program.depends_on(tcp, program.named("tenant-a-namespace"))
     assert program.depends_on(tcp, program.named("management-kamaji"))
     assert program.depends_on(program.named("tenant-a-worker-node"), program.named("management-kind"))
+
+
+def test_destroy_survives_a_cluster_deleted_by_hand() -> None:
+    """Providers of what gpulab itself created drop unreachable objects from the state on destroy
+    (pulumi-kubernetes deleteUnreachable); an existing management cluster's provider does not."""
+    program = run_program(lab_config())
+    for name in ("tenant-a-provider", "tenant-b-provider", "management-provider"):
+        assert program.named(name).inputs.get("deleteUnreachable") in (True, "true"), name
