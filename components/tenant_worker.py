@@ -8,6 +8,8 @@ never touches it; Pulumi owns it.
 from __future__ import annotations
 
 import copy
+import re
+import sys
 from typing import Any
 
 import pulumi
@@ -26,6 +28,12 @@ from components.tenant_control_plane import TenantControlPlane
 def worker_node_name(tenant: Tenant) -> str:
     """The node name of a container worker (its hostname)."""
     return tenant.worker_node_names()[0]
+
+
+def token_id_of(join_configuration: str) -> str:
+    """The public half of the bootstrap token in a JoinConfiguration (`<id>.<secret>`)."""
+    match = re.search(r"token:\s*\"?([a-z0-9]{6})\.[a-z0-9]{16}", join_configuration or "")
+    return match.group(1) if match else ""
 
 
 def container_args(tenant: Tenant, image_id: pulumi.Input[str], image_ref: str, network: str) -> dict[str, Any]:
@@ -208,20 +216,43 @@ class TenantWorker(pulumi.ComponentResource):
             logging=command.remote.Logging.STDERR,
             opts=pulumi.ResourceOptions(parent=self),
         )
+        # The machine gets only a JoinConfiguration, made here with the tenant's admin kubeconfig (which
+        # stays on the Pulumi host); the token it carries is deleted once the machine has joined.
+        material = script_command(
+            f"{name}-{node_name}-join-config",
+            "join-config.sh",
+            stdin=control_plane.kubeconfig,
+            environment={
+                "NODE_NAME": node_name,
+                "TENANT": tenant.name,
+                "IGNORE_PREFLIGHT": "Swap",
+                "TTL_MINUTES": "15",
+                "TIMEOUT": "300",
+                "PYTHON": sys.executable,
+            },
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[check, control_plane.api_ready]),
+        )
         join = command.remote.Command(
             f"{name}-{node_name}-join",
             connection=connection,
             create=remote_script(
                 "worker-join.sh",
-                {"NODE_NAME": node_name, "TENANT": tenant.name, "TIMEOUT": "300", "IGNORE_PREFLIGHT": "Swap"},
+                {"NODE_NAME": node_name, "TENANT": tenant.name, "TIMEOUT": "300", "JOIN_CONFIG_ON_STDIN": "1"},
                 sudo,
             ),
             delete=remote_script("ssh-node-reset.sh", {"NODE": node_name}, sudo),
-            stdin=control_plane.kubeconfig,
+            stdin=pulumi.Output.secret(material.stdout),  # the token: secret in the state and logs
             logging=command.remote.Logging.STDERR,
             opts=pulumi.ResourceOptions(
-                parent=self, depends_on=[check, control_plane.api_ready], additional_secret_outputs=["stdout"]
+                parent=self, depends_on=[check, material], additional_secret_outputs=["stdout"]
             ),
+        )
+        script_command(
+            f"{name}-{node_name}-join-token-delete",
+            "delete-token.sh",
+            stdin=control_plane.kubeconfig,
+            environment={"TOKEN_ID": material.stdout.apply(token_id_of), "TENANT": tenant.name},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[join]),
         )
         # Destroy removes the Node object from the tenant before the machine resets (it depends on the join).
         return script_command(

@@ -9,8 +9,10 @@
 # removed afterwards; and the token is deleted from the tenant once the join is over, failed or not.
 # A node already joined to this tenant is left alone; one joined elsewhere is an error naming that
 # API server; leftovers of a failed attempt are reset before the join is retried.
-# stdin: tenant admin kubeconfig. env: CONTAINER or NODE_NAME, TENANT, TIMEOUT (s, per step),
-#        IGNORE_PREFLIGHT (kubeadm preflight checks to skip), KUBELET_CONF
+# An SSH worker (JOIN_CONFIG_ON_STDIN=1) gets only the JoinConfiguration, made on the Pulumi host
+# (join-config.sh): no admin kubeconfig and no token creation on the machine.
+# stdin: tenant admin kubeconfig, or the JoinConfiguration. env: CONTAINER or NODE_NAME, TENANT,
+#        TIMEOUT (s, per step), IGNORE_PREFLIGHT (kubeadm preflight checks to skip), KUBELET_CONF
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -66,9 +68,20 @@ create_join_command() {
     >"$GPULAB_RUN_DIR/join-command"
 }
 
-kubeconfig_from_stdin
-tenant_server=$(server_of <"$KUBECONFIG_FILE")
-[ -n "$tenant_server" ] || die "the tenant kubeconfig names no API server"
+given_config=${JOIN_CONFIG_ON_STDIN:-0}
+if [ "$given_config" = 1 ]; then
+  [ -z "${CONTAINER:-}" ] || die "JOIN_CONFIG_ON_STDIN is for machines, not containers"
+  to_node_file "$join_conf"
+  # shellcheck disable=SC2016 # expanded when the run ends
+  on_exit 'rm -f "$join_conf"'
+  endpoint=$(awk '$1 == "apiServerEndpoint:" { gsub(/"/, "", $2); print $2; exit }' "$join_conf")
+  [ -n "$endpoint" ] || die "no JoinConfiguration with an apiServerEndpoint on standard input"
+  tenant_server="https://$endpoint"
+else
+  kubeconfig_from_stdin
+  tenant_server=$(server_of <"$KUBECONFIG_FILE")
+  [ -n "$tenant_server" ] || die "the tenant kubeconfig names no API server"
+fi
 
 # kind waits for systemd in a node before using it; docker run returns as soon as PID 1 starts.
 wait_for "$timeout" "systemd to boot on $node" node_booted
@@ -89,38 +102,40 @@ if on_node test -e "$kubeadm_dir/bootstrap-kubelet.conf" || on_node test -e "$ku
   on_node kubeadm reset --force >/dev/null 2>&1 || die "kubeadm reset failed on $node"
 fi
 
-to_node_file "$admin_conf" <"$KUBECONFIG_FILE"
-# shellcheck disable=SC2016 # expanded when the run ends
-on_exit 'on_node rm -f "$admin_conf" "$join_conf" >/dev/null 2>&1'
+if [ "$given_config" != 1 ]; then
+  to_node_file "$admin_conf" <"$KUBECONFIG_FILE"
+  # shellcheck disable=SC2016 # expanded when the run ends
+  on_exit 'on_node rm -f "$admin_conf" "$join_conf" >/dev/null 2>&1'
 
-wait_for "$timeout" "a bootstrap token from tenant ${TENANT:-?}" create_join_command
-read -r -a words <"$GPULAB_RUN_DIR/join-command"
-endpoint="" token="" ca_hash=""
-[ "${words[0]:-}" = "kubeadm" ] && [ "${words[1]:-}" = "join" ] && endpoint=${words[2]:-}
-for ((i = 3; i + 1 < ${#words[@]}; i++)); do
-  case "${words[$i]}" in
-  --token) token=${words[$((i + 1))]} ;;
-  --discovery-token-ca-cert-hash) ca_hash=${words[$((i + 1))]} ;;
-  esac
-done
-rm -f "$GPULAB_RUN_DIR/join-command"
-[ -n "$endpoint" ] && [ -n "$token" ] && [ -n "$ca_hash" ] ||
-  die "tenant ${TENANT:-?} returned something other than a kubeadm join command"
-# Delete the token when this run ends, whatever happens: nobody else may join with it.
-# shellcheck disable=SC2016 # expanded when the run ends
-on_exit 'on_node kubeadm token delete "${token%%.*}" --kubeconfig "$admin_conf" >/dev/null 2>&1 && log "bootstrap token deleted from tenant ${TENANT:-?}"'
+  wait_for "$timeout" "a bootstrap token from tenant ${TENANT:-?}" create_join_command
+  read -r -a words <"$GPULAB_RUN_DIR/join-command"
+  endpoint="" token="" ca_hash=""
+  [ "${words[0]:-}" = "kubeadm" ] && [ "${words[1]:-}" = "join" ] && endpoint=${words[2]:-}
+  for ((i = 3; i + 1 < ${#words[@]}; i++)); do
+    case "${words[$i]}" in
+    --token) token=${words[$((i + 1))]} ;;
+    --discovery-token-ca-cert-hash) ca_hash=${words[$((i + 1))]} ;;
+    esac
+  done
+  rm -f "$GPULAB_RUN_DIR/join-command"
+  [ -n "$endpoint" ] && [ -n "$token" ] && [ -n "$ca_hash" ] ||
+    die "tenant ${TENANT:-?} returned something other than a kubeadm join command"
+  # Delete the token when this run ends, whatever happens: nobody else may join with it.
+  # shellcheck disable=SC2016 # expanded when the run ends
+  on_exit 'on_node kubeadm token delete "${token%%.*}" --kubeconfig "$admin_conf" >/dev/null 2>&1 && log "bootstrap token deleted from tenant ${TENANT:-?}"'
 
-# Container default: SystemVerification (the node is a container, its kernel config unreadable),
-# FileExisting (kind images lack some host binaries kubeadm checks for), Swap (failSwapOn=false).
-ignore=${IGNORE_PREFLIGHT:-SystemVerification,FileExisting,Swap}
-{
-  printf 'apiVersion: kubeadm.k8s.io/v1beta4\nkind: JoinConfiguration\n'
-  printf 'discovery:\n  bootstrapToken:\n    apiServerEndpoint: "%s"\n    token: "%s"\n' "$endpoint" "$token"
-  printf '    caCertHashes: ["%s"]\n' "$ca_hash"
-  printf 'nodeRegistration:\n'
-  [ -n "${NODE_NAME:-}" ] && printf '  name: "%s"\n' "$NODE_NAME"
-  printf '  ignorePreflightErrors: [%s]\n' "$(sed 's/[^,][^,]*/"&"/g; s/,/, /g' <<<"$ignore")"
-} | to_node_file "$join_conf"
+  # Container default: SystemVerification (the node is a container, its kernel config unreadable),
+  # FileExisting (kind images lack some host binaries kubeadm checks for), Swap (failSwapOn=false).
+  ignore=${IGNORE_PREFLIGHT:-SystemVerification,FileExisting,Swap}
+  {
+    printf 'apiVersion: kubeadm.k8s.io/v1beta4\nkind: JoinConfiguration\n'
+    printf 'discovery:\n  bootstrapToken:\n    apiServerEndpoint: "%s"\n    token: "%s"\n' "$endpoint" "$token"
+    printf '    caCertHashes: ["%s"]\n' "$ca_hash"
+    printf 'nodeRegistration:\n'
+    [ -n "${NODE_NAME:-}" ] && printf '  name: "%s"\n' "$NODE_NAME"
+    printf '  ignorePreflightErrors: [%s]\n' "$(sed 's/[^,][^,]*/"&"/g; s/,/, /g' <<<"$ignore")"
+  } | to_node_file "$join_conf"
+fi
 
 log "joining $node to tenant ${TENANT:-?}"
 join_errors="$GPULAB_RUN_DIR/join-errors"

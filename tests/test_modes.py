@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pulumi
 import pytest
+import yaml
 from lab_harness import lab_config, run_program, tenant_kubeconfig
 from policy_harness import program_resources, run_stack_policy, stack_args
 from shared_data import ROOT
@@ -271,13 +272,19 @@ def test_remote_check_names_everything_missing(tmp_path: Path) -> None:
 
 
 def test_remote_join_runs_kubeadm_on_the_machine_itself(tmp_path: Path) -> None:
-    env = {"NODE_NAME": "gpu-1", "TENANT": "tenant-a", "TIMEOUT": "5", "IGNORE_PREFLIGHT": "Swap"}
+    """The machine gets only a JoinConfiguration on stdin: no admin kubeconfig, no token creation there,
+    the token never on a command line, the file removed afterwards."""
+    from components.join_config import join_configuration
+
+    config = yaml.safe_dump(
+        join_configuration("10.0.0.5:6443", "abcdef", "0123456789abcdef", "sha256:5e1f", "gpu-1", ["Swap"])
+    )
+    env = {"NODE_NAME": "gpu-1", "TENANT": "tenant-a", "TIMEOUT": "5", "JOIN_CONFIG_ON_STDIN": "1"}
     result = run_remote(
         tmp_path,
         "worker-join.sh",
         env,
-        stdin="apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    server: https://10.0.0.5:6443\n",
-        FAKE_FORBIDDEN="2",
+        stdin=config,
         GPULAB_POLL_INTERVAL="0.05",
         KUBEADM_DIR=str(tmp_path / "etc-kubernetes"),
         GPULAB_NODE_TMPFS=str(tmp_path),
@@ -286,14 +293,27 @@ def test_remote_join_runs_kubeadm_on_the_machine_itself(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     joined = (tmp_path / "joined-with").read_text().strip()
     assert joined == f"join --config {tmp_path}/gpulab-join.yaml", "the token is not on the command line"
-    config = (tmp_path / "join-config").read_text()
-    assert 'token: "abcdef.0123456789abcdef"' in config and 'name: "gpu-1"' in config
-    assert 'ignorePreflightErrors: ["Swap"]' in config
-    assert "0123456789abcdef" not in (tmp_path / "calls").read_text(), "argv of every call"
+    assert (tmp_path / "join-config").read_text() == config
+    log = (tmp_path / "calls").read_text()
+    assert "0123456789abcdef" not in log, "argv of every call"
+    assert "token create" not in log and "token delete" not in log, "no admin rights on the machine"
     assert "abcdef.0123456789abcdef" not in result.stdout + result.stderr
-    assert (tmp_path / "tokens-deleted").read_text().split() == ["abcdef"]
     assert not (tmp_path / "gpulab-join.yaml").exists() and not (tmp_path / "gpulab-admin.conf").exists()
     assert not list(tmp_path.glob("gpulab-run.*")), "the run's private directory is removed"
+
+
+def test_ssh_workers_get_join_material_not_the_admin_kubeconfig() -> None:
+    config = ssh_tenant(lab_config())
+    program = run_program(config, secrets={"sshPrivateKey": SSH_KEY})
+    material = program.named("tenant-a-worker-tenant-a-worker-0-join-config")
+    join = program.named("tenant-a-worker-tenant-a-worker-0-join")
+    delete = program.named("tenant-a-worker-tenant-a-worker-0-join-token-delete")
+    assert material.type == "command:local:Command" and material.inputs["create"] == "bash scripts/join-config.sh"
+    assert material.inputs["stdin"] == tenant_kubeconfig("tenant-a"), "made on the Pulumi host"
+    assert join.inputs.get("stdin") != tenant_kubeconfig("tenant-a"), "the machine never gets the admin kubeconfig"
+    assert "JOIN_CONFIG_ON_STDIN=1" in join.inputs["create"] and "stdin" in join.secret_inputs
+    assert program.depends_on(join, material) and program.depends_on(delete, join)
+    assert delete.inputs["create"] == "bash scripts/delete-token.sh"
 
 
 L4_REGISTERED = [

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# After an SSH worker joined: deletes its bootstrap token from the tenant, so nobody else can join
+# with it (it would otherwise stay valid until it expires, TTL_MINUTES after it was made).
+# stdin: tenant admin kubeconfig. env: TOKEN_ID, TENANT
+set -euo pipefail
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+: "${TOKEN_ID:?}"
+kubeconfig_from_stdin
+kc -n kube-system delete secret "bootstrap-token-$TOKEN_ID" --ignore-not-found >/dev/null
+log "bootstrap token $TOKEN_ID deleted from tenant ${TENANT:-?}"

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# An SSH worker's join material, made here on the Pulumi host: creates a bootstrap token in the
+# tenant (retrying while Kamaji still sets up RBAC) and prints the kubeadm JoinConfiguration on
+# stdout (the Command marks stdout secret). The worker receives only that, never the admin kubeconfig.
+# stdin: tenant admin kubeconfig. env: NODE_NAME, TENANT, IGNORE_PREFLIGHT, TTL_MINUTES, TIMEOUT, PYTHON
+set -euo pipefail
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+: "${NODE_NAME:?}"
+kubeconfig_from_stdin
+
+"${PYTHON:-python3}" -m components.join_config --kubeconfig "$KUBECONFIG_FILE" \
+  --secret "$GPULAB_RUN_DIR/token.yaml" --join "$GPULAB_RUN_DIR/join.yaml" --node-name "$NODE_NAME" \
+  --ignore-preflight "${IGNORE_PREFLIGHT:-}" --ttl-minutes "${TTL_MINUTES:-15}" ||
+  die "cannot make the join material for $NODE_NAME (see above)"
+
+create_token() { kc apply -f "$GPULAB_RUN_DIR/token.yaml" -o name >/dev/null; }
+wait_for "${TIMEOUT:-300}" "tenant ${TENANT:-?} to accept a bootstrap token for $NODE_NAME" create_token
+cat "$GPULAB_RUN_DIR/join.yaml"
