@@ -148,9 +148,13 @@ def join_configuration(
     }
 
 
-def _write_private(path: Path, document: dict) -> None:
+EXPIRY_COMMENT = "# gpulab: token expires "
+
+
+def _write_private(path: Path, document: dict, header: str = "") -> None:
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(descriptor, "w") as handle:
+        handle.write(header)
         yaml.safe_dump(document, handle, sort_keys=False)
 
 
@@ -172,8 +176,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     token_id, token = new_token()
     ignore = [item for item in args.ignore_preflight.split(",") if item]
-    _write_private(args.secret, token_secret(token_id, token, timedelta(minutes=args.ttl_minutes)))
-    _write_private(args.join, join_configuration(endpoint, token_id, token, pin, args.node_name, ignore))
+    secret = token_secret(token_id, token, timedelta(minutes=args.ttl_minutes))
+    _write_private(args.secret, secret)
+    # The machine checks this before joining: a retried join after the token expired says what to do.
+    header = f"{EXPIRY_COMMENT}{secret['stringData']['expiration']}\n"
+    _write_private(args.join, join_configuration(endpoint, token_id, token, pin, args.node_name, ignore), header)
     print(f"[gpulab] bootstrap token {token_id} made for {args.node_name or 'the worker'}", file=sys.stderr)
     return 0
 

@@ -226,7 +226,7 @@ class TenantWorker(pulumi.ComponentResource):
                 "NODE_NAME": node_name,
                 "TENANT": tenant.name,
                 "IGNORE_PREFLIGHT": "Swap",
-                "TTL_MINUTES": "15",
+                "TTL_MINUTES": "30",  # the join's own steps take up to 2 x TIMEOUT
                 "TIMEOUT": "300",
                 "PYTHON": sys.executable,
             },
@@ -237,7 +237,13 @@ class TenantWorker(pulumi.ComponentResource):
             connection=connection,
             create=remote_script(
                 "worker-join.sh",
-                {"NODE_NAME": node_name, "TENANT": tenant.name, "TIMEOUT": "300", "JOIN_CONFIG_ON_STDIN": "1"},
+                {
+                    "NODE_NAME": node_name,
+                    "TENANT": tenant.name,
+                    "TIMEOUT": "300",
+                    "JOIN_CONFIG_ON_STDIN": "1",
+                    "JOIN_CONFIG_RESOURCE": f"{name}-{node_name}-join-config",
+                },
                 sudo,
             ),
             delete=remote_script("ssh-node-reset.sh", {"NODE": node_name}, sudo),

@@ -77,6 +77,12 @@ if [ "$given_config" = 1 ]; then
   endpoint=$(awk '$1 == "apiServerEndpoint:" { gsub(/"/, "", $2); print $2; exit }' "$join_conf")
   [ -n "$endpoint" ] || die "no JoinConfiguration with an apiServerEndpoint on standard input"
   tenant_server="https://$endpoint"
+  # A join retried after an earlier failure gets the same material; its token may have expired.
+  expires=$(sed -n 's/^# gpulab: token expires //p' "$join_conf")
+  if [ -n "$expires" ] && [[ "$(date -u +%Y-%m-%dT%H:%M:%SZ)" > "$expires" ]]; then
+    die "the join material for $node expired at $expires (its bootstrap token is short-lived); make a new" \
+      "one: pulumi up --replace \"\$(pulumi stack --show-urns | grep -o 'urn:[^ ]*${JOIN_CONFIG_RESOURCE:-join-config}')\""
+  fi
 else
   kubeconfig_from_stdin
   tenant_server=$(server_of <"$KUBECONFIG_FILE")

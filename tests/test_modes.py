@@ -348,3 +348,30 @@ def test_expectation_cli_waits_while_nothing_is_registered(tmp_path: Path) -> No
         json.dumps({"metadata": {"annotations": {"hami.io/node-nvidia-register": json.dumps(L4_REGISTERED)}}})
     )
     assert expectation_main(["--expect", json.dumps(L4_DECLARED), "--node", str(node)]) == 0
+
+
+def test_a_retried_ssh_join_with_expired_material_says_what_to_do(tmp_path: Path) -> None:
+    from components.join_config import EXPIRY_COMMENT, join_configuration
+
+    stale = f"{EXPIRY_COMMENT}2020-01-01T00:00:00Z\n" + yaml.safe_dump(
+        join_configuration("10.0.0.5:6443", "abcdef", "0123456789abcdef", "sha256:5e1f", "gpu-1", ["Swap"])
+    )
+    env = {
+        "NODE_NAME": "gpu-1",
+        "TENANT": "tenant-a",
+        "TIMEOUT": "5",
+        "JOIN_CONFIG_ON_STDIN": "1",
+        "JOIN_CONFIG_RESOURCE": "tenant-a-worker-gpu-1-join-config",
+    }
+    result = run_remote(
+        tmp_path,
+        "worker-join.sh",
+        env,
+        stdin=stale,
+        KUBEADM_DIR=str(tmp_path / "k"),
+        GPULAB_NODE_TMPFS=str(tmp_path),
+        TMPDIR=str(tmp_path),
+    )
+    assert result.returncode == 1
+    assert "expired at 2020-01-01T00:00:00Z" in result.stderr and "tenant-a-worker-gpu-1-join-config" in result.stderr
+    assert not (tmp_path / "joined-with").exists() and not (tmp_path / "gpulab-join.yaml").exists()
