@@ -25,10 +25,11 @@ from policies.gpu_fit import (
     search_placement,
 )
 from policies.inventory import TenantInventory
+from policies.per_pod import INIT_CONTAINER_GPU, POD_LIMIT_EXCEEDED, per_pod_advisories, per_pod_refusals
 from policies.workloads import Workload
 
-POD_LIMIT_EXCEEDED = "PodGpuLimitExceeded"
-INIT_CONTAINER_GPU = "InitContainerGpuRequest"
+__all__ = ["INIT_CONTAINER_GPU", "POD_LIMIT_EXCEEDED", "Finding", "evaluate_tenant"]
+
 EXCEEDED_QUOTA = "ExceededQuota"  # kube-apiserver's ResourceQuota admission
 ORDER_DEPENDENT = "OrderDependentPlacement"
 UNDECIDED = "PlacementUndecided"
@@ -53,43 +54,22 @@ def _workload_of(pod: PodRequest) -> str:
     return pod.workload.split("#", 1)[0]
 
 
-def _largest_card_mb(inventory: TenantInventory) -> int:
-    return max((card.memory_mb for card in inventory.cards), default=0)
-
-
-def pod_limit_findings(inventory: TenantInventory, workloads: Sequence[Workload]) -> list[Finding]:
-    """gpulab's per-pod caps. A percentage counts on the tenant's largest card: that is what the pod may get."""
-    findings = []
-    limits = inventory.limits
-    largest = _largest_card_mb(inventory)
+def per_pod_findings(inventory: TenantInventory, workloads: Sequence[Workload]) -> tuple[list[Finding], set[str]]:
+    """Refusals one pod decides alone (policies/per_pod.py, shared with the admission policy), once per
+    workload, and the workloads they concern (left out of the placement analysis: admission refuses them)."""
+    findings, refused = [], set()
     for workload in workloads:
         if not workload.pods:
             continue
         pod = workload.pods[0]  # replicas are identical
-        groups = [pod.containers, *((init,) for init in pod.init_containers)]
-
-        def memory(group) -> int:
-            return sum(c.nums * (c.mem_percentage * largest // 100 if c.uses_percentage() else c.memreq) for c in group)
-
-        asked = {
-            "gpus": max(sum(c.nums for c in group) for group in groups),
-            "gpumem": max(memory(group) for group in groups),
-            "gpucores": max(sum(c.nums * c.fit_cores for c in group) for group in groups),
-        }
-        for key, unit in (("gpus", " GPUs"), ("gpumem", " MB"), ("gpucores", "% cores")):
-            limit = getattr(limits, key)
-            if limit is not None and asked[key] > limit:
-                findings.append(
-                    Finding(
-                        "error",
-                        inventory.name,
-                        workload.label,
-                        POD_LIMIT_EXCEEDED,
-                        f"each pod asks {asked[key]}{unit} in total; "
-                        f"tenant {inventory.name} allows {limit}{unit} per pod",
-                    )
-                )
-    return findings
+        for refusal in per_pod_refusals(inventory, pod):
+            findings.append(
+                Finding("error", inventory.name, workload.label, refusal.reason, refusal.message, refusal.cards)
+            )
+            refused.add(workload.label)
+        for advisory in per_pod_advisories(pod):
+            findings.append(Finding("warning", inventory.name, workload.label, advisory.reason, advisory.message))
+    return findings, refused
 
 
 def gpu_count_quota_findings(inventory: TenantInventory, pods: Sequence[PodRequest]) -> list[Finding]:
@@ -117,26 +97,6 @@ def gpu_count_quota_findings(inventory: TenantInventory, pods: Sequence[PodReque
             )
         else:
             used[pod.namespace] = total + asks
-    return findings
-
-
-def init_container_findings(inventory: TenantInventory, workloads: Sequence[Workload]) -> list[Finding]:
-    """HAMi places only app containers (Resourcereqs reads spec.containers): an init container's GPU
-    request gets no card. On real GPUs it runs without a device; on the mock the kubelet still counts
-    it against the node's advertised totals."""
-    findings = []
-    for workload in workloads:
-        for init in workload.pods[0].init_containers if workload.pods else ():
-            findings.append(
-                Finding(
-                    "error",
-                    inventory.name,
-                    workload.label,
-                    INIT_CONTAINER_GPU,
-                    f"init container {init.name} asks {init.describe()}, but HAMi assigns cards to app containers "
-                    "only; move the GPU work into an app container",
-                )
-            )
     return findings
 
 
@@ -184,12 +144,9 @@ def _undecided(inventory: TenantInventory, what: str, verdict: Verdict) -> Findi
 
 def evaluate_tenant(inventory: TenantInventory, workloads: Sequence[Workload]) -> list[Finding]:
     """Every finding for a tenant's workloads, certain ones first."""
-    pods = [pod for workload in workloads for pod in workload.pods if pod.containers]
-    findings = (
-        pod_limit_findings(inventory, workloads)
-        + init_container_findings(inventory, workloads)
-        + gpu_count_quota_findings(inventory, pods)
-    )
+    per_pod, refused = per_pod_findings(inventory, workloads)
+    pods = [pod for w in workloads if w.label not in refused for pod in w.pods if pod.containers]
+    findings = per_pod + gpu_count_quota_findings(inventory, pods)
     if not pods:
         return findings
     node = tenant_node(inventory, pods)

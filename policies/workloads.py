@@ -225,10 +225,9 @@ def read_workload(kind: Any, obj: Any, default_namespace: str | None = None) -> 
         template = _mapping(template.get(key), f"{where} {'.'.join(path[:depth])}")
     pod_spec = _mapping(template.get("spec"), f"{where} pod spec")
     pod_metadata = _mapping(template.get("metadata"), f"{where} pod template metadata") if path else metadata
-    annotations = {
-        **_string_map(metadata.get("annotations"), f"{where} metadata.annotations"),
-        **_string_map(pod_metadata.get("annotations"), f"{where} pod template annotations"),
-    }
+    # HAMi reads the pod's annotations: a controller copies its template's, not its own.
+    _string_map(metadata.get("annotations"), f"{where} metadata.annotations")
+    annotations = _string_map(pod_metadata.get("annotations"), f"{where} pod annotations")
     labels = {
         **_string_map(pod_metadata.get("labels"), f"{where} pod template labels"),
         **_string_map(metadata.get("labels"), f"{where} metadata.labels"),

@@ -1,0 +1,113 @@
+"""The refusals decided by one pod alone, from the tenant's inventory: what the pack and the
+in-tenant admission policy (components/gpu_admission.py) must agree on, question for question.
+
+- InitContainerGpuRequest: an init container asks for a GPU resource (HAMi places app containers only);
+- PodGpuLimitExceeded: the pod's app containers together exceed the tenant's per-pod `gpus`,
+  `gpumem` (a percentage counted on the tenant's largest card) or `gpucores`;
+- NodeInsufficientDevice: a container asks for more cards than the node has;
+- CardInsufficientMemory: a container asks more memory than the tenant's largest card holds
+  (including a percentage above 100);
+- CardTypeMismatch / CardUuidMismatch: a container's selectors leave no card at all.
+
+Two advisories (the admission policy warns, the pack notes): cores above 100 (HAMi clamps them to
+100) and a memory percentage of 0 (HAMi gives the container 0 MB).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from policies.gpu_fit import (
+    CARD_INSUFFICIENT_MEMORY,
+    CARD_TYPE_MISMATCH,
+    CARD_UUID_MISMATCH,
+    NODE_INSUFFICIENT_DEVICE,
+    ContainerRequest,
+    PodRequest,
+    _type_ok,
+    _uuid_ok,
+)
+from policies.inventory import TenantInventory
+
+POD_LIMIT_EXCEEDED = "PodGpuLimitExceeded"
+INIT_CONTAINER_GPU = "InitContainerGpuRequest"
+CORES_CLAMPED = "CoresAbove100"
+ZERO_MEMORY = "ZeroMemoryPercentage"
+
+
+@dataclass(frozen=True)
+class Refusal:
+    reason: str
+    message: str
+    cards: str | None = None  # the cards concerned, when the refusal is about them
+
+
+def pod_memory_mb(containers: tuple[ContainerRequest, ...], largest_mb: int) -> int:
+    """What a pod's containers may take in all: a percentage counted on the largest card."""
+    return sum(c.nums * (largest_mb * c.mem_percentage // 100 if c.uses_percentage() else c.memreq) for c in containers)
+
+
+def per_pod_refusals(inventory: TenantInventory, pod: PodRequest) -> list[Refusal]:
+    refusals = []
+    for init in pod.init_containers:
+        refusals.append(
+            Refusal(
+                INIT_CONTAINER_GPU,
+                f"init container {init.name} asks {init.describe()}, but HAMi assigns cards to app containers "
+                "only; move the GPU work into an app container",
+            )
+        )
+    largest = max((card.memory_mb for card in inventory.cards), default=0)
+    asked = {
+        "gpus": sum(c.nums for c in pod.containers),
+        "gpumem": pod_memory_mb(pod.containers, largest),
+        "gpucores": sum(c.nums * c.fit_cores for c in pod.containers),
+    }
+    for key, unit in (("gpus", " GPUs"), ("gpumem", " MB"), ("gpucores", "% cores")):
+        limit = getattr(inventory.limits, key)
+        if limit is not None and asked[key] > limit:
+            refusals.append(
+                Refusal(
+                    POD_LIMIT_EXCEEDED,
+                    f"each pod asks {asked[key]}{unit} in total; tenant {inventory.name} allows {limit}{unit} per pod",
+                )
+            )
+    cards = inventory.cards
+    for c in pod.containers:
+        if c.nums > len(cards):
+            refusals.append(
+                Refusal(NODE_INSUFFICIENT_DEVICE, f"container {c.name} asks {c.nums} cards, the node has {len(cards)}")
+            )
+        memory = largest * c.mem_percentage // 100 if c.uses_percentage() else c.memreq
+        if cards and memory > largest:
+            listed = ", ".join(f"{card.id} ({card.type}, {card.memory_mb} MB)" for card in cards)
+            refusals.append(
+                Refusal(
+                    CARD_INSUFFICIENT_MEMORY,
+                    f"container {c.name} asks {memory} MB per card; the largest card has {largest} MB: {listed}",
+                    ", ".join(card.id for card in cards),
+                )
+            )
+        if cards and not any(_type_ok(card, pod) for card in cards):
+            refusals.append(
+                Refusal(CARD_TYPE_MISMATCH, f"container {c.name}: no card of the tenant matches its GPU type selector")
+            )
+        if cards and not any(_uuid_ok(card, pod) for card in cards):
+            refusals.append(
+                Refusal(CARD_UUID_MISMATCH, f"container {c.name}: no card of the tenant matches its card UUID selector")
+            )
+    return refusals
+
+
+def per_pod_advisories(pod: PodRequest) -> list[Refusal]:
+    advisories = []
+    for c in pod.containers:
+        if c.cores > 100:
+            advisories.append(
+                Refusal(CORES_CLAMPED, f"container {c.name} asks {c.cores}% cores; HAMi clamps it to 100, write 100")
+            )
+        if c.memreq == 0 and c.mem_percentage == 0:
+            advisories.append(
+                Refusal(ZERO_MEMORY, f"container {c.name} asks 0% of the card's memory: HAMi gives it 0 MB")
+            )
+    return advisories
