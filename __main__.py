@@ -1,13 +1,15 @@
 """gpulab: several teams' own Kubernetes, with fractional (simulated) GPUs, on one Docker host.
 
 config -> images pulled once on the host -> management cluster (kind, cert-manager, MetalLB, Kamaji)
-       -> per tenant: control plane -> worker -> mock GPU node -> GPU workloads
+       -> per tenant: control plane -> GPU admission policy (the pack's per-pod rules, in the tenant)
+                                    -> worker -> mock GPU node -> GPU workloads
 Tenants are independent sub-graphs, so Pulumi builds them in parallel.
 """
 
 import pulumi
 
 from components.config import load_config
+from components.gpu_admission import GpuAdmissionPolicy
 from components.gpu_workloads import GpuWorkloads
 from components.image_cache import ImageCache
 from components.management_cluster import ManagementCluster
@@ -27,6 +29,7 @@ if management.kind_subnet is not None:
 
 for tenant in lab.tenants:
     control_plane = TenantControlPlane(tenant.name, tenant, management, lab.versions.kamaji_max_kubernetes)
+    GpuAdmissionPolicy(f"{tenant.name}-admission", tenant, control_plane.provider)
     worker = TenantWorker(f"{tenant.name}-worker", tenant, lab, management, control_plane, images)
     gpus = MockGpuNode(f"{tenant.name}-gpus", tenant, lab, control_plane, worker)
     if tenant.workloads:
