@@ -1,4 +1,4 @@
-"""TC-01..TC-09: what the lab claims, checked against the live lab (`make verify`).
+"""TC-01..TC-10: what the lab claims, checked against the live lab (`make verify`).
 
 Each case creates its pods in a namespace of its own and removes it afterwards, even on failure.
 Every wait polls a condition with a deadline and names it when it expires.
@@ -185,12 +185,29 @@ def test_tc06_fourth_share_refused_for_cores(lab) -> None:
         refused_for(lab, api, namespace, "tc06", "CardInsufficientCore")
 
 
-def test_tc07_90000_mb_refused_for_memory(lab) -> None:
+def denied_at_admission(create, *expected: str) -> str:
+    """The API server refuses `create()` (the tenant's ValidatingAdmissionPolicy); its message."""
+    with pytest.raises(ApiException) as refused:
+        create()
+    assert refused.value.status in (400, 403, 422), refused.value
+    body = refused.value.body or ""
+    for text in expected:
+        assert text in body, body
+    return body
+
+
+def test_tc07_memory_refusals(lab) -> None:
+    """90000 MB is more than any card: refused at `kubectl apply` by the admission policy. 30000 MB fits
+    a card but not next to trainer-1..3 (21920 MB free): HAMi refuses it at run time."""
     tenant = first_tenant(lab)
     api = core(lab.tenants[tenant.name])
     with disposable_namespace(api) as namespace:
-        api.create_namespaced_pod(namespace, gpu_pod("tc07", image(lab), gpumem=90000, gpucores=10))
-        refused_for(lab, api, namespace, "tc07", "CardInsufficientMemory")
+        pod = gpu_pod("tc07", image(lab), gpumem=90000, gpucores=10)
+        denied_at_admission(lambda: api.create_namespaced_pod(namespace, pod), "CardInsufficientMemory", "90000")
+        if len(running_shares(api)) < 3:
+            pytest.fail("TC-07 needs tenant-a's three 20000 MB / 30 % pods running (declared in Pulumi.dev.yaml)")
+        api.create_namespaced_pod(namespace, gpu_pod("tc07-run", image(lab), gpumem=30000, gpucores=5))
+        refused_for(lab, api, namespace, "tc07-run", "CardInsufficientMemory")
 
 
 def test_tc08_tenants_are_isolated(lab) -> None:
@@ -240,3 +257,34 @@ def test_tc09_checker_judges_against_live_usage(lab, capsys) -> None:
     assert code == 1, out
     assert "now: " in out and "90 of 100% cores in use" in out
     assert "CardInsufficientCore" in out and "next to what already runs" in out
+
+
+def test_tc10_gpu_limits_hold_at_admission(lab) -> None:
+    """The tenant's ValidatingAdmissionPolicy: refusals at `kubectl apply`, with HAMi's reason and the
+    numbers; a valid pod is admitted. Every object is created in a namespace deleted afterwards."""
+    tenant = first_tenant(lab)
+    client_ = lab.tenants[tenant.name]
+    api, apps = core(client_), client.AppsV1Api(client_)
+    with disposable_namespace(api) as namespace:
+        too_big = gpu_pod("tc10-big", image(lab), gpumem=90000, gpucores=10)
+        denied_at_admission(lambda: api.create_namespaced_pod(namespace, too_big), "CardInsufficientMemory")
+        two = gpu_pod("tc10-two", image(lab), gpus=2, gpumem=1000, gpucores=5)
+        denied_at_admission(lambda: api.create_namespaced_pod(namespace, two), "PodGpuLimitExceeded", "allows 1 GPUs")
+        deployment = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "tc10-deploy"},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "tc10"}},
+                "template": {"metadata": {"labels": {"app": "tc10"}}, "spec": too_big["spec"]},
+            },
+        }
+        denied_at_admission(lambda: apps.create_namespaced_deployment(namespace, deployment), "CardInsufficientMemory")
+        bypass = gpu_pod("tc10-bypass", image(lab), gpumem=1000, gpucores=5)
+        bypass["metadata"]["labels"]["hami.io/webhook"] = "ignore"  # HAMi's webhook skips it
+        bypass["spec"]["schedulerName"] = "default-scheduler"
+        denied_at_admission(lambda: api.create_namespaced_pod(namespace, bypass), "hami-scheduler")
+        valid = gpu_pod("tc10-valid", image(lab), gpumem=20000, gpucores=5)
+        created = api.create_namespaced_pod(namespace, valid)
+        assert created.spec.scheduler_name == "hami-scheduler", "admitted, through HAMi's webhook"
