@@ -79,6 +79,7 @@ def test_gpu_zero_is_no_gpu_request(capsys, tmp_path) -> None:
         {"container": "[c]"},
         {"container": "a-string"},
         {"container": "{name: c, resources: [1]}"},
+        {"container": "{name: c, resources: text}"},
         {"container": "{name: c, resources: {limits: [1]}}"},
         {"container": "{name: c, resources: {limits: text}}"},
         {"metadata": "{name: p, labels: [a, b]}"},
@@ -109,6 +110,15 @@ ALIAS_BOMB = "".join(
 
 def test_alias_bomb_in_a_manifest_is_refused_fast(capsys, tmp_path) -> None:
     text = pod_yaml() + "---\n" + ALIAS_BOMB
+    started = time.monotonic()
+    assert_bad_input(*run_checker(capsys, tmp_path, text))
+    assert time.monotonic() - started < 5
+
+
+def test_alias_bomb_in_an_annotation_is_refused_fast(capsys, tmp_path) -> None:
+    bomb = ALIAS_BOMB.replace("h: &h", "annotations: &h", 1)
+    text = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n" + "".join(f"  {line}\n" for line in bomb.splitlines())
+    text += 'spec: {containers: [{name: c, resources: {limits: {"nvidia.com/gpumem": "1"}}}]}\n'
     started = time.monotonic()
     assert_bad_input(*run_checker(capsys, tmp_path, text))
     assert time.monotonic() - started < 5
