@@ -22,7 +22,7 @@ from components import safe_yaml
 from components.config import ConfigError, Tenant, load_stack_file
 from components.names import TENANT_LABEL
 from components.workload_manifests import workload_manifest
-from policies.evaluate import evaluate_tenant, tenant_node
+from policies.evaluate import evaluate_tenant, printable, tenant_node
 from policies.inventory import TenantInventory, from_lab_config
 from policies.live import LiveError, current_usage, describe_usage, fetch_pod_list
 from policies.workloads import Workload, WorkloadError, read_workload, unit_suffix_notes
@@ -223,10 +223,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         code, lines = run(args.tenant, args.stack, args.files, args.project_dir, live)
     except BadInput as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(printable(f"error: {error}"), file=sys.stderr)
         return 2
     for line in lines:
-        print(line)
+        print(printable(line))
     if code == 0:
         now = " as they are now" if live else ""
         print(f"ok: everything fits tenant {args.tenant}'s cards{now}, limits and quota")

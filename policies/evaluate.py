@@ -47,7 +47,13 @@ class Finding:
 
     def line(self) -> str:
         card = f" on {self.card}" if self.card else ""
-        return f"{self.severity}: tenant {self.tenant}: {self.workload}{card}: {self.reason}: {self.message}"
+        return printable(f"{self.severity}: tenant {self.tenant}: {self.workload}{card}: {self.reason}: {self.message}")
+
+
+def printable(text: str) -> str:
+    """Text that any UTF-8 output (a terminal, the analyzer's protobuf) accepts: names from YAML can
+    hold lone surrogates (escaped halves of a pair), which would crash the writer."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _workload_of(pod: PodRequest) -> str:

@@ -26,12 +26,13 @@ node_dir=/tmp
 admin_conf="$node_dir/gpulab-admin.conf"
 join_conf="$node_dir/gpulab-join.yaml"
 
-# on_node COMMAND...: run on the worker (in its container, or right here), bounded in time.
+# on_node COMMAND...: run on the worker (in its container, or right here), bounded in time
+# (NODE_CALL_TIMEOUT seconds, 120 unless a call sets more).
 on_node() {
   if [ -n "${CONTAINER:-}" ]; then
-    timeout --kill-after=5 "${GPULAB_ATTEMPT_TIMEOUT:-120}" docker exec "$CONTAINER" "$@"
+    timeout --kill-after=5 "${NODE_CALL_TIMEOUT:-120}" docker exec "$CONTAINER" "$@"
   else
-    timeout --kill-after=5 "${GPULAB_ATTEMPT_TIMEOUT:-120}" "$@"
+    timeout --kill-after=5 "${NODE_CALL_TIMEOUT:-120}" "$@"
   fi
 }
 
@@ -145,7 +146,8 @@ fi
 
 log "joining $node to tenant ${TENANT:-?}"
 join_errors="$GPULAB_RUN_DIR/join-errors"
-if ! on_node kubeadm join --config "$join_conf" >/dev/null 2>"$join_errors"; then
+# kubeadm join waits up to 5 minutes for discovery and 4 for the kubelet's TLS bootstrap.
+if ! NODE_CALL_TIMEOUT=$((2 * timeout + 60)) on_node kubeadm join --config "$join_conf" >/dev/null 2>"$join_errors"; then
   # kubeadm's own error output does not contain the token.
   sed 's/^/    /' "$join_errors" >&2
   die "kubeadm join failed on $node (see above); the next run resets the node and tries again"

@@ -233,3 +233,34 @@ def test_one_policy_and_binding_per_tenant_generated_from_config() -> None:
     before = json.dumps(deny_validations(TENANTS["tenant-a"]))
     after = json.dumps(deny_validations(parse_config(changed).tenants[0]))
     assert "<= 81920" in before and "<= 40000" in after and before != after
+
+
+def test_the_labs_own_workloads_pass_their_tenants_admission_policy() -> None:
+    """gpulab's configured workloads (and HAMi's pods, which ask no GPU) must never be refused by the
+    policy gpulab installs: `pulumi up` would fail on the user's first run."""
+    from components.workload_manifests import workload_manifest
+
+    for lab in (LAB, parse_config(copy.deepcopy(lab_config()))):
+        for tenant in lab.tenants:
+            deny, warn = policies(tenant.name)
+            for workload in tenant.workloads:
+                manifest = as_admitted(workload_manifest(tenant, workload, lab.versions.workload_image))
+                assert run_policy(deny, manifest).failed == [], (tenant.name, workload.name)
+                assert run_policy(warn, manifest).failed == [], (tenant.name, workload.name)
+
+
+def test_the_reference_stack_workloads_pass() -> None:
+    """The same for Pulumi.dev.yaml as shipped."""
+    from components.config import load_stack_file
+    from components.workload_manifests import workload_manifest
+
+    lab = load_stack_file(ROOT / "Pulumi.dev.yaml")
+    for tenant in lab.tenants:
+        deny = next(
+            o
+            for o in policy_objects(tenant)
+            if o["metadata"]["name"] == DENY_POLICY and "validations" in o.get("spec", {})
+        )
+        for workload in tenant.workloads:
+            manifest = as_admitted(workload_manifest(tenant, workload, lab.versions.workload_image))
+            assert run_policy(deny, manifest).failed == [], (tenant.name, workload.name)

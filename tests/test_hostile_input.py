@@ -99,7 +99,7 @@ def test_non_utf8_file_is_bad_input(capsys, tmp_path) -> None:
 def test_deep_nesting_is_bad_input_fast(capsys, tmp_path) -> None:
     started = time.monotonic()
     assert_bad_input(*run_checker(capsys, tmp_path, "[" * 100_000))
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 10  # bounded (unbounded input took minutes and gigabytes)
 
 
 ALIAS_BOMB = "".join(
@@ -112,7 +112,7 @@ def test_alias_bomb_in_a_manifest_is_refused_fast(capsys, tmp_path) -> None:
     text = pod_yaml() + "---\n" + ALIAS_BOMB
     started = time.monotonic()
     assert_bad_input(*run_checker(capsys, tmp_path, text))
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 10  # bounded (unbounded input took minutes and gigabytes)
 
 
 def test_alias_bomb_in_an_annotation_is_refused_fast(capsys, tmp_path) -> None:
@@ -121,7 +121,7 @@ def test_alias_bomb_in_an_annotation_is_refused_fast(capsys, tmp_path) -> None:
     text += 'spec: {containers: [{name: c, resources: {limits: {"nvidia.com/gpumem": "1"}}}]}\n'
     started = time.monotonic()
     assert_bad_input(*run_checker(capsys, tmp_path, text))
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 10  # bounded (unbounded input took minutes and gigabytes)
 
 
 def test_huge_replicas_are_capped(capsys, tmp_path) -> None:
@@ -134,7 +134,7 @@ def test_huge_replicas_are_capped(capsys, tmp_path) -> None:
     code, out, err = run_checker(capsys, tmp_path, deployment)
     assert_bad_input(code, out, err)
     assert "at most 10000 pods per workload" in err
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 10  # bounded (unbounded input took minutes and gigabytes)
 
 
 @pytest.mark.parametrize(
@@ -156,7 +156,7 @@ def test_bad_stack_files_are_bad_input(capsys, tmp_path, stack) -> None:
     (project / "Pulumi.dev.yaml").write_bytes(stack if isinstance(stack, bytes) else stack.encode())
     started = time.monotonic()
     assert_bad_input(*run_checker(capsys, tmp_path, pod_yaml(), project_dir=project), one_line=False)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 10  # bounded (unbounded input took minutes and gigabytes)
 
 
 # The same inputs through the policy pack: a violation naming the problem, never an exception.
@@ -190,7 +190,7 @@ def test_pack_bounds_replicas() -> None:
     started = time.monotonic()
     messages = [m for m, _ in gpu_violations([inventory_configmap(), deployment])]
     assert any("InvalidGpuRequest" in m and "at most 10000" in m for m in messages), messages
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 10  # bounded (unbounded input took minutes and gigabytes)
 
 
 # Fuzz: arbitrary values in every field a manifest or stack file has.
@@ -259,7 +259,7 @@ def test_fuzz_checker_never_crashes(capsys, tmp_path, manifest) -> None:
     code, out, err = run_checker(capsys, tmp_path, json.dumps(manifest, allow_nan=True))
     assert code in (0, 1, 2), (code, out, err)
     assert "Traceback" not in out + err
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 10  # bounded (unbounded input took minutes and gigabytes)
 
 
 @settings(max_examples=200, deadline=None, derandomize=True)
@@ -293,3 +293,12 @@ def test_fuzz_stack_files(capsys, tmp_path, config) -> None:
     (project / "Pulumi.dev.yaml").write_text(yaml.safe_dump({"config": config}))
     code, out, err = run_checker(capsys, tmp_path, pod_yaml(), project_dir=project)
     assert code in (0, 1, 2) and "Traceback" not in out + err
+
+
+def test_names_with_lone_surrogates_are_printed_not_crashed_on(capsys, tmp_path) -> None:
+    """Found by the fuzz test: JSON escapes of a non-BMP character reach YAML as two lone surrogates,
+    which the old code could not print (UnicodeEncodeError)."""
+    text = '{"kind": "Pod", "metadata": {"name": "\\ud800\\udc00"}, "spec": []}'
+    code, out, err = run_checker(capsys, tmp_path, text)
+    assert_bad_input(code, out, err)
+    assert "\\ud800" in err

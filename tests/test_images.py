@@ -263,3 +263,27 @@ def test_a_second_run_with_nothing_changed_plans_no_transfer(program) -> None:
     first = transfers(program)
     assert first and first == transfers(again)
     assert all("NODE_ID" in inputs["environment"] for name, inputs in first.items() if name.endswith("-images"))
+
+
+def test_nothing_the_lab_installs_in_a_tenant_is_refused_by_its_admission_policy(program) -> None:
+    """HAMi (rendered with the program's values, its mock device plugin included) and Calico run in
+    every tenant; the GPU admission policy gpulab installs there must admit all of their pods."""
+    from cel_harness import run_policy
+
+    from components.config import parse_config
+    from components.gpu_admission import DENY_POLICY, policy_objects
+    from policies.workloads import POD_TEMPLATE_PATHS
+
+    tenant = parse_config(lab_config()).tenants[0]
+    deny = next(
+        o
+        for o in policy_objects(tenant)
+        if o["kind"] == "ValidatingAdmissionPolicy" and o["metadata"]["name"] == DENY_POLICY
+    )
+    objects = hami_objects(program) + documents(upstream_path("calico/calico-v3.31.6.yaml").read_text())
+    checked = 0
+    for obj in objects:
+        if obj.get("kind") in POD_TEMPLATE_PATHS:
+            assert run_policy(deny, obj).failed == [], f"{obj['kind']}/{obj['metadata']['name']}"
+            checked += 1
+    assert checked >= 5
