@@ -226,7 +226,7 @@ class TenantWorker(pulumi.ComponentResource):
                 "NODE_NAME": node_name,
                 "TENANT": tenant.name,
                 "IGNORE_PREFLIGHT": "Swap",
-                "TTL_MINUTES": "30",  # the join's own steps take up to 2 x TIMEOUT
+                "TTL_MINUTES": "15",  # > the join's own bound (2 x TIMEOUT + 60 s); short if the join fails
                 "TIMEOUT": "300",
                 "PYTHON": sys.executable,
             },
