@@ -58,7 +58,7 @@ HOSTNAME = re.compile(
     r"(?=.{1,253}\Z)[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?(\.[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)*",
     re.ASCII,
 )
-UNIX_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}", re.ASCII)
+UNIX_USER = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}", re.ASCII)  # POSIX portable names (first.last too)
 MAX_CARDS_PER_TENANT = MAX_CARDS
 
 
@@ -194,7 +194,9 @@ class SshWorker(_Model):
     @classmethod
     def _user(cls, value: str) -> str:
         if not UNIX_USER.fullmatch(value):
-            raise ValueError("must be a Unix user name (a-z, 0-9, '_', '-'; at most 32), e.g. root or ubuntu")
+            raise ValueError(
+                "must be a Unix user name (letters, digits, '_', '.', '-'; at most 32), e.g. root or ubuntu"
+            )
         return value
 
 

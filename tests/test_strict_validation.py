@@ -60,7 +60,8 @@ def test_patterns_match_whole_ascii_strings(path, value, key) -> None:
         ({"host": "gpu-bóx"}, "workers[0].host"),
         ({"host": "-oProxyCommand=x"}, "workers[0].host"),
         ({"host": "10.0.0.5", "user": "root; reboot"}, "workers[0].user"),
-        ({"host": "10.0.0.5", "user": "Ubuntu"}, "workers[0].user"),
+        ({"host": "10.0.0.5", "user": "-oProxyCommand=x"}, "workers[0].user"),
+        ({"host": "10.0.0.5", "user": "ubuntu\n"}, "workers[0].user"),
     ],
 )
 def test_ssh_host_and_user_are_validated(worker, key) -> None:
@@ -70,6 +71,7 @@ def test_ssh_host_and_user_are_validated(worker, key) -> None:
 
 def test_valid_ssh_hosts_pass() -> None:
     parse_config(ssh(reference(), 0, [{"host": "gpu-box-1.lan"}, {"host": "10.0.0.5"}, {"host": "fd00::5"}]))
+    parse_config(ssh(reference(), 0, [{"host": "gpu-box-2", "user": "first.last"}, {"host": "gpu-3", "user": "Ops_1"}]))
 
 
 def test_a_machine_joins_one_tenant_once() -> None:
