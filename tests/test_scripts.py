@@ -228,6 +228,23 @@ def test_a_hanging_api_server_cannot_carry_a_wait_past_its_deadline(tmp_path: Pa
     assert elapsed < 15, f"the wait took {elapsed:.0f}s"
 
 
+def wait_until_running_in_group(group: int, name: str, timeout: float = 10) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+                command = stat.read_text().split("(", 1)[1].rsplit(")", 1)[0]
+            except OSError:
+                continue
+            if int(fields[2]) == group and command == name:  # fields after the name: state, ppid, pgrp
+                return
+        time.sleep(0.02)
+    raise AssertionError(f"no {name} started in process group {group} within {timeout}s")
+
+
 def test_temporary_files_go_with_the_run_even_when_interrupted(tmp_path: Path) -> None:
     """One private directory per run: removed on exit and on TERM; one left by a KILLed run is removed
     by the next run."""
@@ -248,7 +265,10 @@ def test_temporary_files_go_with_the_run_even_when_interrupted(tmp_path: Path) -
     assert process.stdout.readline().strip() == "ready"
     (run_dir,) = tmp_path.glob("gpulab-run.*")
     assert oct(run_dir.stat().st_mode & 0o777) == "0o700" and (run_dir / "kubeconfig").exists()
-    os.killpg(process.pid, signal.SIGTERM)  # as Ctrl-C or a stopping Pulumi reaches the whole group
+    # Signal while the script waits on a command, as when Ctrl-C or a stopping Pulumi reaches the whole
+    # group during a wait (bash runs a trap once its foreground command ends).
+    wait_until_running_in_group(process.pid, "sleep")
+    os.killpg(process.pid, signal.SIGTERM)
     process.wait(timeout=10)
     assert not run_dir.exists(), "TERM left the run directory behind"
 
