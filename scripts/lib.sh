@@ -3,7 +3,8 @@
 # stdout of a Command is its output (and for some, a secret), so nothing else may land there.
 #
 # Temporary files live in one private directory per run (GPULAB_RUN_DIR, mode 700), removed on
-# exit and on HUP/INT/TERM; a directory left by a run killed with KILL is removed by the next run.
+# exit and on HUP/INT/TERM (bash runs the trap when the command it waits on returns); a directory
+# left by a run killed with KILL is removed by the next run.
 # Scripts register their own cleanup with on_exit instead of setting an EXIT trap.
 
 log() { printf '[gpulab] %s\n' "$*" >&2; }
