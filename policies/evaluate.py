@@ -25,10 +25,8 @@ from policies.gpu_fit import (
     search_placement,
 )
 from policies.inventory import TenantInventory
-from policies.per_pod import INIT_CONTAINER_GPU, POD_LIMIT_EXCEEDED, per_pod_advisories, per_pod_refusals
+from policies.per_pod import per_pod_advisories, per_pod_refusals
 from policies.workloads import Workload
-
-__all__ = ["INIT_CONTAINER_GPU", "POD_LIMIT_EXCEEDED", "Finding", "evaluate_tenant"]
 
 EXCEEDED_QUOTA = "ExceededQuota"  # kube-apiserver's ResourceQuota admission
 ORDER_DEPENDENT = "OrderDependentPlacement"

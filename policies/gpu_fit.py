@@ -43,8 +43,6 @@ POLICIES = ("spread", "binpack")
 NO_PERCENTAGE = 101  # HAMi's MemPercentagereq when gpumem-percentage is not given
 SEARCH_BUDGET = 20_000  # search steps per tenant evaluation before the exact answer is given up (and reported)
 MAX_PERMUTED = 6  # up to this many pods every arrival order is simulated; above, a fixed sample
-# Go's sort.Sort is an insertion sort (stable) up to 12 elements; above, ties may be ordered otherwise.
-STABLE_SORT_MAX = 12
 
 
 @dataclass(frozen=True)
@@ -378,8 +376,9 @@ class Node:
 
 
 def rank(order: Sequence[int], scores: Sequence[float], policy: str) -> list[int]:
-    """HAMi's card sort (gpu_policy.go `Less`): binpack ascending, spread descending, stable (Go's
-    insertion sort up to 12 cards; above, Go may order ties differently, see STABLE_SORT_MAX)."""
+    """HAMi's card sort (gpu_policy.go `Less`): binpack ascending, spread descending, stable. Go's
+    sort.Sort is an insertion sort (stable) up to 12 elements; above 12 cards Go may order ties
+    otherwise, which this does not model."""
     return sorted(order, key=scores.__getitem__, reverse=policy != "binpack")
 
 

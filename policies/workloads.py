@@ -94,11 +94,6 @@ def whole_quantity(value: Any, where: str) -> int:
     return int(exact)
 
 
-def quantity(value: Any, where: str) -> int:
-    """Backwards-compatible name of whole_quantity."""
-    return whole_quantity(value, where)
-
-
 def _show(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
