@@ -55,8 +55,8 @@ stack: prereqs
 
 # Preflight first: nothing is installed or created on a host that cannot run the lab.
 up:
-	@$(PYTHON_HOST) scripts/secrets_check.py $(STACK)
 	bash scripts/preflight.sh
+	@$(PYTHON_HOST) scripts/secrets_check.py $(STACK)
 	@$(MAKE) --no-print-directory deploy
 
 deploy: prereqs policy-venv stack

@@ -55,7 +55,7 @@ def test_allowed(tmp_path: Path, text, env) -> None:
     assert check(tmp_path, text, **env).returncode == 0
 
 
-def test_make_up_and_plan_run_the_check_first() -> None:
+def test_make_up_and_plan_run_the_check_before_anything_is_deployed_or_planned() -> None:
     for target in ("up", "plan", "deploy"):
         dry = subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True, text=True, timeout=60)
         lines = [line for line in dry.stdout.splitlines() if line.strip()]
