@@ -135,7 +135,7 @@ def _explain(node: Node, pod: PodRequest, policy: str) -> ContainerFailure | Non
     return placed if isinstance(placed, ContainerFailure) else None
 
 
-def _undecided(inventory: TenantInventory, what: str, verdict: Verdict) -> Finding:
+def _undecided(inventory: TenantInventory, what: str) -> Finding:
     return Finding(
         "warning",
         inventory.name,
@@ -185,7 +185,7 @@ def evaluate_tenant(inventory: TenantInventory, workloads: Sequence[Workload]) -
             continue
         if verdict.fits is None and _workload_of(pod) not in reported:
             reported.add(_workload_of(pod))
-            findings.append(_undecided(inventory, _workload_of(pod), verdict))
+            findings.append(_undecided(inventory, _workload_of(pod)))
         placeable.append(pod)
     if not placeable:
         return findings
@@ -195,7 +195,7 @@ def evaluate_tenant(inventory: TenantInventory, workloads: Sequence[Workload]) -
         findings.append(_first_unplaceable(inventory, node, placeable, budget))
         return findings
     if verdict.fits is None:
-        findings.append(_undecided(inventory, "(all GPU workloads)", verdict))
+        findings.append(_undecided(inventory, "(all GPU workloads)"))
     policies = (policy, *(p for p in POLICIES if p != policy))
     stranding = find_stranding(node, placeable, policies)
     if stranding is not None:

@@ -67,9 +67,13 @@ class ContainerRequest:
 
     def memory_on(self, card: CardSpec) -> int:
         """MB this request takes on `card` (device.go `Fit`): Memreq, else a percentage of that card."""
+        return self.memory_for(card.memory_mb)
+
+    def memory_for(self, card_mb: int) -> int:
+        """MB this request takes on a card of `card_mb` MB."""
         memory = self.memreq if self.memreq > 0 else 0
         if self.mem_percentage != NO_PERCENTAGE and self.memreq == 0:
-            memory = card.memory_mb * self.mem_percentage // 100
+            memory = card_mb * self.mem_percentage // 100
         return memory
 
     @property
@@ -354,18 +358,13 @@ class Node:
         Proves that a placement exists; it is not HAMi's choice of cards."""
         placed: list[tuple[int, ContainerRequest]] = []
         for container in pod.containers:
-            chosen: list[int] = []
-            pending = [0, 0]
-            for index, (card, use) in enumerate(zip(self.cards, self.use, strict=True)):
-                if use.slots >= card.split_count:
-                    continue  # full (CardTimeSlicingExhausted): skipped cheaply, it is the common case
-                room = self.quota_room(pod.namespace, pending[0], pending[1])
-                if self.reason(index, container, pod, room) is None:
-                    chosen.append(index)
-                    pending[0] += container.memory_on(self.cards[index])
-                    pending[1] += container.fit_cores
-                    if len(chosen) == container.nums:
-                        break
+            # Full cards (CardTimeSlicingExhausted) are left out cheaply: they are the common case.
+            open_cards = [
+                i
+                for i, (card, use) in enumerate(zip(self.cards, self.use, strict=True))
+                if use.slots < card.split_count
+            ]
+            chosen, _, _ = self.walk(open_cards[::-1], container, pod)  # walk goes from the end
             if len(chosen) < container.nums:
                 self._undo(placed, pod.namespace)
                 return False
@@ -391,12 +390,10 @@ class Budget:
     whole evaluation is bounded, not each search."""
 
     left: int = SEARCH_BUDGET
-    used: int = 0
 
 
 @dataclass
 class Search:
-    steps: int = 0
     exhausted: bool = False
     seen: set = field(default_factory=set)
 
@@ -426,7 +423,7 @@ class _Searcher:
         self.demand = [(0, 0, 0)]
         for _, container in reversed(self.items):
             slots, cores, memory = self.demand[-1]
-            each = container.memory_on(CardSpec("", "", smallest))
+            each = container.memory_for(smallest)
             self.demand.append(
                 (slots + container.nums, cores + container.nums * container.fit_cores, memory + container.nums * each)
             )
@@ -449,8 +446,6 @@ class _Searcher:
         if index == len(self.items):
             return True
         search = self.search
-        search.steps += 1
-        self.budget.used += 1
         self.budget.left -= 1
         if self.budget.left < 0:
             search.exhausted = True
@@ -505,7 +500,6 @@ class Verdict:
 
     fits: bool | None
     node: Node | None  # on True, the node with one such placement allocated
-    steps: int = 0
 
 
 def search_placement(node: Node, pods: Sequence[PodRequest], budget: Budget | None = None) -> Verdict:
@@ -525,11 +519,11 @@ def search_placement(node: Node, pods: Sequence[PodRequest], budget: Budget | No
     if budget is None:
         budget = Budget()
     if budget.left <= 0:
-        return Verdict(None, None, 0)
+        return Verdict(None, None)
     trial = node.copy()
     searcher = _Searcher(trial, pods, budget)
     verdict = searcher.run()
-    return Verdict(verdict, trial if verdict else None, searcher.search.steps)
+    return Verdict(verdict, trial if verdict else None)
 
 
 def find_placement(cards: Sequence[CardSpec], pods: Sequence[PodRequest], budget: int = SEARCH_BUDGET) -> bool | None:

@@ -44,7 +44,7 @@ class Refusal:
 
 def pod_memory_mb(containers: tuple[ContainerRequest, ...], largest_mb: int) -> int:
     """What a pod's containers may take in all: a percentage counted on the largest card."""
-    return sum(c.nums * (largest_mb * c.mem_percentage // 100 if c.uses_percentage() else c.memreq) for c in containers)
+    return sum(c.nums * c.memory_for(largest_mb) for c in containers)
 
 
 def per_pod_refusals(inventory: TenantInventory, pod: PodRequest) -> list[Refusal]:
@@ -78,7 +78,7 @@ def per_pod_refusals(inventory: TenantInventory, pod: PodRequest) -> list[Refusa
             refusals.append(
                 Refusal(NODE_INSUFFICIENT_DEVICE, f"container {c.name} asks {c.nums} cards, the node has {len(cards)}")
             )
-        memory = largest * c.mem_percentage // 100 if c.uses_percentage() else c.memreq
+        memory = c.memory_for(largest)
         if cards and memory > largest:
             listed = ", ".join(f"{card.id} ({card.type}, {card.memory_mb} MB)" for card in cards)
             refusals.append(

@@ -377,3 +377,24 @@ def test_kind_delete_removes_its_network_and_survives_a_cluster_deleted_by_hand(
     assert result.returncode == 0, result.stderr
     assert "kind cluster gpulab is already gone" in result.stderr
     assert "docker network rm gpulab" in calls(tmp_path)
+
+
+def test_container_and_ssh_joins_write_the_same_join_configuration(tmp_path: Path) -> None:
+    """worker-join.sh writes the container's JoinConfiguration in bash; components/join_config.py makes an
+    SSH worker's. They must not drift apart."""
+    import yaml
+
+    from components.join_config import join_configuration
+
+    result = run_script("worker-join.sh", tmp_path, CONTAINER="tenant-a-worker", TENANT="tenant-a")
+    assert result.returncode == 0, result.stderr
+    written = yaml.safe_load((tmp_path / "join-config").read_text())
+    expected = join_configuration(
+        "172.30.255.201:6443",
+        "abcdef",
+        "0123456789abcdef",
+        "sha256:5e1f",
+        None,
+        ["SystemVerification", "FileExisting", "Swap"],
+    )
+    assert written == expected
