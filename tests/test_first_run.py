@@ -201,8 +201,8 @@ def test_plan_wants_referenced_secrets_set_as_secrets(capsys, tmp_path: Path) ->
 
     code, _, err = plan(capsys, write_stack(tmp_path, existing))
     assert code == 2
-    assert "gpulab:managementKubeconfig holds the existing management cluster's kubeconfig in plain text" in err
-    assert "gpulab:sshPrivateKey is not set" in err
+    assert "gpulab:managementKubeconfig: holds the existing management cluster's kubeconfig in plain text" in err
+    assert "gpulab:sshPrivateKey: is not set" in err
 
 
 @pytest.mark.parametrize("stack", ["nope"])
