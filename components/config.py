@@ -757,9 +757,10 @@ def _suggestion(loc: tuple[int | str, ...]) -> str:
     if model is None or not isinstance(loc[-1], str):
         return ""
     known = [field.alias or name for name, field in model.model_fields.items()]
-    close = difflib.get_close_matches(loc[-1], known, n=1, cutoff=0.6)
-    if close:
-        return f"; did you mean `{close[0]}`?"
+    lower = {key.lower(): key for key in known}  # `podCIDR` meant `podCidr`
+    close = difflib.get_close_matches(loc[-1].lower(), list(lower), n=1, cutoff=0.6)
+    if close and not redact.looks_secret(loc[-1]):
+        return f"; did you mean `{lower[close[0]]}`?"
     return f"; the keys here are: {', '.join(known)}"
 
 
@@ -904,30 +905,28 @@ def stack_file_config(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
     """(`gpulab:*` values without the prefix, secret keys -> placeholder) of a stack file, read as the Pulumi CLI
     reads it: YAML 1.2 with duplicate keys refused (safe_yaml.load_stack), and a key without a namespace taken
     as the project's (sdk/go/common/workspace/loaders.go, stackConfigNamespacedWithProject). Raises ConfigError
-    with one line."""
+    with one line, which the caller prefixes with the file's name."""
     try:
         document = safe_yaml.load_stack(safe_yaml.read_text(path), path.name)
     except safe_yaml.YamlError as error:
-        raise ConfigError(str(error)) from None
+        raise ConfigError(str(error).removeprefix(f"{path.name}: ").removeprefix(f"{path}: ")) from None
     document = {} if document is None else document
     if not isinstance(document, dict):
-        raise ConfigError(f"{path.name}: must be a mapping with a `config:` key, not a {type(document).__name__}")
+        raise ConfigError(f"must be a mapping with a `config:` key, not a {type(document).__name__}")
     config = document.get("config") or {}
     if not isinstance(config, dict):
-        raise ConfigError(f"{path.name}: `config` must be a mapping of `{PROJECT}:<key>: value`")
+        raise ConfigError(f"`config` must be a mapping of `{PROJECT}:<key>: value`")
     plain: dict[str, Any] = {}
     secrets: dict[str, str] = {}
     for key, value in config.items():
         if not isinstance(key, str):
-            raise ConfigError(
-                f"{path.name}: config keys must be strings like `{PROJECT}:tenants`, not {redact.shown(key)}"
-            )
+            raise ConfigError(f"config keys must be strings like `{PROJECT}:tenants`, not {redact.shown(key)}")
         namespace, _, name = key.rpartition(":")
         if namespace not in ("", PROJECT):
             continue  # another namespace's key (e.g. kubernetes:...)
         if name in plain or name in secrets:
             raise ConfigError(
-                f"{path.name}: {PROJECT}:{redact.key_part(name)} is set twice (with and without `{PROJECT}:`); keep one"
+                f"{PROJECT}:{redact.key_part(name)} is set twice (with and without `{PROJECT}:`); keep one"
             )
         if isinstance(value, dict) and set(value) == {"secure"}:
             secrets[name] = "<secret>"  # encrypted in the file; the program only passes it on

@@ -207,16 +207,18 @@ class _StackLoader(_BoundedLoader):
                     seen[key_node.value] = key_node.start_mark
         return super().construct_mapping(node, deep)
 
-    def construct_plain_or_tagged(self, node):
-        if node.style is None and node.tag in _IMPLICIT_TAGS:
-            return go_yaml_scalar(node.value)
-        return _DEFAULT_CONSTRUCTORS[node.tag](self, node)
+    def resolve(self, kind, value, implicit):
+        # A plain scalar without an explicit tag is resolved by yaml.v3's rules (the `<<` merge key stays).
+        if kind is yaml.ScalarNode and implicit[0] and value != "<<":
+            return _GO_PLAIN
+        return super().resolve(kind, value, implicit)
+
+    def construct_go_plain(self, node):
+        return go_yaml_scalar(node.value)
 
 
-_IMPLICIT_TAGS = {f"tag:yaml.org,2002:{kind}" for kind in ("bool", "int", "float", "null", "timestamp", "str")}
-_DEFAULT_CONSTRUCTORS = {tag: yaml.SafeLoader.yaml_constructors[tag] for tag in _IMPLICIT_TAGS}
-for _tag in _IMPLICIT_TAGS:
-    _StackLoader.add_constructor(_tag, _StackLoader.construct_plain_or_tagged)
+_GO_PLAIN = "tag:gpulab,2026:go-yaml-v3-plain"
+_StackLoader.add_constructor(_GO_PLAIN, _StackLoader.construct_go_plain)
 
 
 def load_stack(text: str, name: str) -> Any:
