@@ -46,6 +46,12 @@ def check(capsys, project: Path, manifest: str) -> tuple[int, str, str]:
     return code, captured.out, captured.err
 
 
+def config_error(function, *args, **kwargs) -> str:
+    with pytest.raises(ConfigError) as raised:
+        function(*args, **kwargs)
+    return str(raised.value)
+
+
 def assert_one_format(message: str) -> None:
     header, *lines = message.strip().removeprefix("error: ").splitlines()
     assert header == "invalid gpulab configuration (nothing was created):", message
@@ -81,7 +87,7 @@ def test_cross_field_errors_of_a_valid_config_are_all_listed() -> None:
     config = four_cross_field_mistakes()["config"]
     raw = {key.removeprefix("gpulab:"): value for key, value in config.items() if key != "gpulab:scheduling"}
     raw["tenants"][0].update(serviceCidr="10.200.0.0/16")
-    message = str(pytest.raises(ConfigError, parse_config, raw, kind_subnet="172.18.0.0/16").value)
+    message = str(config_error(parse_config, raw, kind_subnet="172.18.0.0/16"))
     assert "duplicate names" in message and "v1.37.0" in message and "overlaps the kind network" in message
     assert_one_format(message)
 
@@ -97,7 +103,7 @@ def test_a_tenant_lists_all_its_own_problems() -> None:
         workers=[{"host": "10.0.0.5"}],
         workloads=[{"name": "w"}, {"name": "w"}],
     )
-    message = str(pytest.raises(ConfigError, parse_config, {"tenants": [tenant]}).value)
+    message = str(config_error(parse_config, {"tenants": [tenant]}))
     for key in ("tenants[0].podCidr", "tenants[0].workloads:", "tenants[0].workerImage"):
         assert f"gpulab:{key}" in message, message
 
@@ -124,7 +130,7 @@ def test_missing_keys_name_the_real_stack_file(capsys, tmp_path) -> None:
 def test_a_typo_gets_the_key_it_meant(change, line) -> None:
     tenant = make_tenant("tenant-a", 0)
     change(tenant)
-    message = str(pytest.raises(ConfigError, parse_config, {"tenants": [tenant]}).value)
+    message = str(config_error(parse_config, {"tenants": [tenant]}))
     assert line in message, message
     assert_one_format(message)
 
@@ -140,12 +146,12 @@ def test_a_typo_gets_the_key_it_meant(change, line) -> None:
     ],
 )
 def test_every_line_has_one_format(config) -> None:
-    assert_one_format(str(pytest.raises(ConfigError, parse_config, config).value))
+    assert_one_format(str(config_error(parse_config, config)))
 
 
 def test_secret_lines_have_the_same_format() -> None:
     lab = parse_config({"tenants": [make_tenant("t", 0, workerMode="ssh", workers=[{"host": "10.0.0.5"}])]})
-    message = str(pytest.raises(ConfigError, check_secrets, lab, lambda key: False, lambda key: False).value)
+    message = str(config_error(check_secrets, lab, lambda key: False, lambda key: False))
     assert_one_format(message)
 
 
@@ -209,7 +215,7 @@ TOKENS = {
 def test_token_formats_are_never_echoed(place, token) -> None:
     config = {"tenants": [make_tenant("tenant-a", 0)]}
     place(config, token)
-    message = str(pytest.raises(ConfigError, parse_config, config).value)
+    message = str(config_error(parse_config, config))
     assert token not in message and token[-10:] not in message, message
     assert_one_format(message)
 
@@ -217,7 +223,7 @@ def test_token_formats_are_never_echoed(place, token) -> None:
 def test_mapping_keys_are_quoted_and_truncated() -> None:
     config = {"tenants": [make_tenant("tenant-a", 0)]}
     config["tenants"][0]["a b\nc " + "x y " * 100] = 1
-    message = str(pytest.raises(ConfigError, parse_config, config).value)
+    message = str(config_error(parse_config, config))
     line = next(line for line in message.splitlines() if "is not a key" in line)
     assert "x y " * 15 not in line and "\\n" in line and "(406 characters)" in line, line
 
