@@ -301,9 +301,9 @@ def test_well_formed_metallb_addresses_pass() -> None:
 @pytest.mark.parametrize(
     "text, key",
     [
-        ("      count: yes\n", "gpus[0].count"),  # YAML 1.1 boolean: the Pulumi CLI passes the string "yes"
-        ("      count: on\n", "gpus[0].count"),
-        ("      count: true\n", "gpus[0].count"),  # a boolean where a number belongs
+        ("          count: yes\n", "gpus[0].count"),  # YAML 1.1 boolean: the Pulumi CLI passes the string "yes"
+        ("          count: on\n", "gpus[0].count"),
+        ("          count: true\n", "gpus[0].count"),  # a boolean where a number belongs
     ],
 )
 def test_yaml_the_pulumi_cli_reads_differently_is_refused(tmp_path, text, key) -> None:
@@ -313,7 +313,7 @@ def test_yaml_the_pulumi_cli_reads_differently_is_refused(tmp_path, text, key) -
     path.write_text("config:\n  gpulab:tenants:\n    - name: t\n      gpus:\n        - model: L4\n" + text)
     with pytest.raises(ConfigError) as raised:
         load_stack_file(path)
-    assert f"gpulab:tenants[0].{key}" in str(raised.value), raised.value
+    assert f"gpulab:tenants[0].{key} = " in str(raised.value) and "missing" not in str(raised.value), raised.value
 
 
 def test_stack_files_are_read_as_the_pulumi_cli_reads_them(tmp_path) -> None:
