@@ -342,85 +342,96 @@ class Tenant(_Model):
 
     def problems(self) -> list[tuple[str, object, str]]:
         """Every cross-field problem of the tenant, keyed relative to it."""
-        problems: list[tuple[str, object, str]] = []
+        return [(key, value, message) for _, key, value, message in self.checks()]
+
+    def checks(self) -> list[tuple[frozenset[str], str, object, str]]:
+        """Every cross-field problem, with the keys it reads (so that parse_config can also report the problems
+        of a tenant with a bad field, among the checks that do not read that field)."""
+        problems: list[tuple[frozenset[str], str, object, str]] = []
+
+        def add(needs: str, key: str, value: object, message: str) -> None:
+            problems.append((frozenset(needs.split()), key, value, message))
+
         pod = ipaddress.ip_network(self.pod_cidr)
         service = ipaddress.ip_network(self.service_cidr)
         if pod.overlaps(service):
-            problems.append(
-                (
-                    "podCidr",
-                    self.pod_cidr,
-                    f"overlaps serviceCidr {self.service_cidr}; pick disjoint ranges, "
-                    "e.g. podCidr 10.244.0.0/16 and serviceCidr 10.96.0.0/16",
-                )
+            add(
+                "podCidr serviceCidr",
+                "podCidr",
+                self.pod_cidr,
+                f"overlaps serviceCidr {self.service_cidr}; pick disjoint ranges, "
+                "e.g. podCidr 10.244.0.0/16 and serviceCidr 10.96.0.0/16",
             )
         nodes = len(self.worker_node_names())
         if nodes > 2 ** (NODE_POD_PREFIX - pod.prefixlen):
-            problems.append(
-                (
-                    "podCidr",
-                    self.pod_cidr,
-                    f"holds {2 ** (NODE_POD_PREFIX - pod.prefixlen)} node pod ranges (/{NODE_POD_PREFIX} each) for "
-                    f"{nodes} nodes; use a larger range",
-                )
+            add(
+                "podCidr workers workerMode",
+                "podCidr",
+                self.pod_cidr,
+                f"holds {2 ** (NODE_POD_PREFIX - pod.prefixlen)} node pod ranges (/{NODE_POD_PREFIX} each) for "
+                f"{nodes} nodes; use a larger range",
             )
         cards = sum(entry.count for entry in self.gpus)
         if cards > MAX_CARDS_PER_TENANT:
-            problems.append(
-                ("gpus", _NO_VALUE, f"declares {cards} cards; a tenant's GPU node holds at most {MAX_CARDS_PER_TENANT}")
-            )
+            add("gpus", "gpus", _NO_VALUE, f"declares {cards} cards; a tenant's GPU node holds at most {MAX_CARDS}")
         names = [workload.name for workload in self.workloads]
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
-            problems.append(("workloads", _NO_VALUE, f"duplicate names {duplicates}; give each workload its own name"))
+            add("workloads", "workloads", _NO_VALUE, f"duplicate names {duplicates}; give each workload its own name")
         if self.worker_mode == "ssh":
             if not self.workers:
-                problems.append(
-                    (
-                        "workers",
-                        _NO_VALUE,
-                        "workerMode ssh needs workers: [{host: 10.0.0.21, user: ubuntu}] (the machines to join)",
-                    )
+                add(
+                    "workerMode workers",
+                    "workers",
+                    _NO_VALUE,
+                    "workerMode ssh needs workers: [{host: 10.0.0.21, user: ubuntu}] (the machines to join)",
                 )
             if sum(1 for worker in self.workers if worker.gpu_node) > 1:
-                problems.append(
-                    ("workers", _NO_VALUE, "mark at most one worker gpuNode: true (it carries the declared gpus)")
+                add(
+                    "workers",
+                    "workers",
+                    _NO_VALUE,
+                    "mark at most one worker gpuNode: true (it carries the declared gpus)",
                 )
             if self.worker_image is not None:
-                problems.append(
-                    ("workerImage", self.worker_image, "is for workerMode container; ssh workers bring their kubelet")
+                add(
+                    "workerMode workerImage",
+                    "workerImage",
+                    self.worker_image,
+                    "is for workerMode container; ssh workers bring their kubelet",
                 )
             node_names = self.worker_node_names()
             if len(set(node_names)) != len(node_names):
-                problems.append(("workers", _NO_VALUE, f"node names {node_names} are not unique; set `name` on each"))
+                add("workers", "workers", _NO_VALUE, f"node names {node_names} are not unique; set `name` on each")
         elif self.workers:
-            problems.append(("workers", _NO_VALUE, "are only for workerMode: ssh; remove them or set workerMode: ssh"))
+            add(
+                "workerMode workers",
+                "workers",
+                _NO_VALUE,
+                "are only for workerMode: ssh; remove them or set workerMode: ssh",
+            )
         if self.gpu_mode == "real" and self.worker_mode != "ssh":
-            problems.append(
-                (
-                    "gpuMode",
-                    self.gpu_mode,
-                    "gpuMode real needs real GPUs, so workerMode ssh; a kindest/node container has none "
-                    "(use gpuMode mock)",
-                )
+            add(
+                "gpuMode workerMode",
+                "gpuMode",
+                self.gpu_mode,
+                "gpuMode real needs real GPUs, so workerMode ssh; a kindest/node container has none (use gpuMode mock)",
             )
         for i, workload in enumerate(self.workloads):
             if workload.namespace is not None and workload.namespace not in self.namespaces:
-                problems.append(
-                    (
-                        f"workloads[{i}].namespace",
-                        workload.namespace,
-                        f"is not in namespaces {self.namespaces}; add it there so gpulab creates it with its quota",
-                    )
+                add(
+                    "workloads namespaces",
+                    f"workloads[{i}].namespace",
+                    workload.namespace,
+                    f"is not in namespaces {self.namespaces}; add it there so gpulab creates it with its quota",
                 )
             if workload.gpus > cards:
                 # HAMi never places a container that asks more cards than one node has (NodeInsufficientDevice).
-                problems.append(
-                    (
-                        f"workloads[{i}].gpus",
-                        workload.gpus,
-                        f"asks more cards than the tenant's GPU node has ({cards}); at most {cards}",
-                    )
+                add(
+                    "workloads gpus",
+                    f"workloads[{i}].gpus",
+                    workload.gpus,
+                    f"asks more cards than the tenant's GPU node has ({cards}); at most {cards}",
                 )
         return problems
 
@@ -806,21 +817,42 @@ def _part(model: type[BaseModel], raw: object, context: dict | None = None) -> A
         return None
 
 
+# The tenant keys the checks across tenants read: a tenant with a bad one of these is left out of them.
+_ACROSS_KEYS = frozenset(
+    {"name", "workers", "workerMode", "podCidr", "serviceCidr", "kubernetesVersion", "workerImage"}
+)
+
+
 def _cross_field_lines(raw: dict[str, Any], error: ValidationError, kind_subnet: str | None) -> list[str]:
-    """The checks across tenants, on the parts of a config that failed elsewhere (pydantic runs a model's own
-    checks only when all its fields are valid, so these would otherwise wait for the next run)."""
+    """Cross-field problems that pydantic did not check because a field failed (it runs a model's own checks
+    only when all its fields are valid): a tenant's own checks that do not read a failed key, and the checks
+    across tenants, on the parts that are valid. Without this they would wait for the next run."""
     if any(not item["loc"] for item in error.errors()):
         return []  # LabConfig's own check ran (every part was valid): its problems are in `error`
+    lines: list[str] = []
     management = _part(Management, raw.get("management", {}))
     versions = _part(Versions, raw.get("versions", {}))
     tenants = raw.get("tenants")
     valid = []
-    if isinstance(tenants, list):
-        for i, tenant in enumerate(tenants):
-            found = _part(Tenant, tenant, {"fields_only": True})
-            if found is not None:
-                valid.append((i, found))
-    return [
+    for i, tenant in enumerate(tenants if isinstance(tenants, list) else []):
+        if not isinstance(tenant, dict):
+            continue
+        failed = {
+            item["loc"][2] for item in error.errors() if item["loc"][:2] == ("tenants", i) and len(item["loc"]) > 2
+        }
+        # The tenant without its failed keys (their defaults stand in), read without its own checks.
+        found = _part(Tenant, {key: value for key, value in tenant.items() if key not in failed}, {"fields_only": True})
+        if found is None:
+            continue  # a required key failed: nothing to check against
+        if failed:
+            lines += [
+                problem_line(f"tenants[{i}].{key}", message, value)
+                for needs, key, value, message in found.checks()
+                if not needs & failed
+            ]
+        if not failed & _ACROSS_KEYS:
+            valid.append((i, found))
+    return lines + [
         problem_line(key, message, value)
         for key, value, message in across_tenants(management, valid, versions, kind_subnet)
     ]

@@ -108,6 +108,30 @@ def test_a_tenant_lists_all_its_own_problems() -> None:
         assert f"gpulab:{key}" in message, message
 
 
+def test_a_tenant_with_a_bad_field_still_gets_its_other_checks() -> None:
+    """pydantic skips a model's own checks when one of its fields fails; those that do not read that field
+    are reported anyway, and so are the checks across tenants."""
+    a = make_tenant("tenant-a", 0, splitCount=0, podCidr="10.96.0.0/12", serviceCidr="10.96.0.0/16")
+    b = make_tenant("tenant-a", 1, gpuMode="real", workloads=[{"name": "w", "replicas": 2}])
+    message = config_error(parse_config, {"tenants": [a, b]})
+    for fragment in (
+        "gpulab:tenants[0].splitCount = 0",  # the field errors
+        "gpulab:tenants[1].workloads[0].replicas = 2",
+        "gpulab:tenants[0].podCidr = '10.96.0.0/12': overlaps serviceCidr",  # their tenants' own checks
+        "gpulab:tenants[1].gpuMode = 'real': gpuMode real needs real GPUs",
+        "gpulab:tenants: duplicate names ['tenant-a']",  # across tenants
+    ):
+        assert fragment in message, f"{fragment!r} not in:\n{message}"
+    assert_one_format(message)
+
+
+def test_a_check_that_reads_a_bad_field_is_not_guessed() -> None:
+    """A failed podCidr is not replaced by its default in the overlap check: no made-up second problem."""
+    a = make_tenant("tenant-a", 0, podCidr="10.96.0.0/255.255.0.0", serviceCidr="10.244.0.0/16")
+    message = config_error(parse_config, {"tenants": [a]})
+    assert message.count("gpulab:") == 1 and "podCidr" in message, message
+
+
 def test_missing_keys_name_the_real_stack_file(capsys, tmp_path) -> None:
     tenant = make_tenant("tenant-a", 0)
     del tenant["gpus"]
