@@ -868,7 +868,13 @@ def parse_config(raw: dict[str, Any], source: str = "the stack file", kind_subne
         return LabConfig.model_validate(raw, context=context)
     except ValidationError as error:
         lines = format_errors(error, source) + _cross_field_lines(raw, error, kind_subnet)
-        raise ConfigError(error_message(list(dict.fromkeys(lines)))) from None
+        raise ConfigError(error_message(sorted(dict.fromkeys(lines), key=_by_key))) from None
+
+
+def _by_key(line: str) -> list[object]:
+    """Lines in key order (`tenants[2]` before `tenants[10]`), a key's lines in the order they were found."""
+    key = line.split(" = ", 1)[0].split(": ", 1)[0]
+    return [int(part) if part.isdigit() else part for part in re.split(r"([0-9]+)", key)]
 
 
 CONFIG_KEYS = ("management", "tenants", "scheduling", "versions")
