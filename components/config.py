@@ -13,8 +13,11 @@ each key, the value it had and how to fix it; nothing is created because no reso
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import re
+import types
+import typing
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -24,12 +27,13 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
 
-from components import safe_yaml
+from components import redact, safe_yaml
 from components.catalog import (
     DEFAULT_SPLIT_COUNT,
     GPU_CATALOG,
@@ -41,7 +45,7 @@ from components.catalog import (
     expand_cards,
 )
 from components.image_ref import image_problem
-from components.network import address_problem
+from components.network import canonical_host, host_problem, metallb_addresses, ranges_overlap
 from components.versions import Versions, image_tag, parse_kubernetes_version
 
 PROJECT = "gpulab"
@@ -54,12 +58,25 @@ DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", re.ASCII)
 DURATION = re.compile(r"[0-9]{1,6}(ms|s|m)", re.ASCII)
 # Docker's network names ([a-zA-Z0-9][a-zA-Z0-9_.-]*); kept short for interface names.
 DOCKER_NETWORK = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}", re.ASCII)
-HOSTNAME = re.compile(
-    r"(?=.{1,253}\Z)[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?(\.[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)*",
-    re.ASCII,
-)
 UNIX_USER = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}", re.ASCII)  # POSIX portable names (first.last too)
 MAX_CARDS_PER_TENANT = MAX_CARDS
+# Per-pod limits and quotas become integer literals in the tenant's admission CEL (int64) and numbers in the
+# policy pack (a double in the engine's protobuf Struct, exact up to 2^53). 10^15 (about 2^50) is exact in
+# both, and 8,000 of them still sum below 2^63, so no CEL sum over a pod's containers can overflow on them.
+MAX_POD_LIMIT = 10**15
+# List lengths, far above any lab, so a typo (or a generated file gone wrong) cannot multiply work.
+MAX_WORKLOADS = 1000
+MAX_NAMESPACES = 100
+MAX_WORKERS = 500
+MAX_METALLB_ADDRESSES = 64
+# Docker's predefined networks: kind cannot put nodes on them, and destroy must never remove them.
+RESERVED_DOCKER_NETWORKS = ("bridge", "host", "none")
+# A node's pod range: kube-controller-manager's default --node-cidr-mask-size for IPv4 (Kamaji sets
+# --allocate-node-cidrs and --cluster-cidr but no mask size: internal/builders/controlplane/deployment.go).
+NODE_POD_PREFIX = 24
+# gpulab puts cluster DNS at the 10th address of the service range (tenant_control_plane.py), so the range
+# must hold it below its broadcast address: at least a /28.
+MAX_SERVICE_PREFIX = 28
 
 
 class ConfigError(ValueError):
@@ -86,6 +103,16 @@ def at(key: str, message: str, value: object = _NO_VALUE) -> KeyedError:
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", alias_generator=to_camel, populate_by_name=True, frozen=True)
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_boolean_counts(cls, value: object, info: ValidationInfo) -> object:
+        """pydantic reads `true` as 1 for an int field; a boolean where a number belongs is a mistake (often a
+        YAML 1.1 `yes`/`on` that the Pulumi CLI, reading YAML 1.2, passes on as a string)."""
+        annotation = cls.model_fields[info.field_name].annotation if info.field_name else None
+        if isinstance(value, bool) and int in (typing.get_args(annotation) or (annotation,)):
+            raise ValueError("is a boolean, not a number; write the number, e.g. 1")
+        return value
+
 
 class GpuCards(_Model):
     model: str
@@ -102,17 +129,17 @@ class GpuCards(_Model):
 class PodLimits(_Model):
     """Per-pod caps enforced by the policy pack (sums over a pod's containers)."""
 
-    gpus: int | None = Field(default=None, gt=0)
-    gpumem: int | None = Field(default=None, gt=0, description="MB")
+    gpus: int | None = Field(default=None, gt=0, le=MAX_POD_LIMIT)
+    gpumem: int | None = Field(default=None, gt=0, le=MAX_POD_LIMIT, description="MB")
     gpucores: int | None = Field(default=None, gt=0, le=800, description="percent of one card, summed")
 
 
 class GpuQuota(_Model):
     """A ResourceQuota in each workload namespace, with the keys HAMi actually tracks (notes/hami.md section 5)."""
 
-    gpumem: int | None = Field(default=None, gt=0)
-    gpucores: int | None = Field(default=None, gt=0)
-    gpus: int | None = Field(default=None, gt=0)
+    gpumem: int | None = Field(default=None, gt=0, le=MAX_POD_LIMIT)
+    gpucores: int | None = Field(default=None, gt=0, le=MAX_POD_LIMIT)
+    gpus: int | None = Field(default=None, gt=0, le=MAX_POD_LIMIT)
 
 
 class Workload(_Model):
@@ -122,8 +149,8 @@ class Workload(_Model):
     kind: Literal["Pod", "Deployment"] = "Pod"
     namespace: str | None = None
     replicas: int = Field(default=1, gt=0, le=MAX_REPLICAS)
-    gpus: int = Field(default=1, gt=0)
-    gpumem: int | None = Field(default=None, gt=0)
+    gpus: int = Field(default=1, gt=0, le=MAX_CARDS)
+    gpumem: int | None = Field(default=None, gt=0, le=MAX_POD_LIMIT)
     gpumem_percentage: int | None = Field(default=None, gt=0, le=100)
     gpucores: int | None = Field(default=None, ge=0, le=100)
 
@@ -179,16 +206,14 @@ class SshWorker(_Model):
     @field_validator("host")
     @classmethod
     def _host(cls, value: str) -> str:
-        try:
-            ipaddress.ip_address(value)
-            return value
-        except ValueError:
-            pass
-        if not HOSTNAME.fullmatch(value):
-            raise ValueError(
-                "must be a hostname (ASCII letters, digits, '-', '.') or an IP address, e.g. gpu-box-1.lan"
-            )
+        if problem := host_problem(value):
+            raise ValueError(problem)
         return value
+
+    @property
+    def machine(self) -> tuple[str, int]:
+        """The machine's identity: its canonical address (one spelling per address) and SSH port."""
+        return canonical_host(self.host), self.port
 
     @field_validator("user")
     @classmethod
@@ -205,16 +230,16 @@ class Tenant(_Model):
     kubernetes_version: str = "v1.36.4"
     pod_cidr: str = "10.244.0.0/16"
     service_cidr: str = "10.96.0.0/16"
-    gpus: list[GpuCards] = Field(min_length=1)
+    gpus: list[GpuCards] = Field(min_length=1, max_length=MAX_CARDS)
     split_count: int = Field(default=DEFAULT_SPLIT_COUNT, gt=0, le=MAX_SPLIT_COUNT)
     worker_image: str | None = None
     limits: PodLimits = PodLimits()
     quota: GpuQuota | None = None
-    namespaces: list[str] = Field(default=["gpu-workloads"], min_length=1)
-    workloads: list[Workload] = []
+    namespaces: list[str] = Field(default=["gpu-workloads"], min_length=1, max_length=MAX_NAMESPACES)
+    workloads: list[Workload] = Field(default=[], max_length=MAX_WORKLOADS)
     # container: a kindest/node container on the Docker host; ssh: real machines over SSH.
     worker_mode: Literal["container", "ssh"] = "container"
-    workers: list[SshWorker] = []
+    workers: list[SshWorker] = Field(default=[], max_length=MAX_WORKERS)
     # mock: simulated cards (HAMi's mock device plugin); real: HAMi's NVIDIA device plugin on real GPUs,
     # with the declared cards checked against what the node registers.
     gpu_mode: Literal["mock", "real"] = "mock"
@@ -245,79 +270,170 @@ class Tenant(_Model):
     @field_validator("workers")
     @classmethod
     def _distinct_hosts(cls, value: list[SshWorker]) -> list[SshWorker]:
-        hosts = [(worker.host.lower(), worker.port) for worker in value]
-        repeated = sorted({f"{host}:{port}" for host, port in hosts if hosts.count((host, port)) > 1})
+        # By identity: `10.0.0.21` and `::ffff:10.0.0.21`, or two spellings of one IPv6 address, are one machine.
+        machines = [worker.machine for worker in value]
+        repeated = sorted({f"{host}:{port}" for host, port in machines if machines.count((host, port)) > 1})
         if repeated:
             raise ValueError(f"{', '.join(repeated)} listed more than once; each machine joins one tenant once")
         return value
 
     @field_validator("pod_cidr", "service_cidr")
     @classmethod
-    def _cidr(cls, value: str) -> str:
+    def _cidr(cls, value: str, info: ValidationInfo) -> str:
+        example = "10.244.0.0/16" if info.field_name == "pod_cidr" else "10.96.0.0/16"
+        # `/255.255.0.0` (netmask form) is read by Python but not by Kamaji, Calico or kube-apiserver.
+        if not re.fullmatch(r"[0-9.]{7,15}/[0-9]{1,2}", value, re.ASCII):
+            raise ValueError(f"is not an IPv4 network in CIDR notation (address/prefix length), e.g. {example}")
         try:
-            network = ipaddress.ip_network(value, strict=True)
+            network = ipaddress.IPv4Network(value, strict=True)
         except ValueError:
-            raise ValueError("is not a network in CIDR notation with host bits zero, e.g. 10.244.0.0/16") from None
-        if network.version != 4:
-            raise ValueError("must be an IPv4 CIDR (the lab's tenants are single-stack IPv4)")
+            raise ValueError(f"is not a network in CIDR notation with host bits zero, e.g. {example}") from None
+        if network.is_loopback or network.is_multicast or network.is_link_local or network.network_address.is_reserved:
+            raise ValueError(
+                f"is a loopback, link-local, multicast or reserved range; use a private one like {example}"
+            )
+        if int(network.network_address) == 0:
+            raise ValueError(
+                f"starts at 0.0.0.0, which no pod or service can have; use a private range, e.g. {example}"
+            )
+        if info.field_name == "pod_cidr" and network.prefixlen > NODE_POD_PREFIX:
+            raise ValueError(
+                f"is smaller than one node's pod range (/{NODE_POD_PREFIX}, kube-controller-manager's default); "
+                f"use a /{NODE_POD_PREFIX} or larger, e.g. {example}"
+            )
+        if info.field_name == "service_cidr" and network.prefixlen > MAX_SERVICE_PREFIX:
+            raise ValueError(
+                f"is too small: gpulab puts cluster DNS at its 10th address; use a /{MAX_SERVICE_PREFIX} or larger, "
+                f"e.g. {example}"
+            )
         return value
 
     @field_validator("namespaces")
     @classmethod
     def _namespaces(cls, value: list[str]) -> list[str]:
-        for namespace in value:
+        problems = []
+        for i, namespace in enumerate(value):
             if not DNS1123_LABEL.fullmatch(namespace):
-                raise ValueError(f"{namespace!r} is not a valid namespace name (lowercase DNS label)")
+                problems.append((f"[{i}]", namespace, "is not a valid namespace name (lowercase DNS label)"))
+            elif namespace == "default" or namespace.startswith("kube-"):
+                problems.append(
+                    (
+                        f"[{i}]",
+                        namespace,
+                        "is a system namespace; gpulab owns its workload namespaces (it sets their quota and "
+                        "deletes them on destroy): pick your own, e.g. gpu-workloads",
+                    )
+                )
+        duplicates = sorted({namespace for namespace in value if value.count(namespace) > 1})
+        if duplicates:
+            problems.append(("", _NO_VALUE, f"lists {duplicates} more than once"))
+        if problems:
+            raise KeyedError(problems)
         return value
 
     @model_validator(mode="after")
-    def _coherent(self) -> Tenant:
+    def _coherent(self, info: ValidationInfo) -> Tenant:
+        if info.context and info.context.get("fields_only"):
+            return self  # a tenant read only for the checks across tenants (see parse_config)
+        problems = self.problems()
+        if problems:
+            raise KeyedError(problems)
+        return self
+
+    def problems(self) -> list[tuple[str, object, str]]:
+        """Every cross-field problem of the tenant, keyed relative to it."""
+        return [(key, value, message) for _, key, value, message in self.checks()]
+
+    def checks(self) -> list[tuple[frozenset[str], str, object, str]]:
+        """Every cross-field problem, with the keys it reads (so that parse_config can also report the problems
+        of a tenant with a bad field, among the checks that do not read that field)."""
+        problems: list[tuple[frozenset[str], str, object, str]] = []
+
+        def add(needs: str, key: str, value: object, message: str) -> None:
+            problems.append((frozenset(needs.split()), key, value, message))
+
         pod = ipaddress.ip_network(self.pod_cidr)
         service = ipaddress.ip_network(self.service_cidr)
         if pod.overlaps(service):
-            raise at(
+            add(
+                "podCidr serviceCidr",
                 "podCidr",
+                self.pod_cidr,
                 f"overlaps serviceCidr {self.service_cidr}; pick disjoint ranges, "
                 "e.g. podCidr 10.244.0.0/16 and serviceCidr 10.96.0.0/16",
+            )
+        nodes = len(self.worker_node_names())
+        if nodes > 2 ** (NODE_POD_PREFIX - pod.prefixlen):
+            add(
+                "podCidr workers workerMode",
+                "podCidr",
                 self.pod_cidr,
+                f"holds {2 ** (NODE_POD_PREFIX - pod.prefixlen)} node pod ranges (/{NODE_POD_PREFIX} each) for "
+                f"{nodes} nodes; use a larger range",
             )
         cards = sum(entry.count for entry in self.gpus)
         if cards > MAX_CARDS_PER_TENANT:
-            raise at("gpus", f"declares {cards} cards; a tenant's GPU node holds at most {MAX_CARDS_PER_TENANT}")
+            add("gpus", "gpus", _NO_VALUE, f"declares {cards} cards; a tenant's GPU node holds at most {MAX_CARDS}")
         names = [workload.name for workload in self.workloads]
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
-            raise at("workloads", f"duplicate names {duplicates}; give each workload its own name")
+            add("workloads", "workloads", _NO_VALUE, f"duplicate names {duplicates}; give each workload its own name")
         if self.worker_mode == "ssh":
             if not self.workers:
-                raise at(
-                    "workers", "workerMode ssh needs workers: [{host: 10.0.0.21, user: ubuntu}] (the machines to join)"
+                add(
+                    "workerMode workers",
+                    "workers",
+                    _NO_VALUE,
+                    "workerMode ssh needs workers: [{host: 10.0.0.21, user: ubuntu}] (the machines to join)",
                 )
             if sum(1 for worker in self.workers if worker.gpu_node) > 1:
-                raise at("workers", "mark at most one worker gpuNode: true (it carries the declared gpus)")
+                add(
+                    "workers",
+                    "workers",
+                    _NO_VALUE,
+                    "mark at most one worker gpuNode: true (it carries the declared gpus)",
+                )
             if self.worker_image is not None:
-                raise at(
-                    "workerImage", "is for workerMode container; ssh workers bring their own kubelet", self.worker_image
+                add(
+                    "workerMode workerImage",
+                    "workerImage",
+                    self.worker_image,
+                    "is for workerMode container; ssh workers bring their kubelet",
                 )
             node_names = self.worker_node_names()
             if len(set(node_names)) != len(node_names):
-                raise at("workers", f"node names {node_names} are not unique; set `name` on each")
+                add("workers", "workers", _NO_VALUE, f"node names {node_names} are not unique; set `name` on each")
         elif self.workers:
-            raise at("workers", "are only for workerMode: ssh; remove them or set workerMode: ssh")
+            add(
+                "workerMode workers",
+                "workers",
+                _NO_VALUE,
+                "are only for workerMode: ssh; remove them or set workerMode: ssh",
+            )
         if self.gpu_mode == "real" and self.worker_mode != "ssh":
-            raise at(
+            add(
+                "gpuMode workerMode",
                 "gpuMode",
-                "gpuMode real needs real GPUs, so workerMode ssh; a kindest/node container has none (use gpuMode mock)",
                 self.gpu_mode,
+                "gpuMode real needs real GPUs, so workerMode ssh; a kindest/node container has none (use gpuMode mock)",
             )
         for i, workload in enumerate(self.workloads):
             if workload.namespace is not None and workload.namespace not in self.namespaces:
-                raise at(
+                add(
+                    "workloads namespaces",
                     f"workloads[{i}].namespace",
-                    f"is not in namespaces {self.namespaces}; add it there so gpulab creates it with its quota",
                     workload.namespace,
+                    f"is not in namespaces {self.namespaces}; add it there so gpulab creates it with its quota",
                 )
-        return self
+            if workload.gpus > cards:
+                # HAMi never places a container that asks more cards than one node has (NodeInsufficientDevice).
+                add(
+                    "workloads gpus",
+                    f"workloads[{i}].gpus",
+                    workload.gpus,
+                    f"asks more cards than the tenant's GPU node has ({cards}); at most {cards}",
+                )
+        return problems
 
     def worker_node_names(self) -> list[str]:
         """Node names of the tenant's workers, in order."""
@@ -364,19 +480,34 @@ class Management(_Model):
     # existing mode: the secret config key with the cluster's kubeconfig, what to install, MetalLB's addresses.
     kubeconfig_secret: SecretKeyName = "managementKubeconfig"
     install: Install | None = None
-    metallb_addresses: list[str] = []
+    metallb_addresses: list[str] = Field(default=[], max_length=MAX_METALLB_ADDRESSES)
 
     @field_validator("metallb_addresses")
     @classmethod
     def _addresses(cls, value: list[str]) -> list[str]:
-        for address in value:
-            problem = address_problem(address)
-            if problem:
-                raise ValueError(problem)
+        problems: list[tuple[str, object, str]] = []
+        for i, address in enumerate(value):
+            try:
+                metallb_addresses(address)
+            except ValueError as error:
+                problems.append((f"[{i}]", address, str(error)))
+        if problems:
+            raise KeyedError(problems)
         return value
+
+    def metallb_ranges(self) -> list[tuple[ipaddress.IPv4Address, ipaddress.IPv4Address]]:
+        return [metallb_addresses(address) for address in self.metallb_addresses]
 
     @model_validator(mode="after")
     def _mode(self) -> Management:
+        if self.network_name in RESERVED_DOCKER_NETWORKS:
+            key = "network" if self.network is not None else "name"
+            raise at(
+                key,
+                f"names Docker's predefined network {self.network_name!r}, which kind cannot use and destroy must "
+                "not remove; pick another name, e.g. gpulab",
+                self.network_name,
+            )
         if self.mode == "kind":
             if self.install is not None or self.metallb_addresses:
                 raise at(
@@ -438,74 +569,9 @@ class LabConfig(_Model):
     versions: Versions = Versions()
 
     @model_validator(mode="after")
-    def _across_tenants(self) -> LabConfig:
-        names = [tenant.name for tenant in self.tenants]
-        duplicates = sorted({name for name in names if names.count(name) > 1})
-        if duplicates:
-            raise at("tenants", f"duplicate names {duplicates}; every tenant needs its own name")
-        stems = [tenant.output_stem for tenant in self.tenants]
-        clashing = sorted({stem for stem in stems if stems.count(stem) > 1})
-        if clashing:
-            raise at("tenants", f"names {names} give clashing stack outputs {clashing}_*; rename one of them")
-        # One machine, one tenant: a second join would find kubelet.conf and report success on the first
-        # tenant's node, and destroying either tenant would reset it.
-        seen: dict[tuple[str, int], str] = {}
-        for i, tenant in enumerate(self.tenants):
-            for j, worker in enumerate(tenant.workers):
-                key = (worker.host.lower(), worker.port)
-                if key in seen and seen[key] != tenant.name:
-                    raise at(
-                        f"tenants[{i}].workers[{j}].host",
-                        f"is already a worker of tenant {seen[key]}; a machine can join one tenant only",
-                        worker.host,
-                    )
-                seen[key] = tenant.name
-        max_major, max_minor = self.versions.kamaji_max_minor()
-        problems: list[tuple[str, object, str]] = []
-        if self.management.mode == "existing":
-            problems += [
-                (
-                    f"tenants[{i}].workerMode",
-                    "container",
-                    "container workers live on the kind management cluster's Docker network; with management.mode "
-                    "existing use workerMode: ssh",
-                )
-                for i, tenant in enumerate(self.tenants)
-                if tenant.worker_mode == "container"
-            ]
-        for i, tenant in enumerate(self.tenants):
-            major, minor, _ = parse_kubernetes_version(tenant.kubernetes_version)
-            if (major, minor) > (max_major, max_minor):
-                problems.append(
-                    (
-                        f"tenants[{i}].kubernetesVersion",
-                        tenant.kubernetes_version,
-                        f"the pinned Kamaji supports up to {self.versions.kamaji_max_kubernetes}.x; pick "
-                        f"{self.versions.kamaji_max_kubernetes}.x or lower (or pin a newer Kamaji in versions)",
-                    )
-                )
-                continue
-            if tenant.worker_mode != "container":
-                continue  # ssh workers bring their own kubelet; the remote check compares its version
-            image = self.worker_image(tenant)
-            if image is None:
-                problems.append(
-                    (
-                        f"tenants[{i}].kubernetesVersion",
-                        tenant.kubernetes_version,
-                        f"no kindest/node image is pinned for it; add versions.workerNodeImages."
-                        f"{tenant.kubernetes_version} (with its digest) or set tenants[{i}].workerImage",
-                    )
-                )
-            elif image_tag(image) != tenant.kubernetes_version:
-                problems.append(
-                    (
-                        f"tenants[{i}].workerImage",
-                        image,
-                        f"its tag does not match kubernetesVersion {tenant.kubernetes_version}; use "
-                        f"kindest/node:{tenant.kubernetes_version}@sha256:...",
-                    )
-                )
+    def _across_tenants(self, info: ValidationInfo) -> LabConfig:
+        kind_subnet = info.context.get("kind_subnet") if info.context else None
+        problems = across_tenants(self.management, list(enumerate(self.tenants)), self.versions, kind_subnet)
         if problems:
             raise KeyedError(problems)
         return self
@@ -514,101 +580,301 @@ class LabConfig(_Model):
         return tenant.worker_image or self.versions.worker_node_images.get(tenant.kubernetes_version)
 
 
+def across_tenants(
+    management: Management | None,
+    tenants: list[tuple[int, Tenant]],
+    versions: Versions | None,
+    kind_subnet: str | None = None,
+) -> list[tuple[str, object, str]]:
+    """Every problem between tenants, and between tenants and the rest of the config, keyed from the root.
+
+    Takes the parts that validated (with their index in `tenants`), so that parse_config can report these
+    problems together with field errors elsewhere; a part that is None is not checked against."""
+    problems: list[tuple[str, object, str]] = []
+    names = [tenant.name for _, tenant in tenants]
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        problems.append(("tenants", _NO_VALUE, f"duplicate names {duplicates}; every tenant needs its own name"))
+    stems = [tenant.output_stem for _, tenant in tenants]
+    clashing = sorted({stem for stem in stems if stems.count(stem) > 1})
+    if clashing and not duplicates:
+        problems.append(
+            ("tenants", _NO_VALUE, f"names {names} give clashing stack outputs {clashing}_*; rename one of them")
+        )
+    # One machine, one tenant, by identity (canonical address and port): a second join would find kubelet.conf
+    # and report success on the first tenant's node, and destroying either tenant would reset it.
+    seen: dict[tuple[str, int], str] = {}
+    for i, tenant in tenants:
+        for j, worker in enumerate(tenant.workers):
+            if worker.machine in seen and seen[worker.machine] != tenant.name:
+                problems.append(
+                    (
+                        f"tenants[{i}].workers[{j}].host",
+                        worker.host,
+                        f"is already a worker of tenant {seen[worker.machine]}; a machine can join one tenant only",
+                    )
+                )
+            seen.setdefault(worker.machine, tenant.name)
+    if management is not None:
+        problems += _against_management(management, tenants, kind_subnet)
+    if versions is not None:
+        problems += _against_versions(versions, tenants)
+    return problems
+
+
+def _against_management(
+    management: Management, tenants: list[tuple[int, Tenant]], kind_subnet: str | None
+) -> list[tuple[str, object, str]]:
+    problems: list[tuple[str, object, str]] = []
+    if management.mode == "existing":
+        problems += [
+            (
+                f"tenants[{i}].workerMode",
+                "container",
+                "container workers live on the kind management cluster's Docker network; with management.mode "
+                "existing use workerMode: ssh",
+            )
+            for i, tenant in tenants
+            if tenant.worker_mode == "container"
+        ]
+    pools = list(zip(management.metallb_addresses, management.metallb_ranges(), strict=True))
+    kind_network = ipaddress.ip_network(kind_subnet) if kind_subnet and management.mode == "kind" else None
+    for i, tenant in tenants:
+        for key, cidr in (("podCidr", tenant.pod_cidr), ("serviceCidr", tenant.service_cidr)):
+            network = ipaddress.ip_network(cidr)
+            for j, (address, (first, last)) in enumerate(pools):
+                if ranges_overlap(first, last, network):
+                    problems.append(
+                        (
+                            f"management.metallbAddresses[{j}]",
+                            address,
+                            f"overlaps tenants[{i}].{key} {cidr}: the tenant would route these addresses to its pods "
+                            "or services; use addresses outside every tenant's ranges",
+                        )
+                    )
+            if kind_network is not None and network.overlaps(kind_network):
+                # The same check the program makes on the real network (network.metallb_range), made here
+                # too so that `make plan` reports it with every other problem.
+                problems.append(
+                    (
+                        f"tenants[{i}].{key}",
+                        cidr,
+                        f"overlaps the kind network {kind_network} (it would shadow the node addresses); pick a "
+                        "range outside it, e.g. 10.244.0.0/16",
+                    )
+                )
+    return problems
+
+
+def _against_versions(versions: Versions, tenants: list[tuple[int, Tenant]]) -> list[tuple[str, object, str]]:
+    problems: list[tuple[str, object, str]] = []
+    max_major, max_minor = versions.kamaji_max_minor()
+    for i, tenant in tenants:
+        major, minor, _ = parse_kubernetes_version(tenant.kubernetes_version)
+        if (major, minor) > (max_major, max_minor):
+            problems.append(
+                (
+                    f"tenants[{i}].kubernetesVersion",
+                    tenant.kubernetes_version,
+                    f"the pinned Kamaji supports up to {versions.kamaji_max_kubernetes}.x; pick "
+                    f"{versions.kamaji_max_kubernetes}.x or lower (or pin a newer Kamaji in versions)",
+                )
+            )
+            continue
+        if tenant.worker_mode != "container":
+            continue  # ssh workers bring their own kubelet; the remote check compares its version
+        image = tenant.worker_image or versions.worker_node_images.get(tenant.kubernetes_version)
+        if image is None:
+            problems.append(
+                (
+                    f"tenants[{i}].kubernetesVersion",
+                    tenant.kubernetes_version,
+                    f"no kindest/node image is pinned for it; add versions.workerNodeImages."
+                    f"{tenant.kubernetes_version} (with its digest) or set tenants[{i}].workerImage",
+                )
+            )
+        elif image_tag(image) != tenant.kubernetes_version:
+            problems.append(
+                (
+                    f"tenants[{i}].workerImage",
+                    image,
+                    f"its tag does not match kubernetesVersion {tenant.kubernetes_version}; use "
+                    f"kindest/node:{tenant.kubernetes_version}@sha256:...",
+                )
+            )
+    return problems
+
+
 def _key_path(loc: tuple[int | str, ...]) -> str:
     path = ""
     for part in loc:
         if isinstance(part, int):
             path += f"[{part}]"
         else:
-            path += f".{part}" if path else part
+            text = redact.key_part(part)
+            path += f".{text}" if path else text
     return path
 
 
-# Values are echoed so a user sees what was wrong, but never a secret: a key pasted under the wrong
-# name would otherwise be printed whole (and with escaped newlines Pulumi's masking cannot match it).
-_SECRET_NAME = re.compile(r"(key|secret|token|password|passphrase|kubeconfig|credential|cert)", re.IGNORECASE)
-_SECRET_TEXT = re.compile(
-    r"-----BEGIN|PRIVATE KEY|client-key-data|client-certificate-data|certificate-authority-data|token:|password:",
-    re.IGNORECASE,
-)
-_LONG_TOKEN = re.compile(r"[A-Za-z0-9+/=_-]{40,}")
-_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")  # image digests are long but public
-MAX_ECHO = 60
-
-
-def _looks_secret(text: str) -> bool:
-    return bool(_SECRET_TEXT.search(text) or _LONG_TOKEN.search(_DIGEST.sub("", text)))
-
-
 def shown(key: str, value: object) -> str:
-    """How a config value may be echoed in an error: hidden if it looks secret, else truncated."""
-    text = repr(value)
-    if _SECRET_NAME.search(key.rsplit(".", 1)[-1]) or _looks_secret(text):
-        return f"<hidden: {len(str(value))} characters that may be a secret>"
-    return text if len(text) <= MAX_ECHO else f"{text[: MAX_ECHO - 3]}... ({len(text)} characters)"
+    """How a config value may be echoed in an error: hidden if it looks secret (or sits under a key named
+    like a secret), else truncated. Values are echoed so a user sees what was wrong, but never a secret: a
+    key pasted under the wrong name would otherwise be printed whole."""
+    return redact.shown(value, secret_name=bool(redact.SECRET_NAME.search(key.rsplit(".", 1)[-1])))
 
 
-_QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
+def problem_line(key: str, message: str, value: object = _NO_VALUE) -> str:
+    """The one format of every line of a config error: `  gpulab:KEY[ = VALUE]: MESSAGE`."""
+    message = redact.scrub(message)
+    if value is _NO_VALUE:
+        return f"  {PROJECT}:{key}: {message}"
+    return f"  {PROJECT}:{key} = {shown(key, value)}: {message}"
 
 
-def _scrub(message: str) -> str:
-    """A validator's message with quoted values that look secret (or are long) cut out: some
-    messages quote the offending value."""
+def error_message(lines: list[str]) -> str:
+    return "invalid gpulab configuration (nothing was created):\n" + "\n".join(lines)
 
-    def quoted(match: re.Match[str]) -> str:
-        text = match.group(0)
-        if _looks_secret(text):
-            return "<hidden>"
-        return text if len(text) <= MAX_ECHO else f"{text[: MAX_ECHO - 3]}..."
 
-    message = _QUOTED.sub(quoted, message)
-    if _looks_secret(message):
-        message = _LONG_TOKEN.sub(
-            lambda m: m.group(0) if re.fullmatch("[0-9a-f]{64}", m.group(0)) else "<hidden>", message
+def _model_at(loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+    """The model class that the key path `loc` (pydantic's, with aliases) points into, if any."""
+    model: Any = LabConfig
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return None
+        fields = {field.alias or name: field for name, field in model.model_fields.items()}
+        field = fields.get(part) or model.model_fields.get(part)
+        if field is None:
+            return None
+        model = _model_of(field.annotation)
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+def _model_of(annotation: Any) -> Any:
+    """The model inside `X`, `X | None` or `list[X]`."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if typing.get_origin(annotation) in (list, typing.Union, types.UnionType):
+        for arg in typing.get_args(annotation):
+            if (found := _model_of(arg)) is not None:
+                return found
+    return None
+
+
+def _suggestion(loc: tuple[int | str, ...]) -> str:
+    """`; did you mean `gpus`?` for an unknown key close to a known one (difflib), else a list of the keys."""
+    model = _model_at(loc[:-1])
+    if model is None or not isinstance(loc[-1], str):
+        return ""
+    known = [field.alias or name for name, field in model.model_fields.items()]
+    lower = {key.lower(): key for key in known}  # `podCIDR` meant `podCidr`
+    close = difflib.get_close_matches(loc[-1].lower(), list(lower), n=1, cutoff=0.6)
+    if close and not redact.looks_secret(loc[-1]):
+        return f"; did you mean `{lower[close[0]]}`?"
+    return f"; the keys here are: {', '.join(known)}"
+
+
+def _field_problem(item: Any, source: str) -> str:
+    loc = tuple(item["loc"])
+    key = _key_path(loc) or "<root>"
+    message = item["msg"].removeprefix("Value error, ")
+    if loc == ("tenants",) and item["type"] in ("missing", "too_short", "list_type"):
+        return problem_line(
+            key,
+            "declare at least one tenant, e.g. [{name: tenant-a, gpus: [{model: A100-80GB, count: 1}]}] "
+            f"in {source} (see Pulumi.dev.yaml)",
+            item.get("input", _NO_VALUE),
         )
-    return message if len(message) <= 400 else message[:397] + "..."
+    if item["type"] == "missing":
+        return problem_line(key, f"is required but missing; set it in {source}")
+    if item["type"] == "extra_forbidden":
+        return problem_line(key, f"is not a key of gpulab{_suggestion(loc)}")
+    if item["type"] in ("value_error", "assertion_error") and not isinstance(item.get("input"), str | int):
+        return problem_line(key, message)
+    return problem_line(key, message, item.get("input"))
 
 
-def _problem_line(key: str, value: object, message: str) -> str:
-    message = _scrub(message)
-    return (
-        f"  {PROJECT}:{key}: {message}" if value is _NO_VALUE else f"  {PROJECT}:{key} = {shown(key, value)}: {message}"
-    )
-
-
-def format_errors(error: ValidationError) -> str:
+def format_errors(error: ValidationError, source: str = "the stack file") -> list[str]:
+    """One line per problem in a ValidationError: field errors, and the keyed cross-field problems."""
     lines = []
     for item in error.errors():
         keyed = (item.get("ctx") or {}).get("error")
         if isinstance(keyed, KeyedError):
             base = _key_path(item["loc"])
             for relative, value, message in keyed.problems:
-                key = f"{base}.{relative}" if base and not relative.startswith("[") else base + relative
-                lines.append(_problem_line(key, value, message))
+                key = f"{base}.{relative}" if base and relative and not relative.startswith("[") else base + relative
+                lines.append(problem_line(key, message, value))
             continue
-        key = f"{PROJECT}:{_key_path(item['loc'])}" if item["loc"] else f"{PROJECT}:<root>"
-        message = _scrub(item["msg"].removeprefix("Value error, "))
-        if item["type"] == "missing":
-            lines.append(f"  {key}: is required but missing; set it in Pulumi.<stack>.yaml")
-        elif item["type"] in ("value_error", "assertion_error") and not isinstance(item.get("input"), str | int):
-            lines.append(f"  {key}: {message}")
-        else:
-            lines.append(f"  {key} = {shown(key, item.get('input'))}: {message}")
-    return "invalid gpulab configuration (nothing was created):\n" + "\n".join(lines)
+        lines.append(_field_problem(item, source))
+    return lines
 
 
-def parse_config(raw: dict[str, Any]) -> LabConfig:
-    """Validate the `gpulab:*` config keys (without the prefix); raises ConfigError with every problem."""
-    if not raw.get("tenants"):
-        raise ConfigError(
-            "invalid gpulab configuration (nothing was created):\n"
-            f"  {PROJECT}:tenants = {shown('tenants', raw.get('tenants'))}: declare at least one tenant, "
-            "e.g. [{name: tenant-a, gpus: [{model: A100-80GB, count: 1}]}] (see Pulumi.dev.yaml)"
-        )
+def _part(model: type[BaseModel], raw: object, context: dict | None = None) -> Any:
     try:
-        return LabConfig.model_validate(raw)
+        return model.model_validate(raw, context=context)
+    except ValidationError:
+        return None
+
+
+# The tenant keys the checks across tenants read: a tenant with a bad one of these is left out of them.
+_ACROSS_KEYS = frozenset(
+    {"name", "workers", "workerMode", "podCidr", "serviceCidr", "kubernetesVersion", "workerImage"}
+)
+
+
+def _cross_field_lines(raw: dict[str, Any], error: ValidationError, kind_subnet: str | None) -> list[str]:
+    """Cross-field problems that pydantic did not check because a field failed (it runs a model's own checks
+    only when all its fields are valid): a tenant's own checks that do not read a failed key, and the checks
+    across tenants, on the parts that are valid. Without this they would wait for the next run."""
+    if any(not item["loc"] for item in error.errors()):
+        return []  # LabConfig's own check ran (every part was valid): its problems are in `error`
+    lines: list[str] = []
+    management = _part(Management, raw.get("management", {}))
+    versions = _part(Versions, raw.get("versions", {}))
+    tenants = raw.get("tenants")
+    valid = []
+    for i, tenant in enumerate(tenants if isinstance(tenants, list) else []):
+        if not isinstance(tenant, dict):
+            continue
+        failed = {
+            item["loc"][2] for item in error.errors() if item["loc"][:2] == ("tenants", i) and len(item["loc"]) > 2
+        }
+        # The tenant without its failed keys (their defaults stand in), read without its own checks.
+        found = _part(Tenant, {key: value for key, value in tenant.items() if key not in failed}, {"fields_only": True})
+        if found is None:
+            continue  # a required key failed: nothing to check against
+        if failed:
+            lines += [
+                problem_line(f"tenants[{i}].{key}", message, value)
+                for needs, key, value, message in found.checks()
+                if not needs & failed
+            ]
+        if not failed & _ACROSS_KEYS:
+            valid.append((i, found))
+    return lines + [
+        problem_line(key, message, value)
+        for key, value, message in across_tenants(management, valid, versions, kind_subnet)
+    ]
+
+
+def parse_config(raw: dict[str, Any], source: str = "the stack file", kind_subnet: str | None = None) -> LabConfig:
+    """Validate the `gpulab:*` config keys (without the prefix); raises ConfigError with every problem.
+
+    `source` names the stack file in messages; `kind_subnet` (make plan's assumed kind network) adds the check
+    that tenants' ranges stay outside it, which `pulumi up` makes once the network exists."""
+    context = {"kind_subnet": kind_subnet} if kind_subnet else None
+    try:
+        return LabConfig.model_validate(raw, context=context)
     except ValidationError as error:
-        raise ConfigError(format_errors(error)) from None
+        lines = format_errors(error, source) + _cross_field_lines(raw, error, kind_subnet)
+        raise ConfigError(error_message(sorted(dict.fromkeys(lines), key=_by_key))) from None
+
+
+def _by_key(line: str) -> list[object]:
+    """Lines in key order (`tenants[2]` before `tenants[10]`), a key's lines in the order they were found."""
+    key = line.split(" = ", 1)[0].split(": ", 1)[0]
+    return [int(part) if part.isdigit() else part for part in re.split(r"([0-9]+)", key)]
 
 
 CONFIG_KEYS = ("management", "tenants", "scheduling", "versions")
@@ -631,15 +897,19 @@ def check_secrets(lab: LabConfig, is_set, is_secret) -> None:
     for key, holds in required_secrets(lab).items():
         if not is_set(key):
             problems.append(
-                f"  {PROJECT}:{key} is not set; it must hold {holds}: pulumi config set --secret {PROJECT}:{key} < FILE"
+                problem_line(
+                    key, f"is not set; it must hold {holds}: pulumi config set --secret {PROJECT}:{key} < FILE"
+                )
             )
         elif not is_secret(key):
             problems.append(
-                f"  {PROJECT}:{key} holds {holds} in plain text; set it again with "
-                f"pulumi config set --secret {PROJECT}:{key} < FILE"
+                problem_line(
+                    key,
+                    f"holds {holds} in plain text; set it again with pulumi config set --secret {PROJECT}:{key} < FILE",
+                )
             )
     if problems:
-        raise ConfigError("invalid gpulab configuration (nothing was created):\n" + "\n".join(problems))
+        raise ConfigError(error_message(problems))
 
 
 def load_config() -> LabConfig:
@@ -649,7 +919,9 @@ def load_config() -> LabConfig:
     config = pulumi.Config(PROJECT)
     raw = {key: config.get_object(key) for key in CONFIG_KEYS}
     try:
-        lab = parse_config({key: value for key, value in raw.items() if value is not None})
+        lab = parse_config(
+            {key: value for key, value in raw.items() if value is not None}, source=f"Pulumi.{pulumi.get_stack()}.yaml"
+        )
         check_secrets(
             lab,
             is_set=lambda key: config.get(key) is not None,
@@ -667,20 +939,41 @@ def secret(key: str):
     return pulumi.Config(PROJECT).require_secret(key)
 
 
-def load_stack_file(path: Path) -> LabConfig:
-    """Validate the `gpulab:*` keys of a `Pulumi.<stack>.yaml` (used by the offline checker)."""
+def stack_file_config(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
+    """(`gpulab:*` values without the prefix, secret keys -> placeholder) of a stack file, read as the Pulumi CLI
+    reads it: YAML 1.2 with duplicate keys refused (safe_yaml.load_stack), and a key without a namespace taken
+    as the project's (sdk/go/common/workspace/loaders.go, stackConfigNamespacedWithProject). Raises ConfigError
+    with one line, which the caller prefixes with the file's name."""
     try:
-        document = safe_yaml.load(safe_yaml.read_text(path), str(path))
+        document = safe_yaml.load_stack(safe_yaml.read_text(path), path.name)
     except safe_yaml.YamlError as error:
-        raise ConfigError(str(error)) from None
+        raise ConfigError(str(error).removeprefix(f"{path.name}: ").removeprefix(f"{path}: ")) from None
     document = {} if document is None else document
     if not isinstance(document, dict):
-        raise ConfigError(f"{path}: must be a mapping with a `config:` key, not a {type(document).__name__}")
+        raise ConfigError(f"must be a mapping with a `config:` key, not a {type(document).__name__}")
     config = document.get("config") or {}
     if not isinstance(config, dict):
-        raise ConfigError(f"{path}: `config` must be a mapping of `{PROJECT}:<key>: value`")
-    bad = [key for key in config if not isinstance(key, str)]
-    if bad:
-        raise ConfigError(f"{path}: config keys must be strings like `{PROJECT}:tenants`, not {bad[0]!r}")
-    raw = {key.split(":", 1)[1]: value for key, value in config.items() if key.startswith(f"{PROJECT}:")}
-    return parse_config({key: value for key, value in raw.items() if key in CONFIG_KEYS})
+        raise ConfigError(f"`config` must be a mapping of `{PROJECT}:<key>: value`")
+    plain: dict[str, Any] = {}
+    secrets: dict[str, str] = {}
+    for key, value in config.items():
+        if not isinstance(key, str):
+            raise ConfigError(f"config keys must be strings like `{PROJECT}:tenants`, not {redact.shown(key)}")
+        namespace, _, name = key.rpartition(":")
+        if namespace not in ("", PROJECT):
+            continue  # another namespace's key (e.g. kubernetes:...)
+        if name in plain or name in secrets:
+            raise ConfigError(
+                f"{PROJECT}:{redact.key_part(name)} is set twice (with and without `{PROJECT}:`); keep one"
+            )
+        if isinstance(value, dict) and set(value) == {"secure"}:
+            secrets[name] = "<secret>"  # encrypted in the file; the program only passes it on
+        else:
+            plain[name] = value
+    return plain, secrets
+
+
+def load_stack_file(path: Path) -> LabConfig:
+    """Validate the `gpulab:*` keys of a `Pulumi.<stack>.yaml` (used by the offline checker and the report)."""
+    plain, _ = stack_file_config(path)
+    return parse_config({key: value for key, value in plain.items() if key in CONFIG_KEYS}, source=path.name)

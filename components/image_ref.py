@@ -15,9 +15,10 @@ from dataclasses import dataclass
 DEFAULT_REGISTRY = "docker.io"
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _DOMAIN = r"(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*(?::[0-9]+)?"
+TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", re.ASCII)
 _REFERENCE = re.compile(
     rf"(?:(?P<domain>{_DOMAIN})/)?(?P<path>{_COMPONENT}(?:/{_COMPONENT})*)"
-    r"(?::(?P<tag>[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}))?"
+    rf"(?::(?P<tag>{TAG.pattern}))?"
     r"(?:@(?P<digest>sha256:[0-9a-f]{64}))?",
     re.ASCII,
 )
@@ -43,6 +44,10 @@ class ImageRef:
         # distribution/reference: the first component is a registry only if it looks like a host.
         if domain is not None and not ("." in domain or ":" in domain or domain == "localhost"):
             path, domain = f"{domain}/{path}", None
+            if path != path.lower():
+                raise ValueError(
+                    f"{text!r}: repository names are lower case (Docker refuses upper case); write {path.lower()}"
+                )
         registry = domain or DEFAULT_REGISTRY
         if registry == DEFAULT_REGISTRY and "/" not in path:
             path = f"library/{path}"

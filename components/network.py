@@ -10,20 +10,103 @@ bottom of the subnet (or from `IPRange` when one is set), so the top end stays f
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+# One address range MetalLB may hand out: a CIDR or `first-last` (metallb.io IPAddressPool spec.addresses).
+_RANGE = re.compile(r"([0-9.]{7,15})-([0-9.]{7,15})", re.ASCII)
+_CIDR = re.compile(r"([0-9.]{7,15})/([0-9]{1,2})", re.ASCII)
+
+
+def metallb_addresses(address: str) -> tuple[ipaddress.IPv4Address, ipaddress.IPv4Address]:
+    """(first, last) of a MetalLB pool entry; raises ValueError saying what is wrong and what to write."""
+    form = "write an ascending IPv4 range first-last or a CIDR, e.g. 192.168.10.240-192.168.10.250 or 192.168.10.240/28"
+    if match := _RANGE.fullmatch(address):
+        try:
+            first, last = (ipaddress.IPv4Address(part) for part in match.groups())
+        except ValueError:
+            raise ValueError(f"is not a range of two IPv4 addresses; {form}") from None
+        if first > last:
+            raise ValueError(f"descends ({first} is above {last}); {form}")
+    elif match := _CIDR.fullmatch(address):
+        try:
+            network = ipaddress.IPv4Network(address, strict=True)
+        except ValueError:
+            raise ValueError(f"is not an IPv4 CIDR with host bits zero; {form}") from None
+        if network.prefixlen == 0:
+            raise ValueError("is every IPv4 address; give MetalLB only the free addresses of your network")
+        first, last = network.network_address, network.broadcast_address
+    elif ":" in address:
+        raise ValueError("is not IPv4: MetalLB's pool for tenant control planes holds IPv4 addresses only")
+    else:
+        raise ValueError(f"is neither a CIDR nor a first-last range; {form}")
+    for end in (first, last):
+        if end.is_unspecified or end.is_multicast or end.is_loopback or end == ipaddress.IPv4Address("255.255.255.255"):
+            raise ValueError(f"holds {end}, which no machine can have; {form}")
+    return first, last
+
 
 def address_problem(address: str) -> str | None:
-    """Why a MetalLB pool entry (a CIDR or a `first-last` range) is not IPv4; None if it is."""
-    parts = address.split("-") if "-" in address else [address]
+    """Why a MetalLB pool entry is not a well-formed IPv4 CIDR or ascending range; None if it is."""
     try:
-        versions = {ipaddress.ip_network(part.strip(), strict=False).version for part in parts}
-    except ValueError:
-        return f"{address!r} is neither a CIDR nor a first-last range"
-    if versions != {4}:
-        return f"{address!r} is not IPv4: MetalLB's pool for tenant control planes holds IPv4 addresses only"
+        metallb_addresses(address)
+    except ValueError as error:
+        return str(error)
     return None
+
+
+def ranges_overlap(first: ipaddress.IPv4Address, last: ipaddress.IPv4Address, network: Any) -> bool:
+    return int(first) <= int(network.broadcast_address) and int(network.network_address) <= int(last)
+
+
+# Hosts: what `ssh` and glibc would take for something else is refused, and one machine has one spelling.
+_HOSTNAME = re.compile(
+    r"(?=.{1,253}\Z)[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?(\.[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)*",
+    re.ASCII,
+)
+# glibc's inet_aton reads `10`, `10.1`, `0x0a.1` and `010.0.0.21` (octal) as IPv4 addresses: a name whose
+# last label is a number is one of those (the WHATWG URL standard's "ends in a number" rule).
+_NUMERIC_LABEL = re.compile(r"[0-9]+|0[xX][0-9a-fA-F]*", re.ASCII)
+_ZONE = re.compile(r"[A-Za-z0-9_.-]{1,15}", re.ASCII)  # a Linux interface name (IFNAMSIZ 16 with the NUL)
+
+
+def host_problem(host: str) -> str | None:
+    """Why `host` is not a usable SSH host (a hostname or a unicast IP address); None if it is."""
+    address, _, zone = host.partition("%")
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        ip = None
+    if ip is not None:
+        if "%" in host and (ip.version != 6 or not _ZONE.fullmatch(zone)):
+            return "has a zone id that is not an interface name (letters, digits, '_', '.', '-'), e.g. fe80::1%eth0"
+        effective = ip.ipv4_mapped if ip.version == 6 and ip.ipv4_mapped else ip
+        if effective.is_unspecified or effective.is_multicast or effective == ipaddress.IPv4Address("255.255.255.255"):
+            kind = "an unspecified" if effective.is_unspecified else "a multicast or broadcast"
+            return f"is {kind} address, not a machine"
+        return None
+    if not _HOSTNAME.fullmatch(host):
+        return "must be a hostname (ASCII letters, digits, '-', '.') or an IP address, e.g. gpu-box-1.lan"
+    if _NUMERIC_LABEL.fullmatch(host.rsplit(".", 1)[-1]):
+        return (
+            "reads as an IPv4 address in another notation (glibc takes numbers, hex and leading zeros); write the "
+            "address in dotted decimal without leading zeros, e.g. 10.0.0.21, or a hostname"
+        )
+    return None
+
+
+def canonical_host(host: str) -> str:
+    """One spelling per machine: IPv6 compressed and lower-case, an IPv4-mapped IPv6 address as the IPv4
+    address, a hostname lower-case."""
+    address, sep, zone = host.partition("%")
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return host.lower().rstrip(".")
+    if ip.version == 6 and ip.ipv4_mapped:
+        return str(ip.ipv4_mapped)
+    return str(ip) + (f"%{zone}" if sep else "")
 
 
 class PoolError(ValueError):

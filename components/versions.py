@@ -8,13 +8,46 @@ so there is no second list to keep in step.
 from __future__ import annotations
 
 import re
+import shlex
 import sys
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from components.image_ref import image_problem
+from components.image_ref import TAG, image_problem
 
-KUBERNETES_VERSION = re.compile(r"v([0-9]{1,3})\.([0-9]{1,3})\.([0-9]{1,3})", re.ASCII)
+# Each pin's grammar, matched whole and in ASCII. Numbers without leading zeros: `v1.036.4` is no release.
+_NUMBER = r"(0|[1-9][0-9]{0,2})"
+KUBERNETES_VERSION = re.compile(rf"v{_NUMBER}\.{_NUMBER}\.{_NUMBER}", re.ASCII)
+KUBERNETES_MINOR = re.compile(rf"v{_NUMBER}\.{_NUMBER}", re.ASCII)
+# SemVer 2.0 (semver.org), optionally with a leading `v`: Helm chart versions and CLI releases.
+SEMVER = re.compile(
+    r"v?(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)"
+    r"(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?(\+[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?",
+    re.ASCII,
+)
+SHA256 = re.compile(r"[0-9a-f]{64}", re.ASCII)
+# An https URL of plain characters: no plain http (anyone on the path could swap a manifest or chart), and
+# nothing a YAML value, a Helm flag or a shell line could read as syntax (quotes, spaces, `$`, newlines).
+HTTPS_URL = re.compile(
+    r"https://[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?(:[0-9]{1,5})?(/[A-Za-z0-9._~%+/-]*)?", re.ASCII
+)
+CHART_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", re.ASCII)
+
+
+def _grammar(pattern: re.Pattern[str], what: str, example: str):
+    def check(value: str) -> str:
+        if not pattern.fullmatch(value):
+            raise ValueError(f"is not {what}, e.g. {example}")
+        return value
+
+    return AfterValidator(check)
+
+
+HttpsUrl = Annotated[str, _grammar(HTTPS_URL, "an https:// URL (plain characters, no http://)", "https://host/path")]
+ChartVersion = Annotated[str, _grammar(SEMVER, "a chart version (SemVer, no leading zeros)", "2.8.3 or v1.21.2")]
+ImageTag = Annotated[str, _grammar(TAG, "an image tag (letters, digits, '_', '.', '-')", "26.8.2-edge")]
+KubernetesMinor = Annotated[str, _grammar(KUBERNETES_MINOR, "a Kubernetes minor version", "v1.36")]
 
 
 def parse_kubernetes_version(version: str) -> tuple[int, int, int]:
@@ -36,9 +69,9 @@ def image_tag(image: str) -> str:
 class HelmChart(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    repo: str
-    chart: str
-    version: str
+    repo: HttpsUrl
+    chart: Annotated[str, _grammar(CHART_NAME, "a chart name (lowercase DNS label)", "hami")]
+    version: ChartVersion
 
 
 class CliTool(BaseModel):
@@ -46,12 +79,27 @@ class CliTool(BaseModel):
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    version: str
-    sha256_linux_amd64: str = Field(default="", alias="sha256LinuxAmd64")
+    version: Annotated[str, _grammar(SEMVER, "a release version", "v0.33.0")]
+    sha256_linux_amd64: str = Field(default="", alias="sha256LinuxAmd64", pattern=SHA256.pattern)
+
+
+# make up installs these into ./bin from the pins here (scripts/prereqs.sh, before any stack is read), and
+# the Pulumi CLI must match the SDK in requirements.txt: a stack cannot change them, so it may not set them.
+HOST_TOOLS = ("kind", "kubectl", "pulumi")
 
 
 class Versions(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_host_tools(cls, data: object) -> object:
+        if isinstance(data, dict) and (named := [key for key in HOST_TOOLS if key in data]):
+            raise ValueError(
+                f"{', '.join(named)}: `make up` installs the host tools from components/versions.py before it reads "
+                "any stack, for every stack alike; remove them here and change the pin there"
+            )
+        return data
 
     # Host tools. kind v0.33.0 is the release that ships the v1.36.4 node image below.
     kind: CliTool = CliTool(
@@ -81,7 +129,7 @@ class Versions(BaseModel):
         default=HelmChart(repo="https://charts.jetstack.io", chart="cert-manager", version="v1.21.2"),
         alias="certManager",
     )
-    metallb_manifest: str = Field(
+    metallb_manifest: HttpsUrl = Field(
         default="https://raw.githubusercontent.com/metallb/metallb/v0.16.1/config/manifests/metallb-native.yaml",
         alias="metallbManifest",
     )
@@ -89,7 +137,7 @@ class Versions(BaseModel):
     # we can pin. 26.8.2-edge is the newest tag in clastix/kamaji (commit ddbabd87) and supports Kubernetes
     # v1.36 (KubeadmVersion v1.36.0); the chart archive the tests render is that commit (shared SOURCES.md).
     kamaji: HelmChart = HelmChart(repo="https://clastix.github.io/charts", chart="kamaji", version="0.0.0+latest")
-    kamaji_image_tag: str = Field(default="26.8.2-edge", alias="kamajiImageTag")
+    kamaji_image_tag: ImageTag = Field(default="26.8.2-edge", alias="kamajiImageTag")
     # kamaji-etcd derives its hook jobs' kubectl image from the cluster's minor (clastix/kubectl:v1.36), a tag
     # with no public trace that has been missing for new minors before (kamaji-etcd#5, kamaji#401). Pin one
     # that exists: v1.35 is within kubectl's one-minor skew of a v1.36 API server; the digest is the one a
@@ -99,9 +147,9 @@ class Versions(BaseModel):
         alias="kamajiEtcdKubectlImage",
     )
     # Highest tenant minor the pinned Kamaji accepts (KubeadmVersion v1.36.0; patch is ignored by its webhook).
-    kamaji_max_kubernetes: str = Field(default="v1.36", alias="kamajiMaxKubernetes")
+    kamaji_max_kubernetes: KubernetesMinor = Field(default="v1.36", alias="kamajiMaxKubernetes")
 
-    calico_manifest: str = Field(
+    calico_manifest: HttpsUrl = Field(
         default="https://raw.githubusercontent.com/projectcalico/calico/v3.31.6/manifests/calico.yaml",
         alias="calicoManifest",
     )
@@ -121,6 +169,11 @@ class Versions(BaseModel):
     @model_validator(mode="after")
     def _images_are_references(self) -> Versions:
         """Every image (pinned or overridden) parses as a reference, so a typo is a config error."""
+        for version in self.worker_node_images:
+            if not KUBERNETES_VERSION.fullmatch(version):
+                raise ValueError(f"workerNodeImages: {version!r} is not a Kubernetes version such as v1.36.4")
+        if len(self.worker_node_images) > 100:
+            raise ValueError("workerNodeImages: at most 100 entries")
         for name, field in type(self).model_fields.items():
             value = getattr(self, name)
             images = value.values() if name.endswith("_images") and isinstance(value, dict) else [value]
@@ -140,7 +193,8 @@ def shell_exports(versions: Versions) -> str:
         "KUBECTL_SHA256": versions.kubectl.sha256_linux_amd64,
         "PULUMI_VERSION": versions.pulumi.version,
     }
-    return "".join(f"{key}={value}\n" for key, value in lines.items())
+    # The script evaluates these lines: every value is checked against its grammar above, and quoted anyway.
+    return "".join(f"{key}={shlex.quote(value)}\n" for key, value in lines.items())
 
 
 if __name__ == "__main__":  # pragma: no cover - exercised by scripts/prereqs.sh

@@ -16,8 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from components import safe_yaml
-from components.config import CONFIG_KEYS, PROJECT, ConfigError, check_secrets, parse_config
+from components.config import CONFIG_KEYS, ConfigError, check_secrets, parse_config, stack_file_config
 
 ROOT = Path(__file__).resolve().parent.parent
 # What Docker typically gives a new bridge network on a fresh host (kind's own defaults: the first free
@@ -39,27 +38,19 @@ def stack_config(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
     if not path.is_file():
         raise PlanError(f"{path} does not exist; pick a stack with STACK=NAME (make plan STACK=prod)")
     try:
-        document = safe_yaml.load(safe_yaml.read_text(path), path.name)
-    except safe_yaml.YamlError as error:
-        raise PlanError(str(error)) from None
-    config = (document or {}).get("config") if isinstance(document, dict) else None
-    if not isinstance(config, dict):
-        raise PlanError(f"{path.name} has no `config:` mapping")
-    plain, secrets = {}, {}
-    for key, value in config.items():
-        if not isinstance(key, str) or not key.startswith(f"{PROJECT}:"):
-            continue
-        name = key.split(":", 1)[1]
-        if isinstance(value, dict) and set(value) == {"secure"}:
-            secrets[name] = "<secret>"  # encrypted in the file; the program only passes it on
-        else:
-            plain[name] = value
-    return plain, secrets
+        return stack_file_config(path)  # as the Pulumi CLI reads it (YAML 1.2, duplicate keys refused)
+    except ConfigError as error:
+        raise PlanError(f"{path.name}: {error}") from None
 
 
-def validate(plain: dict[str, Any], secrets: dict[str, str]):
+def validate(plain: dict[str, Any], secrets: dict[str, str], source: str = "the stack file"):
     try:
-        lab = parse_config({key: value for key, value in plain.items() if key in CONFIG_KEYS})
+        # With the assumed kind network, so that a tenant range inside it is reported with every other problem.
+        lab = parse_config(
+            {key: value for key, value in plain.items() if key in CONFIG_KEYS},
+            source=source,
+            kind_subnet=ASSUMED_KIND_IPAM[0]["subnet"],
+        )
         check_secrets(lab, is_set=lambda key: key in secrets or key in plain, is_secret=lambda key: key in secrets)
     except ConfigError as error:
         raise PlanError(str(error)) from None
@@ -128,7 +119,7 @@ def plan(stack: str, project_dir: Path = ROOT) -> tuple[int, list[str]]:
     from preview.pack import is_mandatory, run_pack
 
     plain, secrets = stack_config(project_dir / f"Pulumi.{stack}.yaml")
-    lab = validate(plain, secrets)
+    lab = validate(plain, secrets, f"Pulumi.{stack}.yaml")
     import pulumi
 
     try:

@@ -99,7 +99,7 @@ def with_tenant(**changes) -> dict:
             lambda: with_tenant(workloads=[{"name": "x", "gpucores": 101}]),
             ["gpucores = 101", "less than or equal to 100"],
         ),
-        (lambda: with_tenant(surprise=1), ["gpulab:tenants[0].surprise", "Extra inputs"]),
+        (lambda: with_tenant(surprise=1), ["gpulab:tenants[0].surprise: is not a key of gpulab"]),
         (lambda: {**reference(), "management": {"metallbPoolSize": 0}}, ["gpulab:management.metallbPoolSize = 0"]),
         (lambda: {**reference(), "scheduling": {"gpuSchedulerPolicy": "random"}}, ["gpuSchedulerPolicy = 'random'"]),
     ],
@@ -128,7 +128,7 @@ def test_versions_are_overridable_from_config() -> None:
     config = reference()
     config["versions"] = {
         "calicoManifest": "https://example.test/calico-v9.yaml",
-        "hami": {"repo": "r", "chart": "hami", "version": "2.8.3"},
+        "hami": {"repo": "https://charts.example.test/hami", "chart": "hami", "version": "2.8.3"},
     }
     lab = parse_config(config)
     assert lab.versions.calico_manifest == "https://example.test/calico-v9.yaml"

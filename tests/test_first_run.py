@@ -180,7 +180,7 @@ def test_plan_names_a_tenant_network_inside_the_kind_network(capsys, tmp_path: P
     project = write_stack(tmp_path, lambda c: c["gpulab:tenants"][1].update(serviceCidr="172.18.0.0/20"))
     code, _, err = plan(capsys, project)
     assert code == 2
-    assert "gpulab:tenants[1].serviceCidr: 172.18.0.0/20 overlaps the kind network 172.18.0.0/16" in err
+    assert "gpulab:tenants[1].serviceCidr = '172.18.0.0/20': overlaps the kind network 172.18.0.0/16" in err
 
 
 def test_plan_fails_on_a_mandatory_policy_violation(capsys, tmp_path: Path) -> None:
@@ -201,8 +201,8 @@ def test_plan_wants_referenced_secrets_set_as_secrets(capsys, tmp_path: Path) ->
 
     code, _, err = plan(capsys, write_stack(tmp_path, existing))
     assert code == 2
-    assert "gpulab:managementKubeconfig holds the existing management cluster's kubeconfig in plain text" in err
-    assert "gpulab:sshPrivateKey is not set" in err
+    assert "gpulab:managementKubeconfig: holds the existing management cluster's kubeconfig in plain text" in err
+    assert "gpulab:sshPrivateKey: is not set" in err
 
 
 @pytest.mark.parametrize("stack", ["nope"])

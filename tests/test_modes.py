@@ -69,9 +69,9 @@ def test_unknown_modes_are_refused_with_the_choices() -> None:
 
 def test_existing_mode_needs_its_kubeconfig_as_a_secret() -> None:
     config = ssh_tenant(ssh_tenant(lab_config(management=existing())), index=1)
-    with pytest.raises(pulumi.RunError, match=r"gpulab:managementKubeconfig is not set; .*pulumi config set --secret"):
+    with pytest.raises(pulumi.RunError, match=r"gpulab:managementKubeconfig: is not set; .*pulumi config set --secret"):
         run_program(config, secrets={"sshPrivateKey": SSH_KEY})
-    with pytest.raises(pulumi.RunError, match=r"gpulab:managementKubeconfig holds .* in plain text"):
+    with pytest.raises(pulumi.RunError, match=r"gpulab:managementKubeconfig: holds .* in plain text"):
         run_program(config, secrets={"sshPrivateKey": SSH_KEY}, plain={"managementKubeconfig": MANAGEMENT_KUBECONFIG})
 
 
@@ -84,7 +84,7 @@ def test_ssh_mode_needs_workers_hosts_and_a_key() -> None:
     lab = parse_config(ssh_tenant(lab_config()))
     with pytest.raises(
         ConfigError,
-        match=re.escape("gpulab:sshPrivateKey is not set; it must hold the SSH private key for ubuntu@10.0.0.21"),
+        match=re.escape("gpulab:sshPrivateKey: is not set; it must hold the SSH private key for ubuntu@10.0.0.21"),
     ):
         check_secrets(lab, is_set=lambda key: False, is_secret=lambda key: False)
 
