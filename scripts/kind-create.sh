@@ -28,7 +28,7 @@ if kind get clusters 2>/dev/null | grep -qx "$CLUSTER_NAME"; then
     "(kind delete cluster --name $CLUSTER_NAME) or set gpulab:management.name to another name"
   if [ "$owner" = "$OWNER" ]; then
     log "kind cluster $CLUSTER_NAME exists (created by $OWNER); reusing it"
-  elif [ -z "$owner" ] && [ -n "${PULUMI_COMMAND_STDOUT:-}" ]; then
+  elif [ -z "$owner" ] && [ -n "${GPULAB_PREVIOUS_STDOUT:-}" ]; then
     log "kind cluster $CLUSTER_NAME was created by this stack before owners were recorded; marking it"
     kc --kubeconfig "$GPULAB_RUN_DIR/kubeconfig" label node "$node" "gpulab.io/owner=$OWNER" >/dev/null
   else
@@ -38,7 +38,7 @@ if kind get clusters 2>/dev/null | grep -qx "$CLUSTER_NAME"; then
       "to another name, or delete it yourself (kind delete cluster --name $CLUSTER_NAME)"
   fi
   # Re-state whether the network is gpulab's: the state keeps only the last run's stderr.
-  if grep -qF "$OWNS_NETWORK" <<<"${PULUMI_COMMAND_STDERR:-}"; then log "$OWNS_NETWORK"; fi
+  if grep -qF "$OWNS_NETWORK" <<<"${GPULAB_PREVIOUS_STDERR:-}"; then log "$OWNS_NETWORK"; fi
 else
   if docker network inspect "$NETWORK" >/dev/null 2>&1; then
     log "Docker network $NETWORK exists and was not created by gpulab: using it; destroy will keep it"

@@ -27,7 +27,7 @@ else
 fi
 
 if docker network inspect "$NETWORK" >/dev/null 2>&1; then
-  recorded=${PULUMI_COMMAND_STDERR:-}
+  recorded=${GPULAB_PREVIOUS_STDERR:-}
   if [ -n "$recorded" ] && ! grep -qF "gpulab created Docker network $NETWORK" <<<"$recorded" &&
     grep -qF "was not created by gpulab" <<<"$recorded"; then
     log "kept Docker network $NETWORK: it existed before gpulab"

@@ -30,16 +30,16 @@ join_conf="$node_dir/gpulab-join.yaml"
 # (NODE_CALL_TIMEOUT seconds, 120 unless a call sets more).
 on_node() {
   if [ -n "${CONTAINER:-}" ]; then
-    timeout --kill-after=5 "${NODE_CALL_TIMEOUT:-120}" docker exec "$CONTAINER" "$@"
+    bounded "${NODE_CALL_TIMEOUT:-120}" docker exec "$CONTAINER" "$@"
   else
-    timeout --kill-after=5 "${NODE_CALL_TIMEOUT:-120}" "$@"
+    bounded "${NODE_CALL_TIMEOUT:-120}" "$@"
   fi
 }
 
 # to_node_file PATH: standard input into a file only root can read, on the node's tmpfs.
 to_node_file() {
   if [ -n "${CONTAINER:-}" ]; then
-    docker exec -i "$CONTAINER" sh -c "umask 077 && cat >'$1'"
+    bounded 120 docker exec -i "$CONTAINER" sh -c "umask 077 && cat >'$1'"
   else
     (
       umask 077

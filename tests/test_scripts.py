@@ -195,10 +195,13 @@ def test_inventory_restarts_hami_only_when_the_annotation_changes(tmp_path: Path
 def test_wait_for_polls_a_condition_until_its_deadline(tmp_path: Path) -> None:
     script = f"""set -euo pipefail
 source {ROOT / "scripts" / "lib.sh"}
-n=0
-probe() {{ n=$((n + 1)); [ "$n" -ge 3 ] || {{ echo "attempt $n not yet" >&2; return 1; }}; }}
+echo 0 >"$GPULAB_RUN_DIR/n"  # a probe runs in a subshell of its own: it counts in a file
+probe() {{
+  n=$(($(cat "$GPULAB_RUN_DIR/n") + 1)); echo "$n" >"$GPULAB_RUN_DIR/n"
+  [ "$n" -ge 3 ] || {{ echo "attempt $n not yet" >&2; return 1; }}
+}}
 wait_for 5 "the probe" probe
-echo "attempts=$n"
+echo "attempts=$(cat "$GPULAB_RUN_DIR/n")"
 never() {{ echo "still no" >&2; return 1; }}
 wait_for 1 "something that never happens" never
 """
