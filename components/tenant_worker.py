@@ -213,6 +213,7 @@ class TenantWorker(pulumi.ComponentResource):
             create=remote_script(
                 "ssh-node-check.sh", {"KUBERNETES_VERSION": tenant.kubernetes_version, "NODE": node_name}, sudo
             ),
+            add_previous_output_in_env=False,
             logging=command.remote.Logging.STDERR,
             opts=pulumi.ResourceOptions(parent=self),
         )
@@ -248,6 +249,7 @@ class TenantWorker(pulumi.ComponentResource):
             ),
             delete=remote_script("ssh-node-reset.sh", {"NODE": node_name}, sudo),
             stdin=pulumi.Output.secret(material.stdout),  # the token: secret in the state and logs
+            add_previous_output_in_env=False,
             logging=command.remote.Logging.STDERR,
             opts=pulumi.ResourceOptions(
                 parent=self, depends_on=[check, material], additional_secret_outputs=["stdout"]
