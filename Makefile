@@ -77,7 +77,10 @@ destroy:
 	@$(PYTHON_HOST) scripts/secrets_check.py $(STACK)
 	bash scripts/preflight.sh --docker-only
 	@$(MAKE) --no-print-directory prereqs
-	pulumi destroy --yes --stack $(STACK)
+	@# --refresh first drops from the state what was deleted by hand: a worker container (the Docker provider
+	@# stops a container before removing it and fails on one that is gone) and, through deleteUnreachable,
+	@# the objects of a kind cluster or tenant that no longer answers.
+	pulumi destroy --yes --refresh --stack $(STACK)
 
 plan: $(VENV)/.installed
 	@$(PY) scripts/secrets_check.py $(STACK)

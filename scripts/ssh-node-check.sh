@@ -20,6 +20,9 @@ if ! command -v kubeadm >/dev/null; then
 elif [ "$(bounded 30 kubeadm version -o short 2>/dev/null)" != "$KUBERNETES_VERSION" ]; then
   problems+=("kubeadm is $(bounded 30 kubeadm version -o short 2>/dev/null || echo unknown), the tenant runs $KUBERNETES_VERSION: install kubeadm $KUBERNETES_VERSION")
 fi
+if ! command -v flock >/dev/null; then
+  problems+=("flock is not installed (gpulab's join holds a lock with it): install util-linux")
+fi
 if ! command -v kubelet >/dev/null; then
   problems+=("kubelet is not installed: install kubelet $KUBERNETES_VERSION")
 else
