@@ -168,7 +168,9 @@ class ManagementCluster(pulumi.ComponentResource):
             },
             # Who owns the cluster (a node label): set on the command line, not in `environment`, so that
             # labs deployed before owners were recorded, and renamed stacks, are updated in place, not replaced.
-            create=f"OWNER={owner_label()} {script('kind-create.sh')}",
+            # OUTPUT=record changes the command line of states whose stdout was still the kubeconfig: their next
+            # `pulumi up` updates (re-runs) the create once, which then prints the record.
+            create=f"OWNER={owner_label()} OUTPUT=record {script('kind-create.sh')}",
             delete=f"OWNER={owner_label()} {script('kind-delete.sh')}",
             logging=command.local.Logging.STDERR,
             opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True, replace_on_changes=["environment"]),

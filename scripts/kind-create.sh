@@ -12,6 +12,7 @@
 # Whether the Docker network existed before gpulab is carried from record to record, so destroy never
 # removes a network gpulab did not create.
 # env: CLUSTER_NAME, NODE_IMAGE, NETWORK, OWNER, PULUMI_COMMAND_STDOUT/STDERR (the previous run's, if any)
+#      (OUTPUT=record on the command line only marks the command line of states that printed the kubeconfig)
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"

@@ -9,8 +9,10 @@ source "$(dirname "$0")/lib.sh"
 # shellcheck source=kind-lib.sh
 source "$(dirname "$0")/kind-lib.sh"
 : "${CLUSTER_NAME:?}" "${RECORD:?}"
+record=$RECORD
+unset RECORD # not for the children: a record is not secret, but nothing else belongs in their environment
 
-recorded=$(sed -n 's/^node=//p' <<<"$RECORD" | head -n 1)
+recorded=$(sed -n 's/^node=//p' <<<"$record" | head -n 1)
 [ -n "$recorded" ] && [ "$(kind_node_id)" = "$recorded" ] ||
   die "kind cluster $CLUSTER_NAME is not the one gpulab created (node container ${recorded:0:12}); run pulumi up again"
 bounded 60 kind get kubeconfig --name "$CLUSTER_NAME"

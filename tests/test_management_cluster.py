@@ -17,7 +17,8 @@ def program():
 
 def test_kind_cluster_command(program) -> None:
     kind = program.named("management-kind")
-    assert kind.inputs["create"] == "OWNER=gpulab.dev bash scripts/kind-create.sh"
+    # A create command line unlike the one of states whose stdout was the kubeconfig: they update once.
+    assert kind.inputs["create"] == "OWNER=gpulab.dev OUTPUT=record bash scripts/kind-create.sh"
     assert kind.inputs["delete"] == "OWNER=gpulab.dev bash scripts/kind-delete.sh"
     assert kind.inputs["environment"] == {
         "CLUSTER_NAME": "gpulab",

@@ -568,3 +568,31 @@ def test_container_and_ssh_joins_write_the_same_join_configuration(tmp_path: Pat
         ["SystemVerification", "FileExisting", "Swap"],
     )
     assert written == expected
+
+
+ENVIRONMENT_CASES = {
+    "worker-join.sh": {"CONTAINER": "tenant-a-worker", "TENANT": "tenant-a"},
+    "wait-tenant-api.sh": {"TENANT": "t", "TIMEOUT": "1"},
+    "apply-gpu-inventory.sh": {"NODE_NAME": "n", "REGISTER_JSON": "[]", "GPU_CAPACITY": "1"},
+    "delete-token.sh": {"TOKEN_ID": "abcdef"},
+    "node-leave.sh": {"NODE_NAME": "n", "TIMEOUT": "5"},
+    "kind-create.sh": KIND,
+    "kind-delete.sh": KIND,
+    "load-images.sh": {"NODE": "n", "IMAGES": "busybox:1.37.0", "PLATFORM": "linux/amd64", "TIMEOUT": "1"},
+    "pull-image.sh": {"IMAGE": "busybox:1.37.0", "TAGGED": "busybox:1.37.0", "PLATFORM": "linux/amd64"},
+}
+
+
+@pytest.mark.parametrize("script", sorted(ENVIRONMENT_CASES))
+def test_no_child_inherits_the_previous_output(tmp_path: Path, script: str) -> None:
+    """pulumi-command passes the previous stdout/stderr to update and delete in the environment; whatever a
+    script then starts (kubectl, docker, kind, kubeadm) must not get them."""
+    run_script(
+        script,
+        tmp_path,
+        PULUMI_COMMAND_STDOUT="PREVIOUS-STDOUT-SECRET",
+        PULUMI_COMMAND_STDERR="PREVIOUS-STDERR",
+        **ENVIRONMENT_CASES[script],
+    )
+    seen = (tmp_path / "environ").read_text()  # every fake appends its environment
+    assert "PREVIOUS-STDOUT-SECRET" not in seen and "PREVIOUS-STDERR" not in seen
