@@ -17,8 +17,8 @@ from shared_data import ROOT
 from test_join_config import KUBECONFIG as JOIN_KUBECONFIG
 from test_scripts import FAKES, KUBECONFIG
 
-# Short bounds so a test takes seconds: 2 s per call, 1 s from TERM to KILL, 2 s per attempt.
-BOUNDS = {"GPULAB_CALL_TIMEOUT": "2", "GPULAB_KILL_AFTER": "1", "GPULAB_ATTEMPT_TIMEOUT": "2", "TIMEOUT": "3"}
+# Short bounds so a test takes seconds: 1 s per call, 1 s from TERM to KILL, 1 s per attempt, 2 s per wait.
+BOUNDS = {"GPULAB_CALL_TIMEOUT": "1", "GPULAB_KILL_AFTER": "1", "GPULAB_ATTEMPT_TIMEOUT": "1", "TIMEOUT": "2"}
 WEDGED = "gpulab-fake-wedged-kubectl"
 
 
@@ -96,7 +96,7 @@ def test_a_wedged_kubectl_cannot_hang_a_script(fake_dir: Path, script: str) -> N
     )
     elapsed = time.monotonic() - started
     assert result.returncode == expected, result.stderr
-    # A wait of 3 s (TIMEOUT) with attempts of 2 s, each call bounded at 2 s + 1 s: well under 15 s.
+    # A wait of 2 s (TIMEOUT) with attempts of 1 s, each call bounded at 1 s + 1 s: well under 15 s.
     assert elapsed < 15, f"{script} took {elapsed:.1f}s"
     no_wedged_process_outlives(fake_dir, 5)
 
@@ -110,7 +110,14 @@ def test_a_wait_ends_on_time_when_one_probe_makes_several_hung_calls(fake_dir: P
         input=KUBECONFIG,
         capture_output=True,
         text=True,
-        env=environment(fake_dir, NODE_NAME="n1", EXPECT_JSON="{}", GPULAB_CALL_TIMEOUT="30", TIMEOUT="2"),
+        env=environment(
+            fake_dir,
+            NODE_NAME="n1",
+            EXPECT_JSON="{}",
+            GPULAB_CALL_TIMEOUT="30",
+            GPULAB_ATTEMPT_TIMEOUT="30",
+            TIMEOUT="2",
+        ),
         timeout=60,
     )
     elapsed = time.monotonic() - started
