@@ -69,10 +69,28 @@ server_of() { awk '$1 == "server:" { print $2; exit }'; }
 
 # Kamaji's soot controller creates the kubeadm RBAC after the control plane turns Ready; until
 # then token creation is Forbidden. Any failure is retried to the deadline; the last error is shown.
+token_description="gpulab: joins $node to tenant ${TENANT:-?}"
 create_join_command() {
   # Valid for as long as the join may take (and a little more), then expired even if nobody deletes it.
   on_node kubeadm token create --print-join-command --ttl "$((join_bound + 120))s" --kubeconfig "$admin_conf" \
-    >"$GPULAB_RUN_DIR/join-command"
+    --description "$token_description" >"$GPULAB_RUN_DIR/join-command"
+}
+
+# delete_stale_tokens: the tokens earlier runs made for this node and could not delete (killed with KILL).
+# Found by their description (public); the listing prints names and descriptions, never a token.
+delete_stale_tokens() {
+  local listing name description wanted
+  wanted=$(printf '%s' "$token_description" | base64 | tr -d '\n')
+  listing=$(kc -n kube-system get secrets --field-selector type=bootstrap.kubernetes.io/token \
+    -o jsonpath='{range .items[*]}{.metadata.name}{" "}{.data.description}{"\n"}{end}') || {
+    log "could not list earlier bootstrap tokens of $node; they expire by themselves"
+    return 0
+  }
+  while read -r name description; do
+    [ -n "$name" ] && [ "$description" = "$wanted" ] || continue
+    kc -n kube-system delete secret "$name" --ignore-not-found >/dev/null &&
+      log "deleted bootstrap token ${name#bootstrap-token-} left by an interrupted join of $node"
+  done <<<"$listing"
 }
 
 # One join at a time on a machine. Two tenants' joins on one machine (one machine under two spellings of its
@@ -113,6 +131,7 @@ wait_for "$timeout" "systemd to boot on $node" node_booted
 # node's tmpfs. Nothing else removes them (a container keeps /tmp until it is removed).
 if [ -n "${CONTAINER:-}" ]; then
   on_node rm -f "$admin_conf" "$join_conf" >/dev/null 2>&1 || die "cannot remove leftovers of an earlier join on $node"
+  delete_stale_tokens
 fi
 
 if on_node test -s "$kubelet_conf"; then

@@ -136,3 +136,24 @@ def test_a_container_workers_token_outlives_its_join(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     ttl = re.search(r"kubeadm token create --print-join-command --ttl (\d+)s", calls(tmp_path))
     assert ttl and int(ttl.group(1)) > 2 * 300 + 60, calls(tmp_path)
+
+
+def test_tokens_a_killed_join_left_are_deleted_by_the_next_run(tmp_path: Path) -> None:
+    """Found by the description the join gives its tokens; other tokens in the tenant are not touched."""
+    tokens = (
+        "bootstrap-token-old123=gpulab:_joins_tenant-a-worker_to_tenant_tenant-a bootstrap-token-keep99=kubeadm_init"
+    )
+    result = run_script(
+        "worker-join.sh", tmp_path, CONTAINER="tenant-a-worker", TENANT="tenant-a", FAKE_JOINED="1", FAKE_TOKENS=tokens
+    )
+    assert result.returncode == 0, result.stderr
+    log = calls(tmp_path)
+    assert "-n kube-system delete secret bootstrap-token-old123" in log
+    assert "delete secret bootstrap-token-keep99" not in log, "deleted someone else's token"
+    assert "deleted bootstrap token old123 left by an interrupted join of tenant-a-worker" in result.stderr
+
+
+def test_the_join_names_its_tokens(tmp_path: Path) -> None:
+    result = run_script("worker-join.sh", tmp_path, CONTAINER="tenant-a-worker", TENANT="tenant-a")
+    assert result.returncode == 0, result.stderr
+    assert "--description gpulab: joins tenant-a-worker to tenant tenant-a" in calls(tmp_path)
