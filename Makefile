@@ -9,7 +9,13 @@ PY := $(VENV)/bin/python
 STACK ?= dev
 # Local file state: no Pulumi account needed. Secrets use a passphrase; empty unless you set one.
 export PULUMI_BACKEND_URL ?= file://$(CURDIR)/.state
+# The Pulumi CLI reads PULUMI_CONFIG_PASSPHRASE whenever it is set, even empty, before
+# PULUMI_CONFIG_PASSPHRASE_FILE: with a file given, an empty passphrase must not be exported.
+ifeq ($(PULUMI_CONFIG_PASSPHRASE_FILE),)
 export PULUMI_CONFIG_PASSPHRASE ?=
+else ifeq ($(PULUMI_CONFIG_PASSPHRASE),)
+unexport PULUMI_CONFIG_PASSPHRASE
+endif
 export PULUMI_SKIP_UPDATE_CHECK := true
 export PATH := $(CURDIR)/bin:$(VENV)/bin:$(PATH)
 
@@ -68,9 +74,13 @@ down:
 	@$(PYTHON_HOST) scripts/stack_state.py $(STACK) && $(MAKE) --no-print-directory destroy || [ $$? = 3 ]
 
 destroy:
+	@$(PYTHON_HOST) scripts/secrets_check.py $(STACK)
 	bash scripts/preflight.sh --docker-only
 	@$(MAKE) --no-print-directory prereqs
-	pulumi destroy --yes --stack $(STACK)
+	@# --refresh first drops from the state what was deleted by hand: a worker container (the Docker provider
+	@# stops a container before removing it and fails on one that is gone) and, through deleteUnreachable,
+	@# the objects of a kind cluster or tenant that no longer answers.
+	pulumi destroy --yes --refresh --stack $(STACK)
 
 plan: $(VENV)/.installed
 	@$(PY) scripts/secrets_check.py $(STACK)

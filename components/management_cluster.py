@@ -90,7 +90,7 @@ class ManagementCluster(pulumi.ComponentResource):
 
         if management.mode == "kind":
             self.cluster = self._kind_cluster()
-            self.kubeconfig = pulumi.Output.secret(self.cluster.stdout)
+            self.kubeconfig = pulumi.Output.secret(self._kind_kubeconfig(self.cluster).stdout)
             # kind names its single node <cluster>-control-plane; it runs everything installed below.
             self.images_loaded = images.load(
                 f"{name}-images",
@@ -155,7 +155,9 @@ class ManagementCluster(pulumi.ComponentResource):
 
     def _kind_cluster(self) -> command.local.Command:
         """The kind cluster. `environment` changes (name, image, network) replace it, deleting the old one
-        first because kind cluster and network names are singletons."""
+        first because kind cluster and network names are singletons. Its stdout is kind-create.sh's record
+        of what gpulab owns (the node container's id, whether the network was there before): not secret, and
+        handed to the next update and the delete, which act only on what it names."""
         management, versions = self._lab.management, self._lab.versions
         return command.local.Command(
             f"{self._name}-kind",
@@ -165,15 +167,26 @@ class ManagementCluster(pulumi.ComponentResource):
                 "NETWORK": management.network_name,
             },
             # Who owns the cluster (a node label): set on the command line, not in `environment`, so that
-            # labs deployed before owners were recorded are updated in place (adopted), not replaced.
-            create=f"OWNER={owner_label()} {script('kind-create.sh')}",
+            # labs deployed before owners were recorded, and renamed stacks, are updated in place, not replaced.
+            # OUTPUT=record changes the command line of states whose stdout was still the kubeconfig: their next
+            # `pulumi up` updates (re-runs) the create once, which then prints the record.
+            create=f"OWNER={owner_label()} OUTPUT=record {script('kind-create.sh')}",
             delete=f"OWNER={owner_label()} {script('kind-delete.sh')}",
+            logging=command.local.Logging.STDERR,
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True, replace_on_changes=["environment"]),
+        )
+
+    def _kind_kubeconfig(self, cluster: command.local.Command) -> command.local.Command:
+        """The kind cluster's kubeconfig, read by a Command of its own: its stdout is a secret, so it runs
+        without the previous output in its environment, and a new record (a new cluster) replaces it."""
+        return command.local.Command(
+            f"{self._name}-kind-kubeconfig",
+            create=script("kind-kubeconfig.sh"),
+            environment={"CLUSTER_NAME": self._lab.management.name, "RECORD": cluster.stdout},
+            add_previous_output_in_env=False,
             logging=command.local.Logging.STDERR,  # stdout is the kubeconfig
             opts=pulumi.ResourceOptions(
-                parent=self,
-                additional_secret_outputs=["stdout"],
-                delete_before_replace=True,
-                replace_on_changes=["environment"],
+                parent=self, additional_secret_outputs=["stdout"], replace_on_changes=["*"], depends_on=[cluster]
             ),
         )
 
@@ -189,7 +202,7 @@ class ManagementCluster(pulumi.ComponentResource):
             create_namespace=True,
             values={"crds": {"enabled": True}},
             timeout=600,
-            opts=self._in_cluster(),
+            opts=pulumi.ResourceOptions.merge(self._in_cluster(), self._dropped_with_the_cluster()),
         )
 
     def _metallb(self) -> k8s.apiextensions.CustomResource:
@@ -248,8 +261,19 @@ class ManagementCluster(pulumi.ComponentResource):
             value_yaml_files=[pulumi.FileAsset(KAMAJI_VALUES_FILE)],
             values=kamaji_values(versions.kamaji_image_tag, versions.kamaji_etcd_kubectl_image),
             timeout=900,  # the etcd setup hook alone may take 5 minutes
-            opts=self._in_cluster([cert_manager_ready]),
+            opts=pulumi.ResourceOptions.merge(self._in_cluster([cert_manager_ready]), self._dropped_with_the_cluster()),
         )
+
+    def _dropped_with_the_cluster(self) -> pulumi.ResourceOptions:
+        """A Release in the kind cluster is not uninstalled when the cluster goes too: deleting the cluster
+        removes it. The provider refuses to delete a helm.v3.Release on an unreachable cluster whatever
+        deleteUnreachable says (pulumi-kubernetes provider/pkg/provider/provider.go, kubeProvider.Delete checks
+        isHelmRelease before the flag; pulumi/pulumi-kubernetes#2675), which would stop a destroy after the
+        cluster was deleted by hand. With deletedWith the engine skips the provider's Delete when the cluster's
+        Command is deleted in the same operation (pulumi pkg/resource/deploy/step.go, DeleteStep.Apply,
+        isDeletedWith); removed on its own, the Release is uninstalled. In an existing cluster gpulab
+        uninstalls what it installed."""
+        return pulumi.ResourceOptions(deleted_with=self.cluster)
 
     @property
     def ready_for_tenants(self) -> list[pulumi.Resource]:

@@ -144,7 +144,12 @@ class MockGpuNode(pulumi.ComponentResource):
             namespace=HAMI_NAMESPACE,
             values=hami_values(tenant, lab),
             timeout=600,
-            opts=after_worker,
+            # Destroying the tenant's control plane removes HAMi with it. Without this, a destroy after the
+            # tenant was deleted by hand would stop here: the provider refuses to delete a Release on an
+            # unreachable cluster whatever deleteUnreachable says (see ManagementCluster._dropped_with_the_cluster).
+            opts=pulumi.ResourceOptions.merge(
+                after_worker, pulumi.ResourceOptions(deleted_with=control_plane.tenant_control_plane)
+            ),
         )
         if tenant.gpu_mode == "mock":
             # Simulated cards: gpulab writes the register annotation and the capacity itself.

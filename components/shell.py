@@ -1,7 +1,8 @@
 """Commands that run gpulab's shell scripts (in scripts/, each linted by shellcheck).
 
 Scripts take their settings from the environment, and secrets (kubeconfigs) on standard input:
-never as arguments or environment variables, which show up in `ps` and in Pulumi's diffs.
+never as arguments or environment variables, which show up in `ps` and in Pulumi's diffs, and a
+Command's secret stdout never comes back as PULUMI_COMMAND_STDOUT (addPreviousOutputInEnv off).
 Only stderr is logged; stdout is a Command's output and may be a secret.
 """
 
@@ -41,6 +42,9 @@ def script_command(
         delete=script(delete) if delete else None,
         environment=environment,
         stdin=stdin,
+        # pulumi-command would put the previous stdout (secret for some) into the environment of an update or
+        # the delete, and so of every program the script starts; none of these scripts reads it.
+        add_previous_output_in_env=False,
         logging=command.local.Logging.STDERR,
         opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=["stdout"])),
     )

@@ -8,6 +8,7 @@ never touches it; Pulumi owns it.
 from __future__ import annotations
 
 import copy
+import math
 import re
 import sys
 from typing import Any
@@ -23,6 +24,17 @@ from components.management_cluster import ManagementCluster
 from components.names import NODE_IMAGE_LABEL, TENANT_LABEL
 from components.shell import remote_script, script_command
 from components.tenant_control_plane import TenantControlPlane
+
+JOIN_TIMEOUT = 300  # seconds per step of a worker's join (worker-join.sh and join-config.sh TIMEOUT)
+
+
+def join_token_ttl_minutes(timeout: int) -> int:
+    """How long an SSH worker's bootstrap token lives. It is made on the Pulumi host before join-config.sh waits
+    (up to TIMEOUT) for the tenant to accept it; the machine then waits for systemd (up to TIMEOUT) and joins,
+    a call bounded at 2 x TIMEOUT + 60 s (worker-join.sh join_bound); 5 minutes more cover the steps between
+    (Pulumi opening the SSH session, the quick checks). worker-join.sh refuses to start a join the token would
+    not outlive, and delete-token.sh deletes it once the join is over."""
+    return math.ceil((timeout + timeout + (2 * timeout + 60) + 300) / 60)
 
 
 def worker_node_name(tenant: Tenant) -> str:
@@ -194,7 +206,7 @@ class TenantWorker(pulumi.ComponentResource):
                 "CONTAINER": self.container.name,
                 "CONTAINER_ID": self.container.id,
                 "TENANT": tenant.name,
-                "TIMEOUT": "300",
+                "TIMEOUT": str(JOIN_TIMEOUT),
             },
             opts=pulumi.ResourceOptions(parent=self, depends_on=[control_plane.api_ready, self.images_loaded]),
         )
@@ -213,6 +225,7 @@ class TenantWorker(pulumi.ComponentResource):
             create=remote_script(
                 "ssh-node-check.sh", {"KUBERNETES_VERSION": tenant.kubernetes_version, "NODE": node_name}, sudo
             ),
+            add_previous_output_in_env=False,
             logging=command.remote.Logging.STDERR,
             opts=pulumi.ResourceOptions(parent=self),
         )
@@ -226,8 +239,8 @@ class TenantWorker(pulumi.ComponentResource):
                 "NODE_NAME": node_name,
                 "TENANT": tenant.name,
                 "IGNORE_PREFLIGHT": "Swap",
-                "TTL_MINUTES": "15",  # > the join's own bound (2 x TIMEOUT + 60 s); short if the join fails
-                "TIMEOUT": "300",
+                "TTL_MINUTES": str(join_token_ttl_minutes(JOIN_TIMEOUT)),
+                "TIMEOUT": str(JOIN_TIMEOUT),
                 "PYTHON": sys.executable,
             },
             opts=pulumi.ResourceOptions(parent=self, depends_on=[check, control_plane.api_ready]),
@@ -240,7 +253,7 @@ class TenantWorker(pulumi.ComponentResource):
                 {
                     "NODE_NAME": node_name,
                     "TENANT": tenant.name,
-                    "TIMEOUT": "300",
+                    "TIMEOUT": str(JOIN_TIMEOUT),
                     "JOIN_CONFIG_ON_STDIN": "1",
                     "JOIN_CONFIG_RESOURCE": f"{name}-{node_name}-join-config",
                 },
@@ -248,6 +261,7 @@ class TenantWorker(pulumi.ComponentResource):
             ),
             delete=remote_script("ssh-node-reset.sh", {"NODE": node_name}, sudo),
             stdin=pulumi.Output.secret(material.stdout),  # the token: secret in the state and logs
+            add_previous_output_in_env=False,
             logging=command.remote.Logging.STDERR,
             opts=pulumi.ResourceOptions(
                 parent=self, depends_on=[check, material], additional_secret_outputs=["stdout"]

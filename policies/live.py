@@ -116,10 +116,11 @@ def describe_usage(inventory: TenantInventory) -> list[str]:
 def fetch_pod_list(kubeconfig: Mapping[str, Any]) -> dict[str, Any]:
     """Every pod of the tenant, through its admin kubeconfig (kept in memory, never written to disk)."""
     from kubernetes import client
-    from kubernetes import config as kube_config
+
+    from report.kube_client import api_client
 
     try:
-        api = client.CoreV1Api(kube_config.new_client_from_config_dict(dict(kubeconfig)))
+        api = client.CoreV1Api(api_client(dict(kubeconfig)))
         pods = api.list_pod_for_all_namespaces(_request_timeout=REQUEST_TIMEOUT)
     except Exception as error:
         raise LiveError(f"cannot list the tenant's pods ({type(error).__name__}: {str(error)[:200]})") from None

@@ -26,6 +26,7 @@ from pulumi.runtime.sync_await import _sync_await
 ROOT = Path(__file__).resolve().parent.parent
 MAIN = ROOT / "__main__.py"
 KIND_KUBECONFIG = "apiVersion: v1\nkind: Config\nclusters: [{name: kind-gpulab}]\n"
+KIND_RECORD = "cluster=gpulab\nnode=5f1e0c2a9b7d\nnetwork=created\nowner=gpulab.dev\n"  # scripts/kind-create.sh
 UNKNOWN_ID = rpc.UNKNOWN  # the id the SDK sends for a read whose id is not known yet
 DUAL_STACK_IPAM = [
     {"subnet": "fc00:f853:ccd:e793::/64", "gateway": "fc00:f853:ccd:e793::1"},
@@ -51,6 +52,7 @@ class Registration:
     delete_before_replace: bool = False
     replace_on_changes: list[str] = field(default_factory=list)
     additional_secret_outputs: list[str] = field(default_factory=list)
+    deleted_with: str = ""
     transforms: list[Any] = field(default_factory=list)
     secret_inputs: set[str] = field(default_factory=set)
 
@@ -71,7 +73,12 @@ class LabMocks(pulumi.runtime.Mocks):
         if args.transforms:
             self.transforms[args.name] = list(args.transforms)
         if args.typ == "command:local:Command":
-            outputs["stdout"] = KIND_KUBECONFIG if args.name.endswith("-kind") else ""
+            # The kind cluster's Command prints its ownership record; the kubeconfig is read by another.
+            outputs["stdout"] = ""
+            if args.name.endswith("-kind"):
+                outputs["stdout"] = KIND_RECORD
+            elif args.name.endswith("-kind-kubeconfig"):
+                outputs["stdout"] = KIND_KUBECONFIG
             outputs["stderr"] = ""
         elif args.typ == "docker:index/remoteImage:RemoteImage":
             outputs["imageId"] = "sha256:" + "ab" * 32
@@ -129,6 +136,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             delete_before_replace=request.deleteBeforeReplace,
             replace_on_changes=list(request.replaceOnChanges),
             additional_secret_outputs=list(request.additionalSecretOutputs),
+            deleted_with=request.deletedWith,
             transforms=list(request.transforms),
         )
         return response

@@ -26,11 +26,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
 
-    from kubernetes import client, config
+    from kubernetes import client
+
+    from report.kube_client import api_client
 
     reports = []
     for tenant, kubeconfig in kubeconfigs.items():
-        api = client.CoreV1Api(config.new_client_from_config_dict(kubeconfig))
+        api = client.CoreV1Api(api_client(kubeconfig))  # the tenant's key stays in memory
         as_api_object = api.api_client.sanitize_for_serialization  # camelCase, as kubectl -o json shows
         nodes = [as_api_object(node) for node in api.list_node().items]
         pods = [as_api_object(pod) for pod in api.list_pod_for_all_namespaces().items]

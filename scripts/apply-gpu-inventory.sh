@@ -11,7 +11,8 @@ source "$(dirname "$0")/lib.sh"
 namespace=${HAMI_NAMESPACE:-kube-system}
 kubeconfig_from_stdin
 
-previous=$(kc get node "$NODE_NAME" -o jsonpath='{.metadata.annotations.hami\.io/node-nvidia-register}')
+previous=$(kc get node "$NODE_NAME" -o jsonpath='{.metadata.annotations.hami\.io/node-nvidia-register}') ||
+  die "cannot read node $NODE_NAME from its tenant's API (see above)"
 kc annotate node "$NODE_NAME" --overwrite "hami.io/node-nvidia-register=$REGISTER_JSON" >&2
 kc patch node "$NODE_NAME" --subresource=status --type=merge \
   -p "{\"status\":{\"capacity\":{\"nvidia.com/gpu\":\"$GPU_CAPACITY\"}}}" >&2
@@ -21,6 +22,8 @@ if [ -n "$previous" ] && [ "$previous" != "$REGISTER_JSON" ]; then
   # inventory takes effect after the scheduler restarts (../shared/notes/hami.md section 2).
   log "GPU inventory of $NODE_NAME changed; restarting hami-scheduler so HAMi re-reads it"
   kc -n "$namespace" rollout restart deployment/hami-scheduler >&2
-  kubectl -n "$namespace" rollout status deployment/hami-scheduler --timeout=300s >&2
+  rollout=${ROLLOUT_TIMEOUT:-300}
+  bounded $((rollout + 10)) kubectl --request-timeout="${GPULAB_REQUEST_TIMEOUT:-20s}" -n "$namespace" \
+    rollout status deployment/hami-scheduler --timeout="${rollout}s" >&2
 fi
 log "$NODE_NAME advertises nvidia.com/gpu=$GPU_CAPACITY"

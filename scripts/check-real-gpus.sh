@@ -16,7 +16,7 @@ registered() {
 }
 
 wait_for "${TIMEOUT:-600}" "HAMi's device plugin to register the GPUs of $NODE_NAME" registered
-if ! "${PYTHON:-python3}" -m components.gpu_expectation --expect "$EXPECT_CARDS" --node "$scratch/node.json"; then
+if ! bounded 60 "${PYTHON:-python3}" -m components.gpu_expectation --expect "$EXPECT_CARDS" --node "$scratch/node.json"; then
   die "the GPUs of $NODE_NAME do not match gpulab:tenants[].gpus (see above); fix the config or the machine"
 fi
 log "$NODE_NAME registers the declared GPUs"

@@ -7,5 +7,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 : "${TOKEN_ID:?}"
 kubeconfig_from_stdin
-kc -n kube-system delete secret "bootstrap-token-$TOKEN_ID" --ignore-not-found >/dev/null
+kc -n kube-system delete secret "bootstrap-token-$TOKEN_ID" --ignore-not-found >/dev/null ||
+  die "could not delete bootstrap token $TOKEN_ID from tenant ${TENANT:-?} (see above); it stays valid until it" \
+    "expires, TTL_MINUTES after it was made: delete it with kubectl -n kube-system delete secret bootstrap-token-$TOKEN_ID"
 log "bootstrap token $TOKEN_ID deleted from tenant ${TENANT:-?}"

@@ -10,6 +10,6 @@ source "$(dirname "$0")/lib.sh"
 
 log "tenant ${TENANT:-?}: checking host prerequisites (br_netfilter, conntrack, inotify, swap)"
 # --privileged + --network host: sees and may write the host's sysctls; /lib/modules for modprobe.
-docker run --rm -i --privileged --network host \
+bounded 300 docker run --rm -i --privileged --network host \
   --volume /lib/modules:/lib/modules:ro \
   --entrypoint bash "$IMAGE" -s <"$(dirname "$0")/node-host-check.sh" >&2

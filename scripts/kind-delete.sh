@@ -1,41 +1,52 @@
 #!/usr/bin/env bash
 # Deletes the kind management cluster and, once nothing is attached to it, its Docker network.
 # Runs last on destroy: tenant workers on the network depend on the cluster, so they are gone first.
-# Only what gpulab created goes: a cluster whose node names another owner is kept (someone else's
-# cluster took the name after ours was deleted by hand), and the network only if kind-create.sh
-# recorded creating it (or, for states from before that record, when nothing is attached).
-# env: CLUSTER_NAME, NETWORK, OWNER, PULUMI_COMMAND_STDERR (the create's stderr, from the state)
+# Only what gpulab created goes (kind-create.sh's record, from the state): the cluster whose node
+# container has the recorded id (for states from before the record: the recorded kubeconfig's CA; with
+# no record at all: our owner label, which needs the API to answer), and the network only if the record
+# says gpulab created it. Anything else is kept and named, and destroy goes on.
+# env: CLUSTER_NAME, NETWORK, OWNER, PULUMI_COMMAND_STDOUT/STDERR (the create's, from the state)
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
+# shellcheck source=kind-lib.sh
+source "$(dirname "$0")/kind-lib.sh"
 : "${CLUSTER_NAME:?}" "${NETWORK:?}"
-node="$CLUSTER_NAME-control-plane"
 
-if kind get clusters 2>/dev/null | grep -qx "$CLUSTER_NAME"; then
-  owner=""
-  if kind get kubeconfig --name "$CLUSTER_NAME" >"$GPULAB_RUN_DIR/kubeconfig" 2>/dev/null; then
-    owner=$(kc --kubeconfig "$GPULAB_RUN_DIR/kubeconfig" get node "$node" \
-      -o jsonpath='{.metadata.labels.gpulab\.io/owner}' 2>/dev/null || true)
+read_kind_record
+if kind_cluster_exists; then
+  ours="" why=""
+  if [ -n "$RECORD_NODE" ]; then
+    node_id=$(kind_node_id)
+    [ "$node_id" = "$RECORD_NODE" ] && ours=yes
+    why="its node container (${node_id:0:12}) is not the one gpulab created (${RECORD_NODE:0:12})"
+  elif [ -n "$RECORD_LEGACY_CA" ]; then
+    [ "$(kind_ca)" = "$RECORD_LEGACY_CA" ] && ours=yes
+    why="its CA is not the one of the cluster gpulab created"
+  elif owner=$(kind_owner 2>/dev/null); then
+    [ -n "$owner" ] && [ "$owner" = "${OWNER:-}" ] && ours=yes
+    why="its node is labelled gpulab.io/owner=${owner:-<none>}, not ${OWNER:-<this stack>}"
+  else
+    why="its API does not answer, so gpulab cannot tell whose it is"
   fi
-  if [ -n "$owner" ] && [ "$owner" != "${OWNER:-}" ]; then
-    log "kept kind cluster $CLUSTER_NAME: it belongs to $owner, not to ${OWNER:-this stack}"
+  if [ -z "$ours" ]; then
+    log "kept kind cluster $CLUSTER_NAME: $why. If it is yours to remove: kind delete cluster --name $CLUSTER_NAME"
     exit 0
   fi
-  kind delete cluster --name "$CLUSTER_NAME" >&2
+  bounded 300 kind delete cluster --name "$CLUSTER_NAME" >&2
+  log "deleted kind cluster $CLUSTER_NAME"
 else
   log "kind cluster $CLUSTER_NAME is already gone"
 fi
 
-if docker network inspect "$NETWORK" >/dev/null 2>&1; then
-  recorded=${PULUMI_COMMAND_STDERR:-}
-  if [ -n "$recorded" ] && ! grep -qF "gpulab created Docker network $NETWORK" <<<"$recorded" &&
-    grep -qF "was not created by gpulab" <<<"$recorded"; then
-    log "kept Docker network $NETWORK: it existed before gpulab"
+if bounded 60 docker network inspect "$NETWORK" >/dev/null 2>&1; then
+  if [ "$RECORD_NETWORK" != created ]; then
+    log "kept Docker network $NETWORK: gpulab did not create it"
     exit 0
   fi
-  attached=$(docker network inspect "$NETWORK" --format '{{len .Containers}}')
+  attached=$(bounded 60 docker network inspect "$NETWORK" --format '{{len .Containers}}')
   if [ "$attached" = "0" ]; then
-    docker network rm "$NETWORK" >/dev/null
+    bounded 60 docker network rm "$NETWORK" >/dev/null
     log "removed Docker network $NETWORK"
   else
     log "kept Docker network $NETWORK: $attached container(s) not created by gpulab are still attached"

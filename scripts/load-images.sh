@@ -12,21 +12,21 @@ set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 
-containerd_answers() { timeout 20 docker exec "$NODE" ctr --namespace=k8s.io version >/dev/null; }
+containerd_answers() { bounded 20 docker exec "$NODE" ctr --namespace=k8s.io version >/dev/null; }
 wait_for "${TIMEOUT:-120}" "containerd in $NODE" containerd_answers
 
 save_args=()
-if docker image save --help 2>/dev/null | grep -q -- '--platform'; then
+if bounded 20 docker image save --help 2>/dev/null | grep -q -- '--platform'; then
   save_args=(--platform "$PLATFORM")
 fi
 for image in $IMAGES; do
-  if docker exec "$NODE" ctr --namespace=k8s.io images ls -q "name==$image" | grep -q .; then
+  if bounded 60 docker exec "$NODE" ctr --namespace=k8s.io images ls -q "name==$image" | grep -q .; then
     log "already in $NODE: $image"
     continue
   fi
   log "loading $image into $NODE"
-  docker image save "${save_args[@]}" "$image" |
-    docker exec -i "$NODE" ctr --namespace=k8s.io images import --digests - >/dev/null ||
+  bounded "${LOAD_TIMEOUT:-900}" docker image save "${save_args[@]}" "$image" |
+    bounded "${LOAD_TIMEOUT:-900}" docker exec -i "$NODE" ctr --namespace=k8s.io images import --digests - >/dev/null ||
     die "loading $image into $NODE failed (is it on the host? docker image inspect $image)"
 done
 log "$NODE has its $(wc -w <<<"$IMAGES") images"

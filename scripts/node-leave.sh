@@ -15,6 +15,6 @@ if ! probe_errors=$(kc get --raw=/readyz 2>&1 >/dev/null); then
     "if the tenant was deleted by hand, the Node object went with it"
   exit 0
 fi
-kubectl --request-timeout="${TIMEOUT:-120}s" delete node "$NODE_NAME" --ignore-not-found --wait=true \
-  --timeout="${TIMEOUT:-120}s" >&2
+bounded $((${TIMEOUT:-120} + 10)) kubectl --request-timeout="${TIMEOUT:-120}s" delete node "$NODE_NAME" \
+  --ignore-not-found --wait=true --timeout="${TIMEOUT:-120}s" >&2
 log "node $NODE_NAME removed from its tenant"

@@ -8,17 +8,17 @@ set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 
-if docker image inspect "$IMAGE" >/dev/null 2>&1 && docker image inspect "$TAGGED" >/dev/null 2>&1; then
+if bounded 60 docker image inspect "$IMAGE" >/dev/null 2>&1 && bounded 60 docker image inspect "$TAGGED" >/dev/null 2>&1; then
   log "already on the host: $IMAGE"
   exit 0
 fi
 answer="$GPULAB_RUN_DIR/pull-output"
 log "pulling $IMAGE ($PLATFORM)"
-if ! docker pull --quiet --platform "$PLATFORM" "$IMAGE" >/dev/null 2>"$answer"; then
+if ! bounded "${PULL_TIMEOUT:-1800}" docker pull --quiet --platform "$PLATFORM" "$IMAGE" >/dev/null 2>"$answer"; then
   if grep -qiE 'toomanyrequests|429 Too Many Requests' "$answer"; then
     die "pulling $IMAGE: the registry answered 429 Too Many Requests. Docker Hub allows 10 anonymous pulls per hour per IP address; run 'docker login' (pulls then count against your account's higher limit) and run make up again, or wait an hour"
   fi
   die "pulling $IMAGE failed; the registry said: $(tail -n 1 "$answer")"
 fi
-[ "$IMAGE" = "$TAGGED" ] || docker tag "$IMAGE" "$TAGGED"
+[ "$IMAGE" = "$TAGGED" ] || bounded 60 docker tag "$IMAGE" "$TAGGED"
 log "pulled: $IMAGE"

@@ -17,13 +17,16 @@ fi
 # kubeadm and kubelet at exactly the tenant's version (the kubelet must not be newer than the API server).
 if ! command -v kubeadm >/dev/null; then
   problems+=("kubeadm is not installed: install kubeadm $KUBERNETES_VERSION")
-elif [ "$(kubeadm version -o short 2>/dev/null)" != "$KUBERNETES_VERSION" ]; then
-  problems+=("kubeadm is $(kubeadm version -o short 2>/dev/null || echo unknown), the tenant runs $KUBERNETES_VERSION: install kubeadm $KUBERNETES_VERSION")
+elif [ "$(bounded 30 kubeadm version -o short 2>/dev/null)" != "$KUBERNETES_VERSION" ]; then
+  problems+=("kubeadm is $(bounded 30 kubeadm version -o short 2>/dev/null || echo unknown), the tenant runs $KUBERNETES_VERSION: install kubeadm $KUBERNETES_VERSION")
+fi
+if ! command -v flock >/dev/null; then
+  problems+=("flock is not installed (gpulab's join holds a lock with it): install util-linux")
 fi
 if ! command -v kubelet >/dev/null; then
   problems+=("kubelet is not installed: install kubelet $KUBERNETES_VERSION")
 else
-  kubelet_version=$(kubelet --version 2>/dev/null | awk '{print $2}')
+  kubelet_version=$(bounded 30 kubelet --version 2>/dev/null | awk '{print $2}')
   if [ "$kubelet_version" != "$KUBERNETES_VERSION" ]; then
     problems+=("kubelet is ${kubelet_version:-unknown}, the tenant runs $KUBERNETES_VERSION: install kubelet $KUBERNETES_VERSION")
   fi

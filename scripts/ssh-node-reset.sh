@@ -8,7 +8,7 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
 if command -v kubeadm >/dev/null; then
-  kubeadm reset --force >&2
+  bounded 300 kubeadm reset --force >&2
 fi
 rm -rf /etc/cni/net.d/*calico* /var/lib/calico
 log "${NODE:-this machine} left its tenant; review leftover iptables rules with: iptables-save | grep -i -e kube -e cali"

@@ -16,7 +16,7 @@ gpu_node_ready() {
   kc get node "$NODE_NAME" -o json >"$scratch/node.json" &&
     kc -n "$namespace" get endpointslices -l kubernetes.io/service-name=hami-scheduler -o json \
       >"$scratch/endpoints.json" &&
-    timeout 20 "${PYTHON:-python3}" -m components.gpu_readiness --expect "$EXPECT_JSON" \
+    bounded 20 "${PYTHON:-python3}" -m components.gpu_readiness --expect "$EXPECT_JSON" \
       --node "$scratch/node.json" --endpoints "$scratch/endpoints.json"
 }
 

@@ -8,7 +8,9 @@
 # a kubeadm JoinConfiguration (mode 0600) on the node's tmpfs, read with `kubeadm join --config`,
 # removed afterwards; and the token is deleted from the tenant once the join is over, failed or not.
 # A node already joined to this tenant is left alone; one joined elsewhere is an error naming that
-# API server; leftovers of a failed attempt are reset before the join is retried.
+# API server; leftovers of a failed attempt are reset before the join is retried, and the files a run
+# killed with KILL left on the node's tmpfs are removed first. On a machine, one join runs at a time
+# (a lock on the machine). The token lives only a little longer than the join's bound (join_bound).
 # An SSH worker (JOIN_CONFIG_ON_STDIN=1) gets only the JoinConfiguration, made on the Pulumi host
 # (join-config.sh): no admin kubeconfig and no token creation on the machine.
 # stdin: tenant admin kubeconfig, or the JoinConfiguration. env: CONTAINER or NODE_NAME, TENANT,
@@ -25,21 +27,24 @@ node_dir=/tmp
 [ -n "${CONTAINER:-}" ] || node_dir=${GPULAB_NODE_TMPFS:-/run}
 admin_conf="$node_dir/gpulab-admin.conf"
 join_conf="$node_dir/gpulab-join.yaml"
+# kubeadm join waits up to 5 minutes for discovery and 4 for the kubelet's TLS bootstrap; the call is bounded
+# at join_bound, and the bootstrap token must outlive it.
+join_bound=$((2 * timeout + 60))
 
 # on_node COMMAND...: run on the worker (in its container, or right here), bounded in time
 # (NODE_CALL_TIMEOUT seconds, 120 unless a call sets more).
 on_node() {
   if [ -n "${CONTAINER:-}" ]; then
-    timeout --kill-after=5 "${NODE_CALL_TIMEOUT:-120}" docker exec "$CONTAINER" "$@"
+    bounded "${NODE_CALL_TIMEOUT:-120}" docker exec "$CONTAINER" "$@"
   else
-    timeout --kill-after=5 "${NODE_CALL_TIMEOUT:-120}" "$@"
+    bounded "${NODE_CALL_TIMEOUT:-120}" "$@"
   fi
 }
 
 # to_node_file PATH: standard input into a file only root can read, on the node's tmpfs.
 to_node_file() {
   if [ -n "${CONTAINER:-}" ]; then
-    docker exec -i "$CONTAINER" sh -c "umask 077 && cat >'$1'"
+    bounded 120 docker exec -i "$CONTAINER" sh -c "umask 077 && cat >'$1'"
   else
     (
       umask 077
@@ -64,10 +69,40 @@ server_of() { awk '$1 == "server:" { print $2; exit }'; }
 
 # Kamaji's soot controller creates the kubeadm RBAC after the control plane turns Ready; until
 # then token creation is Forbidden. Any failure is retried to the deadline; the last error is shown.
+token_description="gpulab: joins $node to tenant ${TENANT:-?}"
 create_join_command() {
-  on_node kubeadm token create --print-join-command --ttl 15m --kubeconfig "$admin_conf" \
-    >"$GPULAB_RUN_DIR/join-command"
+  # Valid for as long as the join may take (and a little more), then expired even if nobody deletes it.
+  on_node kubeadm token create --print-join-command --ttl "$((join_bound + 120))s" --kubeconfig "$admin_conf" \
+    --description "$token_description" >"$GPULAB_RUN_DIR/join-command"
 }
+
+# delete_stale_tokens: the tokens earlier runs made for this node and could not delete (killed with KILL).
+# Found by their description (public); the listing prints names and descriptions, never a token.
+delete_stale_tokens() {
+  local listing name description wanted
+  wanted=$(printf '%s' "$token_description" | base64 | tr -d '\n')
+  listing=$(kc -n kube-system get secrets --field-selector type=bootstrap.kubernetes.io/token \
+    -o jsonpath='{range .items[*]}{.metadata.name}{" "}{.data.description}{"\n"}{end}') || {
+    log "could not list earlier bootstrap tokens of $node; they expire by themselves"
+    return 0
+  }
+  while read -r name description; do
+    [ -n "$name" ] && [ "$description" = "$wanted" ] || continue
+    kc -n kube-system delete secret "$name" --ignore-not-found >/dev/null &&
+      log "deleted bootstrap token ${name#bootstrap-token-} left by an interrupted join of $node"
+  done <<<"$listing"
+}
+
+# One join at a time on a machine. Two tenants' joins on one machine (one machine under two spellings of its
+# address) would otherwise race: the second would overwrite the first's JoinConfiguration, or reset its
+# half-done join. The lock is on the machine itself, so every address that reaches it finds the same lock.
+if [ -z "${CONTAINER:-}" ]; then
+  command -v flock >/dev/null || die "flock is not installed on $node; install util-linux"
+  exec {join_lock}>"$node_dir/gpulab-join.lock"
+  bounded $((timeout + 10)) flock -w "$timeout" "$join_lock" ||
+    die "another gpulab join has been running on $node for ${timeout}s; one machine can join one tenant" \
+      "only: check that no two tenants list this machine under gpulab:tenants[].workers"
+fi
 
 given_config=${JOIN_CONFIG_ON_STDIN:-0}
 if [ "$given_config" = 1 ]; then
@@ -80,9 +115,9 @@ if [ "$given_config" = 1 ]; then
   tenant_server="https://$endpoint"
   # A join retried after an earlier failure gets the same material; its token may have expired.
   expires=$(sed -n 's/^# gpulab: token expires //p' "$join_conf")
+  remake="make a new one: pulumi up --replace \"\$(pulumi stack --show-urns | grep -o 'urn:[^ ]*${JOIN_CONFIG_RESOURCE:-join-config}')\""
   if [ -n "$expires" ] && [[ "$(date -u +%Y-%m-%dT%H:%M:%SZ)" > "$expires" ]]; then
-    die "the join material for $node expired at $expires (its bootstrap token is short-lived); make a new" \
-      "one: pulumi up --replace \"\$(pulumi stack --show-urns | grep -o 'urn:[^ ]*${JOIN_CONFIG_RESOURCE:-join-config}')\""
+    die "the join material for $node expired at $expires (its bootstrap token is short-lived); $remake"
   fi
 else
   kubeconfig_from_stdin
@@ -92,6 +127,12 @@ fi
 
 # kind waits for systemd in a node before using it; docker run returns as soon as PID 1 starts.
 wait_for "$timeout" "systemd to boot on $node" node_booted
+# A run killed with KILL could not clean up: its admin kubeconfig and JoinConfiguration are still on the
+# node's tmpfs. Nothing else removes them (a container keeps /tmp until it is removed).
+if [ -n "${CONTAINER:-}" ]; then
+  on_node rm -f "$admin_conf" "$join_conf" >/dev/null 2>&1 || die "cannot remove leftovers of an earlier join on $node"
+  delete_stale_tokens
+fi
 
 if on_node test -s "$kubelet_conf"; then
   joined_server=$(on_node cat "$kubelet_conf" | server_of)
@@ -144,10 +185,15 @@ if [ "$given_config" != 1 ]; then
   } | to_node_file "$join_conf"
 fi
 
+if [ "$given_config" = 1 ] && [ -n "$expires" ]; then
+  # The token was made on the Pulumi host some time ago: it must outlive the whole join, not just its start.
+  left=$(($(date -u -d "$expires" +%s) - $(date -u +%s)))
+  ((left > join_bound)) || die "the join material for $node expires in ${left}s, before a join could finish" \
+    "(up to ${join_bound}s); $remake"
+fi
 log "joining $node to tenant ${TENANT:-?}"
 join_errors="$GPULAB_RUN_DIR/join-errors"
-# kubeadm join waits up to 5 minutes for discovery and 4 for the kubelet's TLS bootstrap.
-if ! NODE_CALL_TIMEOUT=$((2 * timeout + 60)) on_node kubeadm join --config "$join_conf" >/dev/null 2>"$join_errors"; then
+if ! NODE_CALL_TIMEOUT=$join_bound on_node kubeadm join --config "$join_conf" >/dev/null 2>"$join_errors"; then
   # kubeadm's own error output does not contain the token.
   sed 's/^/    /' "$join_errors" >&2
   die "kubeadm join failed on $node (see above); the next run resets the node and tries again"

@@ -8,6 +8,7 @@ from typing import Any
 from preview.harness import (  # noqa: F401 (re-exported for the tests)
     DUAL_STACK_IPAM,
     KIND_KUBECONFIG,
+    KIND_RECORD,
     MAIN,
     ROOT,
     UNKNOWN_ID,

@@ -120,6 +120,8 @@ def test_join_config_script_makes_the_token_here_and_prints_only_the_join_config
     applied = (tmp_path / "applied").read_text()
     assert f"bootstrap-token-{token.split('.')[0]}" in applied and token.split(".")[1] in applied
     calls = (tmp_path / "calls").read_text()
-    assert token.split(".")[1] not in calls and "apply -f" in calls, "the token goes through a file, not argv"
+    assert token.split(".")[1] not in calls and "create -f" in calls, "the token goes through a file, not argv"
+    # `kubectl apply` (or create --save-config) would copy the token into last-applied-configuration.
+    assert " apply " not in calls and "--save-config" not in calls
     assert token.split(".")[1] not in result.stderr
     assert not list(tmp_path.glob("gpulab-run.*"))

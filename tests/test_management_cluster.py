@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from lab_harness import KIND_KUBECONFIG, LabMocks, lab_config, run_program
+from lab_harness import KIND_KUBECONFIG, KIND_RECORD, LabMocks, lab_config, run_program
 from shared_data import KAMAJI_CHART, ROOT, chart_values, has_path, leaf_paths
 
 from components.versions import Versions
@@ -17,7 +17,8 @@ def program():
 
 def test_kind_cluster_command(program) -> None:
     kind = program.named("management-kind")
-    assert kind.inputs["create"] == "OWNER=gpulab.dev bash scripts/kind-create.sh"
+    # A create command line unlike the one of states whose stdout was the kubeconfig: they update once.
+    assert kind.inputs["create"] == "OWNER=gpulab.dev OUTPUT=record bash scripts/kind-create.sh"
     assert kind.inputs["delete"] == "OWNER=gpulab.dev bash scripts/kind-delete.sh"
     assert kind.inputs["environment"] == {
         "CLUSTER_NAME": "gpulab",
@@ -26,8 +27,41 @@ def test_kind_cluster_command(program) -> None:
     }
     assert kind.delete_before_replace, "kind cluster names are singletons: delete before replacing"
     assert "environment" in kind.replace_on_changes
-    assert kind.additional_secret_outputs == ["stdout"]
-    assert kind.inputs["logging"] == "stderr", "stdout carries the kubeconfig and must never be logged"
+    # Its stdout is the ownership record that its update and delete read back (PULUMI_COMMAND_STDOUT): no secret.
+    assert kind.additional_secret_outputs == []
+    assert kind.inputs.get("addPreviousOutputInEnv", True) is True
+
+
+def test_the_kind_kubeconfig_is_read_by_a_command_that_never_hands_it_on(program) -> None:
+    """pulumi-command puts a Command's previous stdout into its update's and delete's environment: the one
+    Command whose stdout is the kubeconfig runs with that off, and is replaced (never updated) on changes."""
+    read = program.named("management-kind-kubeconfig")
+    assert read.inputs["create"] == "bash scripts/kind-kubeconfig.sh"
+    assert read.inputs["addPreviousOutputInEnv"] is False
+    assert read.additional_secret_outputs == ["stdout"]
+    assert "*" in read.replace_on_changes
+    assert "delete" not in read.inputs and "update" not in read.inputs
+    assert read.inputs["logging"] == "stderr", "stdout carries the kubeconfig and must never be logged"
+    assert read.inputs["environment"]["RECORD"] == KIND_RECORD, "a new cluster (record) reads afresh"
+    assert program.depends_on(read, program.named("management-kind"))
+
+
+def test_no_command_with_a_secret_stdout_hands_it_to_another_run(program) -> None:
+    for command in program.of_type("command:local:Command"):
+        if command.name == "management-kind":
+            continue
+        assert command.inputs.get("addPreviousOutputInEnv") is False, command.name
+
+
+def test_releases_in_the_kind_cluster_go_with_it(program) -> None:
+    """The provider cannot delete a helm.v3.Release on an unreachable cluster (pulumi-kubernetes#2675): a
+    Release in the kind cluster is deleted with the cluster's Command, HAMi with its tenant's control plane."""
+    kind = program.named("management-kind")
+    for name in ("management-cert-manager", "management-kamaji"):
+        assert program.named(name).deleted_with == kind.urn, name
+    for tenant in ("tenant-a", "tenant-b"):
+        hami = program.named(f"{tenant}-gpus-hami")
+        assert hami.deleted_with == program.named(f"{tenant}-tcp").urn
 
 
 def test_management_kubeconfig_is_a_secret_export(program) -> None:

@@ -140,6 +140,9 @@ def test_existing_cluster_with_ssh_workers_and_real_gpus() -> None:
     assert join.inputs["create"].startswith("sudo -n env NODE_NAME=tenant-a-worker-0 ")
     assert "kubeadm reset --force" in join.inputs["delete"]
     assert "stdin" in join.secret_inputs
+    # The JoinConfiguration (with its token) is never handed to another run's environment.
+    for remote in program.of_type("command:remote:Command"):
+        assert remote.inputs.get("addPreviousOutputInEnv") is False, remote.name
     root_join = program.named("tenant-b-worker-tenant-b-worker-0-join")
     assert root_join.inputs["create"].startswith("env "), "no sudo for root"
     check = program.named("tenant-a-worker-tenant-a-worker-0-check")
@@ -171,6 +174,8 @@ def test_existing_cluster_installs_only_what_is_asked() -> None:
     assert program.named("management-provider").inputs.get("deleteUnreachable") in (None, False, "false")
     releases = {r.name for r in program.of_type("kubernetes:helm.sh/v3:Release")}
     assert "management-kamaji" in releases and "management-cert-manager" not in releases
+    # No kind cluster goes with it: what gpulab installed into an existing cluster, it uninstalls.
+    assert program.named("management-kamaji").deleted_with == ""
     assert program.named("management-metallb-pool").inputs["spec"]["addresses"] == ["192.168.10.240-192.168.10.250"]
     assert program.exports["metallb_pool"] == "192.168.10.240-192.168.10.250"
     ready = program.named("management-cert-manager-ready")

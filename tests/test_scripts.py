@@ -195,10 +195,13 @@ def test_inventory_restarts_hami_only_when_the_annotation_changes(tmp_path: Path
 def test_wait_for_polls_a_condition_until_its_deadline(tmp_path: Path) -> None:
     script = f"""set -euo pipefail
 source {ROOT / "scripts" / "lib.sh"}
-n=0
-probe() {{ n=$((n + 1)); [ "$n" -ge 3 ] || {{ echo "attempt $n not yet" >&2; return 1; }}; }}
+echo 0 >"$GPULAB_RUN_DIR/n"  # a probe runs in a subshell of its own: it counts in a file
+probe() {{
+  n=$(($(cat "$GPULAB_RUN_DIR/n") + 1)); echo "$n" >"$GPULAB_RUN_DIR/n"
+  [ "$n" -ge 3 ] || {{ echo "attempt $n not yet" >&2; return 1; }}
+}}
 wait_for 5 "the probe" probe
-echo "attempts=$n"
+echo "attempts=$(cat "$GPULAB_RUN_DIR/n")"
 never() {{ echo "still no" >&2; return 1; }}
 wait_for 1 "something that never happens" never
 """
@@ -296,14 +299,35 @@ def test_node_leave_removes_the_node_when_the_api_answers(tmp_path: Path) -> Non
 
 
 KIND = {"CLUSTER_NAME": "gpulab", "NODE_IMAGE": "kindest/node:v1.36.4", "NETWORK": "gpulab", "OWNER": "gpulab.dev"}
+OUR_NODE = "5f1e0c2a9b7d-ours"
 
 
-def test_kind_create_marks_what_it_creates(tmp_path: Path) -> None:
+def record(network: str = "created", node: str = OUR_NODE, owner: str = "gpulab.dev") -> str:
+    """kind-create.sh's stdout: what the state keeps and pulumi-command hands to the next update and delete."""
+    return f"cluster=gpulab\nnode={node}\nnetwork={network}\nowner={owner}\n"
+
+
+def legacy_kubeconfig(ca: str = "Q0EtT0YtVEhFLUNMVVNURVI=") -> str:
+    """What states from before the record kept as the create's stdout: the cluster's kubeconfig."""
+    return (
+        "apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: "
+        f"{ca}\n    server: https://127.0.0.1:41234\n  name: kind-gpulab\nusers:\n- name: kind-gpulab\n"
+        "  user:\n    client-key-data: TEGACY-CLIENT-KEY\n"
+    )
+
+
+def test_kind_create_marks_what_it_creates_and_records_it(tmp_path: Path) -> None:
     result = run_script("kind-create.sh", tmp_path, stdin="", **KIND)
     assert result.returncode == 0, result.stderr
     assert 'gpulab.io/owner: "gpulab.dev"' in (tmp_path / "kind-config").read_text()
-    assert "gpulab created Docker network gpulab" in result.stderr, "recorded for kind-delete.sh"
-    assert result.stdout.startswith("apiVersion: v1")
+    assert result.stdout == record("created"), "the record, not the kubeconfig, is the create's stdout"
+
+
+def test_kind_create_on_a_foreign_network_records_it_as_not_gpulabs(tmp_path: Path) -> None:
+    result = run_script("kind-create.sh", tmp_path, stdin="", FAKE_NETWORK_EXISTS="1", **KIND)
+    assert result.returncode == 0, result.stderr
+    assert "was not created by gpulab: using it; destroy will keep it" in result.stderr
+    assert result.stdout == record("existing")
 
 
 @pytest.mark.parametrize("owner", ["", "gpulab.prod"], ids=["a user's cluster", "another stack's"])
@@ -315,68 +339,214 @@ def test_kind_create_refuses_a_cluster_it_did_not_create(tmp_path: Path, owner: 
     assert "a kind cluster named gpulab already exists and was not created by gpulab.dev" in result.stderr
     assert "gpulab:management.name" in result.stderr and "kind delete cluster --name gpulab" in result.stderr
     assert "kind create" not in calls(tmp_path) and "kind delete" not in calls(tmp_path)
+    assert "label node" not in calls(tmp_path)
 
 
-def test_kind_create_reuses_its_own_cluster_and_adopts_a_legacy_one(tmp_path: Path) -> None:
-    ours = run_script(
-        "kind-create.sh", tmp_path, stdin="", FAKE_KIND_CLUSTERS="gpulab", FAKE_NODE_OWNER="gpulab.dev", **KIND
-    )
-    assert ours.returncode == 0 and "reusing it" in ours.stderr
-    legacy = run_script(
+def test_kind_create_refuses_a_cluster_whose_api_does_not_answer(tmp_path: Path) -> None:
+    result = run_script("kind-create.sh", tmp_path, stdin="", FAKE_KIND_CLUSTERS="gpulab", FAKE_API_GONE="1", **KIND)
+    assert result.returncode == 1
+    assert "its API does not answer, so gpulab cannot tell whose it is" in result.stderr
+    assert "kind create" not in calls(tmp_path) and "label node" not in calls(tmp_path)
+
+
+@pytest.mark.parametrize("owner", ["", "gpulab.dev"], ids=["unlabelled", "even with our label"])
+def test_an_update_never_adopts_a_same_named_cluster_with_another_node(tmp_path: Path, owner: str) -> None:
+    """Ours was deleted by hand and someone made a cluster of that name: the record tells them apart."""
+    result = run_script(
         "kind-create.sh",
         tmp_path,
         stdin="",
         FAKE_KIND_CLUSTERS="gpulab",
-        PULUMI_COMMAND_STDOUT="apiVersion: v1",
+        FAKE_NODE_OWNER=owner,
+        FAKE_NODE_ID="9d0c3b-someone-elses",
+        PULUMI_COMMAND_STDOUT=record("created"),
         **KIND,
     )
-    assert legacy.returncode == 0, legacy.stderr
-    assert "label node gpulab-control-plane gpulab.io/owner=gpulab.dev" in calls(tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert "was not created by gpulab.dev (not the one in this stack's state)" in result.stderr
+    assert "label node" not in calls(tmp_path), "marked someone else's cluster as ours"
 
 
-def test_kind_create_uses_but_never_claims_a_foreign_network(tmp_path: Path) -> None:
-    result = run_script("kind-create.sh", tmp_path, stdin="", FAKE_NETWORK_EXISTS="1", **KIND)
-    assert result.returncode == 0, result.stderr
-    assert "was not created by gpulab: using it; destroy will keep it" in result.stderr
-    assert "gpulab created Docker network" not in result.stderr
-
-
-def test_kind_delete_keeps_what_is_not_gpulabs(tmp_path: Path) -> None:
-    foreign_network = (
-        "[gpulab] Docker network gpulab exists and was not created by gpulab: using it; destroy will keep it"
-    )
+@pytest.mark.parametrize("network", ["existing", "created"])
+def test_an_update_reuses_its_own_cluster_and_carries_the_network_record(tmp_path: Path, network: str) -> None:
     result = run_script(
-        "kind-delete.sh",
+        "kind-create.sh",
         tmp_path,
         stdin="",
         FAKE_KIND_CLUSTERS="gpulab",
         FAKE_NODE_OWNER="gpulab.dev",
         FAKE_NETWORK_EXISTS="1",
-        PULUMI_COMMAND_STDERR=foreign_network,
+        PULUMI_COMMAND_STDOUT=record(network),
         **KIND,
     )
     assert result.returncode == 0, result.stderr
-    assert "kind delete cluster --name gpulab" in calls(tmp_path)
-    assert (
-        "network rm" not in calls(tmp_path) and "kept Docker network gpulab: it existed before gpulab" in result.stderr
+    assert "reusing it" in result.stderr
+    assert result.stdout == record(network), "an update must not lose whether the network was there before"
+
+
+def test_a_renamed_stack_keeps_its_cluster_and_relabels_it(tmp_path: Path) -> None:
+    """`pulumi stack rename dev lab` changes the owner label; the recorded node still says the cluster is ours."""
+    result = run_script(
+        "kind-create.sh",
+        tmp_path,
+        stdin="",
+        FAKE_KIND_CLUSTERS="gpulab",
+        FAKE_NODE_OWNER="gpulab.dev",
+        PULUMI_COMMAND_STDOUT=record("created"),
+        **{**KIND, "OWNER": "gpulab.lab"},
     )
+    assert result.returncode == 0, result.stderr
+    assert "label node gpulab-control-plane --overwrite gpulab.io/owner=gpulab.lab" in calls(tmp_path)
+    assert result.stdout == record("created", owner="gpulab.lab")
+
+
+def test_a_state_from_before_the_record_is_adopted_by_its_ca_only(tmp_path: Path) -> None:
+    legacy = {
+        "FAKE_KIND_CLUSTERS": "gpulab",
+        "PULUMI_COMMAND_STDOUT": legacy_kubeconfig(),
+        "PULUMI_COMMAND_STDERR": "[gpulab] gpulab created Docker network gpulab\n",
+        "FAKE_NETWORK_EXISTS": "1",
+    }
+    ours = run_script("kind-create.sh", tmp_path, stdin="", **legacy, **KIND)
+    assert ours.returncode == 0, ours.stderr
+    assert "label node gpulab-control-plane --overwrite gpulab.io/owner=gpulab.dev" in calls(tmp_path)
+    assert ours.stdout == record("created")
 
     (tmp_path / "calls").unlink()
-    other = run_script(
-        "kind-delete.sh", tmp_path, stdin="", FAKE_KIND_CLUSTERS="gpulab", FAKE_NODE_OWNER="gpulab.prod", **KIND
+    other = run_script("kind-create.sh", tmp_path, stdin="", **legacy, FAKE_KIND_CA="T1RIRVItQ0E=", **KIND)
+    assert other.returncode == 1 and "was not created by gpulab.dev" in other.stderr
+    assert "label node" not in calls(tmp_path)
+
+
+def test_a_cluster_deleted_by_hand_is_made_again_and_its_network_stays_ours(tmp_path: Path) -> None:
+    result = run_script(
+        "kind-create.sh", tmp_path, stdin="", FAKE_NETWORK_EXISTS="1", PULUMI_COMMAND_STDOUT=record("created"), **KIND
     )
-    assert other.returncode == 0 and "kept kind cluster gpulab: it belongs to gpulab.prod" in other.stderr
+    assert result.returncode == 0, result.stderr
+    assert "kind create cluster --name gpulab" in calls(tmp_path)
+    assert result.stdout == record("created")
+
+
+@pytest.mark.parametrize(
+    "damage, why",
+    [
+        ({"FAKE_NODE_ID": "9d0c3b-someone-elses", "PULUMI_COMMAND_STDOUT": record()}, "is not the one gpulab created"),
+        ({"FAKE_NODE_OWNER": ""}, "labelled gpulab.io/owner=<none>, not gpulab.dev"),
+        ({"FAKE_NODE_OWNER": "gpulab.prod"}, "labelled gpulab.io/owner=gpulab.prod"),
+        ({"FAKE_API_GONE": "1"}, "its API does not answer"),
+        ({"PULUMI_COMMAND_STDOUT": legacy_kubeconfig("T1RIRVItQ0E=")}, "its CA is not the one"),
+    ],
+    ids=["another node", "unlabelled", "another owner", "API down, no record", "legacy, another CA"],
+)
+def test_kind_delete_keeps_a_cluster_it_cannot_prove_is_its_own(tmp_path: Path, damage: dict, why: str) -> None:
+    result = run_script("kind-delete.sh", tmp_path, stdin="", FAKE_KIND_CLUSTERS="gpulab", **damage, **KIND)
+    assert result.returncode == 0, result.stderr
+    assert "kept kind cluster gpulab: " in result.stderr and why in result.stderr, result.stderr
     assert "kind delete" not in calls(tmp_path)
 
 
-def test_kind_delete_removes_its_network_and_survives_a_cluster_deleted_by_hand(tmp_path: Path) -> None:
-    ours = "[gpulab] gpulab created Docker network gpulab"
-    result = run_script(
-        "kind-delete.sh", tmp_path, stdin="", FAKE_NETWORK_EXISTS="1", PULUMI_COMMAND_STDERR=ours, **KIND
-    )
+@pytest.mark.parametrize(
+    "proof",
+    [
+        {"PULUMI_COMMAND_STDOUT": record(), "FAKE_API_GONE": "1"},  # its own node, even with the API down
+        {"PULUMI_COMMAND_STDOUT": legacy_kubeconfig()},
+        {"FAKE_NODE_OWNER": "gpulab.dev"},
+    ],
+    ids=["recorded node", "legacy CA", "no record, our label"],
+)
+def test_kind_delete_deletes_its_own_cluster(tmp_path: Path, proof: dict) -> None:
+    result = run_script("kind-delete.sh", tmp_path, stdin="", FAKE_KIND_CLUSTERS="gpulab", **proof, **KIND)
+    assert result.returncode == 0, result.stderr
+    assert "kind delete cluster --name gpulab" in calls(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "previous, removed",
+    [
+        ({"PULUMI_COMMAND_STDOUT": record("created")}, True),
+        ({"PULUMI_COMMAND_STDOUT": record("existing")}, False),
+        ({}, False),  # no record: never remove what may be the user's
+        (
+            {
+                "PULUMI_COMMAND_STDOUT": legacy_kubeconfig(),
+                "PULUMI_COMMAND_STDERR": "gpulab created Docker network gpulab",
+            },
+            True,
+        ),
+        (
+            {
+                "PULUMI_COMMAND_STDOUT": legacy_kubeconfig(),
+                "PULUMI_COMMAND_STDERR": "kind cluster gpulab exists; reusing it",
+            },
+            False,
+        ),
+    ],
+    ids=["created", "existing", "no record", "legacy created", "legacy, record lost by an update"],
+)
+def test_kind_delete_removes_only_a_network_it_created(tmp_path: Path, previous: dict, removed: bool) -> None:
+    result = run_script("kind-delete.sh", tmp_path, stdin="", FAKE_NETWORK_EXISTS="1", **previous, **KIND)
     assert result.returncode == 0, result.stderr
     assert "kind cluster gpulab is already gone" in result.stderr
-    assert "docker network rm gpulab" in calls(tmp_path)
+    assert ("docker network rm gpulab" in calls(tmp_path)) == removed, result.stderr
+
+
+def test_the_network_record_survives_an_update_through_to_destroy(tmp_path: Path) -> None:
+    """create on a user's network, update (the record is all the state keeps), destroy: the network stays."""
+    created = run_script("kind-create.sh", tmp_path, stdin="", FAKE_NETWORK_EXISTS="1", **KIND)
+    updated = run_script(
+        "kind-create.sh", tmp_path, stdin="", FAKE_NETWORK_EXISTS="1", PULUMI_COMMAND_STDOUT=created.stdout, **KIND
+    )
+    assert updated.returncode == 0, updated.stderr
+    destroyed = run_script(
+        "kind-delete.sh",
+        tmp_path,
+        stdin="",
+        FAKE_NETWORK_EXISTS="1",
+        PULUMI_COMMAND_STDOUT=updated.stdout,
+        PULUMI_COMMAND_STDERR=updated.stderr,
+        **KIND,
+    )
+    assert destroyed.returncode == 0, destroyed.stderr
+    assert "kind delete cluster --name gpulab" in calls(tmp_path)
+    assert "network rm" not in calls(tmp_path) and "kept Docker network gpulab" in destroyed.stderr
+
+
+def test_kind_kubeconfig_reads_only_the_recorded_cluster(tmp_path: Path) -> None:
+    ours = run_script("kind-kubeconfig.sh", tmp_path, stdin="", FAKE_KIND_CLUSTERS="gpulab", RECORD=record(), **KIND)
+    assert ours.returncode == 0, ours.stderr
+    assert ours.stdout.startswith("apiVersion: v1")
+    other = run_script(
+        "kind-kubeconfig.sh",
+        tmp_path,
+        stdin="",
+        FAKE_KIND_CLUSTERS="gpulab",
+        FAKE_NODE_ID="9d0c3b",
+        RECORD=record(),
+        **KIND,
+    )
+    assert other.returncode == 1 and other.stdout == ""
+    assert "is not the one gpulab created" in other.stderr
+
+
+def test_previous_outputs_reach_no_child(tmp_path: Path) -> None:
+    """pulumi-command hands the previous stdout/stderr to update and delete in the environment: the scripts
+    keep them to themselves (a legacy state's stdout is a kubeconfig with a client key)."""
+    secret = legacy_kubeconfig()
+    for script in ("kind-create.sh", "kind-delete.sh"):
+        result = run_script(
+            script,
+            tmp_path,
+            stdin="",
+            FAKE_KIND_CLUSTERS="gpulab",
+            FAKE_NETWORK_EXISTS="1",
+            PULUMI_COMMAND_STDOUT=secret,
+            PULUMI_COMMAND_STDERR="gpulab created Docker network gpulab",
+            **KIND,
+        )
+        assert result.returncode == 0, result.stderr
+    seen = (tmp_path / "environ").read_text()
+    assert "kubectl " in calls(tmp_path) and "docker " in calls(tmp_path) and "kind " in calls(tmp_path)
+    assert "TEGACY-CLIENT-KEY" not in seen and "PULUMI_COMMAND_" not in seen
 
 
 def test_container_and_ssh_joins_write_the_same_join_configuration(tmp_path: Path) -> None:
@@ -398,3 +568,31 @@ def test_container_and_ssh_joins_write_the_same_join_configuration(tmp_path: Pat
         ["SystemVerification", "FileExisting", "Swap"],
     )
     assert written == expected
+
+
+ENVIRONMENT_CASES = {
+    "worker-join.sh": {"CONTAINER": "tenant-a-worker", "TENANT": "tenant-a"},
+    "wait-tenant-api.sh": {"TENANT": "t", "TIMEOUT": "1"},
+    "apply-gpu-inventory.sh": {"NODE_NAME": "n", "REGISTER_JSON": "[]", "GPU_CAPACITY": "1"},
+    "delete-token.sh": {"TOKEN_ID": "abcdef"},
+    "node-leave.sh": {"NODE_NAME": "n", "TIMEOUT": "5"},
+    "kind-create.sh": KIND,
+    "kind-delete.sh": KIND,
+    "load-images.sh": {"NODE": "n", "IMAGES": "busybox:1.37.0", "PLATFORM": "linux/amd64", "TIMEOUT": "1"},
+    "pull-image.sh": {"IMAGE": "busybox:1.37.0", "TAGGED": "busybox:1.37.0", "PLATFORM": "linux/amd64"},
+}
+
+
+@pytest.mark.parametrize("script", sorted(ENVIRONMENT_CASES))
+def test_no_child_inherits_the_previous_output(tmp_path: Path, script: str) -> None:
+    """pulumi-command passes the previous stdout/stderr to update and delete in the environment; whatever a
+    script then starts (kubectl, docker, kind, kubeadm) must not get them."""
+    run_script(
+        script,
+        tmp_path,
+        PULUMI_COMMAND_STDOUT="PREVIOUS-STDOUT-SECRET",
+        PULUMI_COMMAND_STDERR="PREVIOUS-STDERR",
+        **ENVIRONMENT_CASES[script],
+    )
+    seen = (tmp_path / "environ").read_text()  # every fake appends its environment
+    assert "PREVIOUS-STDOUT-SECRET" not in seen and "PREVIOUS-STDERR" not in seen

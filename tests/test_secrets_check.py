@@ -44,21 +44,98 @@ def test_typed_secret_with_empty_passphrase_is_refused(tmp_path: Path) -> None:
     "text, env",
     [
         (WITH_SECRET, {"PULUMI_CONFIG_PASSPHRASE": "correct horse"}),
-        (WITH_SECRET, {"PULUMI_CONFIG_PASSPHRASE_FILE": "/run/secrets/pulumi"}),
         ("secretsprovider: awskms://alias/x\n" + WITH_SECRET, {}),
         ("config:\n  gpulab:tenants: []\n", {}),  # the lab's own defaults: no typed secrets
         (None, {}),  # no stack file yet
     ],
-    ids=["passphrase", "passphrase-file", "kms", "no-secrets", "no-file"],
+    ids=["passphrase", "kms", "no-secrets", "no-file"],
 )
 def test_allowed(tmp_path: Path, text, env) -> None:
     assert check(tmp_path, text, **env).returncode == 0
 
 
+def test_a_readable_passphrase_file_is_a_passphrase(tmp_path: Path) -> None:
+    phrase = tmp_path / "phrase"
+    phrase.write_text("correct horse\n")
+    assert check(tmp_path, WITH_SECRET, PULUMI_CONFIG_PASSPHRASE_FILE=str(phrase)).returncode == 0
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "config:\n  gpulab:sshPrivateKey: {secure: v1:AAAABBBB:CCCC}\n",
+        'config:\n  gpulab:sshPrivateKey:\n    "secure": "v1:AAAABBBB:CCCC"\n',
+        "config:\n  gpulab:sshPrivateKey: { 'secure' : 'v1:AAAABBBB:CCCC' }\n",
+        "config:\n  'gpulab:sshPrivateKey':\n    secure: v1:AAAABBBB:CCCC\n",
+        "config:\n  gpulab:tenants:\n    - name: a\n      workers: [{host: h, key: {secure: v1:AAAABBBB:CCCC}}]\n",
+    ],
+    ids=["flow", "double-quoted", "single-quoted-flow", "quoted-key", "nested-flow"],
+)
+def test_secrets_in_every_yaml_style_are_recognised(tmp_path: Path, text: str) -> None:
+    result = check(tmp_path, text, PULUMI_CONFIG_PASSPHRASE="")
+    assert result.returncode == 2, text
+    assert "holds secrets you set (gpulab:" in result.stderr
+    assert "AAAABBBB" not in result.stderr
+
+
+def test_a_comment_is_not_a_secret(tmp_path: Path) -> None:
+    text = "config:\n  gpulab:tenants: []  # set secure: values with pulumi config set --secret\n"
+    assert check(tmp_path, text, PULUMI_CONFIG_PASSPHRASE="").returncode == 0
+
+
+@pytest.mark.parametrize("case", ["missing", "unreadable", "empty", "whitespace"])
+def test_a_passphrase_file_that_gives_no_passphrase_is_refused(tmp_path: Path, case: str) -> None:
+    """Pulumi would fail on a file it cannot read, and read an empty or blank one as the empty passphrase."""
+    phrase = tmp_path / "phrase"
+    if case == "unreadable":
+        phrase.mkdir()  # a directory: unreadable as a file even for root
+    elif case != "missing":
+        phrase.write_text("" if case == "empty" else "  \n\t\n")
+    for text in (WITH_SECRET, "config:\n  gpulab:tenants: []\n"):
+        result = check(tmp_path, text, PULUMI_CONFIG_PASSPHRASE_FILE=str(phrase))
+        assert result.returncode == 2, (case, result.stderr)
+        assert f"PULUMI_CONFIG_PASSPHRASE_FILE={phrase}" in result.stderr
+
+
+def test_an_empty_passphrase_shadowing_a_file_is_refused(tmp_path: Path) -> None:
+    """The CLI reads PULUMI_CONFIG_PASSPHRASE first whenever it is set, even empty: the file would be ignored."""
+    phrase = tmp_path / "phrase"
+    phrase.write_text("correct horse")
+    result = check(tmp_path, WITH_SECRET, PULUMI_CONFIG_PASSPHRASE="", PULUMI_CONFIG_PASSPHRASE_FILE=str(phrase))
+    assert result.returncode == 2
+    assert "unset PULUMI_CONFIG_PASSPHRASE" in result.stderr
+
+
+def make_environment(**env: str) -> str:
+    """What a recipe of the Makefile sees of PULUMI_CONFIG_PASSPHRASE: its value, or <unset>."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_CONFIG_PASSPHRASE")}
+    probe = 'gpulab-probe: ; @echo "[$${PULUMI_CONFIG_PASSPHRASE-<unset>}]"'
+    result = subprocess.run(
+        ["make", "-s", "--no-print-directory", "--eval", probe, "gpulab-probe"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**environment, **env},
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def test_make_exports_an_empty_passphrase_only_without_a_file(tmp_path: Path) -> None:
+    assert make_environment() == "[]"
+    assert make_environment(PULUMI_CONFIG_PASSPHRASE="s3cret") == "[s3cret]"
+    assert make_environment(PULUMI_CONFIG_PASSPHRASE_FILE=str(tmp_path / "p")) == "[<unset>]"
+    assert make_environment(PULUMI_CONFIG_PASSPHRASE="", PULUMI_CONFIG_PASSPHRASE_FILE=str(tmp_path / "p")) == (
+        "[<unset>]"
+    )
+
+
 def test_make_up_and_plan_run_the_check_before_anything_is_deployed_or_planned() -> None:
-    for target in ("up", "plan", "deploy"):
+    for target in ("up", "plan", "deploy", "destroy"):
         dry = subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True, text=True, timeout=60)
         lines = [line for line in dry.stdout.splitlines() if line.strip()]
         first = next(i for i, line in enumerate(lines) if "secrets_check.py" in line)
-        action = next(i for i, line in enumerate(lines) if "pulumi up" in line or "-m preview" in line)
+        actions = ("pulumi up", "pulumi destroy", "-m preview")
+        action = next(i for i, line in enumerate(lines) if any(word in line for word in actions))
         assert first < action, (target, lines)

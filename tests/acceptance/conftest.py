@@ -45,13 +45,13 @@ def lab() -> Lab:
     except StackError as error:
         # `make verify` asked for the live suite: no lab is a failure, never a vacuous pass.
         pytest.fail(f"no live gpulab lab: {error}", pytrace=False)
-    from kubernetes import config as kube_config
+    from report.kube_client import api_client  # keys in memory, never in $TMPDIR
 
     kubeconfigs = {t.name: yaml.safe_load(outputs[f"{t.output_stem}_kubeconfig"]) for t in config.tenants}
     return Lab(
         config=config,
         outputs=outputs,
-        management=kube_config.new_client_from_config_dict(yaml.safe_load(outputs["management_kubeconfig"])),
-        tenants={name: kube_config.new_client_from_config_dict(kc) for name, kc in kubeconfigs.items()},
+        management=api_client(yaml.safe_load(outputs["management_kubeconfig"])),
+        tenants={name: api_client(kc) for name, kc in kubeconfigs.items()},
         kubeconfigs=kubeconfigs,
     )

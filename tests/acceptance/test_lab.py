@@ -211,7 +211,7 @@ def test_tc07_memory_refusals(lab) -> None:
 
 
 def test_tc08_tenants_are_isolated(lab) -> None:
-    from kubernetes import config as kube_config
+    from report.kube_client import api_client
 
     names = [tenant.name for tenant in lab.config.tenants]
     for tenant in lab.config.tenants:
@@ -236,7 +236,7 @@ def test_tc08_tenants_are_isolated(lab) -> None:
         cluster["server"] = lab.kubeconfigs[names[1]]["clusters"][0]["cluster"]["server"]
         cluster.pop("certificate-authority-data", None)
         cluster["insecure-skip-tls-verify"] = True
-        intruder = core(kube_config.new_client_from_config_dict(borrowed))
+        intruder = core(api_client(borrowed))
         with pytest.raises(ApiException) as refused:
             intruder.list_namespaced_pod("kube-system")
         assert refused.value.status in (401, 403), refused.value.status

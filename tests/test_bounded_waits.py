@@ -1,0 +1,153 @@
+"""Every script ends by its deadline, even when kubectl hangs where --request-timeout does not reach (an exec
+credential plugin waiting for a login) and ignores TERM: only KILL ends it (../shared/notes/boundaries.md,
+Processes). The fake kubectl does exactly that under FAKE_KUBECTL_WEDGED=1."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from shared_data import ROOT
+from test_join_config import KUBECONFIG as JOIN_KUBECONFIG
+from test_scripts import FAKES, KUBECONFIG
+
+# Short bounds so a test takes seconds: 1 s per call, 1 s from TERM to KILL, 1 s per attempt, 2 s per wait.
+BOUNDS = {"GPULAB_CALL_TIMEOUT": "1", "GPULAB_KILL_AFTER": "1", "GPULAB_ATTEMPT_TIMEOUT": "1", "TIMEOUT": "2"}
+WEDGED = "gpulab-fake-wedged-kubectl"
+
+
+def wedged_processes(fake_dir: Path) -> list[int]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text.startswith(f"{WEDGED} {fake_dir}"):
+            found.append(int(cmdline.parent.name))
+    return found
+
+
+@pytest.fixture
+def fake_dir(tmp_path: Path):
+    yield tmp_path
+    for pid in wedged_processes(tmp_path):  # never leave one behind, even when a test fails
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def environment(fake_dir: Path, **env: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "PATH": f"{FAKES}:{os.environ['PATH']}",
+        "FAKE_DIR": str(fake_dir),
+        "TMPDIR": str(fake_dir),
+        "GPULAB_POLL_INTERVAL": "0.1",
+        "FAKE_KUBECTL_WEDGED": "1",
+        "PYTHONPATH": str(ROOT),
+        "PYTHON": sys.executable,
+        **BOUNDS,
+        **env,
+    }
+
+
+def no_wedged_process_outlives(fake_dir: Path, seconds: float) -> None:
+    """Each wedged kubectl ends within its own bound (call timeout + kill-after), never later."""
+    deadline = time.monotonic() + seconds
+    while wedged_processes(fake_dir) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not wedged_processes(fake_dir), "a hung kubectl outlived every bound"
+
+
+CASES = {
+    "wait-tenant-api.sh": ({"TENANT": "t"}, 1),
+    "wait-cert-manager.sh": ({}, 1),
+    "wait-kamaji.sh": ({}, 1),
+    "wait-node-ready.sh": ({"NODE_NAMES": "n1", "TENANT": "t"}, 1),
+    "wait-gpu-node.sh": ({"NODE_NAME": "n1", "EXPECT_JSON": "{}"}, 1),
+    "check-real-gpus.sh": ({"NODE_NAME": "n1", "EXPECT_CARDS": "[]"}, 1),
+    "apply-gpu-inventory.sh": ({"NODE_NAME": "n1", "REGISTER_JSON": "[]", "GPU_CAPACITY": "1"}, 1),
+    "delete-token.sh": ({"TOKEN_ID": "abcdef", "TENANT": "t"}, 1),
+    "join-config.sh": ({"NODE_NAME": "n1", "TENANT": "t"}, 1),
+    "node-leave.sh": ({"NODE_NAME": "n1"}, 0),  # no answer: the tenant is gone, destroy goes on
+}
+
+
+@pytest.mark.parametrize("script", sorted(CASES))
+def test_a_wedged_kubectl_cannot_hang_a_script(fake_dir: Path, script: str) -> None:
+    env, expected = CASES[script]
+    # join-config.sh pins the tenant's CA before its first kubectl: give it a kubeconfig with one.
+    kubeconfig = JOIN_KUBECONFIG if script == "join-config.sh" else KUBECONFIG
+    started = time.monotonic()
+    result = subprocess.run(
+        ["bash", str(ROOT / "scripts" / script)],
+        input=kubeconfig,
+        capture_output=True,
+        text=True,
+        env=environment(fake_dir, **env),
+        cwd=ROOT,
+        timeout=60,
+    )
+    elapsed = time.monotonic() - started
+    assert result.returncode == expected, result.stderr
+    # A wait of 2 s (TIMEOUT) with attempts of 1 s, each call bounded at 1 s + 1 s: well under 15 s.
+    assert elapsed < 15, f"{script} took {elapsed:.1f}s"
+    no_wedged_process_outlives(fake_dir, 5)
+
+
+def test_a_wait_ends_on_time_when_one_probe_makes_several_hung_calls(fake_dir: Path) -> None:
+    """wait-kamaji's and wait-gpu-node's probes make several calls each: the attempt, not each call, is
+    what the deadline bounds."""
+    started = time.monotonic()
+    result = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "wait-gpu-node.sh")],
+        input=KUBECONFIG,
+        capture_output=True,
+        text=True,
+        env=environment(
+            fake_dir,
+            NODE_NAME="n1",
+            EXPECT_JSON="{}",
+            GPULAB_CALL_TIMEOUT="30",
+            GPULAB_ATTEMPT_TIMEOUT="30",
+            TIMEOUT="2",
+        ),
+        timeout=60,
+    )
+    elapsed = time.monotonic() - started
+    assert result.returncode == 1 and "timed out after 2s" in result.stderr, result.stderr
+    assert "gpu_node_ready did not finish within 2s; stopped it" in result.stderr
+    assert elapsed < 10, f"the wait took {elapsed:.1f}s with 30 s per call"
+
+
+def test_term_during_a_hung_probe_ends_the_script_promptly(fake_dir: Path) -> None:
+    """Pulumi cancelling (or Ctrl-C) sends TERM while a probe hangs: the script ends within the kill grace,
+    removes its run directory, and the probe's process group goes with it."""
+    process = subprocess.Popen(
+        ["bash", str(ROOT / "scripts" / "wait-tenant-api.sh")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=environment(fake_dir, TENANT="t", TIMEOUT="300", GPULAB_ATTEMPT_TIMEOUT="300", GPULAB_CALL_TIMEOUT="4"),
+        text=True,
+        start_new_session=True,
+    )
+    process.stdin.write(KUBECONFIG)
+    process.stdin.close()
+    deadline = time.monotonic() + 10
+    while not wedged_processes(fake_dir) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert wedged_processes(fake_dir), "the probe never started"
+    started = time.monotonic()
+    os.killpg(process.pid, signal.SIGTERM)
+    process.wait(timeout=20)
+    assert time.monotonic() - started < 3, "TERM waited for the hung probe"
+    assert process.returncode == 143
+    assert not list(fake_dir.glob("gpulab-run.*")), "TERM left the run directory behind"
+    no_wedged_process_outlives(fake_dir, 4 + 1 + 2)

@@ -1,0 +1,19 @@
+"""`make down` after manual damage: what makes the destroy finish without hand surgery on the state.
+
+The Releases' deletedWith is tested with the program (test_management_cluster.py), the scripts' behaviour
+with a cluster or tenant gone in test_scripts.py; here: the destroy command itself."""
+
+from __future__ import annotations
+
+import subprocess
+
+from shared_data import ROOT
+
+
+def test_destroy_refreshes_first() -> None:
+    """A worker container deleted by hand: the Docker provider stops a container before removing it and fails on
+    one that is gone; a refresh drops it (and, through deleteUnreachable, the objects of a cluster that no longer
+    answers) from the state before the destroy."""
+    dry = subprocess.run(["make", "-n", "destroy"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    destroy = [line for line in dry.stdout.splitlines() if line.startswith("pulumi destroy")]
+    assert destroy == ["pulumi destroy --yes --refresh --stack dev"], dry.stdout
