@@ -16,7 +16,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import (
     AfterValidator,
@@ -60,6 +60,9 @@ HOSTNAME = re.compile(
 )
 UNIX_USER = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}", re.ASCII)  # POSIX portable names (first.last too)
 MAX_CARDS_PER_TENANT = MAX_CARDS
+MAX_GPU_NODES = 16  # GPU nodes per tenant: far above a lab, keeps a typo from creating dozens of containers
+# A GPU node's own name; the node is `<tenant>-<name>`, so 40 + 1 + 16 stays a DNS label (<= 63).
+GPU_NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,14}[a-z0-9])?", re.ASCII)
 
 
 class ConfigError(ValueError):
@@ -97,6 +100,28 @@ class GpuCards(_Model):
         if value not in GPU_CATALOG:
             raise ValueError(f"unknown GPU model; use one of: {', '.join(GPU_CATALOG)}")
         return value
+
+
+class GpuNode(_Model):
+    """One of a tenant's GPU nodes (`tenants[].nodes[]`): its own kindest/node container and cards."""
+
+    gpus: list[GpuCards] = Field(min_length=1)
+    # The node is `<tenant>-<name>`; default `<tenant>-worker-<index>`.
+    name: str | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str | None) -> str | None:
+        if value is not None and not GPU_NODE_NAME.fullmatch(value):
+            raise ValueError("must be a lowercase DNS label of at most 16 characters, e.g. gpu-1")
+        return value
+
+
+class NodeCards(NamedTuple):
+    """A GPU node of a tenant: its Kubernetes node name and its cards (ids unique within the tenant)."""
+
+    name: str
+    cards: list[Card]
 
 
 class PodLimits(_Model):
@@ -168,6 +193,8 @@ class SshWorker(_Model):
     private_key_secret: SecretKeyName = "sshPrivateKey"
     # The one worker whose cards are the tenant's declared `gpus` (default: the first worker).
     gpu_node: bool | None = None
+    # This machine's own cards, for tenants with several GPU workers (instead of the tenant's `gpus`).
+    gpus: list[GpuCards] | None = Field(default=None, min_length=1)
 
     @field_validator("name")
     @classmethod
@@ -205,7 +232,9 @@ class Tenant(_Model):
     kubernetes_version: str = "v1.36.4"
     pod_cidr: str = "10.244.0.0/16"
     service_cidr: str = "10.96.0.0/16"
-    gpus: list[GpuCards] = Field(min_length=1)
+    # The cards of the tenant's one GPU node; `nodes` instead for several (giving both is an error).
+    gpus: list[GpuCards] | None = Field(default=None, min_length=1)
+    nodes: list[GpuNode] | None = Field(default=None, min_length=1, max_length=MAX_GPU_NODES)
     split_count: int = Field(default=DEFAULT_SPLIT_COUNT, gt=0, le=MAX_SPLIT_COUNT)
     worker_image: str | None = None
     limits: PodLimits = PodLimits()
@@ -281,9 +310,6 @@ class Tenant(_Model):
                 "e.g. podCidr 10.244.0.0/16 and serviceCidr 10.96.0.0/16",
                 self.pod_cidr,
             )
-        cards = sum(entry.count for entry in self.gpus)
-        if cards > MAX_CARDS_PER_TENANT:
-            raise at("gpus", f"declares {cards} cards; a tenant's GPU node holds at most {MAX_CARDS_PER_TENANT}")
         names = [workload.name for workload in self.workloads]
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
@@ -304,6 +330,7 @@ class Tenant(_Model):
                 raise at("workers", f"node names {node_names} are not unique; set `name` on each")
         elif self.workers:
             raise at("workers", "are only for workerMode: ssh; remove them or set workerMode: ssh")
+        self._gpu_nodes_coherent()
         if self.gpu_mode == "real" and self.worker_mode != "ssh":
             raise at(
                 "gpuMode",
@@ -319,25 +346,75 @@ class Tenant(_Model):
                 )
         return self
 
+    def _gpu_nodes_coherent(self) -> None:
+        """Where the cards are declared: tenant `gpus` (one GPU node), `nodes` (several containers) or
+        `workers[].gpus` (several SSH machines), exactly one of them; node names unique; card bounds."""
+        worker_gpus = [i for i, worker in enumerate(self.workers) if worker.gpus is not None]
+        if self.gpus is not None and self.nodes is not None:
+            raise at("nodes", "give either gpus (one GPU node) or nodes (several), not both; move gpus into nodes")
+        if self.nodes is not None and self.worker_mode == "ssh":
+            raise at("nodes", "are kindest/node containers; with workerMode ssh give each GPU worker its own gpus")
+        if worker_gpus and self.gpus is not None:
+            raise at(
+                "gpus",
+                "is the one GPU worker's cards; with workers[].gpus set, give every GPU worker its own gpus instead",
+            )
+        if worker_gpus and any(worker.gpu_node for worker in self.workers):
+            raise at("workers", "gpuNode marks the worker that carries the tenant's gpus; with workers[].gpus drop it")
+        if self.gpus is None and self.nodes is None and not worker_gpus:
+            raise at(
+                "gpus",
+                "is required: the tenant's cards, e.g. [{model: L4, count: 1}] (or nodes: [{gpus: [...]}, ...] "
+                "for several GPU nodes)",
+            )
+        names = [node.name for node in self.gpu_nodes()]
+        if len(set(names)) != len(names):
+            raise at("nodes", f"node names {names} are not unique; give each node its own name")
+        cards = sum(len(node.cards) for node in self.gpu_nodes())
+        if cards > MAX_CARDS_PER_TENANT:
+            key = "gpus" if self.gpus is not None else "nodes" if self.nodes is not None else "workers"
+            raise at(key, f"declares {cards} cards; a tenant holds at most {MAX_CARDS_PER_TENANT} across its GPU nodes")
+
     def worker_node_names(self) -> list[str]:
         """Node names of the tenant's workers, in order."""
         if self.worker_mode == "container":
+            if self.nodes is not None:
+                return [f"{self.name}-{node.name or f'worker-{i}'}" for i, node in enumerate(self.nodes)]
             return [f"{self.name}-worker"]
         return [worker.name or f"{self.name}-worker-{i}" for i, worker in enumerate(self.workers)]
 
     def gpu_node_name(self) -> str:
-        """The node that carries the tenant's declared cards."""
+        """The (first) node that carries the tenant's cards."""
+        return self.gpu_nodes()[0].name
+
+    def gpu_nodes(self) -> list[NodeCards]:
+        """Every GPU node with its cards, in declaration order. One node keeps the card ids it always
+        had (`GPU-MOCK-<tenant>-<i>`); with several, ids carry the node (`GPU-MOCK-<node>-<i>`), unique
+        within the tenant because node names are (card indexes are digits only)."""
+        names = self.worker_node_names()
+        split = self.split_count
+        if self.nodes is not None:
+            return [
+                NodeCards(name, expand_cards(name, [(e.model, e.count) for e in node.gpus], split))
+                for name, node in zip(names, self.nodes, strict=True)
+            ]
+        if self.gpus is None:  # ssh workers with their own gpus
+            return [
+                NodeCards(name, expand_cards(name, [(e.model, e.count) for e in worker.gpus], split))
+                for name, worker in zip(names, self.workers, strict=True)
+                if worker.gpus is not None
+            ]
+        node = names[0]
         if self.worker_mode == "ssh":
-            for worker, node in zip(self.workers, self.worker_node_names(), strict=True):
-                if worker.gpu_node:
-                    return node
-        return self.worker_node_names()[0]
+            node = next((n for n, w in zip(names, self.workers, strict=True) if w.gpu_node), node)
+        return [NodeCards(node, expand_cards(self.name, [(e.model, e.count) for e in self.gpus], split))]
 
     def workload_namespace(self, workload: Workload) -> str:
         return workload.namespace or self.namespaces[0]
 
     def cards(self) -> list[Card]:
-        return expand_cards(self.name, [(entry.model, entry.count) for entry in self.gpus], self.split_count)
+        """Every card of the tenant, node after node."""
+        return [card for node in self.gpu_nodes() for card in node.cards]
 
     @property
     def output_stem(self) -> str:
@@ -447,6 +524,18 @@ class LabConfig(_Model):
         clashing = sorted({stem for stem in stems if stems.count(stem) > 1})
         if clashing:
             raise at("tenants", f"names {names} give clashing stack outputs {clashing}_*; rename one of them")
+        # Container workers share the Docker host: their names (and hostnames) must differ across tenants.
+        owner: dict[str, str] = {f"{self.management.name}-control-plane": "the management cluster"}
+        for i, tenant in enumerate(self.tenants):
+            if tenant.worker_mode != "container":
+                continue
+            for node in tenant.worker_node_names():
+                if node in owner:
+                    raise at(
+                        f"tenants[{i}].nodes" if tenant.nodes is not None else f"tenants[{i}].name",
+                        f"gives the container {node}, which {owner[node]} already uses; rename the tenant or node",
+                    )
+                owner[node] = f"tenant {tenant.name}"
         # One machine, one tenant: a second join would find kubelet.conf and report success on the first
         # tenant's node, and destroying either tenant would reset it.
         seen: dict[tuple[str, int], str] = {}
