@@ -92,7 +92,9 @@ class NodeFailure:
         for name, failure in self.failures.items():
             for reason in failure.reasons:
                 by_reason.setdefault(reason, []).append(name)
-        return [f"{len(nodes)} nodes {reason}({','.join(sorted(nodes))})" for reason, nodes in sorted(by_reason.items())]
+        return [
+            f"{len(found)} nodes {reason}({','.join(sorted(found))})" for reason, found in sorted(by_reason.items())
+        ]
 
     def explain(self) -> str:
         return "; ".join(f"node {name}: {failure.explain()}" for name, failure in self.failures.items())
@@ -190,6 +192,24 @@ def simulate_cluster(
     that strands a pod, or None when no run does. `runs` counts the runs (bounded by MAX_TIE_RUNS:
     beyond it the remaining tie branches are not followed)."""
     runs = runs if runs is not None else [0]
+    by_id = any(pod.selects_uuids for pod in order)
+
+    def signature(state: Cluster, choice: Choice) -> tuple:
+        """Tied nodes equal in cards and use lead to the same future: one of them is followed."""
+        node = state.nodes[choice.node]
+        cards = tuple(
+            (
+                c.id if by_id else "",
+                c.type,
+                c.memory_mb,
+                c.cores,
+                c.split_count,
+                c.healthy,
+                (u.slots, u.memory_mb, u.cores),
+            )
+            for c, u in zip(node.cards, node.use, strict=True)
+        )
+        return cards, choice.cards
 
     def walk(state: Cluster, position: int, placed: list[tuple[str, str]]) -> ClusterStranding | None:
         if position == len(order):
@@ -200,6 +220,8 @@ def simulate_cluster(
         if isinstance(outcome, NodeFailure):
             return ClusterStranding(tuple(order), gpu_policy, outcome, placed)
         choices, _ = outcome
+        if len(choices) > 1:
+            choices = list({signature(state, choice): choice for choice in reversed(choices)}.values())[::-1]
         for number, choice in enumerate(choices):
             if number and runs[0] >= MAX_TIE_RUNS:
                 break
@@ -337,26 +359,34 @@ class _ClusterSearcher:
 def first_fit(cluster: Cluster, pods: Iterable[PodRequest]) -> bool:
     """Some valid placement of every pod (each on the first node where HAMi's per-card rules take it;
     commits). Proves that a placement exists; it is not HAMi's choice."""
-    for pod in pods:
-        if not any(node.place_first_fit(pod) for node in cluster.nodes):
-            return False
-    return True
+    return all(any(node.place_first_fit(pod) for node in cluster.nodes) for pod in pods)
 
 
-def search_cluster(cluster: Cluster, pods: Sequence[PodRequest], budget: Budget) -> bool | None:
-    """Whether some placement across the nodes holds every pod (each pod on one node): True, False, or
-    None when the budget ran out. `cluster` is left as it is."""
-    if first_fit(cluster.copy(), sorted(pods, key=_search_order)):
-        return True
+@dataclass
+class ClusterVerdict:
+    """True: some placement across the nodes holds every pod (`cluster` holds one); False: none does;
+    None: the search ran out of budget."""
+
+    fits: bool | None
+    cluster: Cluster | None = None
+
+
+def search_cluster(cluster: Cluster, pods: Sequence[PodRequest], budget: Budget) -> ClusterVerdict:
+    """Whether some placement across the nodes holds every pod (each pod on one node). `cluster` is
+    left as it is; on True the verdict carries a copy with one such placement allocated."""
+    trial = cluster.copy()
+    if first_fit(trial, sorted(pods, key=_search_order)):
+        return ClusterVerdict(True, trial)
     if any(insufficient_everywhere(cluster, pod) for pod in pods):
-        return False
+        return ClusterVerdict(False)
     if budget.left <= 0:
-        return None
-    return _ClusterSearcher(cluster.copy(), pods, budget).run()
+        return ClusterVerdict(None)
+    trial = cluster.copy()
+    fits = _ClusterSearcher(trial, pods, budget).run()
+    return ClusterVerdict(fits, trial if fits else None)
 
 
 def insufficient_everywhere(cluster: Cluster, pod: PodRequest) -> bool:
     """A container asks more cards than any node has: NodeInsufficientDevice on every node."""
     most = max(len(node.cards) for node in cluster.nodes)
     return any(container.nums > most for container in pod.containers)
-
