@@ -370,3 +370,44 @@ def test_an_inventory_whose_nodes_do_not_cover_the_cards_is_refused() -> None:
     }
     with pytest.raises(ValueError, match="its nodes do not list every card once, in the order of cards"):
         from_stack_resources([("kubernetes:core/v1:ConfigMap", props)])
+
+
+def test_the_pack_judges_a_two_node_tenant_per_node() -> None:
+    """Two L4 nodes of one card each: two cards in the tenant, but a pod asking two cards fits no node."""
+    from preview import pack
+
+    one_each = [{"name": f"gpu-{i}", "gpus": [{"model": "L4", "count": 1}]} for i in (1, 2)]
+    config = two_node_config(one_each)
+    config["tenants"][1]["workloads"] = [{"name": "pair", "gpus": 2, "gpumem": 4000, "gpucores": 10}]
+    messages = pack.run_pack(run_program(config))["gpu-request-limits"]
+    assert any(
+        "Pod/gpu-workloads/pair" in m and "NodeInsufficientDevice" in m and "the largest of its 2 GPU nodes has 1" in m
+        for m in messages
+    ), messages
+    config["tenants"][1]["workloads"] = [{"name": f"one-{i}", "gpumem": 20000, "gpucores": 50} for i in (1, 2)]
+    violations = pack.run_pack(run_program(config))
+    assert violations["gpu-request-limits"] == [] and violations["gpu-placement-order"] == []
+
+
+def test_the_live_unplaceable_pod_passes_admission_and_the_model_refuses_it_for_cores() -> None:
+    """TC-11's pod (tests/acceptance/test_multinode.py) is well-formed for a two-node tenant: admitted
+    by the tenant's policy, refused by the pack's model with the reason the live case waits for."""
+    from cel_harness import run_policy
+
+    from components.gpu_admission import DENY_POLICY, policy_objects
+    from policies.evaluate import evaluate_tenant
+    from policies.inventory import from_tenant
+    from policies.workloads import read_workload
+    from tests.acceptance.test_multinode import unplaceable_pod
+
+    config = two_node_config()
+    config["tenants"][1]["limits"] = {}
+    tenant = parse_config(config).tenants[1]
+    pod = unplaceable_pod(tenant, "busybox")
+    pod["metadata"]["namespace"] = "scratch"
+    assert len(pod["spec"]["containers"]) == 3  # the largest node has two cards
+    admitted = {**pod, "spec": {**pod["spec"], "schedulerName": "hami-scheduler"}}
+    deny = next(o for o in policy_objects(tenant) if o["metadata"]["name"] == DENY_POLICY)
+    assert run_policy(deny, admitted).failed == []
+    findings = evaluate_tenant(from_tenant(tenant), [read_workload("Pod", pod)])
+    assert [(f.severity, f.reason) for f in findings] == [("error", "CardInsufficientCore")]
