@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from policies.gpu_fit import (
     Budget,
@@ -116,10 +116,14 @@ class Choice:
 class Cluster:
     """A tenant's GPU nodes, in order, sharing one namespace quota table (HAMi's quota is cluster-wide)."""
 
-    def __init__(self, names: Sequence[str], nodes: Sequence[Node]) -> None:
+    def __init__(self, names: Sequence[str], nodes: Sequence[Node], verdicts: dict | None = None) -> None:
         assert names and len(names) == len(nodes)
         self.names = list(names)
         self.nodes = list(nodes)
+        # One node's verdict on a pod depends only on that node's use (and the quota table when it has
+        # quotas): simulations revisit the same node states over and over, so verdicts are shared by
+        # every copy of this cluster.
+        self._verdicts: dict = {} if verdicts is None else verdicts
         shared = self.nodes[0].namespace_use
         for node in self.nodes:
             node.namespace_use = shared
@@ -136,27 +140,49 @@ class Cluster:
             twin = Node(node.cards, node.use, node.quotas)
             twin.namespace_use = shared
             nodes.append(twin)
-        return Cluster(self.names, nodes)
+        return Cluster(self.names, nodes, self._verdicts)
 
-    def filter(self, pod: PodRequest, gpu_policy: str) -> tuple[list[Choice], dict[str, ContainerFailure]]:
+    def uses(self) -> tuple[tuple[tuple[int, int, int], ...], ...]:
+        """Every node's card use, as a hashable value."""
+        return tuple(tuple((u.slots, u.memory_mb, u.cores) for u in node.use) for node in self.nodes)
+
+    def quota_state(self) -> tuple | None:
+        """The shared namespace-use table, as a hashable value (None when no namespace has a quota)."""
+        if not self.nodes[0].quotas:
+            return None
+        return tuple(sorted((ns, tuple(v)) for ns, v in self.namespace_use.items()))
+
+    def filter(
+        self, pod: PodRequest, gpu_policy: str, uses: tuple | None = None, quota: tuple | None = None
+    ) -> tuple[list[Choice], dict[str, ContainerFailure]]:
         """Every node's verdict on `pod`, each from the usage before it (as calcScore's goroutines):
-        the nodes that pass with the cards HAMi's card walk takes there, and why the others fail."""
+        the nodes that pass with the cards HAMi's card walk takes there, and why the others fail.
+        `uses` and `quota` are this cluster's `uses()` and `quota_state()` when the caller has them."""
+        uses = self.uses() if uses is None else uses
+        quota = self.quota_state() if quota is None else quota
+        shape = pod.shape()
         choices, failures = [], {}
         for index, (name, node) in enumerate(zip(self.names, self.nodes, strict=True)):
-            score = node_score(node)  # before the pod: ComputeDefaultScore runs before fitInDevices
-            trial = node.copy()
-            placed = trial.place_hami(pod, gpu_policy)
+            key = (index, uses[index], quota, shape, gpu_policy)
+            verdict = self._verdicts.get(key)
+            if verdict is None:
+                score = node_score(node)  # before the pod: ComputeDefaultScore runs before fitInDevices
+                placed = node.copy().place_hami(pod, gpu_policy)
+                if not isinstance(placed, ContainerFailure):
+                    placed = tuple(tuple(cards) for cards in placed)
+                verdict = self._verdicts[key] = (score, placed)
+            score, placed = verdict
             if isinstance(placed, ContainerFailure):
-                failures[name] = placed
+                failures[name] = replace(placed, pod=pod) if placed.pod is not pod else placed
             else:
-                choices.append(Choice(index, tuple(tuple(cards) for cards in placed), score))
+                choices.append(Choice(index, placed, score))
         return choices, failures
 
     def candidates(
-        self, pod: PodRequest, gpu_policy: str, node_policy: str
+        self, pod: PodRequest, gpu_policy: str, node_policy: str, uses: tuple | None = None, quota: tuple | None = None
     ) -> NodeFailure | tuple[list[Choice], dict[str, ContainerFailure]]:
         """The placements HAMi may choose for `pod` (several only on a score tie), or why none fits."""
-        choices, failures = self.filter(pod, gpu_policy)
+        choices, failures = self.filter(pod, gpu_policy, uses, quota)
         if not choices:
             return NodeFailure(pod, failures)
         policy = node_policy_of(pod, node_policy)
@@ -233,6 +259,85 @@ def simulate_cluster(
         return None
 
     return walk(cluster.copy(), 0, [])
+
+
+MAX_ORDER_STATES = 20_000  # states of the every-order walk per card policy before it gives up (and says so)
+
+
+@dataclass
+class OrderSearch:
+    """The every-order walk's outcome: a stranding, or none; `exhausted` when it stopped early."""
+
+    stranding: ClusterStranding | None
+    exhausted: bool = False
+
+
+def find_cluster_stranding(
+    cluster: Cluster, pods: Sequence[PodRequest], gpu_policy: str, node_policy: str, limit: int = MAX_ORDER_STATES
+) -> OrderSearch:
+    """HAMi's greedy walk over every creation order of `pods` and every node a score tie leaves open,
+    as one search over states: after any prefix, what matters is the nodes' use and which pods are
+    left (pods of one shape are interchangeable), so a state explored once is not explored again."""
+    kinds: dict[tuple, int] = {}
+    of_kind: list[list[PodRequest]] = []
+    for pod in pods:
+        kind = kinds.setdefault(pod.shape(), len(kinds))
+        if kind == len(of_kind):
+            of_kind.append([])
+        of_kind[kind].append(pod)
+    by_id = any(pod.selects_uuids for pod in pods)
+    seen: set = set()
+    steps = [0]
+
+    def node_key(node: Node) -> tuple:
+        return tuple(
+            (
+                c.id if by_id else "",
+                c.type,
+                c.memory_mb,
+                c.cores,
+                c.split_count,
+                c.healthy,
+                u.slots,
+                u.memory_mb,
+                u.cores,
+            )
+            for c, u in zip(node.cards, node.use, strict=True)
+        )
+
+    def walk(state: Cluster, left: list[int], order: list[PodRequest], placed: list) -> ClusterStranding | None:
+        uses, quota = state.uses(), state.quota_state()
+        key = (uses, quota, tuple(left))
+        if key in seen:
+            return None
+        steps[0] += 1
+        if steps[0] > limit:
+            return None
+        for kind, count in enumerate(left):
+            if not count:
+                continue
+            pod = of_kind[kind][len(of_kind[kind]) - count]
+            outcome = state.candidates(pod, gpu_policy, node_policy, uses, quota)
+            if isinstance(outcome, NodeFailure):
+                rest = [p for k, c in enumerate(left) for p in of_kind[k][len(of_kind[k]) - c :] if p is not pod]
+                return ClusterStranding(tuple([*order, pod, *rest]), gpu_policy, outcome, placed)
+            choices = list({(node_key(state.nodes[c.node]), c.cards): c for c in reversed(outcome[0])}.values())[::-1]
+            left[kind] -= 1
+            try:
+                for choice in choices:
+                    branch = state.copy()
+                    branch.commit(pod, choice)
+                    found = walk(branch, left, [*order, pod], [*placed, (pod.workload, state.names[choice.node])])
+                    if found is not None:
+                        return found
+            finally:
+                left[kind] += 1
+        if steps[0] <= limit:
+            seen.add(key)
+        return None
+
+    found = walk(cluster.copy(), [len(group) for group in of_kind], [], [])
+    return OrderSearch(found, exhausted=found is None and steps[0] > limit)
 
 
 def greedy_placements(

@@ -184,3 +184,36 @@ def test_order_dependent_stranding_across_nodes_names_the_node_policy() -> None:
     (finding,) = evaluate_tenant(inventory({"a": 1, "b": 1}, node_policy="spread"), pods)
     assert finding.severity == "warning" and finding.reason == ORDER_DEPENDENT
     assert "node policy spread" in finding.message and "Pod/gpu-workloads/big" in finding.workload
+
+
+# --- the every-order walk and the pigeonhole proof against plain simulation --------------------------------
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    sizes=st.lists(st.integers(1, 2), min_size=2, max_size=3),
+    memories=st.lists(st.sampled_from([16384, L4]), min_size=6, max_size=6),
+    asks=st.lists(st.lists(requests, min_size=1, max_size=2), min_size=2, max_size=4),
+    gpu_policy=st.sampled_from(["spread", "binpack"]),
+    node_policy=st.sampled_from(["spread", "binpack"]),
+)
+def test_every_order_walk_agrees_with_simulating_each_order(sizes, memories, asks, gpu_policy, node_policy) -> None:
+    from policies.gpu_fit import cannot_strand
+    from policies.node_policy import find_cluster_stranding
+
+    nodes = [[card(f"n{n}", i, memories[(n * 2 + i) % 6]) for i in range(size)] for n, size in enumerate(sizes)]
+    pods = [pod(f"p{i}", *containers) for i, containers in enumerate(asks)]
+    cluster = Cluster([f"n{n}" for n in range(len(nodes))], [Node(cards) for cards in nodes])
+    simulated = [
+        stranded
+        for order in itertools.permutations(pods)
+        if (stranded := simulate_cluster(cluster, order, gpu_policy, node_policy)) is not None
+    ]
+    found = find_cluster_stranding(cluster, pods, gpu_policy, node_policy)
+    assert not found.exhausted
+    assert (found.stranding is not None) is bool(simulated)
+    if found.stranding is not None:
+        assert simulate_cluster(cluster, found.stranding.order, gpu_policy, node_policy) is not None, "a real order"
+    everything = Node([c for cards in nodes for c in cards])
+    if cannot_strand(everything, pods):
+        assert not simulated, "the pigeonhole proof over all nodes' cards must never hide a stranding"
