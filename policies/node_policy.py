@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 
 from policies.gpu_fit import (
     Budget,
+    CardUse,
     ContainerFailure,
     ContainerRequest,
     Node,
@@ -277,7 +278,9 @@ def find_cluster_stranding(
 ) -> OrderSearch:
     """HAMi's greedy walk over every creation order of `pods` and every node a score tie leaves open,
     as one search over states: after any prefix, what matters is the nodes' use and which pods are
-    left (pods of one shape are interchangeable), so a state explored once is not explored again."""
+    left (pods of one shape are interchangeable), so a state explored once is not explored again.
+    States are plain tuples; a node's verdict on a pod kind in a given use is computed once (with
+    `Node.place_hami`, on a node rebuilt from the tuple) and remembered with the use it leaves."""
     kinds: dict[tuple, int] = {}
     of_kind: list[list[PodRequest]] = []
     for pod in pods:
@@ -286,28 +289,39 @@ def find_cluster_stranding(
             of_kind.append([])
         of_kind[kind].append(pod)
     by_id = any(pod.selects_uuids for pod in pods)
+    quotas = cluster.nodes[0].quotas
+    groups = [
+        tuple((c.id if by_id else "", c.type, c.memory_mb, c.cores, c.split_count, c.healthy) for c in node.cards)
+        for node in cluster.nodes
+    ]
+    verdicts: dict = {}
     seen: set = set()
     steps = [0]
 
-    def node_key(node: Node) -> tuple:
-        return tuple(
-            (
-                c.id if by_id else "",
-                c.type,
-                c.memory_mb,
-                c.cores,
-                c.split_count,
-                c.healthy,
-                u.slots,
-                u.memory_mb,
-                u.cores,
+    def verdict(index: int, use: tuple, namespaces: tuple, kind: int) -> tuple:
+        """(score, failure or (cards, use after, namespace table after)) of node `index` for a pod of `kind`."""
+        key = (index, use, namespaces if quotas else None, kind)
+        found = verdicts.get(key)
+        if found is None:
+            node = Node(
+                cluster.nodes[index].cards,
+                [CardUse(*u) for u in use],
+                quotas,
+                {ns: tuple(v) for ns, v in namespaces},
             )
-            for c, u in zip(node.cards, node.use, strict=True)
-        )
+            score = node_score(node)
+            placed = node.place_hami(of_kind[kind][0], gpu_policy)
+            if isinstance(placed, ContainerFailure):
+                found = (score, placed)
+            else:
+                after = tuple((u.slots, u.memory_mb, u.cores) for u in node.use)
+                table = tuple(sorted((ns, tuple(v)) for ns, v in node.namespace_use.items()))
+                found = (score, (tuple(tuple(cards) for cards in placed), after, table))
+            verdicts[key] = found
+        return found
 
-    def walk(state: Cluster, left: list[int], order: list[PodRequest], placed: list) -> ClusterStranding | None:
-        uses, quota = state.uses(), state.quota_state()
-        key = (uses, quota, tuple(left))
+    def walk(uses: tuple, namespaces: tuple, left: list[int], order: list, placed: list) -> ClusterStranding | None:
+        key = (uses, namespaces, tuple(left))
         if key in seen:
             return None
         steps[0] += 1
@@ -317,17 +331,28 @@ def find_cluster_stranding(
             if not count:
                 continue
             pod = of_kind[kind][len(of_kind[kind]) - count]
-            outcome = state.candidates(pod, gpu_policy, node_policy, uses, quota)
-            if isinstance(outcome, NodeFailure):
+            outcomes = [verdict(i, use, namespaces, kind) for i, use in enumerate(uses)]
+            passing = [i for i, (_, outcome) in enumerate(outcomes) if not isinstance(outcome, ContainerFailure)]
+            if not passing:
+                failures = {
+                    name: replace(outcome, pod=pod) for name, (_, outcome) in zip(cluster.names, outcomes, strict=True)
+                }
                 rest = [p for k, c in enumerate(left) for p in of_kind[k][len(of_kind[k]) - c :] if p is not pod]
-                return ClusterStranding(tuple([*order, pod, *rest]), gpu_policy, outcome, placed)
-            choices = list({(node_key(state.nodes[c.node]), c.cards): c for c in reversed(outcome[0])}.values())[::-1]
+                return ClusterStranding(tuple([*order, pod, *rest]), gpu_policy, NodeFailure(pod, failures), placed)
+            picked = [passing[i] for i in best([outcomes[i][0] for i in passing], node_policy_of(pod, node_policy))]
+            # Tied nodes equal in cards and use lead to the same future: one of them is followed.
+            picked = list({(groups[i], uses[i], outcomes[i][1][0]): i for i in reversed(picked)}.values())[::-1]
             left[kind] -= 1
             try:
-                for choice in choices:
-                    branch = state.copy()
-                    branch.commit(pod, choice)
-                    found = walk(branch, left, [*order, pod], [*placed, (pod.workload, state.names[choice.node])])
+                for i in picked:
+                    _, after, table = outcomes[i][1]
+                    found = walk(
+                        (*uses[:i], after, *uses[i + 1 :]),
+                        table if quotas else namespaces,
+                        left,
+                        [*order, pod],
+                        [*placed, (pod.workload, cluster.names[i])],
+                    )
                     if found is not None:
                         return found
             finally:
@@ -336,7 +361,9 @@ def find_cluster_stranding(
             seen.add(key)
         return None
 
-    found = walk(cluster.copy(), [len(group) for group in of_kind], [], [])
+    start_uses = tuple(tuple((u.slots, u.memory_mb, u.cores) for u in node.use) for node in cluster.nodes)
+    start_table = tuple(sorted((ns, tuple(v)) for ns, v in cluster.namespace_use.items()))
+    found = walk(start_uses, start_table, [len(group) for group in of_kind], [], [])
     return OrderSearch(found, exhausted=found is None and steps[0] > limit)
 
 

@@ -139,3 +139,48 @@ def test_a_pod_no_single_node_holds_is_refused_with_hamis_reason(capsys, tmp_pat
     (finding,) = json.loads(out)["findings"]
     assert finding["reason"] == "CardInsufficientMemory" and finding["workload"] == "Pod/gpu-workloads/pair"
     assert "2 nodes CardInsufficientMemory(tenant-b-gpu-1,tenant-b-gpu-2)" in finding["message"]
+
+
+def readme_tenant_c() -> dict:
+    """The two-node tenant README.md shows, as written there."""
+    text = (ROOT / "README.md").read_text()
+    block = text[text.index("    - name: tenant-c") :]
+    return yaml.safe_load(block[: block.index("```")])[0]
+
+
+WHOLE_CORES = "nvidia.com/gpumem: '1000', nvidia.com/gpucores: '100'"
+THREE_WHOLE_CARDS = """
+apiVersion: v1
+kind: Pod
+metadata: {name: three, namespace: gpu-workloads}
+spec:
+  containers:
+""" + "".join(f"    - {{name: c{i}, image: busybox, resources: {{limits: {{{WHOLE_CORES}}}}}}}\n" for i in range(3))
+THREE_CARDS = """
+apiVersion: v1
+kind: Pod
+metadata: {name: three-cards, namespace: gpu-workloads}
+spec:
+  containers:
+    - {name: c, image: busybox, resources: {limits: {nvidia.com/gpu: "3", nvidia.com/gpumem: "1000"}}}
+"""
+
+
+def test_what_the_readme_says_about_its_two_node_tenant(capsys, tmp_path: Path) -> None:
+    document = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
+    document["config"]["gpulab:tenants"].append(readme_tenant_c())
+    (tmp_path / "Pulumi.dev.yaml").write_text(yaml.safe_dump(document))
+    (tmp_path / "three.yaml").write_text(THREE_WHOLE_CARDS)
+    (tmp_path / "three-cards.yaml").write_text(THREE_CARDS)
+    (tmp_path / "small.yaml").write_text("---".join(SMALL % i for i in (1, 2)))
+    args = ("--tenant", "tenant-c", "--output", "json")
+    code, out, _ = check(capsys, *args, str(tmp_path / "three.yaml"), project_dir=tmp_path)
+    (finding,) = json.loads(out)["findings"]
+    assert code == 1 and finding["reason"] == "CardInsufficientCore"
+    assert "2 nodes CardInsufficientCore(tenant-c-gpu-1,tenant-c-gpu-2)" in finding["message"]
+    code, out, _ = check(capsys, *args, str(tmp_path / "three-cards.yaml"), project_dir=tmp_path)
+    (finding,) = json.loads(out)["findings"]
+    assert code == 1 and finding["reason"] == "NodeInsufficientDevice"
+    code, out, _ = check(capsys, *args, str(tmp_path / "small.yaml"), project_dir=tmp_path)
+    placed = json.loads(out)["placements"]
+    assert code == 0 and placed[0]["node"] == placed[1]["node"], "binpack (the default): one node"
