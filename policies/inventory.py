@@ -184,17 +184,36 @@ class PolicyUsage(_Model):
     namespaces: dict[str, PolicyNamespaceUsage] = {}
 
 
-class PolicyTenant(_Model):
+class PolicyNode(_Model):
+    """One of a tenant's GPU nodes and its cards (instead of the tenant's `cards`)."""
+
+    name: str = Field(min_length=1, max_length=63)
     cards: list[PolicyCards] = Field(min_length=1)
+
+
+class PolicyTenant(_Model):
+    cards: list[PolicyCards] | None = Field(default=None, min_length=1)
+    nodes: list[PolicyNode] | None = Field(default=None, min_length=1, max_length=16)
     limits: PodLimits = PodLimits()
     quota: GpuQuota | None = None
     namespaces: list[str] = []
     gpu_scheduler_policy: Literal["spread", "binpack"] = "spread"
+    node_scheduler_policy: Literal["spread", "binpack"] = "binpack"
     usage: PolicyUsage = PolicyUsage()
+
+    def all_cards(self) -> list[PolicyCards]:
+        return list(self.cards or ()) + [entry for node in self.nodes or () for entry in node.cards]
 
     @model_validator(mode="after")
     def _usage_on_known_cards(self) -> PolicyTenant:
-        count = sum(entry.count for entry in self.cards)
+        if (self.cards is None) == (self.nodes is None):
+            raise ValueError("give either `cards` (one GPU node) or `nodes` (several), exactly one of them")
+        names = [node.name for node in self.nodes or ()]
+        if len(set(names)) != len(names):
+            raise ValueError(f"nodes {names} are not unique; give each node its own name")
+        count = sum(entry.count for entry in self.all_cards())
+        if count > MAX_CARDS:
+            raise ValueError(f"declares {count} cards; a tenant holds at most {MAX_CARDS}")
         for index in self.usage.cards:
             if not 0 <= index < count:
                 raise ValueError(f"usage.cards has card {index}, but the tenant has cards 0..{count - 1}")
@@ -233,7 +252,7 @@ def from_policy_config(config: GpuPolicyConfig) -> dict[str, TenantInventory]:
     inventories = {}
     for name, tenant in config.tenants.items():
         cards: list[CardSpec] = []
-        for entry in tenant.cards:
+        for entry in tenant.all_cards():  # node after node; usage indexes count across them
             card_type = GPU_CATALOG[entry.model].type if entry.model else entry.type
             memory = GPU_CATALOG[entry.model].memory_mb if entry.model else entry.memory_mb
             assert card_type is not None and memory is not None
@@ -256,5 +275,9 @@ def from_policy_config(config: GpuPolicyConfig) -> dict[str, TenantInventory]:
             namespace_usage={
                 ns: NamespaceUsage(u.gpumem, u.gpucores, u.gpus) for ns, u in tenant.usage.namespaces.items()
             },
+            nodes=tuple((node.name, sum(e.count for e in node.cards)) for node in tenant.nodes)
+            if tenant.nodes and len(tenant.nodes) > 1
+            else (),
+            node_policy=tenant.node_scheduler_policy,
         )
     return inventories

@@ -217,3 +217,44 @@ def test_every_order_walk_agrees_with_simulating_each_order(sizes, memories, ask
     everything = Node([c for cards in nodes for c in cards])
     if cannot_strand(everything, pods):
         assert not simulated, "the pigeonhole proof over all nodes' cards must never hide a stranding"
+
+
+# --- several nodes in the policy config (a tenant team's own stack) ----------------------------------------
+
+
+def test_policy_config_describes_nodes() -> None:
+    from policies.inventory import from_policy_config, parse_policy_config
+
+    config = parse_policy_config(
+        {
+            "tenants": {
+                "team": {
+                    "nodes": [
+                        {"name": "gpu-1", "cards": [{"model": "L4", "count": 2}]},
+                        {"name": "gpu-2", "cards": [{"model": "A100-80GB"}]},
+                    ],
+                    "nodeSchedulerPolicy": "spread",
+                    "usage": {"cards": {"2": {"slots": 1, "memoryMb": 1000, "cores": 10}}},
+                }
+            }
+        }
+    )
+    team = from_policy_config(config)["team"]
+    assert team.nodes == (("gpu-1", 2), ("gpu-2", 1)) and team.node_policy == "spread"
+    assert [c.memory_mb for c in team.cards] == [24576, 24576, 81920]
+    assert team.card_usage[2].slots == 1, "usage indexes count across the nodes' cards"
+    findings = evaluate_tenant(team, workloads(pod("three", (3, 1000, 10))))
+    assert [f.reason for f in findings] == [NODE_INSUFFICIENT_DEVICE]
+
+
+def test_policy_config_refuses_cards_and_nodes_together() -> None:
+    import pytest
+
+    from policies.inventory import parse_policy_config
+
+    both = {"cards": [{"model": "L4"}], "nodes": [{"name": "n", "cards": [{"model": "L4"}]}]}
+    with pytest.raises(ValueError, match=r"give either `cards` \(one GPU node\) or `nodes` \(several\)"):
+        parse_policy_config({"tenants": {"team": both}})
+    many = {"nodes": [{"name": f"n{i}", "cards": [{"model": "L4", "count": 40}]} for i in range(2)]}
+    with pytest.raises(ValueError, match="declares 80 cards; a tenant holds at most 64"):
+        parse_policy_config({"tenants": {"team": many}})
