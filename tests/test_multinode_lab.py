@@ -146,7 +146,7 @@ def test_ssh_gpu_workers_are_refused_when_ambiguous(change, expected: str) -> No
 
 
 def test_one_node_stacks_register_exactly_what_they_did_before() -> None:
-    """URNs, parents, dependencies and inputs of the reference stack (and of an SSH stack with a gpuNode
+    """URNs, parents and dependencies of the reference stack (and of an SSH stack with a gpuNode
     worker) against the snapshot the code before multi-node support produced."""
     stored = json.loads((ROOT / "tests" / "snapshots" / "one-node-registrations.json").read_text())
     now = json.loads(json.dumps(snapshots()))
