@@ -21,7 +21,7 @@ from typing import Any
 from policies.evaluate import Finding, tenant_node
 from policies.evaluate_nodes import tenant_cluster
 from policies.inventory import TenantInventory
-from policies.node_policy import NodeFailure
+from policies.node_policy import Placed, greedy_placements
 from policies.workloads import Workload
 
 
@@ -45,19 +45,13 @@ def placements(
                     found.append(_placement(workload, pod, node_name, cards))
         return found
     cluster = tenant_cluster(inventory, pods)
-    for number, workload in enumerate([*declared, *submitted]):
-        for pod in workload.pods:
-            outcome = cluster.candidates(pod, inventory.gpu_policy, inventory.node_policy)
-            if isinstance(outcome, NodeFailure):
-                continue
-            choices, _ = outcome
-            choice = choices[0]
-            if number >= len(declared):
-                entry = _placement(workload, pod, cluster.names[choice.node], cluster.card_ids(choice))
-                if len(choices) > 1:
-                    entry["tiedNodes"] = [cluster.names[c.node] for c in choices]
-                found.append(entry)
-            cluster.commit(pod, choice)
+    submitted_pods = {id(pod): workload for workload in submitted for pod in workload.pods}
+    for outcome in greedy_placements(cluster, pods, inventory.gpu_policy, inventory.node_policy):
+        if isinstance(outcome, Placed) and id(outcome.pod) in submitted_pods:
+            entry = _placement(submitted_pods[id(outcome.pod)], outcome.pod, outcome.node, outcome.cards)
+            if outcome.tied:
+                entry["tiedNodes"] = list(outcome.tied)
+            found.append(entry)
     return found
 
 

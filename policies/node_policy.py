@@ -367,22 +367,35 @@ def find_cluster_stranding(
     return OrderSearch(found, exhausted=found is None and steps[0] > limit)
 
 
+@dataclass(frozen=True)
+class Placed:
+    """Where one run of HAMi's walk put a pod: its node, each container's card ids, and the nodes that
+    tied with it in HAMi's score (HAMi could have picked any of them; empty when none tied)."""
+
+    pod: PodRequest
+    node: str
+    cards: list[list[str]]
+    tied: tuple[str, ...]
+
+
 def greedy_placements(
     cluster: Cluster, order: Sequence[PodRequest], gpu_policy: str, node_policy: str
-) -> tuple[list[tuple[PodRequest, str, list[list[str]], bool]], NodeFailure | None]:
-    """One run of HAMi's walk (on a tie, the first node in declaration order): per pod its node, each
-    container's card ids and whether other nodes tied; and the failure that ended the run, if any."""
+) -> list[Placed | NodeFailure]:
+    """One run of HAMi's walk, pod by pod (on a tie, the first tied node in declaration order): where
+    each pod goes, or why it stays Pending (the run goes on without it, as HAMi's does)."""
     state = cluster.copy()
-    placed = []
+    found: list[Placed | NodeFailure] = []
     for pod in order:
         outcome = state.candidates(pod, gpu_policy, node_policy)
         if isinstance(outcome, NodeFailure):
-            return placed, outcome
+            found.append(outcome)
+            continue
         choices, _ = outcome
         choice = choices[0]
-        placed.append((pod, state.names[choice.node], state.card_ids(choice), len(choices) > 1))
+        tied = tuple(state.names[c.node] for c in choices) if len(choices) > 1 else ()
+        found.append(Placed(pod, state.names[choice.node], state.card_ids(choice), tied))
         state.commit(pod, choice)
-    return placed, None
+    return found
 
 
 # --- certain: is there any placement across the nodes? ---------------------------------------------------

@@ -116,11 +116,12 @@ def two_empty_nodes() -> Cluster:
 
 def test_binpack_puts_two_small_pods_on_one_node_and_spread_on_two() -> None:
     small = [pod("small-1", (1, 4000, 20)), pod("small-2", (1, 4000, 20))]
-    placed, failure = greedy_placements(two_empty_nodes(), small, "spread", "binpack")
-    assert failure is None and placed[0][1] == placed[1][1]
-    assert placed[0][3], "the first pod's nodes tie (both empty)"
-    placed, failure = greedy_placements(two_empty_nodes(), small, "spread", "spread")
-    assert failure is None and {placed[0][1], placed[1][1]} == {"tenant-b-gpu-1", "tenant-b-gpu-2"}
+    first, second = greedy_placements(two_empty_nodes(), small, "spread", "binpack")
+    assert first.node == second.node
+    assert first.tied == ("tenant-b-gpu-1", "tenant-b-gpu-2"), "the first pod's nodes tie (both empty)"
+    assert second.tied == ()
+    first, second = greedy_placements(two_empty_nodes(), small, "spread", "spread")
+    assert {first.node, second.node} == {"tenant-b-gpu-1", "tenant-b-gpu-2"}
 
 
 def test_spread_strands_what_binpack_places() -> None:
@@ -258,3 +259,17 @@ def test_policy_config_refuses_cards_and_nodes_together() -> None:
     many = {"nodes": [{"name": f"n{i}", "cards": [{"model": "L4", "count": 40}]} for i in range(2)]}
     with pytest.raises(ValueError, match="declares 80 cards; a tenant holds at most 64"):
         parse_policy_config({"tenants": {"team": many}})
+
+
+def test_node_insufficient_device_is_per_node() -> None:
+    """A two-card pod: the one-card node fails it with NodeInsufficientDevice, the two-card node (its
+    cores all in use) with CardInsufficientCore; HAMi reports one event per reason, naming the nodes."""
+    from dataclasses import replace
+
+    from policies.gpu_fit import CardUse
+
+    busy = replace(inventory({"a": 2, "b": 1}), card_usage=(CardUse(1, 1000, 100), CardUse(1, 1000, 100), CardUse()))
+    (finding,) = evaluate_tenant(busy, workloads(pod("two", (2, 1000, 10))))
+    assert finding.reason == "CardInsufficientCore, NodeInsufficientDevice"
+    assert "1 nodes CardInsufficientCore(a); 1 nodes NodeInsufficientDevice(b)" in finding.message
+    assert "node b: container c0 asks 2 cards x 1000 MB, 10% cores; asks 2 cards, the node has 1" in finding.message
