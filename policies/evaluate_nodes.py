@@ -38,6 +38,7 @@ from policies.gpu_fit import (
 from policies.inventory import TenantInventory
 from policies.node_policy import (
     MAX_ORDER_STATES,
+    MAX_TIE_RUNS,
     Cluster,
     NodeFailure,
     find_cluster_stranding,
@@ -145,14 +146,13 @@ def _stranding(inventory: TenantInventory, cluster: Cluster, pods: Sequence[PodR
             search = find_cluster_stranding(cluster, pods, gpu_policy, inventory.node_policy)
             stranded, cut = search.stranding, cut or search.exhausted
         else:  # the declared order, its reverse, smallest and largest first (as on one node)
-            stranded = next(
-                (
-                    found
-                    for order in arrival_orders(pods)
-                    if (found := simulate_cluster(cluster, order, gpu_policy, inventory.node_policy)) is not None
-                ),
-                None,
-            )
+            stranded = None
+            for order in arrival_orders(pods):
+                runs = [0]  # greedy runs of this order: every tie branch, up to MAX_TIE_RUNS
+                stranded = simulate_cluster(cluster, order, gpu_policy, inventory.node_policy, runs)
+                cut = cut or (stranded is None and runs[0] >= MAX_TIE_RUNS)
+                if stranded is not None:
+                    break
         if stranded is None:
             continue
         failure = stranded.failure
@@ -175,8 +175,8 @@ def _stranding(inventory: TenantInventory, cluster: Cluster, pods: Sequence[PodR
             inventory.name,
             "(all GPU workloads)",
             UNDECIDED,
-            f"the creation-order simulation stopped after {MAX_ORDER_STATES} states without finding a stranded pod; "
-            "not every order was checked",
+            f"the creation-order simulation stopped (after {MAX_ORDER_STATES} states, or {MAX_TIE_RUNS} runs of one "
+            "order's score ties) without finding a stranded pod; not every order or tie was checked",
         )
     return None
 

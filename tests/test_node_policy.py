@@ -273,3 +273,23 @@ def test_node_insufficient_device_is_per_node() -> None:
     assert finding.reason == "CardInsufficientCore, NodeInsufficientDevice"
     assert "1 nodes CardInsufficientCore(a); 1 nodes NodeInsufficientDevice(b)" in finding.message
     assert "node b: container c0 asks 2 cards x 1000 MB, 10% cores; asks 2 cards, the node has 1" in finding.message
+
+
+def test_a_cut_order_walk_is_said_never_hidden(monkeypatch) -> None:
+    import functools
+
+    import policies.evaluate_nodes
+    from policies.evaluate import UNDECIDED
+    from policies.node_policy import find_cluster_stranding
+
+    pods = [pod("a", (1, 1000, 10)), pod("b", (1, 2000, 10)), pod("c", (1, 3000, 10))]
+    assert not find_cluster_stranding(two_empty_nodes(), pods, "spread", "binpack").exhausted
+    assert find_cluster_stranding(two_empty_nodes(), pods, "spread", "binpack", limit=2).exhausted
+    # Only multi-container or quota sets reach the walk (single-card sets are proved by pigeonhole).
+    pairs = workloads(*(pod(f"p{i}", (1, 1000, 10), (1, 1000, 10)) for i in range(3)))
+    assert not evaluate_tenant(inventory({"a": 2, "b": 2}), pairs)
+    cut = functools.partial(find_cluster_stranding, limit=2)
+    monkeypatch.setattr(policies.evaluate_nodes, "find_cluster_stranding", cut)
+    (finding,) = evaluate_tenant(inventory({"a": 2, "b": 2}), pairs)
+    assert finding.severity == "warning" and finding.reason == UNDECIDED
+    assert "not every order or tie was checked" in finding.message
