@@ -224,6 +224,8 @@ def test_the_inventory_document_says_which_node_holds_which_card(two_nodes) -> N
     assert [c["id"] for c in document["cards"]] == [c for n in document["nodes"] for c in n["cards"]]
     assert "nodes" not in documents["tenant-a"], "a one-node tenant's document is unchanged"
     assert two_nodes.exports["tenant_b_gpus"]["advertised"]["nvidia.com/gpumem"] == 2 * 24576 + 81920
+    assert two_nodes.exports["tenant_b_gpus"]["nodes"] == document["nodes"]
+    assert "nodes" not in two_nodes.exports["tenant_a_gpus"]
 
 
 def test_ssh_workers_with_cards_each_get_inventory_and_readiness() -> None:
