@@ -39,4 +39,7 @@ for tenant in lab.tenants:
     pulumi.export(f"{prefix}_kubeconfig", control_plane.kubeconfig)
     pulumi.export(f"{prefix}_endpoint", control_plane.endpoint)
     pulumi.export(f"{prefix}_node", worker.node_name)
-    pulumi.export(f"{prefix}_gpus", {"cards": [card.__dict__ for card in gpus.cards], "advertised": gpus.advertised})
+    gpu_summary = {"cards": [card.__dict__ for card in gpus.cards], "advertised": gpus.advertised}
+    if len(gpu_nodes := tenant.gpu_nodes()) > 1:  # which node holds which card (one node: as always)
+        gpu_summary["nodes"] = [{"name": node.name, "cards": [card.id for card in node.cards]} for node in gpu_nodes]
+    pulumi.export(f"{prefix}_gpus", gpu_summary)

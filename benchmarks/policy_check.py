@@ -157,6 +157,10 @@ def main(tenants: int = 50, pods: int = 10_000, seed: int = 7, adversarial: int 
             f"{adversarial} adversarial small cases: slowest call {slowest:.2f} s, "
             f"search budget ran out in {undecided} (reported as {UNDECIDED})"
         )
+    # Tenants with several GPU nodes (issue 21): benchmarks/multinode_check.py.
+    import multinode_check
+
+    multinode_check.main(tenants=tenants, pods=pods, seed=seed, adversarial=adversarial)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import re
 import types
 import typing
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import (
     AfterValidator,
@@ -77,6 +77,9 @@ NODE_POD_PREFIX = 24
 # gpulab puts cluster DNS at the 10th address of the service range (tenant_control_plane.py), so the range
 # must hold it below its broadcast address: at least a /28.
 MAX_SERVICE_PREFIX = 28
+MAX_GPU_NODES = 16  # GPU nodes per tenant: far above a lab, keeps a typo from creating dozens of containers
+# A GPU node's own name; the node is `<tenant>-<name>`, so 40 + 1 + 16 stays a DNS label (<= 63).
+GPU_NODE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,14}[a-z0-9])?", re.ASCII)
 
 
 class ConfigError(ValueError):
@@ -124,6 +127,28 @@ class GpuCards(_Model):
         if value not in GPU_CATALOG:
             raise ValueError(f"unknown GPU model; use one of: {', '.join(GPU_CATALOG)}")
         return value
+
+
+class GpuNode(_Model):
+    """One of a tenant's GPU nodes (`tenants[].nodes[]`): its own kindest/node container and cards."""
+
+    gpus: list[GpuCards] = Field(min_length=1)
+    # The node is `<tenant>-<name>`; default `<tenant>-worker-<index>`.
+    name: str | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str | None) -> str | None:
+        if value is not None and not GPU_NODE_NAME.fullmatch(value):
+            raise ValueError("must be a lowercase DNS label of at most 16 characters, e.g. gpu-1")
+        return value
+
+
+class NodeCards(NamedTuple):
+    """A GPU node of a tenant: its Kubernetes node name and its cards (ids unique within the tenant)."""
+
+    name: str
+    cards: list[Card]
 
 
 class PodLimits(_Model):
@@ -195,6 +220,8 @@ class SshWorker(_Model):
     private_key_secret: SecretKeyName = "sshPrivateKey"
     # The one worker whose cards are the tenant's declared `gpus` (default: the first worker).
     gpu_node: bool | None = None
+    # This machine's own cards, for tenants with several GPU workers (instead of the tenant's `gpus`).
+    gpus: list[GpuCards] | None = Field(default=None, min_length=1)
 
     @field_validator("name")
     @classmethod
@@ -230,7 +257,9 @@ class Tenant(_Model):
     kubernetes_version: str = "v1.36.4"
     pod_cidr: str = "10.244.0.0/16"
     service_cidr: str = "10.96.0.0/16"
-    gpus: list[GpuCards] = Field(min_length=1, max_length=MAX_CARDS)
+    # The cards of the tenant's one GPU node; `nodes` instead for several (giving both is an error).
+    gpus: list[GpuCards] | None = Field(default=None, min_length=1, max_length=MAX_CARDS)
+    nodes: list[GpuNode] | None = Field(default=None, min_length=1, max_length=MAX_GPU_NODES)
     split_count: int = Field(default=DEFAULT_SPLIT_COUNT, gt=0, le=MAX_SPLIT_COUNT)
     worker_image: str | None = None
     limits: PodLimits = PodLimits()
@@ -371,9 +400,6 @@ class Tenant(_Model):
                 f"holds {2 ** (NODE_POD_PREFIX - pod.prefixlen)} node pod ranges (/{NODE_POD_PREFIX} each) for "
                 f"{nodes} nodes; use a larger range",
             )
-        cards = sum(entry.count for entry in self.gpus)
-        if cards > MAX_CARDS_PER_TENANT:
-            add("gpus", "gpus", _NO_VALUE, f"declares {cards} cards; a tenant's GPU node holds at most {MAX_CARDS}")
         names = [workload.name for workload in self.workloads]
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
@@ -410,6 +436,10 @@ class Tenant(_Model):
                 _NO_VALUE,
                 "are only for workerMode: ssh; remove them or set workerMode: ssh",
             )
+        placement = self._gpu_nodes_problems()
+        for key, message in placement:
+            add("gpus nodes workers workerMode", key, _NO_VALUE, message)
+        largest = max((len(node.cards) for node in self.gpu_nodes()), default=0) if not placement else None
         if self.gpu_mode == "real" and self.worker_mode != "ssh":
             add(
                 "gpuMode workerMode",
@@ -425,35 +455,105 @@ class Tenant(_Model):
                     workload.namespace,
                     f"is not in namespaces {self.namespaces}; add it there so gpulab creates it with its quota",
                 )
-            if workload.gpus > cards:
+            if largest is not None and workload.gpus > largest:
                 # HAMi never places a container that asks more cards than one node has (NodeInsufficientDevice).
                 add(
-                    "workloads gpus",
+                    "workloads gpus nodes",
                     f"workloads[{i}].gpus",
                     workload.gpus,
-                    f"asks more cards than the tenant's GPU node has ({cards}); at most {cards}",
+                    f"asks more cards than the tenant's largest GPU node has ({largest}); at most {largest}",
                 )
+        return problems
+
+    def _gpu_nodes_problems(self) -> list[tuple[str, str]]:
+        """Where the cards are declared: tenant `gpus` (one GPU node), `nodes` (several containers) or
+        `workers[].gpus` (several SSH machines), exactly one of them; node names unique; card bounds.
+        Returns (key, message) pairs; none means gpu_nodes() is well defined."""
+        worker_gpus = [i for i, worker in enumerate(self.workers) if worker.gpus is not None]
+        problems: list[tuple[str, str]] = []
+        if self.gpus is not None and self.nodes is not None:
+            problems.append(
+                ("nodes", "give either gpus (one GPU node) or nodes (several), not both; move gpus into nodes")
+            )
+        if self.nodes is not None and self.worker_mode == "ssh":
+            problems.append(
+                ("nodes", "are kindest/node containers; with workerMode ssh give each GPU worker its own gpus")
+            )
+        if worker_gpus and self.gpus is not None:
+            problems.append(
+                (
+                    "gpus",
+                    "is the one GPU worker's cards; with workers[].gpus set, give every GPU worker its own gpus "
+                    "instead",
+                )
+            )
+        if worker_gpus and any(worker.gpu_node for worker in self.workers):
+            problems.append(
+                ("workers", "gpuNode marks the worker that carries the tenant's gpus; with workers[].gpus drop it")
+            )
+        if self.gpus is None and self.nodes is None and not worker_gpus:
+            problems.append(
+                (
+                    "gpus",
+                    "is required: the tenant's cards, e.g. [{model: L4, count: 1}] (or nodes: [{gpus: [...]}, ...] "
+                    "for several GPU nodes)",
+                )
+            )
+        if problems:
+            return problems
+        names = [node.name for node in self.gpu_nodes()]
+        if len(set(names)) != len(names):
+            problems.append(("nodes", f"node names {names} are not unique; give each node its own name"))
+        cards = sum(len(node.cards) for node in self.gpu_nodes())
+        if cards > MAX_CARDS_PER_TENANT:
+            key = "gpus" if self.gpus is not None else "nodes" if self.nodes is not None else "workers"
+            problems.append(
+                (key, f"declares {cards} cards; a tenant holds at most {MAX_CARDS_PER_TENANT} across its GPU nodes")
+            )
         return problems
 
     def worker_node_names(self) -> list[str]:
         """Node names of the tenant's workers, in order."""
         if self.worker_mode == "container":
+            if self.nodes is not None:
+                return [f"{self.name}-{node.name or f'worker-{i}'}" for i, node in enumerate(self.nodes)]
             return [f"{self.name}-worker"]
         return [worker.name or f"{self.name}-worker-{i}" for i, worker in enumerate(self.workers)]
 
     def gpu_node_name(self) -> str:
-        """The node that carries the tenant's declared cards."""
+        """The (first) node that carries the tenant's cards."""
+        return self.gpu_nodes()[0].name
+
+    def gpu_nodes(self) -> list[NodeCards]:
+        """Every GPU node with its cards, in declaration order. One node keeps the card ids it always
+        had (`GPU-MOCK-<tenant>-<i>`); with several, ids carry the node (`GPU-MOCK-<node>-<i>`), unique
+        within the tenant because node names are (card indexes are digits only)."""
+        names = self.worker_node_names()
+        if not names:
+            return []  # workerMode ssh without workers: reported by checks(), no node to hold cards
+        split = self.split_count
+        if self.nodes is not None:
+            return [
+                NodeCards(name, expand_cards(name, [(e.model, e.count) for e in node.gpus], split))
+                for name, node in zip(names, self.nodes, strict=True)
+            ]
+        if self.gpus is None:  # ssh workers with their own gpus
+            return [
+                NodeCards(name, expand_cards(name, [(e.model, e.count) for e in worker.gpus], split))
+                for name, worker in zip(names, self.workers, strict=True)
+                if worker.gpus is not None
+            ]
+        node = names[0]
         if self.worker_mode == "ssh":
-            for worker, node in zip(self.workers, self.worker_node_names(), strict=True):
-                if worker.gpu_node:
-                    return node
-        return self.worker_node_names()[0]
+            node = next((n for n, w in zip(names, self.workers, strict=True) if w.gpu_node), node)
+        return [NodeCards(node, expand_cards(self.name, [(e.model, e.count) for e in self.gpus], split))]
 
     def workload_namespace(self, workload: Workload) -> str:
         return workload.namespace or self.namespaces[0]
 
     def cards(self) -> list[Card]:
-        return expand_cards(self.name, [(entry.model, entry.count) for entry in self.gpus], self.split_count)
+        """Every card of the tenant, node after node."""
+        return [card for node in self.gpu_nodes() for card in node.cards]
 
     @property
     def output_stem(self) -> str:
@@ -615,6 +715,24 @@ def across_tenants(
                     )
                 )
             seen.setdefault(worker.machine, tenant.name)
+    # Container workers share the Docker host: their names (and hostnames) must differ across tenants and from
+    # the kind node.
+    if management is not None:
+        owner: dict[str, str] = {f"{management.name}-control-plane": "the management cluster"}
+        for i, tenant in tenants:
+            if tenant.worker_mode != "container":
+                continue
+            for node in tenant.worker_node_names():
+                if node in owner:
+                    key = f"tenants[{i}].nodes" if tenant.nodes is not None else f"tenants[{i}].name"
+                    problems.append(
+                        (
+                            key,
+                            _NO_VALUE,
+                            f"gives the container {node}, which {owner[node]} already uses; rename the tenant or node",
+                        )
+                    )
+                owner.setdefault(node, f"tenant {tenant.name}")
     if management is not None:
         problems += _against_management(management, tenants, kind_subnet)
     if versions is not None:

@@ -134,6 +134,10 @@ def _variables() -> list[dict]:
 def deny_validations(tenant: Tenant) -> list[dict]:
     cards = tenant.cards()
     largest = max(card.memory_mb for card in cards)
+    # With several GPU nodes, card-count rules are judged against the node with the most cards.
+    gpu_nodes = tenant.gpu_nodes()
+    most = max(len(node.cards) for node in gpu_nodes)
+    has = f"'s node has ({most})" if len(gpu_nodes) == 1 else f"'s largest GPU node has ({most})"
     limits = tenant.limits
     validations = [
         {
@@ -162,10 +166,9 @@ def deny_validations(tenant: Tenant) -> list[dict]:
         )
     validations += [
         {
-            "expression": f"variables.gpu.all(r, r.nums <= {len(cards)})",
+            "expression": f"variables.gpu.all(r, r.nums <= {most})",
             "reason": "Forbidden",
-            "message": f"NodeInsufficientDevice: a container asks for more cards than tenant {tenant.name}'s node "
-            f"has ({len(cards)})",
+            "message": f"NodeInsufficientDevice: a container asks for more cards than tenant {tenant.name}{has}",
         },
         {
             "expression": f"variables.gpu.all(r, {_memory('r', largest)} <= {largest})",

@@ -33,7 +33,7 @@ class GpuWorkloads(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(
             parent=self,
             provider=control_plane.provider,
-            depends_on=[gpu_node.ready, *gpu_node.namespaces, *gpu_node.quotas],
+            depends_on=[*gpu_node.readies, *gpu_node.namespaces, *gpu_node.quotas],
         )
         self.resources = []
         for workload in tenant.workloads:

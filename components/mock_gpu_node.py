@@ -90,8 +90,10 @@ def quota_hard(tenant: Tenant) -> dict[str, str]:
 
 
 def inventory_document(tenant: Tenant, lab: LabConfig, cards: list[Card], node_name: str) -> dict:
-    """What the tenant's GPU node offers and allows; read by the policy pack and by tenant users."""
-    return {
+    """What the tenant's GPU node(s) offer and allow; read by the policy pack and by tenant users.
+    `cards` lists every card; with several GPU nodes, `nodes` says which node holds which (by id) and
+    the node policy HAMi applies between them. A one-node tenant's document is as it always was."""
+    document = {
         "tenant": tenant.name,
         "mode": tenant.gpu_mode,
         "node": node_name,
@@ -104,6 +106,11 @@ def inventory_document(tenant: Tenant, lab: LabConfig, cards: list[Card], node_n
         "quota": tenant.quota.model_dump(by_alias=True, exclude_none=True) if tenant.quota else {},
         "namespaces": list(tenant.namespaces),
     }
+    gpu_nodes = tenant.gpu_nodes()
+    if len(gpu_nodes) > 1:
+        document["nodeSchedulerPolicy"] = lab.scheduling.node_scheduler_policy
+        document["nodes"] = [{"name": node.name, "cards": [card.id for card in node.cards]} for node in gpu_nodes]
+    return document
 
 
 class MockGpuNode(pulumi.ComponentResource):
@@ -116,7 +123,8 @@ class MockGpuNode(pulumi.ComponentResource):
     register_annotation: str
     namespaces: list[k8s.core.v1.Namespace]
     quotas: list[k8s.core.v1.ResourceQuota]
-    ready: command.local.Command
+    ready: command.local.Command  # the first GPU node's readiness
+    readies: list[command.local.Command]  # every GPU node's
 
     def __init__(
         self,
@@ -151,60 +159,34 @@ class MockGpuNode(pulumi.ComponentResource):
                 after_worker, pulumi.ResourceOptions(deleted_with=control_plane.tenant_control_plane)
             ),
         )
-        if tenant.gpu_mode == "mock":
-            # Simulated cards: gpulab writes the register annotation and the capacity itself.
-            node_set_up: pulumi.Resource = script_command(
-                f"{name}-inventory",
-                "apply-gpu-inventory.sh",
-                stdin=control_plane.kubeconfig,
-                environment={
-                    "NODE_NAME": worker.node_name,
-                    "REGISTER_JSON": self.register_annotation,
-                    "GPU_CAPACITY": str(gpu_capacity(self.cards)),
-                    "HAMI_NAMESPACE": HAMI_NAMESPACE,
-                },
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[hami]),
+        gpu_nodes = tenant.gpu_nodes()
+        self.readies = []
+        previous: pulumi.Resource = hami
+        for node in gpu_nodes:
+            # One node keeps the resource names it always had; with several, each name carries the node.
+            prefix = f"{name}-{node.name}" if len(gpu_nodes) > 1 else name
+            set_up = self._node_set_up(prefix, tenant, control_plane, node.name, node.cards, previous)
+            if tenant.gpu_mode == "mock":
+                # One inventory write at a time: a changed inventory restarts hami-scheduler, and two
+                # restarts at once would race (apply-gpu-inventory.sh).
+                previous = set_up
+            expect = totals(node.cards) if tenant.gpu_mode == "mock" else {GPU_RESOURCE: gpu_capacity(node.cards)}
+            self.readies.append(
+                script_command(
+                    f"{prefix}-ready",
+                    "wait-gpu-node.sh",
+                    stdin=control_plane.kubeconfig,
+                    environment={
+                        "NODE_NAME": node.name,
+                        "EXPECT_JSON": json.dumps(expect, sort_keys=True),
+                        "PYTHON": sys.executable,
+                        "HAMI_NAMESPACE": HAMI_NAMESPACE,
+                        "TIMEOUT": "600",
+                    },
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[set_up]),
+                )
             )
-            expect = self.advertised
-        else:
-            # Real cards: the label starts HAMi's NVIDIA device plugin on the node, which registers what
-            # NVML sees; the declared cards become an expectation checked against that.
-            label = k8s.core.v1.NodePatch(
-                f"{name}-gpu-label",
-                metadata={
-                    "name": worker.node_name,
-                    "labels": {"gpu": "on"},
-                    "annotations": {"pulumi.com/patchForce": "true"},
-                },
-                opts=pulumi.ResourceOptions(parent=self, provider=control_plane.provider, depends_on=[hami]),
-            )
-            node_set_up = script_command(
-                f"{name}-expectation",
-                "check-real-gpus.sh",
-                stdin=control_plane.kubeconfig,
-                environment={
-                    "NODE_NAME": worker.node_name,
-                    "EXPECT_CARDS": json.dumps([{"type": c.type, "memoryMb": c.memory_mb} for c in self.cards]),
-                    "PYTHON": sys.executable,
-                    "TIMEOUT": "600",
-                },
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[label]),
-            )
-            # The real plugin advertises only the card slots; memory and cores are HAMi's bookkeeping.
-            expect = {GPU_RESOURCE: gpu_capacity(self.cards)}
-        self.ready = script_command(
-            f"{name}-ready",
-            "wait-gpu-node.sh",
-            stdin=control_plane.kubeconfig,
-            environment={
-                "NODE_NAME": worker.node_name,
-                "EXPECT_JSON": json.dumps(expect, sort_keys=True),
-                "PYTHON": sys.executable,
-                "HAMI_NAMESPACE": HAMI_NAMESPACE,
-                "TIMEOUT": "600",
-            },
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[node_set_up]),
-        )
+        self.ready = self.readies[0]
 
         self.namespaces = []
         self.quotas = []
@@ -242,4 +224,48 @@ class MockGpuNode(pulumi.ComponentResource):
                 "cards": [card.__dict__ for card in self.cards],
                 "advertised": self.advertised,
             }
+        )
+
+    def _node_set_up(
+        self,
+        prefix: str,
+        tenant: Tenant,
+        control_plane: TenantControlPlane,
+        node_name: str,
+        cards: list[Card],
+        after: pulumi.Resource,
+    ) -> pulumi.Resource:
+        """Gives one GPU node its cards: mock, the register annotation and capacity written from config;
+        real, the `gpu: on` label that starts HAMi's NVIDIA plugin, and the declared cards checked
+        against what it registers. The real plugin advertises only the card slots; memory and cores are
+        HAMi's bookkeeping."""
+        if tenant.gpu_mode == "mock":
+            return script_command(
+                f"{prefix}-inventory",
+                "apply-gpu-inventory.sh",
+                stdin=control_plane.kubeconfig,
+                environment={
+                    "NODE_NAME": node_name,
+                    "REGISTER_JSON": register_annotation(cards),
+                    "GPU_CAPACITY": str(gpu_capacity(cards)),
+                    "HAMI_NAMESPACE": HAMI_NAMESPACE,
+                },
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[after]),
+            )
+        label = k8s.core.v1.NodePatch(
+            f"{prefix}-gpu-label",
+            metadata={"name": node_name, "labels": {"gpu": "on"}, "annotations": {"pulumi.com/patchForce": "true"}},
+            opts=pulumi.ResourceOptions(parent=self, provider=control_plane.provider, depends_on=[after]),
+        )
+        return script_command(
+            f"{prefix}-expectation",
+            "check-real-gpus.sh",
+            stdin=control_plane.kubeconfig,
+            environment={
+                "NODE_NAME": node_name,
+                "EXPECT_CARDS": json.dumps([{"type": c.type, "memoryMb": c.memory_mb} for c in cards]),
+                "PYTHON": sys.executable,
+                "TIMEOUT": "600",
+            },
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[label]),
         )

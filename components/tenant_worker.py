@@ -48,9 +48,11 @@ def token_id_of(join_configuration: str) -> str:
     return match.group(1) if match else ""
 
 
-def container_args(tenant: Tenant, image_id: pulumi.Input[str], image_ref: str, network: str) -> dict[str, Any]:
-    """Arguments of the node container, as kind runs a node."""
-    node_name = worker_node_name(tenant)
+def container_args(
+    tenant: Tenant, image_id: pulumi.Input[str], image_ref: str, network: str, node_name: str | None = None
+) -> dict[str, Any]:
+    """Arguments of a node container (the tenant's first unless `node_name` is given), as kind runs a node."""
+    node_name = node_name or worker_node_name(tenant)
     return {
         "name": node_name,
         "hostname": node_name,  # kubeadm registers the node under the hostname
@@ -114,7 +116,8 @@ class TenantWorker(pulumi.ComponentResource):
     node_names: list[str]
     node_name: str  # the node that carries the tenant's declared GPUs
     node_ip: pulumi.Output[str]  # of that node
-    container: docker.Container | None
+    container: docker.Container | None  # the first node container
+    containers: list[docker.Container]
     joins: list[pulumi.Resource]
     ready: command.local.Command
 
@@ -133,8 +136,9 @@ class TenantWorker(pulumi.ComponentResource):
         self.node_names = tenant.worker_node_names()
         self.node_name = tenant.gpu_node_name()
         self.container = None
+        self.containers = []
         if tenant.worker_mode == "container":
-            self.joins = [self._container_node(lab, management, images)]
+            self.joins = self._container_nodes(lab, management, images)
         else:
             self.joins = [self._ssh_node(index, worker) for index, worker in enumerate(tenant.workers)]
             host = dict(zip(self.node_names, (w.host for w in tenant.workers), strict=True))[self.node_name]
@@ -160,9 +164,14 @@ class TenantWorker(pulumi.ComponentResource):
         )
         self.register_outputs({"nodeNames": self.node_names, "nodeName": self.node_name, "nodeIp": self.node_ip})
 
-    def _container_node(self, lab: LabConfig, management: ManagementCluster, images: ImageCache) -> pulumi.Resource:
-        """A kindest/node container on the management cluster's Docker network, joined."""
-        name, tenant, control_plane = self._name, self._tenant, self._control_plane
+    def _container_nodes(
+        self, lab: LabConfig, management: ManagementCluster, images: ImageCache
+    ) -> list[pulumi.Resource]:
+        """The tenant's kindest/node containers on the management cluster's Docker network, joined.
+        One image pull and host check for all; per node its container, images and join. Each join works
+        on its own container, so they run in parallel. One node keeps the resource names it always had
+        (`<name>-node`, ...); with several, each name carries the node (`<name>-<node>-node`)."""
+        name, tenant = self._name, self._tenant
         image_ref = lab.worker_image(tenant)
         assert image_ref is not None and management.cluster is not None  # LabConfig guarantees both
         # keep_locally: the management cluster may use the same image.
@@ -175,10 +184,34 @@ class TenantWorker(pulumi.ComponentResource):
             environment={"IMAGE": image_ref, "TENANT": tenant.name},
             opts=pulumi.ResourceOptions(parent=self, depends_on=[image]),
         )
-        assert management.network_name is not None
-        self.container = docker.Container(
-            f"{name}-node",
-            **container_args(tenant, image.image_id, image_ref, management.network_name),
+        several = tenant.nodes is not None
+        joins = []
+        for node_name in self.node_names:
+            prefix = f"{name}-{node_name}" if several else name
+            joins.append(
+                self._container_node(prefix, node_name, image, image_ref, host_prerequisites, management, images)
+            )
+        self.container = self.containers[0]
+        gpu_container = self.containers[self.node_names.index(self.node_name)]
+        self.node_ip = gpu_container.network_datas.apply(lambda datas: datas[0].ip_address if datas else "")
+        return joins
+
+    def _container_node(
+        self,
+        prefix: str,
+        node_name: str,
+        image: docker.RemoteImage,
+        image_ref: str,
+        host_prerequisites: pulumi.Resource,
+        management: ManagementCluster,
+        images: ImageCache,
+    ) -> pulumi.Resource:
+        """One kindest/node container, its images loaded, joined."""
+        tenant, control_plane = self._tenant, self._control_plane
+        assert management.network_name is not None and management.cluster is not None
+        container = docker.Container(
+            f"{prefix}-node",
+            **container_args(tenant, image.image_id, image_ref, management.network_name, node_name),
             # On the network kind creates; a fixed container name means delete before replace.
             opts=pulumi.ResourceOptions(
                 parent=self,
@@ -186,29 +219,29 @@ class TenantWorker(pulumi.ComponentResource):
                 delete_before_replace=True,
             ),
         )
-        self.node_ip = self.container.network_datas.apply(lambda datas: datas[0].ip_address if datas else "")
+        self.containers.append(container)
         # Every image the node will run (Calico, HAMi, konnectivity, workloads) is in its containerd before
         # the join starts its first pods: the node never pulls from a registry.
-        self.images_loaded = images.load(
-            f"{name}-images",
+        loaded = images.load(
+            f"{prefix}-images",
             tenant.name,
-            node=self.container.name,
-            node_id=self.container.id,
+            node=container.name,
+            node_id=container.id,
             parent=self,
-            after=[self.container],
+            after=[container],
         )
         # The container id in the environment makes a replaced container re-run the join.
         return script_command(
-            f"{name}-join",
+            f"{prefix}-join",
             "worker-join.sh",
             stdin=control_plane.kubeconfig,
             environment={
-                "CONTAINER": self.container.name,
-                "CONTAINER_ID": self.container.id,
+                "CONTAINER": container.name,
+                "CONTAINER_ID": container.id,
                 "TENANT": tenant.name,
                 "TIMEOUT": str(JOIN_TIMEOUT),
             },
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[control_plane.api_ready, self.images_loaded]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[control_plane.api_ready, loaded]),
         )
 
     def _ssh_node(self, index: int, worker: SshWorker) -> pulumi.Resource:

@@ -22,8 +22,10 @@ from components import safe_yaml
 from components.config import ConfigError, Tenant, load_stack_file
 from components.names import TENANT_LABEL
 from components.workload_manifests import workload_manifest
-from policies.evaluate import evaluate_tenant, printable, tenant_node
-from policies.inventory import TenantInventory, from_lab_config
+from policies.check_output import document as json_document
+from policies.check_output import placement_lines, placements
+from policies.evaluate import Finding, evaluate_tenant, printable
+from policies.inventory import from_lab_config
 from policies.live import LiveError, current_usage, describe_usage, fetch_pod_list
 from policies.workloads import Workload, WorkloadError, read_workload, unit_suffix_notes
 
@@ -113,29 +115,23 @@ def _pod_list(live: Live, tenant: Tenant, stack: str) -> dict:
         raise BadInput(f"--live: {error}") from None
 
 
-def _placements(inventory: TenantInventory, declared: list[Workload], submitted: list[Workload]) -> list[str]:
-    """Where HAMi would put the submitted pods, in order and with the tenant's card policy, after what
-    runs now (live usage) or what the stack declares."""
-    node = tenant_node(inventory, [pod for w in declared + submitted for pod in w.pods])
-    for workload in declared:
-        for pod in workload.pods:
-            node.place_hami(pod, inventory.gpu_policy)
-    lines = []
-    for workload in submitted:
-        for pod in workload.pods:
-            placed = node.place_hami(pod, inventory.gpu_policy)
-            if isinstance(placed, list):
-                cards = "; ".join(
-                    f"{container.name} -> {', '.join(node.cards[i].id for i in chosen)}"
-                    for container, chosen in zip(pod.containers, placed, strict=True)
-                )
-                lines.append(f"place: {pod.workload}: {cards}")
-    return lines
+@dataclass
+class CheckResult:
+    code: int
+    notes: list[str]  # quantity notes, current usage, label warnings
+    findings: list[Finding]
+    placements: list[dict]  # where HAMi would put the submitted pods (when everything fits)
+    several_nodes: bool
+
+    def lines(self) -> list[str]:
+        return [
+            *self.notes,
+            *(finding.line() for finding in self.findings),
+            *placement_lines(self.placements, self.several_nodes),
+        ]
 
 
-def run(
-    tenant_name: str, stack: str, files: list[Path], project_dir: Path, live: Live | None = None
-) -> tuple[int, list[str]]:
+def run(tenant_name: str, stack: str, files: list[Path], project_dir: Path, live: Live | None = None) -> CheckResult:
     stack_file = project_dir / f"Pulumi.{stack}.yaml"
     if not stack_file.is_file():
         raise BadInput(f"{stack_file} does not exist; pass --stack NAME (or --project-dir DIR) of an existing stack")
@@ -177,11 +173,9 @@ def run(
                 f"warning: {workload.label} is labelled {TENANT_LABEL}={labelled} but is checked as {tenant_name}"
             )
     findings = evaluate_tenant(inventory, declared + submitted)
-    lines.extend(finding.line() for finding in findings)
     failed = any(finding.severity == "error" for finding in findings)
-    if not failed:
-        lines.extend(_placements(inventory, declared, submitted))
-    return (1 if failed else 0), lines
+    placed = [] if failed else placements(inventory, declared, submitted, tenant.gpu_node_name())
+    return CheckResult(1 if failed else 0, lines, findings, placed, bool(inventory.nodes))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -212,6 +206,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--kubeconfig", type=Path, help="with --live: the tenant's kubeconfig file")
     parser.add_argument(
+        "--output",
+        choices=("text", "json"),
+        default="text",
+        help="text (default), or one JSON document with the findings and placements (exit codes unchanged)",
+    )
+    parser.add_argument(
         "files", nargs="+", type=Path, metavar="FILE", help="Kubernetes manifests (multi-document YAML); - for stdin"
     )
     args = parser.parse_args(argv)
@@ -221,11 +221,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.live or args.usage_from is not None:
         live = Live(usage_file=args.usage_from, kubeconfig=args.kubeconfig, from_stack=args.live)
     try:
-        code, lines = run(args.tenant, args.stack, args.files, args.project_dir, live)
+        result = run(args.tenant, args.stack, args.files, args.project_dir, live)
     except BadInput as error:
         print(printable(f"error: {error}"), file=sys.stderr)
+        if args.output == "json":
+            print(json_document(args.tenant, error=str(error)))
         return 2
-    for line in lines:
+    code = result.code
+    if args.output == "json":
+        print(json_document(args.tenant, result.findings, result.placements, result.notes))
+        return code
+    for line in result.lines():
         print(printable(line))
     if code == 0:
         now = " as they are now" if live else ""

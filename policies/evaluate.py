@@ -148,6 +148,10 @@ def _undecided(inventory: TenantInventory, what: str) -> Finding:
 
 def evaluate_tenant(inventory: TenantInventory, workloads: Sequence[Workload]) -> list[Finding]:
     """Every finding for a tenant's workloads, certain ones first."""
+    if inventory.nodes:  # several GPU nodes: HAMi's node selection too
+        from policies.evaluate_nodes import evaluate_cluster
+
+        return evaluate_cluster(inventory, workloads)
     per_pod, refused = per_pod_findings(inventory, workloads)
     pods = [pod for w in workloads if w.label not in refused for pod in w.pods if pod.containers]
     findings = per_pod + gpu_count_quota_findings(inventory, pods)

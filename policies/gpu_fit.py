@@ -113,6 +113,7 @@ class PodRequest:
     use_uuids: tuple[str, ...] | None = None
     nouse_uuids: tuple[str, ...] | None = None
     gpu_policy: str | None = None  # the pod's hami.io/gpu-scheduler-policy annotation
+    node_policy: str | None = None  # its hami.io/node-scheduler-policy (policies/node_policy.py)
 
     def shape(self) -> tuple:
         """Everything placement depends on (the workload name does not)."""
@@ -124,6 +125,7 @@ class PodRequest:
             self.use_uuids,
             self.nouse_uuids,
             self.gpu_policy,
+            self.node_policy,
         )
 
     @property

@@ -43,13 +43,27 @@ class TenantInventory:
     # Current allocations, one per card (same order as `cards`); empty = nothing runs yet.
     card_usage: tuple[CardUse, ...] = ()
     namespace_usage: Mapping[str, NamespaceUsage] = field(default_factory=dict)
+    # Several GPU nodes: (node name, how many of `cards` it holds), in card order; empty = one node.
+    nodes: tuple[tuple[str, int], ...] = ()
+    node_policy: str = "binpack"  # HAMi's nodeSchedulerPolicy (the chart's default)
+
+    def node_cards(self) -> list[tuple[str, tuple[CardSpec, ...]]]:
+        """Each GPU node with its cards (one unnamed node when `nodes` is empty)."""
+        if not self.nodes:
+            return [("", self.cards)]
+        found, start = [], 0
+        for name, count in self.nodes:
+            found.append((name, self.cards[start : start + count]))
+            start += count
+        return found
 
     def quota_applies(self, namespace: str) -> bool:
         """gpulab creates the quota in the tenant's workload namespaces (all, when none are listed)."""
         return not self.namespaces or namespace in self.namespaces
 
 
-def from_tenant(tenant: Tenant, gpu_policy: str = "spread") -> TenantInventory:
+def from_tenant(tenant: Tenant, gpu_policy: str = "spread", node_policy: str = "binpack") -> TenantInventory:
+    gpu_nodes = tenant.gpu_nodes()
     return TenantInventory(
         name=tenant.name,
         cards=tuple(CardSpec(c.id, c.type, c.memory_mb, c.cores, c.split_count) for c in tenant.cards()),
@@ -57,11 +71,29 @@ def from_tenant(tenant: Tenant, gpu_policy: str = "spread") -> TenantInventory:
         quota=tenant.quota,
         namespaces=tuple(tenant.namespaces),
         gpu_policy=gpu_policy,
+        nodes=tuple((node.name, len(node.cards)) for node in gpu_nodes) if len(gpu_nodes) > 1 else (),
+        node_policy=node_policy,
     )
 
 
 def from_lab_config(lab: LabConfig) -> dict[str, TenantInventory]:
-    return {tenant.name: from_tenant(tenant, lab.scheduling.gpu_scheduler_policy) for tenant in lab.tenants}
+    scheduling = lab.scheduling
+    return {
+        tenant.name: from_tenant(tenant, scheduling.gpu_scheduler_policy, scheduling.node_scheduler_policy)
+        for tenant in lab.tenants
+    }
+
+
+def _document_nodes(document: Mapping[str, Any], cards: tuple[CardSpec, ...]) -> tuple[tuple[str, int], ...]:
+    """The `nodes` of an inventory document as (name, card count), checked to list every card once,
+    in card order (that is how the lab writes it)."""
+    nodes = document.get("nodes")
+    if not nodes:
+        return ()
+    listed = [(str(node["name"]), [str(card) for card in node["cards"]]) for node in nodes]
+    if [card for _, ids in listed for card in ids] != [card.id for card in cards]:
+        raise ValueError("its nodes do not list every card once, in the order of cards")
+    return tuple((name, len(ids)) for name, ids in listed)
 
 
 def from_inventory_document(document: Mapping[str, Any]) -> TenantInventory:
@@ -78,6 +110,8 @@ def from_inventory_document(document: Mapping[str, Any]) -> TenantInventory:
         quota=GpuQuota.model_validate(quota) if quota else None,
         namespaces=tuple(document.get("namespaces") or ()),
         gpu_policy=document.get("gpuSchedulerPolicy", "spread"),
+        nodes=_document_nodes(document, cards),
+        node_policy=document.get("nodeSchedulerPolicy", "binpack"),
     )
 
 
@@ -150,17 +184,36 @@ class PolicyUsage(_Model):
     namespaces: dict[str, PolicyNamespaceUsage] = {}
 
 
-class PolicyTenant(_Model):
+class PolicyNode(_Model):
+    """One of a tenant's GPU nodes and its cards (instead of the tenant's `cards`)."""
+
+    name: str = Field(min_length=1, max_length=63)
     cards: list[PolicyCards] = Field(min_length=1)
+
+
+class PolicyTenant(_Model):
+    cards: list[PolicyCards] | None = Field(default=None, min_length=1)
+    nodes: list[PolicyNode] | None = Field(default=None, min_length=1, max_length=16)
     limits: PodLimits = PodLimits()
     quota: GpuQuota | None = None
     namespaces: list[str] = []
     gpu_scheduler_policy: Literal["spread", "binpack"] = "spread"
+    node_scheduler_policy: Literal["spread", "binpack"] = "binpack"
     usage: PolicyUsage = PolicyUsage()
+
+    def all_cards(self) -> list[PolicyCards]:
+        return list(self.cards or ()) + [entry for node in self.nodes or () for entry in node.cards]
 
     @model_validator(mode="after")
     def _usage_on_known_cards(self) -> PolicyTenant:
-        count = sum(entry.count for entry in self.cards)
+        if (self.cards is None) == (self.nodes is None):
+            raise ValueError("give either `cards` (one GPU node) or `nodes` (several), exactly one of them")
+        names = [node.name for node in self.nodes or ()]
+        if len(set(names)) != len(names):
+            raise ValueError(f"nodes {names} are not unique; give each node its own name")
+        count = sum(entry.count for entry in self.all_cards())
+        if count > MAX_CARDS:
+            raise ValueError(f"declares {count} cards; a tenant holds at most {MAX_CARDS}")
         for index in self.usage.cards:
             if not 0 <= index < count:
                 raise ValueError(f"usage.cards has card {index}, but the tenant has cards 0..{count - 1}")
@@ -199,7 +252,7 @@ def from_policy_config(config: GpuPolicyConfig) -> dict[str, TenantInventory]:
     inventories = {}
     for name, tenant in config.tenants.items():
         cards: list[CardSpec] = []
-        for entry in tenant.cards:
+        for entry in tenant.all_cards():  # node after node; usage indexes count across them
             card_type = GPU_CATALOG[entry.model].type if entry.model else entry.type
             memory = GPU_CATALOG[entry.model].memory_mb if entry.model else entry.memory_mb
             assert card_type is not None and memory is not None
@@ -222,5 +275,9 @@ def from_policy_config(config: GpuPolicyConfig) -> dict[str, TenantInventory]:
             namespace_usage={
                 ns: NamespaceUsage(u.gpumem, u.gpucores, u.gpus) for ns, u in tenant.usage.namespaces.items()
             },
+            nodes=tuple((node.name, sum(e.count for e in node.cards)) for node in tenant.nodes)
+            if tenant.nodes and len(tenant.nodes) > 1
+            else (),
+            node_policy=tenant.node_scheduler_policy,
         )
     return inventories

@@ -4,7 +4,8 @@ in-tenant admission policy (components/gpu_admission.py) must agree on, question
 - InitContainerGpuRequest: an init container asks for a GPU resource (HAMi places app containers only);
 - PodGpuLimitExceeded: the pod's app containers together exceed the tenant's per-pod `gpus`,
   `gpumem` (a percentage counted on the tenant's largest card) or `gpucores`;
-- NodeInsufficientDevice: a container asks for more cards than the node has;
+- NodeInsufficientDevice: a container asks for more cards than the node has (with several GPU nodes,
+  than the node with the most cards has: a rule never refuses what some node can hold);
 - CardInsufficientMemory: a container asks more memory than the tenant's largest card holds
   (including a percentage above 100);
 - CardTypeMismatch / CardUuidMismatch: a container's selectors leave no card at all.
@@ -73,10 +74,12 @@ def per_pod_refusals(inventory: TenantInventory, pod: PodRequest) -> list[Refusa
                 )
             )
     cards = inventory.cards
+    most = max((len(on_node) for _, on_node in inventory.node_cards()), default=0)
+    nodes = "the node has" if not inventory.nodes else f"the largest of its {len(inventory.nodes)} GPU nodes has"
     for c in pod.containers:
-        if c.nums > len(cards):
+        if c.nums > most:
             refusals.append(
-                Refusal(NODE_INSUFFICIENT_DEVICE, f"container {c.name} asks {c.nums} cards, the node has {len(cards)}")
+                Refusal(NODE_INSUFFICIENT_DEVICE, f"container {c.name} asks {c.nums} cards, {nodes} {most}")
             )
         memory = c.memory_for(largest)
         if cards and memory > largest:

@@ -36,6 +36,7 @@ NOUSE_GPUTYPE = "nvidia.com/nouse-gputype"
 USE_GPUUUID = "nvidia.com/use-gpuuuid"
 NOUSE_GPUUUID = "nvidia.com/nouse-gpuuuid"
 GPU_POLICY_ANNOTATION = "hami.io/gpu-scheduler-policy"
+NODE_POLICY_ANNOTATION = "hami.io/node-scheduler-policy"  # pkg/util/types.go NodeSchedulerPolicyAnnotationKey
 MAX_CONTAINERS = 100  # per pod; far above real pods
 
 # kind -> path from the object to its pod spec and pod metadata (the pod template for controllers).
@@ -248,6 +249,7 @@ def read_workload(kind: Any, obj: Any, default_namespace: str | None = None) -> 
             use_uuids=_selector(annotations, USE_GPUUUID),
             nouse_uuids=_selector(annotations, NOUSE_GPUUUID),
             gpu_policy=policy,
+            node_policy=annotations.get(NODE_POLICY_ANNOTATION),
         )
         for i in range(replicas)
     )

@@ -57,6 +57,25 @@ def validate(plain: dict[str, Any], secrets: dict[str, str], source: str = "the 
     return lab
 
 
+def gpu_summary(tenant) -> tuple[str, list[str]]:
+    """A tenant's cards for its header line (`2x L4`); with several GPU nodes, `N GPU nodes` and a line
+    per node with its cards."""
+
+    def models(entries) -> str:
+        return ", ".join(f"{entry.count}x {entry.model}" for entry in entries)
+
+    if tenant.gpus is not None:
+        return models(tenant.gpus), []
+    per_node = (
+        [node.gpus for node in tenant.nodes]
+        if tenant.nodes is not None
+        else [worker.gpus for worker in tenant.workers if worker.gpus is not None]
+    )
+    names = [node.name for node in tenant.gpu_nodes()]
+    lines = [f"  GPU node {name}: {models(entries)}" for name, entries in zip(names, per_node, strict=True)]
+    return f"{len(names)} GPU node{'s' if len(names) > 1 else ''}", lines
+
+
 def tree(program, lab) -> list[str]:
     """Resources grouped by top-level component: the management cluster, then each tenant's."""
     children: dict[str, list] = {}
@@ -87,8 +106,9 @@ def tree(program, lab) -> list[str]:
         if not any(belongs(top, name) for name in tenant_names):
             out.extend(lines_of(top, 1))
     for tenant in lab.tenants:
-        cards = ", ".join(f"{entry.count}x {entry.model}" for entry in tenant.gpus)
+        cards, node_lines = gpu_summary(tenant)
         out.append(f"tenant {tenant.name} (Kubernetes {tenant.kubernetes_version}; {cards}; {tenant.gpu_mode} GPUs)")
+        out.extend(node_lines)
         for top in tops:
             if belongs(top, tenant.name) and not any(
                 other != tenant.name and len(other) > len(tenant.name) and belongs(top, other) for other in tenant_names

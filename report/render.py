@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from report.model import TenantReport
+from report.model import CardUsage, TenantReport
 
 BAR = 20
 
@@ -15,23 +15,40 @@ def _bar(used: int, total: int) -> str:
 
 
 def render_text(reports: list[TenantReport]) -> str:
+    """Per tenant its cards; a tenant with several GPU nodes gets them grouped under a line per node."""
     lines = []
     for report in reports:
         lines.append(f"tenant {report.tenant}")
         if not report.cards:
             lines.append("  (no GPU cards registered)")
-        for usage in report.cards:
-            card = usage.card
-            lines.append(f"  {card.id}  {card.type}  on {usage.node}")
-            lines.append(
-                f"    memory [{_bar(usage.memory_mb, card.memory_mb)}] {usage.memory_mb:>6} / {card.memory_mb} MB"
-            )
-            lines.append(f"    cores  [{_bar(usage.cores, card.cores)}] {usage.cores:>6} / {card.cores} %")
-            lines.append(f"    pods   {len(usage.pods)} / {card.split_count}: {', '.join(usage.pods) or '-'}")
+        nodes = list(dict.fromkeys(usage.node for usage in report.cards))
+        for node in nodes:
+            on_node = [usage for usage in report.cards if usage.node == node]
+            indent = "  "
+            if len(nodes) > 1:
+                memory = sum(u.memory_mb for u in on_node), sum(u.card.memory_mb for u in on_node)
+                cores = sum(u.cores for u in on_node), sum(u.card.cores for u in on_node)
+                lines.append(
+                    f"  node {node}: {len(on_node)} card(s), {memory[0]} / {memory[1]} MB, "
+                    f"{cores[0]} / {cores[1]} % cores, {sum(len(u.pods) for u in on_node)} pod(s)"
+                )
+                indent = "    "
+            for usage in on_node:
+                lines.extend(indent + line for line in _card_lines(usage, with_node=len(nodes) == 1))
         if report.pending:
             lines.append(f"  not placed by HAMi: {', '.join(report.pending)}")
         lines.append("")
     return "\n".join(lines)
+
+
+def _card_lines(usage: CardUsage, with_node: bool) -> list[str]:
+    card = usage.card
+    return [
+        f"{card.id}  {card.type}" + (f"  on {usage.node}" if with_node else ""),
+        f"  memory [{_bar(usage.memory_mb, card.memory_mb)}] {usage.memory_mb:>6} / {card.memory_mb} MB",
+        f"  cores  [{_bar(usage.cores, card.cores)}] {usage.cores:>6} / {card.cores} %",
+        f"  pods   {len(usage.pods)} / {card.split_count}: {', '.join(usage.pods) or '-'}",
+    ]
 
 
 def render_png(reports: list[TenantReport], path: Path) -> Path:
@@ -42,6 +59,7 @@ def render_png(reports: list[TenantReport], path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     rows = [(report.tenant, usage) for report in reports for usage in report.cards]
+    several = {report.tenant: len({usage.node for usage in report.cards}) > 1 for report in reports}
     height = max(2.5, 0.9 * len(rows) + 1.2)
     figure, axis = plt.subplots(figsize=(10, height))
     labels = []
@@ -58,7 +76,7 @@ def render_png(reports: list[TenantReport], path: Path) -> Path:
             va="center",
             fontsize=8,
         )
-        labels.append(f"{tenant}\n{card.id}")
+        labels.append(f"{tenant}\n{card.id}" + (f"\n{usage.node}" if several[tenant] else ""))
     axis.set_yticks(range(len(rows)), labels, fontsize=8)
     axis.set_xlim(0, 160)
     axis.set_xticks([0, 25, 50, 75, 100])

@@ -162,7 +162,7 @@ def test_acceptance_suite_is_collected_and_skips_with_a_reason() -> None:
         timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "10 skipped" in result.stdout and "passed" not in result.stdout
+    assert "13 skipped" in result.stdout and "passed" not in result.stdout  # TC-01..TC-10, TC-11 (3)
     assert "acceptance cases run against a live lab with `make verify`" in result.stdout
 
 

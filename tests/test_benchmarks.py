@@ -26,6 +26,9 @@ def test_policy_benchmark_runs(capsys) -> None:
     assert lines[1].startswith(f"  baseline {policy_check.BASELINE}:") and "x faster" in lines[1], lines[1]
     assert lines[1].split(",")[1].split(";")[0].strip() == lines[0].rsplit(",", 1)[1].strip(), "same error count"
     assert lines[2].startswith("3 adversarial small cases: slowest call")
+    assert lines[3].startswith("40 pods across 2 tenants x 4 GPU nodes x 8 cards:") and "ratio" in lines[3], lines[3]
+    assert "), 0 errors; one node of 32 cards:" in lines[3] and lines[3].count(", 0 errors") == 2, lines[3]
+    assert lines[4].startswith("3 adversarial small multi-node cases: slowest call")
 
 
 def test_image_pull_benchmark_runs(capsys) -> None:

@@ -134,9 +134,9 @@ def test_a_check_that_reads_a_bad_field_is_not_guessed() -> None:
 
 def test_missing_keys_name_the_real_stack_file(capsys, tmp_path) -> None:
     tenant = make_tenant("tenant-a", 0)
-    del tenant["gpus"]
+    del tenant["name"]
     code, _, err = plan(capsys, write(tmp_path, stack([tenant]), "Pulumi.ci.yaml"), "ci")
-    assert code == 2 and "gpulab:tenants[0].gpus: is required but missing; set it in Pulumi.ci.yaml" in err
+    assert code == 2 and "gpulab:tenants[0].name: is required but missing; set it in Pulumi.ci.yaml" in err
     assert "Pulumi.<stack>.yaml" not in err
     code, _, err = plan(capsys, write(tmp_path, {"config": {"gpulab:management": {}}}, "Pulumi.ci.yaml"), "ci")
     assert code == 2 and "declare at least one tenant" in err and "Pulumi.ci.yaml" in err

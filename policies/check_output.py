@@ -1,0 +1,105 @@
+"""What `python -m policies check` reports: where HAMi would place the pods, as text lines or as one JSON
+document (`--output json`) for CI pipelines and other tools:
+
+    {"tenant": NAME,
+     "findings": [{"severity": "error"|"warning", "reason": HAMi_REASON, "workload": ..., "message": ...}],
+     "placements": [{"workload": ..., "pod": ..., "node": NODE, "containers": [{"name": ..., "cards": [ID]}]}],
+     "notes": [...]}
+
+`notes` holds the checker's other lines (quantity notes, current usage, label warnings). On bad input
+(exit 2) the document is `{"tenant": NAME, "error": MESSAGE, "findings": [], "placements": [], "notes": []}`.
+A placement whose node tied with others in HAMi's node score (HAMi then picks any of them) lists
+them in `tiedNodes`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from policies.evaluate import Finding, tenant_node
+from policies.evaluate_nodes import tenant_cluster
+from policies.inventory import TenantInventory
+from policies.node_policy import Placed, greedy_placements
+from policies.workloads import Workload
+
+
+def placements(
+    inventory: TenantInventory, declared: Sequence[Workload], submitted: Sequence[Workload], node_name: str
+) -> list[dict[str, Any]]:
+    """Where HAMi would put the submitted pods, one at a time in order, after what runs now (live usage)
+    or what the stack declares: the node (HAMi's node policy, with several) and each container's cards."""
+    pods = [pod for w in [*declared, *submitted] for pod in w.pods]
+    found: list[dict[str, Any]] = []
+    if not inventory.nodes:
+        node = tenant_node(inventory, pods)
+        for workload in declared:
+            for pod in workload.pods:
+                node.place_hami(pod, inventory.gpu_policy)
+        for workload in submitted:
+            for pod in workload.pods:
+                placed = node.place_hami(pod, inventory.gpu_policy)
+                if isinstance(placed, list):
+                    cards = [[node.cards[i].id for i in chosen] for chosen in placed]
+                    found.append(_placement(workload, pod, node_name, cards))
+        return found
+    cluster = tenant_cluster(inventory, pods)
+    submitted_pods = {id(pod): workload for workload in submitted for pod in workload.pods}
+    for outcome in greedy_placements(cluster, pods, inventory.gpu_policy, inventory.node_policy):
+        if isinstance(outcome, Placed) and id(outcome.pod) in submitted_pods:
+            entry = _placement(submitted_pods[id(outcome.pod)], outcome.pod, outcome.node, outcome.cards)
+            if outcome.tied:
+                entry["tiedNodes"] = list(outcome.tied)
+            found.append(entry)
+    return found
+
+
+def _placement(workload: Workload, pod, node: str, cards: list[list[str]]) -> dict[str, Any]:
+    return {
+        "workload": workload.label,
+        "pod": pod.workload,
+        "node": node,
+        "containers": [
+            {"name": container.name, "cards": ids} for container, ids in zip(pod.containers, cards, strict=True)
+        ],
+    }
+
+
+def placement_lines(found: Sequence[dict[str, Any]], several_nodes: bool) -> list[str]:
+    lines = []
+    for entry in found:
+        cards = "; ".join(f"{c['name']} -> {', '.join(c['cards'])}" for c in entry["containers"])
+        if several_nodes:
+            others = [node for node in entry.get("tiedNodes", ()) if node != entry["node"]]
+            tied = f" (tied with {', '.join(others)}: HAMi picks any)" if others else ""
+            lines.append(f"place: {entry['pod']} on {entry['node']}: {cards}{tied}")
+        else:
+            lines.append(f"place: {entry['pod']}: {cards}")
+    return lines
+
+
+def document(
+    tenant: str,
+    findings: Sequence[Finding] = (),
+    found: Sequence[dict[str, Any]] = (),
+    notes: Sequence[str] = (),
+    error: str | None = None,
+) -> str:
+    """The one JSON document of `--output json` (ASCII: names from YAML may hold anything)."""
+    body: dict[str, Any] = {"tenant": tenant}
+    if error is not None:
+        body["error"] = error
+    body["findings"] = [
+        {
+            "severity": f.severity,
+            "reason": f.reason,
+            "workload": f.workload,
+            "message": f.message,
+            **({"cards": f.card} if f.card else {}),
+        }
+        for f in findings
+    ]
+    body["placements"] = list(found)
+    body["notes"] = list(notes)
+    return json.dumps(body, indent=2, ensure_ascii=True)

@@ -1,0 +1,215 @@
+"""Judging a tenant with several GPU nodes: policies/evaluate.py's questions, asked across the nodes
+with HAMi's node selection (policies/node_policy.py).
+
+- certain (errors): a pod no node can hold even alone, and a set that no placement across the nodes
+  holds (each pod on one node; the namespace quota counted over all of them), decided by exhaustive
+  search; the reason is each node's own, as HAMi reports it per node;
+- advisory (warnings): HAMi's greedy walk, pod by pod in creation order, with the node policy
+  (binpack: the most used node that fits; spread: the least used) and every card policy, following
+  every node a score tie leaves open; a stranded pod is reported with the order, policies and the
+  nodes the earlier pods went to.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from policies.evaluate import (
+    NO_PLACEMENT,
+    ORDER_DEPENDENT,
+    UNDECIDED,
+    Finding,
+    _undecided,
+    _workload_of,
+    gpu_count_quota_findings,
+    per_pod_findings,
+    tenant_node,
+)
+from policies.gpu_fit import (
+    MAX_PERMUTED,
+    POLICIES,
+    SEARCH_BUDGET,
+    Budget,
+    Node,
+    PodRequest,
+    arrival_orders,
+    cannot_strand,
+)
+from policies.inventory import TenantInventory
+from policies.node_policy import (
+    MAX_ORDER_STATES,
+    MAX_TIE_RUNS,
+    Cluster,
+    NodeFailure,
+    find_cluster_stranding,
+    first_fit,
+    search_cluster,
+    simulate_cluster,
+)
+from policies.workloads import Workload
+
+
+def tenant_cluster(inventory: TenantInventory, pods: Sequence[PodRequest]) -> Cluster:
+    """The tenant's GPU nodes as HAMi sees them now: each node's cards and their use, one quota table."""
+    whole = tenant_node(inventory, pods)  # quotas and namespace use, as on one node
+    nodes, start = [], 0
+    names = []
+    for name, cards in inventory.node_cards():
+        use = whole.use[start : start + len(cards)]
+        start += len(cards)
+        nodes.append(Node(cards, use, whole.quotas, {ns: tuple(v) for ns, v in whole.namespace_use.items()}))
+        names.append(name)
+    return Cluster(names, nodes)
+
+
+def _failure(cluster: Cluster, pod: PodRequest, inventory: TenantInventory) -> NodeFailure | None:
+    outcome = cluster.candidates(pod, inventory.gpu_policy, inventory.node_policy)
+    return outcome if isinstance(outcome, NodeFailure) else None
+
+
+def _nowhere(inventory: TenantInventory, cluster: Cluster, pod: PodRequest, what: str) -> Finding:
+    failure = _failure(cluster, pod, inventory)
+    if failure is None:
+        return Finding("error", inventory.name, _workload_of(pod), NO_PLACEMENT, f"{what}: no placement exists")
+    events = "; ".join(failure.events())
+    return Finding(
+        "error",
+        inventory.name,
+        _workload_of(pod),
+        failure.reason,
+        f"{what}: {failure.explain()} [HAMi: {events}]",
+        ", ".join(failure.cards) or None,
+    )
+
+
+def evaluate_cluster(inventory: TenantInventory, workloads: Sequence[Workload]) -> list[Finding]:
+    """Every finding for a tenant with several GPU nodes, certain ones first."""
+    per_pod, refused = per_pod_findings(inventory, workloads)
+    pods = [pod for w in workloads if w.label not in refused for pod in w.pods if pod.containers]
+    findings = per_pod + gpu_count_quota_findings(inventory, pods)
+    if not pods:
+        return findings
+    cluster = tenant_cluster(inventory, pods)
+    budget = Budget()
+    count = len(cluster.nodes)
+
+    placeable: list[PodRequest] = []
+    alone: dict[tuple, bool | None] = {}
+    reported: set[str] = set()
+    now = " next to what already runs" if inventory.card_usage else " even alone"
+    for pod in pods:
+        if pod.shape() not in alone:
+            alone[pod.shape()] = search_cluster(cluster, [pod], budget).fits
+        fits = alone[pod.shape()]
+        if fits is False:
+            if _workload_of(pod) not in reported:
+                reported.add(_workload_of(pod))
+                what = f"fits on none of the tenant's {count} GPU nodes{now}"
+                findings.append(_nowhere(inventory, cluster, pod, what))
+            continue
+        if fits is None and _workload_of(pod) not in reported:
+            reported.add(_workload_of(pod))
+            findings.append(_undecided(inventory, _workload_of(pod)))
+        placeable.append(pod)
+    if not placeable:
+        return findings
+
+    fits = search_cluster(cluster, placeable, budget).fits
+    if fits is False:
+        findings.append(_first_unplaceable(inventory, cluster, placeable, budget))
+        return findings
+    if fits is None:
+        findings.append(_undecided(inventory, "(all GPU workloads)"))
+    stranding = _stranding(inventory, cluster, placeable)
+    if stranding is not None:
+        findings.append(stranding)
+    return findings
+
+
+def _stranding(inventory: TenantInventory, cluster: Cluster, pods: Sequence[PodRequest]) -> Finding | None:
+    """The first creation order and card policy under which HAMi's walk across the nodes strands a pod."""
+    # The pigeonhole proof of gpu_fit.cannot_strand holds over the cards of every node at once: a pod is
+    # stranded only when every card of every node rejects it, and blocking them all takes more
+    # placements than the other pods make; and a node with a card that takes the pod passes HAMi's filter.
+    everything = Node(
+        [card for node in cluster.nodes for card in node.cards],
+        [use for node in cluster.nodes for use in node.use],
+        cluster.nodes[0].quotas,
+        cluster.namespace_use,
+    )
+    if cannot_strand(everything, pods):
+        return None
+    policies = (inventory.gpu_policy, *(p for p in POLICIES if p != inventory.gpu_policy))
+    cut = False
+    for gpu_policy in policies:
+        if len(pods) <= MAX_PERMUTED:  # every creation order, as one search over states
+            search = find_cluster_stranding(cluster, pods, gpu_policy, inventory.node_policy)
+            stranded, cut = search.stranding, cut or search.exhausted
+        else:  # the declared order, its reverse, smallest and largest first (as on one node)
+            stranded = None
+            for order in arrival_orders(pods):
+                runs = [0]  # greedy runs of this order: every tie branch, up to MAX_TIE_RUNS
+                stranded = simulate_cluster(cluster, order, gpu_policy, inventory.node_policy, runs)
+                cut = cut or (stranded is None and runs[0] >= MAX_TIE_RUNS)
+                if stranded is not None:
+                    break
+        if stranded is None:
+            continue
+        failure = stranded.failure
+        sequence = " -> ".join(pod.workload for pod in stranded.order)
+        went = ", ".join(f"{pod} on {node}" for pod, node in stranded.placed) or "nothing before it"
+        configured = " (the configured card policy)" if gpu_policy == inventory.gpu_policy else ""
+        return Finding(
+            "warning",
+            inventory.name,
+            failure.pod.workload,
+            ORDER_DEPENDENT,
+            f"fits in some placement, but created in the order {sequence} with node policy "
+            f"{inventory.node_policy} and card policy {gpu_policy}{configured}, HAMi can put {went} and then "
+            f"strands it: {failure.explain()} ({failure.reason})",
+            ", ".join(failure.cards) or None,
+        )
+    if cut:
+        return Finding(
+            "warning",
+            inventory.name,
+            "(all GPU workloads)",
+            UNDECIDED,
+            f"the creation-order simulation stopped (after {MAX_ORDER_STATES} states, or {MAX_TIE_RUNS} runs of one "
+            "order's score ties) without finding a stranded pod; not every order or tie was checked",
+        )
+    return None
+
+
+def _first_unplaceable(
+    inventory: TenantInventory, cluster: Cluster, pods: Sequence[PodRequest], budget: Budget
+) -> Finding:
+    """The first pod (declared order) that no placement of it and the pods before it can hold."""
+    placed = cluster.copy()
+    for index, pod in enumerate(pods):
+        trial = placed.copy()
+        if first_fit(trial, [pod]):
+            placed = trial
+            continue
+        verdict = search_cluster(cluster, pods[: index + 1], budget)
+        if verdict.fits is None:
+            return Finding(
+                "error",
+                inventory.name,
+                "(all GPU workloads)",
+                UNDECIDED,
+                f"no placement holds all {len(pods)} pods, but the search ran out of its budget ({SEARCH_BUDGET} "
+                "steps per tenant) before finding the first one that does not fit",
+            )
+        if verdict.fits:
+            assert verdict.cluster is not None
+            placed = verdict.cluster  # another placement of the pods so far makes room
+            continue
+        names = sorted({_workload_of(other) for other in pods[:index]})
+        finding = _nowhere(
+            inventory, placed, pod, f"no placement across the nodes fits it next to {', '.join(names) or 'what runs'}"
+        )
+        return Finding(finding.severity, finding.tenant, pod.workload, finding.reason, finding.message, finding.card)
+    return Finding(  # pragma: no cover - the caller established that the whole set does not fit
+        "error", inventory.name, "(all GPU workloads)", NO_PLACEMENT, f"no placement holds all {len(pods)} pods"
+    )
