@@ -22,7 +22,7 @@ from components import safe_yaml
 from components.config import ConfigError, Tenant, load_stack_file
 from components.names import TENANT_LABEL
 from components.workload_manifests import workload_manifest
-from policies.evaluate import evaluate_tenant, printable, tenant_node
+from policies.evaluate import evaluate_tenant, printable, running, tenant_node
 from policies.inventory import TenantInventory, from_lab_config
 from policies.live import LiveError, current_usage, describe_usage, fetch_pod_list
 from policies.workloads import Workload, WorkloadError, read_workload, unit_suffix_notes
@@ -113,13 +113,10 @@ def _pod_list(live: Live, tenant: Tenant, stack: str) -> dict:
         raise BadInput(f"--live: {error}") from None
 
 
-def _placements(inventory: TenantInventory, declared: list[Workload], submitted: list[Workload]) -> list[str]:
+def _placements(inventory: TenantInventory, submitted: list[Workload]) -> list[str]:
     """Where HAMi would put the submitted pods, in order and with the tenant's card policy, after what
-    runs now (live usage) or what the stack declares."""
-    node = tenant_node(inventory, [pod for w in declared + submitted for pod in w.pods])
-    for workload in declared:
-        for pod in workload.pods:
-            node.place_hami(pod, inventory.gpu_policy)
+    runs now (live usage, or the stack's own workloads)."""
+    node = tenant_node(inventory, [pod for w in submitted for pod in w.pods])
     lines = []
     for workload in submitted:
         for pod in workload.pods:
@@ -176,11 +173,15 @@ def run(
             lines.append(
                 f"warning: {workload.label} is labelled {TENANT_LABEL}={labelled} but is checked as {tenant_name}"
             )
-    findings = evaluate_tenant(inventory, declared + submitted)
+    # The stack's own workloads already run: judge them as the pack does, then the manifests after them,
+    # on the cards HAMi gave them (not on whatever placement would suit the manifests best).
+    findings = evaluate_tenant(inventory, declared) if declared else []
+    inventory = running(inventory, declared)
+    findings += evaluate_tenant(inventory, submitted)
     lines.extend(finding.line() for finding in findings)
     failed = any(finding.severity == "error" for finding in findings)
     if not failed:
-        lines.extend(_placements(inventory, declared, submitted))
+        lines.extend(_placements(inventory, submitted))
     return (1 if failed else 0), lines
 
 

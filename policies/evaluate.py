@@ -8,7 +8,7 @@ questions the bounded search could not decide (said, never silently dropped).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from policies.gpu_fit import (
@@ -23,8 +23,9 @@ from policies.gpu_fit import (
     Verdict,
     find_stranding,
     search_placement,
+    stranded_in_every_order,
 )
-from policies.inventory import TenantInventory
+from policies.inventory import NamespaceUsage, TenantInventory
 from policies.per_pod import per_pod_advisories, per_pod_refusals
 from policies.workloads import Workload
 
@@ -198,7 +199,21 @@ def evaluate_tenant(inventory: TenantInventory, workloads: Sequence[Workload]) -
         findings.append(_undecided(inventory, "(all GPU workloads)"))
     policies = (policy, *(p for p in POLICIES if p != policy))
     stranding = find_stranding(node, placeable, policies)
-    if stranding is not None:
+    certain = stranded_in_every_order(node, placeable, policy) if stranding is not None else None
+    if certain is not None:
+        findings.append(
+            Finding(
+                "error",
+                inventory.name,
+                certain.pod.workload,
+                certain.reason,
+                f"some placement would hold every pod, but HAMi places one pod at a time and, with card policy "
+                f"{policy}, strands one in every creation order; created as declared: {certain.explain()}"
+                f"{_quota_note(node, certain)}",
+                ", ".join(certain.cards) or None,
+            )
+        )
+    elif stranding is not None:
         order = " -> ".join(pod.workload for pod in stranding.order)
         configured = " (the configured card policy)" if stranding.policy == policy else ""
         findings.append(
@@ -214,6 +229,26 @@ def evaluate_tenant(inventory: TenantInventory, workloads: Sequence[Workload]) -
             )
         )
     return findings
+
+
+def running(inventory: TenantInventory, workloads: Sequence[Workload]) -> TenantInventory:
+    """The inventory once `workloads` run: HAMi places their pods one at a time, in this order, with the
+    tenant's card policy (what a stack's own workloads hold when a new manifest arrives). A pod HAMi
+    would leave Pending holds no card, but counts against the GPU-count quota."""
+    pods = [pod for workload in workloads for pod in workload.pods if pod.containers]
+    node = tenant_node(inventory, pods)
+    namespaces = {ns: [u.gpumem, u.gpucores, u.gpus] for ns, u in inventory.namespace_usage.items()}
+    for pod in pods:
+        totals = namespaces.setdefault(pod.namespace, [0, 0, 0])
+        totals[2] += sum(c.nums for c in pod.containers)  # the API server's quota counts Pending pods too
+        placed = node.place_hami(pod, inventory.gpu_policy)
+        if isinstance(placed, ContainerFailure):
+            continue
+        for container, cards in zip(pod.containers, placed, strict=True):
+            totals[0] += sum(container.memory_on(node.cards[i]) for i in cards)
+            totals[1] += container.fit_cores * len(cards)
+    usage = {ns: NamespaceUsage(*totals) for ns, totals in namespaces.items() if any(totals)}
+    return replace(inventory, card_usage=tuple(node.use), namespace_usage=usage)
 
 
 def _first_unplaceable(inventory: TenantInventory, node: Node, pods: Sequence[PodRequest], budget: Budget) -> Finding:
