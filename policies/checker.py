@@ -1,8 +1,8 @@
 """`python -m policies check --tenant NAME [--stack STACK] FILE...|-`: the pack's GPU rules on manifests.
 
-For teams that deploy with kubectl. The manifests are judged together with the GPU workloads the
-stack already declares for that tenant (they run there too), against the tenant's cards, per-pod
-limits and quota from `Pulumi.<STACK>.yaml`.
+For teams that deploy with kubectl. The GPU workloads the stack declares for that tenant already run
+there: HAMi has placed them, one at a time in their declared order, and the manifests are judged after
+them, in their own order, against the tenant's cards, per-pod limits and quota from `Pulumi.<STACK>.yaml`.
 
 With --live (or --usage-from a recorded PodList) the manifests are judged against what the tenant's
 cards hold *now* (HAMi's allocation annotations on its pods) instead of the stack's declared workloads.
@@ -177,6 +177,12 @@ def run(
     # on the cards HAMi gave them (not on whatever placement would suit the manifests best).
     findings = evaluate_tenant(inventory, declared) if declared else []
     inventory = running(inventory, declared)
+    if declared:
+        lines.append(
+            f"running: {', '.join(w.label for w in declared)} (declared in {stack_file.name}; placed by HAMi, "
+            "in this order)"
+        )
+        lines.extend(line.replace("now:", "running:", 1) for line in describe_usage(inventory))
     findings += evaluate_tenant(inventory, submitted)
     lines.extend(finding.line() for finding in findings)
     failed = any(finding.severity == "error" for finding in findings)
