@@ -46,7 +46,9 @@ USE_UUID, NOUSE_UUID = "nvidia.com/use-gpuuuid", "nvidia.com/nouse-gpuuuid"
 # which `failurePolicy: Fail` turns into "expression ... resulted in error", not a GPU message).
 VALUE_CAP = 2**53  # a quantity above is read as this: more than any card, node or limit holds
 PERCENT_CAP = 2**31  # gpumem-percentage above is read as this, so largest card x percentage fits int64
-SUM_CAP = 2**40  # each container's share of a per-pod sum is clamped to min(limit + 1, SUM_CAP)
+# A container's share of a per-pod sum is clamped here, so sums over any number of containers fit int64.
+# Exact below; a clamped share is more than any card (or limit) holds, so the verdict stays the same.
+SUM_CAP = 2**40
 INT64_MAX = 2**63 - 1
 # No VAP may refuse what HAMi admits: HAMi upper-cases card type selectors with Go's Unicode rules,
 # CEL's upperAscii() only ASCII, so selectors with other letters are left to HAMi.
@@ -157,8 +159,11 @@ def _gpu_signature(obj: str) -> str:
 
     def containers(field: str) -> str:
         def get(section: str) -> str:
+            # By value: 20000 is stored as "20k", 2e4 as "20e3"; they are one request.
             where = f"c.resources.{section}"
-            return f"(has(c.resources) && has({where}) && k in {where} ? {where}[k] : '-')"
+            q = f"quantity({where}[k])"
+            value = f"({q}.isInteger() ? string({q}.asInteger()) : {where}[k])"
+            return f"(has(c.resources) && has({where}) && k in {where} ? {value} : '-')"
 
         return (
             f"(has({t}.spec.{field}) ? {t}.spec.{field} : []).map(c, "
@@ -178,7 +183,7 @@ MATCH_CONDITIONS = [
 ]
 
 
-def _variables() -> list[dict]:
+def _variables(tenant: Tenant) -> list[dict]:
     every = "(has(variables.template.spec.containers) ? variables.template.spec.containers : [])"
     init = "(has(variables.template.spec.initContainers) ? variables.template.spec.initContainers : [])"
     return [
@@ -191,7 +196,17 @@ def _variables() -> list[dict]:
         {"name": "beyondInt64", "expression": f"({every} + {init}).filter(c, {_beyond_int64('c')}).map(c, c.name)"},
         {"name": "gpu", "expression": _requests(every) + ".filter(r, r.nums > 0)"},
         {"name": "initGpu", "expression": _requests(init) + ".filter(r, r.nums > 0)"},
+        {
+            # Per GPU container: cards, MB per card (a percentage counted on the largest card), cores per card.
+            "name": "perCard",
+            "expression": "variables.gpu.map(r, {'nums': r.nums, "
+            f"'mem': {_memory('r', _largest(tenant))}, 'cores': r.cores > 100 ? 100 : r.cores}})",
+        },
     ]
+
+
+def _largest(tenant: Tenant) -> int:
+    return max(card.memory_mb for card in tenant.cards())
 
 
 def deny_validations(tenant: Tenant) -> list[dict]:
@@ -199,9 +214,8 @@ def deny_validations(tenant: Tenant) -> list[dict]:
     they come in the order HAMi itself would judge: per container, more cards than the node has
     (fitInDevices), then per card type, UUID and memory (device.go Fit). gpulab's own rules follow."""
     cards = tenant.cards()
-    largest = max(card.memory_mb for card in cards)
+    largest = _largest(tenant)
     limits = tenant.limits
-    memory = _memory("r", largest)
     validations = [
         {
             "expression": "size(variables.beyondInt64) == 0",
@@ -231,10 +245,10 @@ def deny_validations(tenant: Tenant) -> list[dict]:
             f"{NOUSE_UUID} (its cards: {', '.join(c.id for c in cards)})",
         },
         {
-            "expression": f"variables.gpu.all(r, {memory} <= {largest})",
+            "expression": f"variables.perCard.all(p, p.mem <= {largest})",
             "reason": "Forbidden",
             "messageExpression": "'CardInsufficientMemory: a container asks ' + "
-            f"string(variables.gpu.map(r, {memory}).max()) + ' MB per card; the largest card of tenant "
+            "string(variables.perCard.map(p, p.mem).max()) + ' MB per card; the largest card of tenant "
             f"{tenant.name} has {largest} MB'",
         },
         {
@@ -244,23 +258,17 @@ def deny_validations(tenant: Tenant) -> list[dict]:
             "to app containers only; move the GPU work into an app container",
         },
     ]
-    per_card = {
-        "gpus": ("1", " GPUs"),
-        "gpumem": (memory, " MB"),
-        "gpucores": ("(r.cores > 100 ? 100 : r.cores)", "% cores"),
-    }
-    for key, (each, unit) in per_card.items():
+    for key, each, unit in (("gpus", "1", " GPUs"), ("gpumem", "p.mem", " MB"), ("gpucores", "p.cores", "% cores")):
         limit = getattr(limits, key)
         if limit is None:
             continue
-        bound = min(limit + 1, SUM_CAP)
-        total = f"variables.gpu.map(r, {_share('r.nums', each, bound)}).sum()"
-        clamped = f"variables.gpu.exists(r, {_clamped('r.nums', each, bound)})"
+        total = f"variables.perCard.map(p, {_share('p.nums', each, SUM_CAP)}).sum()"
+        clamped = f"variables.perCard.exists(p, {_clamped('p.nums', each, SUM_CAP)})"
         validations.append(
             {
                 "expression": f"{total} <= {limit}",
                 "reason": "Forbidden",
-                "messageExpression": f"'PodGpuLimitExceeded: each pod asks ' + ({clamped} ? 'more than {limit}' : "
+                "messageExpression": f"'PodGpuLimitExceeded: each pod asks ' + ({clamped} ? 'more than {SUM_CAP}' : "
                 f"string({total})) + '{unit} in total; tenant {tenant.name} allows {limit}{unit} per pod'",
             }
         )
@@ -331,7 +339,7 @@ def policy_objects(tenant: Tenant) -> list[dict]:
                     "failurePolicy": "Fail",  # an expression that errors refuses, it does not wave through
                     "matchConstraints": MATCH,
                     "matchConditions": MATCH_CONDITIONS,
-                    "variables": _variables(),
+                    "variables": _variables(tenant),
                     "validations": validations,
                 },
             }

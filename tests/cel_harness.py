@@ -18,6 +18,7 @@ validation order: the API server shows only the first (dispatcher.go, deniedDeci
 from __future__ import annotations
 
 import copy
+import functools
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -36,8 +37,13 @@ class Quantity:
 def _quantity(text: Any) -> Quantity:
     if not isinstance(text, str):
         raise ValueError(f"quantity() takes a string, not {type(text).__name__}")
+    return _parsed(str(text))
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(text: str) -> Quantity:
     try:
-        return Quantity(parse_quantity(str(text)))
+        return Quantity(parse_quantity(text))
     except QuantityError as error:
         raise ValueError(f"quantities must match the regular expression: {error}") from None
 
@@ -166,7 +172,7 @@ def admitted(obj: dict, webhook: bool = True) -> dict:
                 requests.setdefault(key, value)
             asks_share = any(key in limits for key in HAMI_KEYS[1:]) and "nvidia.com/gpu" not in limits
             if webhook and field == "containers" and asks_share:
-                limits["nvidia.com/gpu"] = requests["nvidia.com/gpu"] = "1"
+                limits["nvidia.com/gpu"] = "1"  # to the limits only (MutateAdmission)
             asks_gpu = asks_gpu or any(key in limits for key in HAMI_KEYS)
     if is_pod and webhook and asks_gpu:
         spec["schedulerName"] = "hami-scheduler"
