@@ -226,7 +226,7 @@ def workloads(draw) -> dict:
     pod_spec = {"containers": [draw(container(f"c{i}")) for i in range(draw(st.integers(1, 3)))]}
     if draw(st.integers(0, 4)) == 0:
         pod_spec["initContainers"] = [draw(container("init"))]
-    kind = draw(st.sampled_from(["Pod", "Pod", "Deployment", "Job", "CronJob", "StatefulSet"]))
+    kind = draw(st.sampled_from(["Pod", "Pod", "Deployment", "Job", "CronJob", "StatefulSet", "ReplicationController"]))
     template = {"metadata": {"annotations": annotations}, "spec": pod_spec}
     if kind == "Pod":
         return {
