@@ -2,17 +2,24 @@
 
 Kubernetes evaluates the CEL below inside the tenant's API server at `kubectl apply` time: no webhook,
 no pod, nothing to fail open (HAMi's own webhook is `failurePolicy: Ignore`). The questions are
-exactly policies/per_pod.py's, generated from the same tenant config (cards, per-pod limits), and
-tests/test_gpu_admission.py evaluates this CEL offline against that module on shared and generated
-pods.
+exactly policies/per_pod.py's, in the same order, generated from the same tenant config (cards,
+per-pod limits), and tests/test_gpu_admission.py evaluates this CEL offline against that module on
+shared and generated pods, fed as the API server feeds it (tests/cel_harness.py).
 
-- `gpulab-gpu-requests` (Deny): init containers with GPU resources, per-pod limits, more cards than
-  the node has (NodeInsufficientDevice), more memory than the largest card (CardInsufficientMemory),
-  type/UUID selectors that leave no card (CardTypeMismatch, CardUuidMismatch), and a GPU Pod whose
-  schedulerName is not hami-scheduler (HAMi's mutating webhook runs before validating policies, so
-  this refuses only the pods it did not handle: the fail-open case).
+- `gpulab-gpu-requests` (Deny), in this order because the API server shows only the first failing
+  validation (apiserver dispatcher.go, deniedDecisions[0]) and it should be HAMi's reason: quantities
+  beyond int64 (GpuQuantityOutOfRange), more cards than the node has (NodeInsufficientDevice), type and
+  UUID selectors that leave no card (CardTypeMismatch, CardUuidMismatch), more memory than the largest
+  card (CardInsufficientMemory); then gpulab's own rules: init containers with GPU resources, per-pod
+  limits, and a GPU Pod whose schedulerName is not hami-scheduler (HAMi's mutating webhook runs before
+  validating policies, so this refuses only the pods it did not handle: the fail-open case).
 - `gpulab-gpu-requests-advice` (Warn): what HAMi accepts but quietly changes (cores above 100 are
   clamped; a 0 % memory request gets 0 MB). Refusing those would refuse pods HAMi runs.
+
+An UPDATE is judged only when it changes what HAMi reads from the pod template (MATCH_CONDITIONS), so
+scaling down, removing a finalizer, orphaning or relabelling a workload admitted under older limits
+always works. No expression can fail at run time on user input: quantities are read with
+`isInteger()` first and clamped, and sums are clamped per container (no int64 overflow).
 
 No namespace is exempt: HAMi's components ask for no GPU resources, and a pod without GPU requests
 passes every rule. Cost: each expression iterates a pod's containers once (bounded by the API's

@@ -1,7 +1,9 @@
 """gpulab's CrossGuard policies. Importable: the pack itself is built in policies/__main__.py.
 
-- gpu-request-limits (mandatory): per-pod GPU limits, card fit with HAMi's reason names, quota;
-  workloads whose tenant cannot be told apart are reported.
+- gpu-request-limits (mandatory): per-pod GPU limits, card fit with HAMi's reason names, quota, sets
+  HAMi strands in every arrival order; workloads whose tenant cannot be told apart (the tenant is its
+  provider, recognised by URN), and GPU requests in resources the pack cannot read (Patches, Helm
+  charts), are reported.
 - gpu-placement-order (advisory): sets that fit only in some arrival orders or card policies.
 - mock-gpu-node-not-labelled-gpu-on, worker-version-matches-control-plane,
   tenant-version-supported-by-kamaji, metallb-pool-ipv4 (mandatory): lab safety.
