@@ -302,6 +302,20 @@ def test_tc10_gpu_limits_hold_at_admission(lab) -> None:
         denied_at_admission(
             lambda: api.create_namespaced_pod(namespace, bypass), "a GPU pod must be scheduled by hami-scheduler"
         )
+        # Updates are judged only when they change what HAMi reads: a relabel or scale goes through, a bigger
+        # GPU request is refused like a new one (strategic merge: the container is matched by name).
+        update = copy.deepcopy(deployment)
+        update["metadata"]["name"] = "tc10-update"
+        update["spec"]["replicas"] = 0  # holds no card
+        update["spec"]["template"]["spec"] = gpu_pod("tc10-update", image(lab), gpumem=1000, gpucores=5)["spec"]
+        apps.create_namespaced_deployment(namespace, update)
+        apps.patch_namespaced_deployment("tc10-update", namespace, {"metadata": {"labels": {"tc10": "relabelled"}}})
+        apps.patch_namespaced_deployment("tc10-update", namespace, {"spec": {"replicas": 0}})
+        grow = {"nvidia.com/gpumem": "90000", "nvidia.com/gpucores": "5"}
+        patch = {"spec": {"template": {"spec": {"containers": [{"name": "gpu", "resources": {"limits": grow}}]}}}}
+        denied_at_admission(
+            lambda: apps.patch_namespaced_deployment("tc10-update", namespace, patch), "CardInsufficientMemory"
+        )
         valid = gpu_pod("tc10-valid", image(lab), gpumem=20000, gpucores=5)
         created = api.create_namespaced_pod(namespace, valid)
         assert created.spec.scheduler_name == "hami-scheduler", "admitted, through HAMi's webhook"
