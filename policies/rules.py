@@ -102,10 +102,11 @@ def _gpu_keys(value: Any, depth: int = 0) -> bool:
 
 
 def _known(container: Any, key: Any) -> Any:
-    """An element, or None while it is unknown (preview): reading an unknown through the analyzer's proxy raises."""
+    """An element, or None when absent or still unknown (preview: reading an unknown through the analyzer's
+    proxy raises, and so does `in`)."""
     try:
         return container[key]
-    except UnknownValueError:
+    except (KeyError, UnknownValueError):
         return None
 
 
@@ -131,7 +132,7 @@ def _raw_label(props: Any) -> str | None:
     return label if isinstance(label, str) else None
 
 
-def _unchecked_kind(resource: PolicyResource) -> Finding | None:
+def _unchecked_kind(resource: PolicyResource, tenant: str | None) -> Finding | None:
     """A resource that may create GPU pods the pack cannot read: reported, never passed silently."""
     if PATCH_TYPES.fullmatch(resource.resource_type) and _gpu_keys(resource.props):
         what = (
@@ -139,14 +140,14 @@ def _unchecked_kind(resource: PolicyResource) -> Finding | None:
             "does not declare whole, so the pack cannot judge the pods it results in; declare the workload "
             "itself (not a Patch), or check its full manifest with `python -m policies check`"
         )
-    elif resource.resource_type in HELM_TYPES and _gpu_keys(resource.props.get("values")):
+    elif resource.resource_type in HELM_TYPES and _gpu_keys(_known(resource.props, "values")):
         what = (
             f"Helm chart {resource.name} is given GPU requests in its values; the pack cannot render the chart's "
             "pods. Check them with `helm template ... | python -m policies check --tenant NAME -`"
         )
     else:
         return None
-    return Finding("error", _raw_label(resource.props) or "?", resource.name, NOT_CHECKED, what)
+    return Finding("error", tenant or _raw_label(resource.props) or "?", resource.name, NOT_CHECKED, what)
 
 
 def _gpu_findings(
@@ -176,13 +177,13 @@ def _gpu_findings(
     problems: list[tuple[Finding, str]] = []
     for resource in args.resources:
         kind = RESOURCE_TYPES.get(resource.resource_type)
+        provider = resource.provider
+        by_provider = providers.get(provider.urn) if provider is not None else None
         if kind is None:
-            unchecked = _unchecked_kind(resource)
+            unchecked = _unchecked_kind(resource, by_provider)
             if unchecked is not None:
                 problems.append((unchecked, resource.urn))
             continue
-        provider = resource.provider
-        by_provider = providers.get(provider.urn) if provider is not None else None
         try:
             workload = read_workload(kind, resource.props)
         except WorkloadError as error:

@@ -432,3 +432,17 @@ def test_current_usage_in_policy_config() -> None:
     bad = {"tenants": {"t": {"cards": [{"model": "L4"}], "usage": {"cards": {"3": {"slots": 1}}}}}}
     messages = [m for m, _ in gpu_violations([pod("x", share, tenant=None)], bad)]
     assert any("usage.cards has card 3" in m for m in messages), messages
+
+
+def test_unknown_values_in_preview_are_not_read() -> None:
+    """On a first preview a chart's values may be unknown; the pack must not trip on them (reading an unknown
+    through the analyzer's proxy raises, and `in` reads)."""
+    from pulumi_policy.proxy import unknown_checking_proxy
+
+    unknown = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # the engine's unknown sentinel
+    for values in (unknown, {"image": unknown, "gpu": {"nvidia.com/gpu": 1}}, {"list": [unknown, {"a": unknown}]}):
+        props = unknown_checking_proxy({"chart": "x", "values": values})
+        chart = resource("kubernetes:helm.sh/v3:Release", props, name="x")
+        found = [m for m, _ in gpu_violations([inventory_configmap(), chart])]
+        gpu = isinstance(values, dict) and "gpu" in values
+        assert [("GpuWorkloadNotChecked" in m) for m in found] == ([True] if gpu else []), found
