@@ -225,6 +225,8 @@ def test_a_declared_deployment_passes_as_the_engine_sends_it() -> None:
     deployment = next(r for r in resources if r.resource_type == "kubernetes:apps/v1:Deployment")
     assert deployment.props["spec"]["replicas"] == 2
     assert gpu_diagnostics(analyze_stack(resources)) == []
+    violations = run_pack(config)  # `make plan`'s way: the pack over what the program registers
+    assert violations["gpu-request-limits"] == [] and violations["gpu-placement-order"] == [], violations
 
 
 def test_a_declared_deployment_that_does_not_fit_is_refused_for_its_tenant() -> None:
