@@ -1,8 +1,8 @@
 """`python -m policies check --tenant NAME [--stack STACK] FILE...|-`: the pack's GPU rules on manifests.
 
-For teams that deploy with kubectl. The manifests are judged together with the GPU workloads the
-stack already declares for that tenant (they run there too), against the tenant's cards, per-pod
-limits and quota from `Pulumi.<STACK>.yaml`.
+For teams that deploy with kubectl. The GPU workloads the stack declares for that tenant already run
+there: HAMi has placed them, one at a time in their declared order, and the manifests are judged after
+them, in their own order, against the tenant's cards, per-pod limits and quota from `Pulumi.<STACK>.yaml`.
 
 With --live (or --usage-from a recorded PodList) the manifests are judged against what the tenant's
 cards hold *now* (HAMi's allocation annotations on its pods) instead of the stack's declared workloads.
@@ -24,7 +24,7 @@ from components.names import TENANT_LABEL
 from components.workload_manifests import workload_manifest
 from policies.check_output import document as json_document
 from policies.check_output import placement_lines, placements
-from policies.evaluate import Finding, evaluate_tenant, printable
+from policies.evaluate import Finding, evaluate_tenant, printable, running
 from policies.inventory import from_lab_config
 from policies.live import LiveError, current_usage, describe_usage, fetch_pod_list
 from policies.workloads import Workload, WorkloadError, read_workload, unit_suffix_notes
@@ -172,9 +172,19 @@ def run(tenant_name: str, stack: str, files: list[Path], project_dir: Path, live
             lines.append(
                 f"warning: {workload.label} is labelled {TENANT_LABEL}={labelled} but is checked as {tenant_name}"
             )
-    findings = evaluate_tenant(inventory, declared + submitted)
+    # The stack's own workloads already run: judge them as the pack does, then the manifests after them,
+    # on the cards HAMi gave them (not on whatever placement would suit the manifests best).
+    findings = evaluate_tenant(inventory, declared) if declared else []
+    inventory = running(inventory, declared)
+    if declared:
+        lines.append(
+            f"running: {', '.join(w.label for w in declared)} (declared in {stack_file.name}; placed by HAMi, "
+            "in this order)"
+        )
+        lines.extend(line.replace("now:", "running:", 1) for line in describe_usage(inventory))
+    findings += evaluate_tenant(inventory, submitted)
     failed = any(finding.severity == "error" for finding in findings)
-    placed = [] if failed else placements(inventory, declared, submitted, tenant.gpu_node_name())
+    placed = [] if failed else placements(inventory, [], submitted, tenant.gpu_node_name())
     return CheckResult(1 if failed else 0, lines, findings, placed, bool(inventory.nodes))
 
 

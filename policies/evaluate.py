@@ -8,7 +8,7 @@ questions the bounded search could not decide (said, never silently dropped).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from policies.gpu_fit import (
@@ -16,6 +16,7 @@ from policies.gpu_fit import (
     RESOURCE_QUOTA_NOT_FIT,
     SEARCH_BUDGET,
     Budget,
+    CardSpec,
     ContainerFailure,
     NamespaceQuota,
     Node,
@@ -23,8 +24,9 @@ from policies.gpu_fit import (
     Verdict,
     find_stranding,
     search_placement,
+    stranded_in_every_order,
 )
-from policies.inventory import TenantInventory
+from policies.inventory import NamespaceUsage, TenantInventory
 from policies.per_pod import per_pod_advisories, per_pod_refusals
 from policies.workloads import Workload
 
@@ -202,7 +204,21 @@ def evaluate_tenant(inventory: TenantInventory, workloads: Sequence[Workload]) -
         findings.append(_undecided(inventory, "(all GPU workloads)"))
     policies = (policy, *(p for p in POLICIES if p != policy))
     stranding = find_stranding(node, placeable, policies)
-    if stranding is not None:
+    certain = stranded_in_every_order(node, placeable, policy) if stranding is not None else None
+    if certain is not None:
+        findings.append(
+            Finding(
+                "error",
+                inventory.name,
+                certain.pod.workload,
+                certain.reason,
+                f"some placement would hold every pod, but HAMi places one pod at a time and, with card policy "
+                f"{policy}, strands one in every creation order; created as declared: {certain.explain()}"
+                f"{_quota_note(node, certain)}",
+                ", ".join(certain.cards) or None,
+            )
+        )
+    elif stranding is not None:
         order = " -> ".join(pod.workload for pod in stranding.order)
         configured = " (the configured card policy)" if stranding.policy == policy else ""
         findings.append(
@@ -218,6 +234,45 @@ def evaluate_tenant(inventory: TenantInventory, workloads: Sequence[Workload]) -
             )
         )
     return findings
+
+
+def running(inventory: TenantInventory, workloads: Sequence[Workload]) -> TenantInventory:
+    """The inventory once `workloads` run: HAMi places their pods one at a time, in this order, with the
+    tenant's card policy (what a stack's own workloads hold when a new manifest arrives). A pod HAMi
+    would leave Pending holds no card, but counts against the GPU-count quota."""
+    pods = [pod for workload in workloads for pod in workload.pods if pod.containers]
+    namespaces = {ns: [u.gpumem, u.gpucores, u.gpus] for ns, u in inventory.namespace_usage.items()}
+
+    def count(pod: PodRequest, placed: Sequence[Sequence[CardSpec]] | None) -> None:
+        totals = namespaces.setdefault(pod.namespace, [0, 0, 0])
+        totals[2] += sum(c.nums for c in pod.containers)  # the API server's quota counts Pending pods too
+        for container, cards in zip(pod.containers, placed or (), strict=False):
+            totals[0] += sum(container.memory_on(card) for card in cards)
+            totals[1] += container.fit_cores * len(cards)
+
+    if inventory.nodes:  # several GPU nodes: HAMi's node policy picks the node (first on a tie)
+        from policies.evaluate_nodes import tenant_cluster
+        from policies.node_policy import NodeFailure
+
+        cluster = tenant_cluster(inventory, pods).copy()
+        for pod in pods:
+            outcome = cluster.candidates(pod, inventory.gpu_policy, inventory.node_policy)
+            if isinstance(outcome, NodeFailure):
+                count(pod, None)
+                continue
+            choice = outcome[0][0]
+            node = cluster.nodes[choice.node]
+            count(pod, [[node.cards[i] for i in cards] for cards in choice.cards])
+            cluster.commit(pod, choice)
+        use = tuple(u for node in cluster.nodes for u in node.use)
+    else:
+        single = tenant_node(inventory, pods)
+        for pod in pods:
+            placed = single.place_hami(pod, inventory.gpu_policy)
+            count(pod, None if isinstance(placed, ContainerFailure) else [[single.cards[i] for i in c] for c in placed])
+        use = tuple(single.use)
+    usage = {ns: NamespaceUsage(*totals) for ns, totals in namespaces.items() if any(totals)}
+    return replace(inventory, card_usage=use, namespace_usage=usage)
 
 
 def _first_unplaceable(inventory: TenantInventory, node: Node, pods: Sequence[PodRequest], budget: Budget) -> Finding:

@@ -26,7 +26,6 @@ from policies.evaluate import (
     tenant_node,
 )
 from policies.gpu_fit import (
-    MAX_PERMUTED,
     POLICIES,
     SEARCH_BUDGET,
     Budget,
@@ -47,6 +46,8 @@ from policies.node_policy import (
     simulate_cluster,
 )
 from policies.workloads import Workload
+
+MAX_PERMUTED = 6  # up to this many pods every creation order is searched across the nodes; above, a sample
 
 
 def tenant_cluster(inventory: TenantInventory, pods: Sequence[PodRequest]) -> Cluster:

@@ -22,6 +22,7 @@ Two questions are answered for a set of pods:
 from __future__ import annotations
 
 import itertools
+import math
 import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,7 +43,7 @@ NODE_INSUFFICIENT_DEVICE = "NodeInsufficientDevice"
 POLICIES = ("spread", "binpack")
 NO_PERCENTAGE = 101  # HAMi's MemPercentagereq when gpumem-percentage is not given
 SEARCH_BUDGET = 20_000  # search steps per tenant evaluation before the exact answer is given up (and reported)
-MAX_PERMUTED = 6  # up to this many pods every arrival order is simulated; above, a fixed sample
+MAX_ORDERS = 720  # up to this many distinct arrival orders (6 different pods) all are simulated; above, a sample
 
 
 @dataclass(frozen=True)
@@ -241,11 +242,11 @@ class ContainerFailure:
 
     @property
     def reason(self) -> str:
-        if NODE_INSUFFICIENT_DEVICE in self.reasons:
-            return NODE_INSUFFICIENT_DEVICE
-        if ALLOCATED_CARDS_INSUFFICIENT_REQUEST in self.reasons:
-            return ALLOCATED_CARDS_INSUFFICIENT_REQUEST
-        return ", ".join(sorted(self.reasons))
+        """Every reason HAMi names (GenReason: one FilteringFailed reason per key), the cards' own first:
+        a partial multi-card fit adds AllocatedCardsInsufficientRequest to what stopped the other cards."""
+        cards = sorted(r for r in self.reasons if r != ALLOCATED_CARDS_INSUFFICIENT_REQUEST)
+        partial = [ALLOCATED_CARDS_INSUFFICIENT_REQUEST] if ALLOCATED_CARDS_INSUFFICIENT_REQUEST in self.reasons else []
+        return ", ".join(cards + partial)
 
     def explain(self) -> str:
         what = f"container {self.container.name} asks {self.container.describe()}"
@@ -555,16 +556,51 @@ def simulate(node: Node, order: Iterable[PodRequest], policy: str) -> ContainerF
     return None
 
 
+def distinct_orders(pods: Sequence[PodRequest]) -> int:
+    """How many arrival orders differ for placement (identical pods swapped are the same order)."""
+    counts: dict[tuple, int] = {}
+    for pod in pods:
+        counts[pod.shape()] = counts.get(pod.shape(), 0) + 1
+    total = math.factorial(len(pods))
+    for count in counts.values():
+        total //= math.factorial(count)
+    return total
+
+
+def _every_order(pods: Sequence[PodRequest]) -> Iterable[tuple[PodRequest, ...]]:
+    """Every distinct arrival order (identical pods keep their relative order)."""
+    shapes: dict[tuple, list[PodRequest]] = {}
+    for pod in pods:
+        shapes.setdefault(pod.shape(), []).append(pod)
+    left = {shape: len(group) for shape, group in shapes.items()}
+    declared = [pod.shape() for pod in pods]
+    order: list[tuple] = []
+
+    def extend() -> Iterable[tuple[PodRequest, ...]]:
+        if len(order) == len(pods):
+            taken = {shape: 0 for shape in shapes}
+            result = []
+            for shape in order:
+                result.append(shapes[shape][taken[shape]])
+                taken[shape] += 1
+            yield tuple(result)
+            return
+        for shape in dict.fromkeys(declared):
+            if left[shape]:
+                left[shape] -= 1
+                order.append(shape)
+                yield from extend()
+                order.pop()
+                left[shape] += 1
+
+    yield from extend()
+
+
 def arrival_orders(pods: Sequence[PodRequest]) -> Iterable[tuple[PodRequest, ...]]:
-    """Every order up to MAX_PERMUTED pods (identical pods are not permuted among themselves);
-    above, the declared order, its reverse, and smallest/largest first."""
-    if len(pods) <= MAX_PERMUTED:
-        seen = set()
-        for order in itertools.permutations(pods):
-            shapes = tuple(pod.shape() for pod in order)
-            if shapes not in seen:
-                seen.add(shapes)
-                yield order
+    """Every distinct order when there are at most MAX_ORDERS (identical pods are not permuted among
+    themselves); above, the declared order, its reverse, and smallest/largest first."""
+    if distinct_orders(pods) <= MAX_ORDERS:
+        yield from _every_order(pods)
         return
     size = lambda pod: sum(c.nums * (c.memreq or 10**6 * c.mem_percentage) for c in pod.containers)  # noqa: E731
     yield tuple(pods)
@@ -609,6 +645,18 @@ def cannot_strand(node: Node, pods: Sequence[PodRequest]) -> bool:
         if needed == 0 or needed <= placements:
             return False
     return True
+
+
+def stranded_in_every_order(node: Node, pods: Sequence[PodRequest], policy: str) -> ContainerFailure | None:
+    """HAMi's failure in the declared order when every arrival order strands a pod with card policy
+    `policy` (each pod's own annotation still wins): then HAMi never places them all, whatever some other
+    placement could do. None when some order succeeds, or when there are too many orders to try them all."""
+    if distinct_orders(pods) > MAX_ORDERS:
+        return None
+    declared = simulate(node, pods, policy)
+    if declared is None or any(simulate(node, order, policy) is None for order in _every_order(pods)):
+        return None
+    return declared
 
 
 def find_stranding(node: Node, pods: Sequence[PodRequest], policies: Sequence[str] = POLICIES) -> Stranding | None:

@@ -1,14 +1,16 @@
 """The refusals decided by one pod alone, from the tenant's inventory: what the pack and the
-in-tenant admission policy (components/gpu_admission.py) must agree on, question for question.
+in-tenant admission policy (components/gpu_admission.py) must agree on, question for question and
+in the same order (kubectl shows only the admission policy's first failing validation):
 
-- InitContainerGpuRequest: an init container asks for a GPU resource (HAMi places app containers only);
-- PodGpuLimitExceeded: the pod's app containers together exceed the tenant's per-pod `gpus`,
-  `gpumem` (a percentage counted on the tenant's largest card) or `gpucores`;
 - NodeInsufficientDevice: a container asks for more cards than the node has (with several GPU nodes,
   than the node with the most cards has: a rule never refuses what some node can hold);
+- CardTypeMismatch / CardUuidMismatch: the pod's selectors leave no card at all (a type selector with
+  non-ASCII letters is left to HAMi: it upper-cases with Unicode rules, the admission CEL cannot);
 - CardInsufficientMemory: a container asks more memory than the tenant's largest card holds
   (including a percentage above 100);
-- CardTypeMismatch / CardUuidMismatch: a container's selectors leave no card at all.
+- InitContainerGpuRequest: an init container asks for a GPU resource (HAMi places app containers only);
+- PodGpuLimitExceeded: the pod's app containers together exceed the tenant's per-pod `gpus`,
+  `gpumem` (a percentage counted on the tenant's largest card) or `gpucores`.
 
 Two advisories (the admission policy warns, the pack notes): cores above 100 (HAMi clamps them to
 100) and a memory percentage of 0 (HAMi gives the container 0 MB).
@@ -48,8 +50,40 @@ def pod_memory_mb(containers: tuple[ContainerRequest, ...], largest_mb: int) -> 
     return sum(c.nums * c.memory_for(largest_mb) for c in containers)
 
 
+def _non_ascii_type_selector(pod: PodRequest) -> bool:
+    """HAMi upper-cases type selectors with Go's Unicode rules; the admission policy's CEL upperAscii()
+    cannot, so a selector with other letters is left to HAMi (and to the placement check)."""
+    return any(not value.isascii() for values in (pod.use_types, pod.nouse_types) if values for value in values)
+
+
 def per_pod_refusals(inventory: TenantInventory, pod: PodRequest) -> list[Refusal]:
+    """In the admission policy's order, which is HAMi's: cards the node has (fitInDevices), then per card
+    type, UUID and memory (device.go Fit); gpulab's own rules after. The first is what kubectl shows."""
+    cards = inventory.cards
+    largest = max((card.memory_mb for card in cards), default=0)
     refusals = []
+    most = max((len(on_node) for _, on_node in inventory.node_cards()), default=0)
+    nodes = "the node has" if not inventory.nodes else f"the largest of its {len(inventory.nodes)} GPU nodes has"
+    for c in pod.containers:
+        if c.nums > most:
+            refusals.append(
+                Refusal(NODE_INSUFFICIENT_DEVICE, f"container {c.name} asks {c.nums} cards, {nodes} {most}")
+            )
+    if cards and pod.containers and not _non_ascii_type_selector(pod) and not any(_type_ok(c, pod) for c in cards):
+        refusals.append(Refusal(CARD_TYPE_MISMATCH, "no card of the tenant matches the pod's GPU type selector"))
+    if cards and pod.containers and not any(_uuid_ok(card, pod) for card in cards):
+        refusals.append(Refusal(CARD_UUID_MISMATCH, "no card of the tenant matches the pod's card UUID selector"))
+    for c in pod.containers:
+        memory = c.memory_for(largest)
+        if cards and memory > largest:
+            listed = ", ".join(f"{card.id} ({card.type}, {card.memory_mb} MB)" for card in cards)
+            refusals.append(
+                Refusal(
+                    CARD_INSUFFICIENT_MEMORY,
+                    f"container {c.name} asks {memory} MB per card; the largest card has {largest} MB: {listed}",
+                    ", ".join(card.id for card in cards),
+                )
+            )
     for init in pod.init_containers:
         refusals.append(
             Refusal(
@@ -58,7 +92,6 @@ def per_pod_refusals(inventory: TenantInventory, pod: PodRequest) -> list[Refusa
                 "only; move the GPU work into an app container",
             )
         )
-    largest = max((card.memory_mb for card in inventory.cards), default=0)
     asked = {
         "gpus": sum(c.nums for c in pod.containers),
         "gpumem": pod_memory_mb(pod.containers, largest),
@@ -72,32 +105,6 @@ def per_pod_refusals(inventory: TenantInventory, pod: PodRequest) -> list[Refusa
                     POD_LIMIT_EXCEEDED,
                     f"each pod asks {asked[key]}{unit} in total; tenant {inventory.name} allows {limit}{unit} per pod",
                 )
-            )
-    cards = inventory.cards
-    most = max((len(on_node) for _, on_node in inventory.node_cards()), default=0)
-    nodes = "the node has" if not inventory.nodes else f"the largest of its {len(inventory.nodes)} GPU nodes has"
-    for c in pod.containers:
-        if c.nums > most:
-            refusals.append(
-                Refusal(NODE_INSUFFICIENT_DEVICE, f"container {c.name} asks {c.nums} cards, {nodes} {most}")
-            )
-        memory = c.memory_for(largest)
-        if cards and memory > largest:
-            listed = ", ".join(f"{card.id} ({card.type}, {card.memory_mb} MB)" for card in cards)
-            refusals.append(
-                Refusal(
-                    CARD_INSUFFICIENT_MEMORY,
-                    f"container {c.name} asks {memory} MB per card; the largest card has {largest} MB: {listed}",
-                    ", ".join(card.id for card in cards),
-                )
-            )
-        if cards and not any(_type_ok(card, pod) for card in cards):
-            refusals.append(
-                Refusal(CARD_TYPE_MISMATCH, f"container {c.name}: no card of the tenant matches its GPU type selector")
-            )
-        if cards and not any(_uuid_ok(card, pod) for card in cards):
-            refusals.append(
-                Refusal(CARD_UUID_MISMATCH, f"container {c.name}: no card of the tenant matches its card UUID selector")
             )
     return refusals
 

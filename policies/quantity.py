@@ -82,4 +82,4 @@ def parse_quantity(text: str) -> Fraction:
 def suffix_of(text: str) -> str:
     """The unit suffix of a quantity string ('' for a plain number or an exponent)."""
     _, suffix = _split_number(text)
-    return "" if suffix[:1] in ("e", "E") else suffix
+    return "" if suffix[:1] in ("e", "E") and suffix not in DECIMAL_SI else suffix

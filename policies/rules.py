@@ -1,7 +1,9 @@
 """gpulab's CrossGuard policies. Importable: the pack itself is built in policies/__main__.py.
 
-- gpu-request-limits (mandatory): per-pod GPU limits, card fit with HAMi's reason names, quota;
-  workloads whose tenant cannot be told apart are reported.
+- gpu-request-limits (mandatory): per-pod GPU limits, card fit with HAMi's reason names, quota, sets
+  HAMi strands in every arrival order; workloads whose tenant cannot be told apart (the tenant is its
+  provider, recognised by URN), and GPU requests in resources the pack cannot read (Patches, Helm
+  charts), are reported.
 - gpu-placement-order (advisory): sets that fit only in some arrival orders or card policies.
 - mock-gpu-node-not-labelled-gpu-on, worker-version-matches-control-plane,
   tenant-version-supported-by-kamaji, metallb-pool-ipv4 (mandatory): lab safety.
@@ -11,19 +13,22 @@ Every enforcement level can be changed in the policy config (`{"<policy>": "advi
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pulumi_policy import (
     EnforcementLevel,
     PolicyConfigSchema,
+    PolicyResource,
     ReportViolation,
     ResourceValidationArgs,
     ResourceValidationPolicy,
     StackValidationArgs,
     StackValidationPolicy,
 )
+from pulumi_policy.proxy import UnknownValueError
 
 from components.names import KAMAJI_MAX_ANNOTATION, NODE_IMAGE_LABEL, TENANT_LABEL
 from components.network import address_problem
@@ -36,7 +41,17 @@ from policies.inventory import (
     is_inventory_configmap,
     parse_policy_config,
 )
-from policies.workloads import RESOURCE_TYPES, Workload, WorkloadError, read_workload
+from policies.workloads import (
+    HAMI_RESOURCES,
+    NOUSE_GPUTYPE,
+    NOUSE_GPUUUID,
+    RESOURCE_TYPES,
+    USE_GPUTYPE,
+    USE_GPUUUID,
+    Workload,
+    WorkloadError,
+    read_workload,
+)
 
 TCP_TYPE = "kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane"
 CONTAINER_TYPE = "docker:index/container:Container"
@@ -57,13 +72,82 @@ GPU_CONFIG_SCHEMA = PolicyConfigSchema(
 
 
 TENANT_LABEL_MISMATCH = "TenantLabelMismatch"
+TENANT_UNKNOWN = "TenantUnknown"
+TENANT_UNVERIFIED = "TenantUnverified"
+NOT_CHECKED = "GpuWorkloadNotChecked"
+
+# Kinds that create GPU pods but whose pods the pack cannot read from the resource alone: a Patch
+# changes an object the stack does not hold; a Helm chart renders its pods at install time.
+_POD_KINDS = "Pod|Deployment|StatefulSet|DaemonSet|ReplicaSet|ReplicationController|Job|CronJob"
+PATCH_TYPES = re.compile(rf"kubernetes:(core|apps|batch)/v1:({_POD_KINDS})Patch")
+HELM_TYPES = ("kubernetes:helm.sh/v3:Release", "kubernetes:helm.sh/v4:Chart")
+# Keys that only a GPU pod (its resources or its HAMi selector annotations) holds. HAMi's own chart
+# names its resources as values (`resourceMem: nvidia.com/gpumem`), never as keys.
+GPU_KEYS = frozenset((*HAMI_RESOURCES, USE_GPUTYPE, NOUSE_GPUTYPE, USE_GPUUUID, NOUSE_GPUUUID))
 
 
-def _provider_tenant(provider_name: str | None, known: set[str]) -> str | None:
-    """The tenant whose API a resource is sent to: the lab names each tenant's provider `<tenant>-provider`."""
-    if provider_name and provider_name.endswith("-provider") and provider_name.removesuffix("-provider") in known:
-        return provider_name.removesuffix("-provider")
-    return None
+def _gpu_keys(value: Any, depth: int = 0) -> bool:
+    """True if a mapping anywhere in `value` has a GPU request key (bounded depth: props are user data)."""
+    if depth > 64:
+        return False
+    if isinstance(value, Mapping):
+        if any(key in GPU_KEYS for key in value):
+            return True
+        items = (_known(value, key) for key in value)
+    elif isinstance(value, Sequence) and not isinstance(value, str | bytes):
+        items = (_known(value, index) for index in range(len(value)))
+    else:
+        return False
+    return any(_gpu_keys(item, depth + 1) for item in items)
+
+
+def _known(container: Any, key: Any) -> Any:
+    """An element, or None when absent or still unknown (preview: reading an unknown through the analyzer's
+    proxy raises, and so does `in`)."""
+    try:
+        return container[key]
+    except (KeyError, UnknownValueError):
+        return None
+
+
+def tenant_providers(resources: Iterable[PolicyResource]) -> dict[str, str]:
+    """Provider URN -> tenant, for the providers gpulab creates: each tenant's inventory ConfigMap is sent
+    through that tenant's provider (components/mock_gpu_node.py), so the URN identifies it, whatever the
+    provider is called."""
+    found = {}
+    for resource in resources:
+        if resource.provider is None or not is_inventory_configmap(resource.resource_type, resource.props):
+            continue
+        tenant = _labels(resource.props).get(TENANT_LABEL)
+        if isinstance(tenant, str):
+            found[resource.provider.urn] = tenant
+    return found
+
+
+def _raw_label(props: Any) -> str | None:
+    """The tenant label of a workload that may not even be readable (for its error's `tenant`)."""
+    metadata = props.get("metadata") if isinstance(props, Mapping) else None
+    labels = metadata.get("labels") if isinstance(metadata, Mapping) else None
+    label = labels.get(TENANT_LABEL) if isinstance(labels, Mapping) else None
+    return label if isinstance(label, str) else None
+
+
+def _unchecked_kind(resource: PolicyResource, tenant: str | None) -> Finding | None:
+    """A resource that may create GPU pods the pack cannot read: reported, never passed silently."""
+    if PATCH_TYPES.fullmatch(resource.resource_type) and _gpu_keys(resource.props):
+        what = (
+            f"{resource.resource_type.rsplit(':', 1)[1]} {resource.name} sets GPU requests on an object the stack "
+            "does not declare whole, so the pack cannot judge the pods it results in; declare the workload "
+            "itself (not a Patch), or check its full manifest with `python -m policies check`"
+        )
+    elif resource.resource_type in HELM_TYPES and _gpu_keys(_known(resource.props, "values")):
+        what = (
+            f"Helm chart {resource.name} is given GPU requests in its values; the pack cannot render the chart's "
+            "pods. Check them with `helm template ... | python -m policies check --tenant NAME -`"
+        )
+    else:
+        return None
+    return Finding("error", tenant or _raw_label(resource.props) or "?", resource.name, NOT_CHECKED, what)
 
 
 def _gpu_findings(
@@ -71,9 +155,11 @@ def _gpu_findings(
 ) -> tuple[list[tuple[Finding, str]], bool]:
     """Findings with the URN to attach them to; False if the config itself was reported as invalid.
 
-    The tenant of a workload is where it goes: its provider, when that is a tenant's provider. Only
-    without one does the `gpulab.io/tenant` label (then `defaultTenant`) decide, and a label that
-    names another tenant than the provider is itself a violation (it would dodge that tenant's limits)."""
+    The tenant of a workload is where it goes. In the lab stack that is its provider, recognised by
+    identity (tenant_providers); a label naming another tenant is itself a violation (it would dodge
+    that tenant's limits), and a GPU workload sent through any other provider cannot be attributed.
+    In a stack without gpulab's tenant providers (a team's own stack, cards from the policy config),
+    the `gpulab.io/tenant` label decides, then `defaultTenant`."""
     try:
         config = parse_policy_config(args.get_config() or {})
     except ValueError as error:
@@ -86,44 +172,60 @@ def _gpu_findings(
     except ValueError as error:
         report_violation(f"the lab's GPU inventory cannot be read: {error}", None)
         return [], False
+    providers = tenant_providers(args.resources)
     by_tenant: dict[str, list[tuple[Workload, str]]] = defaultdict(list)
     problems: list[tuple[Finding, str]] = []
     for resource in args.resources:
         kind = RESOURCE_TYPES.get(resource.resource_type)
+        provider = resource.provider
+        by_provider = providers.get(provider.urn) if provider is not None else None
         if kind is None:
+            unchecked = _unchecked_kind(resource, by_provider)
+            if unchecked is not None:
+                problems.append((unchecked, resource.urn))
             continue
         try:
             workload = read_workload(kind, resource.props)
         except WorkloadError as error:
-            problems.append((Finding("error", "?", resource.name, "InvalidGpuRequest", str(error)), resource.urn))
+            tenant = by_provider or _raw_label(resource.props) or config.default_tenant or "?"
+            problems.append((Finding("error", tenant, resource.name, "InvalidGpuRequest", str(error)), resource.urn))
             continue
         if workload is None or not workload.pods:
             continue
-        provider = resource.provider.name if resource.provider is not None else None
-        by_provider = _provider_tenant(provider, set(inventories))
         labelled = workload.labels.get(TENANT_LABEL)
         if by_provider is not None and labelled and labelled != by_provider:
             message = (
-                f"is labelled {TENANT_LABEL}={labelled} but is deployed through {provider}, into tenant "
+                f"is labelled {TENANT_LABEL}={labelled} but is deployed through {provider.name}, into tenant "
                 f"{by_provider}; it is checked as {by_provider}. Fix the label (or the provider)"
             )
             problems.append(
                 (Finding("error", by_provider, workload.label, TENANT_LABEL_MISMATCH, message), resource.urn)
             )
+        if by_provider is None and providers:
+            through = f"provider {provider.name} ({provider.urn})" if provider is not None else "the default provider"
+            own = ", ".join(f"{tenant}: {urn}" for urn, tenant in sorted(providers.items(), key=lambda kv: kv[1]))
+            message = (
+                f"asks for GPUs but is deployed through {through}, which is not one of the tenant providers "
+                f"gpulab creates ({own}); the pack cannot tell whose cards it would use. Deploy it through its "
+                "tenant's provider"
+            )
+            tenant = labelled or "?"
+            problems.append((Finding("error", tenant, workload.label, TENANT_UNVERIFIED, message), resource.urn))
+            continue
         tenant = by_provider or labelled or config.default_tenant
         if tenant is None:
             message = (
                 "asks for GPUs but its tenant cannot be determined: deploy it through a tenant's provider, "
                 "label it gpulab.io/tenant=<tenant>, or set defaultTenant in the policy config"
             )
-            problems.append((Finding("error", "?", workload.label, "TenantUnknown", message), resource.urn))
+            problems.append((Finding("error", "?", workload.label, TENANT_UNKNOWN, message), resource.urn))
         elif tenant not in inventories:
             known = ", ".join(sorted(inventories)) or "none"
             message = (
                 f"tenant {tenant} has no declared GPU cards (known: {known}); declare it in the lab stack or in the "
                 "policy config `tenants`"
             )
-            problems.append((Finding("error", tenant, workload.label, "TenantUnknown", message), resource.urn))
+            problems.append((Finding("error", tenant, workload.label, TENANT_UNKNOWN, message), resource.urn))
         else:
             by_tenant[tenant].append((workload, resource.urn))
     for tenant, entries in sorted(by_tenant.items()):

@@ -46,6 +46,7 @@ POD_TEMPLATE_PATHS: dict[str, tuple[str, ...]] = {
     "StatefulSet": ("spec", "template"),
     "DaemonSet": ("spec", "template"),
     "ReplicaSet": ("spec", "template"),
+    "ReplicationController": ("spec", "template"),
     "Job": ("spec", "template"),
     "CronJob": ("spec", "jobTemplate", "spec", "template"),
 }
@@ -56,6 +57,7 @@ RESOURCE_TYPES = {
     "kubernetes:apps/v1:StatefulSet": "StatefulSet",
     "kubernetes:apps/v1:DaemonSet": "DaemonSet",
     "kubernetes:apps/v1:ReplicaSet": "ReplicaSet",
+    "kubernetes:core/v1:ReplicationController": "ReplicationController",
     "kubernetes:batch/v1:Job": "Job",
     "kubernetes:batch/v1:CronJob": "CronJob",
 }
@@ -81,6 +83,16 @@ def quantity_value(value: Any, where: str) -> Fraction:
         return parse_quantity(value.strip())
     except QuantityError as error:
         raise WorkloadError(f"{where}: {_show(value)} {error}") from None
+
+
+def integral(value: Any, where: str) -> int:
+    """An integer field. The Pulumi engine hands a policy pack every number as a double (protobuf
+    Struct), so `2` arrives as `2.0`: an integral float is that integer; `2.5` is not one."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise WorkloadError(f"{where} must be an integer, not {_show(value)}")
+    return value
 
 
 def whole_quantity(value: Any, where: str) -> int:
@@ -260,7 +272,7 @@ def replica_count(kind: str, obj: Mapping[str, Any], where: str | None = None) -
     """Pods that run at once: replicas for Deployment/StatefulSet/ReplicaSet, parallelism for Jobs."""
     where = where or kind
     spec = _mapping(obj.get("spec"), f"{where} spec")
-    if kind in ("Deployment", "StatefulSet", "ReplicaSet"):
+    if kind in ("Deployment", "StatefulSet", "ReplicaSet", "ReplicationController"):
         value, field_name = spec.get("replicas", 1), "spec.replicas"
     elif kind == "Job":
         value, field_name = spec.get("parallelism", 1), "spec.parallelism"
@@ -268,9 +280,7 @@ def replica_count(kind: str, obj: Mapping[str, Any], where: str | None = None) -
         value, field_name = _dig(spec, ("jobTemplate", "spec", "parallelism")), "spec.jobTemplate.spec.parallelism"
     else:  # Pod; a DaemonSet runs one pod on each node, and each tenant has one GPU node
         value, field_name = 1, "replicas"
-    if isinstance(value, bool) or not isinstance(value, int | None):
-        raise WorkloadError(f"{where}: {field_name} must be an integer, not {_show(value)}")
-    count = 1 if value is None else value
+    count = 1 if value is None else integral(value, f"{where}: {field_name}")
     if count < 0:
         raise WorkloadError(f"{where}: {field_name} = {count} is negative")
     if count > MAX_REPLICAS:

@@ -22,12 +22,15 @@ from preview.harness import (  # noqa: F401 (re-exported for the tests)
     unwrap_secrets,
 )
 
+# The tests' own copy of the reference stack: users edit the checkout's Pulumi.<stack>.yaml files.
+LAB_PROJECT = ROOT / "tests" / "fixtures" / "lab"
+
 
 def lab_config(tenants: Iterable[dict] | None = None, **keys: Any) -> dict[str, Any]:
-    """Config keys (without `gpulab:`); defaults to the reference stack file's values."""
+    """Config keys (without `gpulab:`); defaults to the tests' reference stack (LAB_PROJECT)."""
     import yaml
 
-    document = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"]
+    document = yaml.safe_load((LAB_PROJECT / "Pulumi.dev.yaml").read_text())["config"]
     config = {key.split(":", 1)[1]: value for key, value in document.items()}
     if tenants is not None:
         config["tenants"] = list(tenants)

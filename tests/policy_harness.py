@@ -21,14 +21,18 @@ def policy(name: str):
     raise AssertionError(f"policy {name} is not in the pack")
 
 
-def resource(resource_type: str, props: dict, name: str = "r", provider: str | None = None) -> PolicyResource:
+def provider_urn(name: str, parents: str = "") -> str:
+    """A provider's URN; `parents` is the type chain of its parents (`gpulab:index:Tenant$...$`)."""
+    return f"urn:pulumi:dev::gpulab::{parents}pulumi:providers:kubernetes::{name}"
+
+
+def resource(
+    resource_type: str, props: dict, name: str = "r", provider: str | None = None, provider_urn_: str | None = None
+) -> PolicyResource:
+    """A resource as CrossGuard hands it over; `provider` names its provider, `provider_urn_` gives the
+    provider's URN when it is not a top-level one of that name."""
     provider_resource = (
-        PolicyProviderResource(
-            "pulumi:providers:kubernetes",
-            {},
-            f"urn:pulumi:dev::gpulab::pulumi:providers:kubernetes::{provider}",
-            provider,
-        )
+        PolicyProviderResource("pulumi:providers:kubernetes", {}, provider_urn_ or provider_urn(provider), provider)
         if provider
         else None
     )
@@ -66,3 +70,50 @@ def run_resource_policy(name: str, args: ResourceValidationArgs) -> list[str]:
     violations: list[str] = []
     policy(name).validate(args, lambda message, urn=None: violations.append(message))
     return violations
+
+
+def analyze_stack(resources, policy_config: dict | None = None):
+    """Drive the real CrossGuard analyzer servicer (what the CLI talks to over gRPC), with every resource's
+    properties encoded as the engine sends them: a protobuf Struct, where every number is a double."""
+    from google.protobuf import struct_pb2
+    from pulumi.runtime import proto
+    from pulumi_policy import EnforcementLevel
+    from pulumi_policy.policy import _PolicyAnalyzerServicer
+
+    servicer = _PolicyAnalyzerServicer("gpulab-gpu-policies", "0.1.0", ALL_POLICIES, EnforcementLevel.MANDATORY)
+    if policy_config:
+        request = proto.ConfigureAnalyzerRequest()
+        for name, config in policy_config.items():
+            value = struct_pb2.Struct()
+            value.update(config)
+            request.policyConfig[name].CopyFrom(proto.PolicyConfig(properties=value))
+        servicer.Configure(request, None)
+    items = []
+    for resource in resources:
+        properties = struct_pb2.Struct()
+        properties.update(_plain(resource.props))
+        provider = None
+        if resource.provider is not None:
+            provider = proto.AnalyzerProviderResource(
+                type=resource.provider.resource_type, urn=resource.provider.urn, name=resource.provider.name
+            )
+        items.append(
+            proto.AnalyzerResource(
+                type=resource.resource_type,
+                properties=properties,
+                urn=resource.urn,
+                name=resource.name,
+                provider=provider,
+            )
+        )
+    return servicer.AnalyzeStack(proto.AnalyzeStackRequest(resources=items), None)
+
+
+def _plain(value):
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items() if item is not None}
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    if hasattr(value, "path"):  # a FileAsset in Helm value files
+        return value.path
+    return value

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
+from lab_harness import LAB_PROJECT
 from shared_data import ROOT
 
 from policies.checker import main
@@ -15,7 +17,9 @@ from policies.checker import main
 MANIFESTS = ROOT / "tests" / "manifests"
 
 
-def check(capsys, tenant: str, *files: str, stack: str = "dev", project_dir: Path = ROOT) -> tuple[int, str, str]:
+def check(
+    capsys, tenant: str, *files: str, stack: str = "dev", project_dir: Path = LAB_PROJECT
+) -> tuple[int, str, str]:
     code = main(
         ["--tenant", tenant, "--stack", stack, "--project-dir", str(project_dir), *(str(MANIFESTS / f) for f in files)]
     )
@@ -23,15 +27,22 @@ def check(capsys, tenant: str, *files: str, stack: str = "dev", project_dir: Pat
     return code, captured.out, captured.err
 
 
+RUNNING_TRAINERS = [
+    "running: Pod/gpu-workloads/trainer-1, Pod/gpu-workloads/trainer-2, Pod/gpu-workloads/trainer-3 "
+    "(declared in Pulumi.dev.yaml; placed by HAMi, in this order)",
+    "running: GPU-MOCK-tenant-a-0 (NVIDIA-A100-SXM4-80GB): 3 of 10 slots, 60000 of 81920 MB, 90 of 100% cores in use",
+]
+
+
 def test_fourth_share_is_refused_for_cores(capsys) -> None:
     code, out, _ = check(capsys, "tenant-a", "fourth-share.yaml")
     assert code == 1
     lines = out.splitlines()
-    assert len(lines) == 1
-    assert lines[0].startswith(
+    assert lines[:2] == RUNNING_TRAINERS and len(lines) == 3, lines
+    assert lines[2].startswith(
         "error: tenant tenant-a: Pod/gpu-workloads/trainer-4 on GPU-MOCK-tenant-a-0: CardInsufficientCore:"
     )
-    assert "next to Pod/gpu-workloads/trainer-1, Pod/gpu-workloads/trainer-2, Pod/gpu-workloads/trainer-3" in lines[0]
+    assert "next to what already runs" in lines[2] and "asks 30% cores, 10% free" in lines[2]
 
 
 def test_90000_mb_is_refused_for_memory_on_both_tenants(capsys) -> None:
@@ -49,6 +60,7 @@ def test_a_fitting_manifest_exits_zero(capsys) -> None:
     code, out, _ = check(capsys, "tenant-a", "fits.yaml")
     assert code == 0, out
     assert out.strip().splitlines() == [
+        *RUNNING_TRAINERS,
         "place: Pod/gpu-workloads/notebook: cuda -> GPU-MOCK-tenant-a-0",
         "ok: everything fits tenant tenant-a's cards, limits and quota",
     ]
@@ -137,7 +149,10 @@ def test_invalid_stack_config_is_bad_input(capsys, tmp_path: Path) -> None:
 def test_as_a_module_from_the_command_line() -> None:
     """The documented invocation, in a subprocess, from the project directory."""
     result = subprocess.run(
-        [sys.executable, "-m", "policies", "check", "--tenant", "tenant-a", str(MANIFESTS / "fourth-share.yaml")],
+        [
+            *(sys.executable, "-m", "policies", "check", "--tenant", "tenant-a"),
+            *("--project-dir", str(LAB_PROJECT), str(MANIFESTS / "fourth-share.yaml")),
+        ],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -156,8 +171,13 @@ def test_help(flag: str, capsys) -> None:
     assert "--tenant" in capsys.readouterr().out
 
 
-def run_module(*args: str, stdin: str | None = None, cwd: Path = ROOT, timeout: float = 30):
-    """`python -m policies ...` as a person runs it; the project on the path as the venv's gpulab.pth puts it."""
+def run_module(
+    *args: str, stdin: str | None = None, cwd: Path = ROOT, timeout: float = 30, project_dir: Path | None = LAB_PROJECT
+):
+    """`python -m policies ...` as a person runs it; the project on the path as the venv's gpulab.pth puts it.
+    `check` reads the tests' reference stack unless `project_dir` is None (then the checkout's, the default)."""
+    if args[:1] == ("check",) and project_dir is not None:
+        args = ("check", "--project-dir", str(project_dir), *args[1:])
     return subprocess.run(
         [sys.executable, "-m", "policies", *args],
         input=stdin,
@@ -203,12 +223,19 @@ def test_the_pulumi_cli_way_in_starts_the_analyzer() -> None:
 
 
 def test_standard_input_from_another_directory(tmp_path: Path) -> None:
-    """`-` reads the manifest from stdin; the stack file is the checkout's, wherever the command runs."""
+    """`-` reads the manifest from stdin, wherever the command runs."""
     result = run_module(
         "check", "--tenant", "tenant-a", "-", stdin=(MANIFESTS / "fourth-share.yaml").read_text(), cwd=tmp_path
     )
     assert result.returncode == 1, result.stderr
     assert "Pod/gpu-workloads/trainer-4" in result.stdout and "CardInsufficientCore" in result.stdout
+
+
+def test_the_default_stack_file_is_the_checkouts_wherever_the_command_runs(tmp_path: Path) -> None:
+    """Without --project-dir, Pulumi.<STACK>.yaml is the checkout's (shown without reading what users put in it)."""
+    result = run_module("check", "--tenant", "t", "--stack", "no-such-stack", "-", cwd=tmp_path, project_dir=None)
+    assert result.returncode == 2
+    assert f"{ROOT / 'Pulumi.no-such-stack.yaml'} does not exist" in result.stderr
 
 
 def test_standard_input_may_be_named_once(capsys) -> None:
@@ -233,3 +260,50 @@ def test_a_unit_suffix_on_gpumem_is_explained() -> None:
     assert "nvidia.com/gpumem is a count of MB" in notes[0]
     assert "HAMi reads '20Gi' as the plain number 21474836480" in notes[0] and "write 20480" in notes[0]
     assert result.returncode == 1 and "CardInsufficientMemory" in result.stdout
+
+
+WEB = {"name": "web", "kind": "Deployment", "replicas": 2, "gpumem": 1000, "gpucores": 10}
+BIG_POD = """\
+apiVersion: v1
+kind: Pod
+metadata: {name: big, namespace: gpu-workloads}
+spec:
+  containers:
+    - {name: cuda, image: busybox, resources: {limits: {nvidia.com/gpumem: "24000", nvidia.com/gpucores: "10"}}}
+"""
+
+
+def stack_with_web(tmp_path: Path) -> Path:
+    """The reference stack with issue 18's `web` Deployment on tenant-b (2 x 1000 MB / 10 %)."""
+    document = yaml.safe_load((LAB_PROJECT / "Pulumi.dev.yaml").read_text())
+    document["config"]["gpulab:tenants"][1]["workloads"] = [WEB]
+    (tmp_path / "Pulumi.dev.yaml").write_text(yaml.safe_dump(document))
+    (tmp_path / "big.yaml").write_text(BIG_POD)
+    return tmp_path
+
+
+def test_the_stacks_workloads_already_run_when_a_manifest_arrives(capsys, tmp_path: Path) -> None:
+    """HAMi spread the two `web` replicas over both L4s before the 24000 MB pod arrives: 23576 MB free on
+    each, so HAMi leaves it Pending. Some other placement (both replicas on one card) would have held it;
+    that is not what runs, so this is an error and exit 1, not a stranding warning and `ok`."""
+    project = stack_with_web(tmp_path)
+    code = main(["--tenant", "tenant-b", "--project-dir", str(project), str(project / "big.yaml")])
+    out = capsys.readouterr().out
+    assert code == 1, out
+    lines = out.splitlines()
+    assert lines[0].startswith("running: Deployment/gpu-workloads/web (declared in Pulumi.dev.yaml")
+    assert "1 of 10 slots, 1000 of 24576 MB, 10 of 100% cores in use" in lines[1]
+    assert "1 of 10 slots, 1000 of 24576 MB, 10 of 100% cores in use" in lines[2]
+    errors = [line for line in lines if line.startswith("error:")]
+    assert len(errors) == 1 and "Pod/gpu-workloads/big" in errors[0], out
+    assert "CardInsufficientMemory" in errors[0] and "asks 24000 MB, 23576 MB free of 24576" in errors[0]
+    assert "ok:" not in out and "OrderDependentPlacement" not in out
+
+
+def test_a_manifest_that_fits_next_to_the_running_stack_is_placed(capsys, tmp_path: Path) -> None:
+    project = stack_with_web(tmp_path)
+    (project / "big.yaml").write_text(BIG_POD.replace('"24000"', '"23000"'))
+    code = main(["--tenant", "tenant-b", "--project-dir", str(project), str(project / "big.yaml")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "place: Pod/gpu-workloads/big: cuda -> GPU-MOCK-tenant-b-" in out

@@ -10,7 +10,7 @@ import json
 import kubernetes_validate
 import pytest
 import yaml
-from cel_harness import run_policy
+from cel_harness import admitted, canonical_quantity, run_policy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from lab_harness import lab_config, run_program
@@ -27,18 +27,39 @@ TENANTS = {tenant.name: tenant for tenant in LAB.tenants}
 SCHEDULER = "SchedulerName"
 
 
-def vap_reasons(policy: dict, obj: dict) -> set[str]:
-    """Reason names of the validations `obj` fails (the message's prefix before ':')."""
-    outcome = run_policy(policy, obj)
+def _reason(message: str) -> str:
+    return message.split(":", 1)[0] if ":" in message.split(" ")[0] else SCHEDULER
+
+
+def vap_order(policy: dict, obj: dict) -> list[str]:
+    """Reason names of the validations `obj` fails, in order (kubectl shows the first), as the API server
+    judges it: canonical quantities, Pod defaulting and HAMi's webhook first (cel_harness.admitted)."""
+    outcome = run_policy(policy, admitted(obj))
     assert not outcome.errors, outcome.errors
-    return {message.split(":", 1)[0] if ":" in message.split(" ")[0] else SCHEDULER for message in outcome.failed}
+    return [_reason(message) for message in outcome.failed]
+
+
+def vap_reasons(policy: dict, obj: dict) -> set[str]:
+    return set(vap_order(policy, obj))
+
+
+def pack_order(tenant_name: str, obj: dict) -> list[str]:
+    workload = read_workload(obj["kind"], obj)
+    if workload is None or not workload.pods:
+        return []
+    return [r.reason for r in per_pod.per_pod_refusals(from_tenant(TENANTS[tenant_name]), workload.pods[0])]
 
 
 def pack_reasons(tenant_name: str, obj: dict) -> set[str]:
-    workload = read_workload(obj["kind"], obj)
-    if workload is None or not workload.pods:
-        return set()
-    return {refusal.reason for refusal in per_pod.per_pod_refusals(from_tenant(TENANTS[tenant_name]), workload.pods[0])}
+    return set(pack_order(tenant_name, obj))
+
+
+def agree(tenant: str, obj: dict) -> None:
+    """Same refusals, and the same one first: what kubectl shows is what the pack names first."""
+    deny, _ = policies(tenant)
+    shown, expected = vap_order(deny, obj), pack_order(tenant, obj)
+    assert set(shown) == set(expected), (shown, expected)
+    assert shown[:1] == expected[:1], (shown, expected)
 
 
 def policies(tenant_name: str) -> tuple[dict, dict]:
@@ -47,14 +68,6 @@ def policies(tenant_name: str) -> tuple[dict, dict]:
         objects[("ValidatingAdmissionPolicy", DENY_POLICY)],
         objects[("ValidatingAdmissionPolicy", WARN_POLICY)],
     )
-
-
-def as_admitted(obj: dict) -> dict:
-    """A Pod as the API server's validating stage sees it after HAMi's webhook (schedulerName set)."""
-    obj = copy.deepcopy(obj)
-    if obj.get("kind") == "Pod":
-        obj["spec"]["schedulerName"] = "hami-scheduler"
-    return obj
 
 
 def fixtures() -> list[dict]:
@@ -79,35 +92,87 @@ def test_there_are_fixtures() -> None:
 @pytest.mark.parametrize("tenant", sorted(TENANTS))
 @pytest.mark.parametrize("obj", FIXTURES, ids=lambda o: f"{o['kind']}-{o['metadata']['name']}")
 def test_policy_and_pack_agree_on_the_shared_fixtures(tenant: str, obj: dict) -> None:
-    deny, _ = policies(tenant)
-    admitted = as_admitted(obj)
-    assert vap_reasons(deny, admitted) == pack_reasons(tenant, admitted)
+    agree(tenant, obj)
 
 
-def test_the_reference_refusals_at_admission() -> None:
+def gpu_pod(limits: dict, name: str = "p", **spec) -> dict:
+    """A Pod as a user writes it (numbers as YAML gives them; the harness canonicalises them)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "gpu-workloads"},
+        "spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": limits}}], **spec},
+    }
+
+
+def deployment(pod: dict, replicas: int = 1, name: str = "d") -> dict:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "gpu-workloads", "labels": {"app": name}},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}}, "spec": copy.deepcopy(pod["spec"])},
+        },
+    }
+
+
+def shown(policy: dict, obj: dict, **request) -> str | None:
+    """What kubectl prints for `obj`: the first failing validation's message (None: admitted)."""
+    outcome = run_policy(policy, admitted(obj), **request)
+    assert not outcome.errors, outcome.errors
+    return outcome.shown
+
+
+def test_quantities_reach_the_policy_in_canonical_form() -> None:
+    """What the API server stores (apimachinery quantity.go CanonicalizeBytes); boundaries.md's vectors."""
+    for written, stored in (
+        (20000, "20k"), ("20000", "20k"), (90000, "90k"), (81920, "81920"), (1000, "1k"), ("2e4", "20e3"),
+        ("1.5k", "1500"), ("1024Mi", "1Gi"), (30, "30"), (100, "100"), (0, "0"),
+    ):  # fmt: skip
+        assert canonical_quantity(str(written)) == stored, written
+    limits = admitted(gpu_pod({"nvidia.com/gpumem": 90000, "nvidia.com/gpucores": 10}))["spec"]["containers"][0]
+    assert limits["resources"]["limits"] == {
+        "nvidia.com/gpumem": "90k", "nvidia.com/gpucores": "10", "nvidia.com/gpu": "1"
+    }, "HAMi's webhook adds the card count"  # fmt: skip
+    assert limits["resources"]["requests"] == {"nvidia.com/gpumem": "90k", "nvidia.com/gpucores": "10"}
+
+
+def test_kubectl_shows_the_reason_hami_would_give() -> None:
+    """Issue 18 item 2: 90000 MB on tenant-a breaks the 81920 MB per-pod limit too, but kubectl shows only the
+    first failing validation, and HAMi would say CardInsufficientMemory: so must the policy."""
     deny, _ = policies("tenant-a")
-
-    def pod(limits: dict, **spec) -> dict:
-        return {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": "p", "namespace": "gpu-workloads"},
-            "spec": {
-                "schedulerName": "hami-scheduler",
-                "containers": [{"name": "c", "image": "x", "resources": {"limits": limits}}],
-                **spec,
-            },
-        }
-
-    assert vap_reasons(deny, pod({"nvidia.com/gpumem": "20000", "nvidia.com/gpucores": "30"})) == set()
-    big = run_policy(deny, pod({"nvidia.com/gpumem": "90000", "nvidia.com/gpucores": "10"})).failed
-    assert any(m.startswith("CardInsufficientMemory: a container asks 90000 MB per card") for m in big), big
-    two = run_policy(deny, pod({"nvidia.com/gpu": "2", "nvidia.com/gpumem": "1000"})).failed
-    assert "PodGpuLimitExceeded: each pod asks 2 GPUs in total; tenant tenant-a allows 1 GPUs per pod" in two
-    unhandled = pod({"nvidia.com/gpumem": "1000"}, schedulerName="default-scheduler")
-    assert vap_reasons(deny, unhandled) == {SCHEDULER}
-    no_gpu = pod({"cpu": "1"}, schedulerName="default-scheduler")
-    assert vap_reasons(deny, no_gpu) == set(), "pods without GPU requests are never touched (HAMi's own, too)"
+    assert shown(deny, gpu_pod({"nvidia.com/gpumem": 20000, "nvidia.com/gpucores": 30})) is None
+    big = gpu_pod({"nvidia.com/gpumem": 90000, "nvidia.com/gpucores": 10})
+    assert run_policy(deny, admitted(big)).failed[1:] == [
+        "PodGpuLimitExceeded: each pod asks 90000 MB in total; tenant tenant-a allows 81920 MB per pod"
+    ], "the limit fails too, behind HAMi's reason"
+    expected = (
+        "CardInsufficientMemory: a container asks 90000 MB per card; the largest card of tenant tenant-a has 81920 MB"
+    )
+    assert shown(deny, big) == expected
+    assert shown(deny, deployment(big)) == expected, "TC-10's Deployment"
+    # Two cards on a one-card node: HAMi's NodeInsufficientDevice, before gpulab's per-pod GPU limit.
+    two = gpu_pod({"nvidia.com/gpu": 2, "nvidia.com/gpumem": 1000})
+    assert (
+        shown(deny, two)
+        == "NodeInsufficientDevice: a container asks for more cards than tenant tenant-a's node has (1)"
+    )
+    assert run_policy(deny, admitted(two)).failed[-1] == (
+        "PodGpuLimitExceeded: each pod asks 2 GPUs in total; tenant tenant-a allows 1 GPUs per pod"
+    )
+    # On tenant-b (two L4s, 2 cards allowed), 3 x 1000 MB per container is gpulab's limit alone.
+    deny_b, _ = policies("tenant-b")
+    three = gpu_pod({"nvidia.com/gpu": 1, "nvidia.com/gpumem": 1000}, name="three")
+    three["spec"]["containers"] *= 3
+    assert shown(deny_b, three) == (
+        "PodGpuLimitExceeded: each pod asks 3 GPUs in total; tenant tenant-b allows 2 GPUs per pod"
+    )
+    unhandled = admitted(gpu_pod({"nvidia.com/gpumem": 1000}), webhook=False)
+    assert run_policy(deny, unhandled).shown.startswith("a GPU pod must be scheduled by hami-scheduler")
+    no_gpu = admitted(gpu_pod({"cpu": "1"}, schedulerName="default-scheduler"))
+    assert run_policy(deny, no_gpu).failed == [], "pods without GPU requests are never touched (HAMi's own, too)"
 
 
 def test_warnings_for_what_hami_accepts_but_changes() -> None:
@@ -161,7 +226,7 @@ def workloads(draw) -> dict:
     pod_spec = {"containers": [draw(container(f"c{i}")) for i in range(draw(st.integers(1, 3)))]}
     if draw(st.integers(0, 4)) == 0:
         pod_spec["initContainers"] = [draw(container("init"))]
-    kind = draw(st.sampled_from(["Pod", "Pod", "Deployment", "Job", "CronJob", "StatefulSet"]))
+    kind = draw(st.sampled_from(["Pod", "Pod", "Deployment", "Job", "CronJob", "StatefulSet", "ReplicationController"]))
     template = {"metadata": {"annotations": annotations}, "spec": pod_spec}
     if kind == "Pod":
         return {
@@ -187,7 +252,9 @@ def test_policy_and_pack_agree_on_generated_workloads(obj: dict, tenant: str) ->
     except WorkloadError:  # not an object the API server would accept; nothing to compare
         return
     deny, _ = policies(tenant)
-    assert vap_reasons(deny, obj) == expected, json.dumps(obj)
+    order = vap_order(deny, obj)
+    assert set(order) == expected, json.dumps(obj)
+    assert order[:1] == pack_order(tenant, obj)[:1], json.dumps(obj)
 
 
 def test_the_agreement_check_has_teeth(monkeypatch) -> None:
@@ -199,7 +266,7 @@ def test_the_agreement_check_has_teeth(monkeypatch) -> None:
         v for v in deny["spec"]["validations"] if "NodeInsufficientDevice" not in v.get("message", "")
     ]
     two_l4 = next(f for f in FIXTURES if f["metadata"]["name"] == "three-cards")
-    assert vap_reasons(weakened, as_admitted(two_l4)) != pack_reasons(tenant, as_admitted(two_l4))
+    assert vap_reasons(weakened, two_l4) != pack_reasons(tenant, two_l4)
 
     original = per_pod.per_pod_refusals
     monkeypatch.setattr(
@@ -207,7 +274,7 @@ def test_the_agreement_check_has_teeth(monkeypatch) -> None:
         "per_pod_refusals",
         lambda inventory, pod: [r for r in original(inventory, pod) if r.reason != "NodeInsufficientDevice"],
     )
-    assert vap_reasons(deny, as_admitted(two_l4)) != pack_reasons(tenant, as_admitted(two_l4))
+    assert vap_reasons(deny, two_l4) != pack_reasons(tenant, two_l4)
 
 
 @pytest.mark.parametrize("tenant", sorted(TENANTS))
@@ -244,23 +311,166 @@ def test_the_labs_own_workloads_pass_their_tenants_admission_policy() -> None:
         for tenant in lab.tenants:
             deny, warn = policies(tenant.name)
             for workload in tenant.workloads:
-                manifest = as_admitted(workload_manifest(tenant, workload, lab.versions.workload_image))
+                manifest = admitted(workload_manifest(tenant, workload, lab.versions.workload_image))
                 assert run_policy(deny, manifest).failed == [], (tenant.name, workload.name)
                 assert run_policy(warn, manifest).failed == [], (tenant.name, workload.name)
 
 
-def test_the_reference_stack_workloads_pass() -> None:
-    """The same for Pulumi.dev.yaml as shipped."""
-    from components.config import load_stack_file
-    from components.workload_manifests import workload_manifest
+# --- Updates never wedge a workload (issue 18 item 3) ------------------------------------------------
 
-    lab = load_stack_file(ROOT / "Pulumi.dev.yaml")
-    for tenant in lab.tenants:
-        deny = next(
-            o
-            for o in policy_objects(tenant)
-            if o["metadata"]["name"] == DENY_POLICY and "validations" in o.get("spec", {})
+
+def lowered(tenant: str = "tenant-a", gpumem: int = 10000) -> dict:
+    """The deny policy after the tenant's per-pod gpumem limit was lowered in config."""
+    config = copy.deepcopy(lab_config())
+    index = next(i for i, t in enumerate(config["tenants"]) if t["name"] == tenant)
+    config["tenants"][index]["limits"]["gpumem"] = gpumem
+    lab = parse_config(config)
+    objects = policy_objects(lab.tenants[index])
+    return next(o for o in objects if o["kind"] == "ValidatingAdmissionPolicy" and o["metadata"]["name"] == DENY_POLICY)
+
+
+ADMITTED_EARLIER = deployment(gpu_pod({"nvidia.com/gpumem": 20000, "nvidia.com/gpucores": 30}), replicas=3)
+
+
+def updated(change) -> dict:
+    new = copy.deepcopy(ADMITTED_EARLIER)
+    change(new)
+    return new
+
+
+RETIRING = {
+    "scale down": lambda d: d["spec"].update(replicas=1),
+    "scale to zero": lambda d: d["spec"].update(replicas=0),
+    "remove a finalizer": lambda d: d["metadata"].update(finalizers=[]),
+    "orphan (kubectl delete --cascade=orphan adds the orphan finalizer)": lambda d: d["metadata"].update(
+        finalizers=["orphan"]
+    ),
+    "change labels": lambda d: d["metadata"]["labels"].update(team="b"),
+    "change the pod template's labels": lambda d: d["spec"]["template"]["metadata"]["labels"].update(v="2"),
+    "change the image": lambda d: d["spec"]["template"]["spec"]["containers"][0].update(image="y"),
+}
+
+
+@pytest.mark.parametrize("operation", sorted(RETIRING))
+def test_an_update_that_leaves_the_gpu_requests_alone_is_never_judged(operation: str) -> None:
+    """A Deployment admitted under the old limits violates the lowered one; retiring it must still work."""
+    deny = lowered()
+    assert shown(deny, ADMITTED_EARLIER) == (
+        "PodGpuLimitExceeded: each pod asks 20000 MB in total; tenant tenant-a allows 10000 MB per pod"
+    ), "it does violate the lowered limit"
+    old = admitted(ADMITTED_EARLIER)
+    if "finalizer" in operation:
+        old["metadata"]["finalizers"] = ["example.com/cleanup"]
+    new = admitted(updated(RETIRING[operation]))
+    outcome = run_policy(deny, new, old=old, operation="UPDATE")
+    assert outcome.matched is False and outcome.failed == [], outcome
+
+
+GPU_CHANGES = {
+    "more memory": lambda d: d["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"].update(
+        {"nvidia.com/gpumem": 30000}
+    ),
+    "a GPU container added": lambda d: d["spec"]["template"]["spec"]["containers"].append(
+        {"name": "c2", "image": "x", "resources": {"limits": {"nvidia.com/gpumem": 1000}}}
+    ),
+    "a card type selector": lambda d: d["spec"]["template"]["metadata"].update(
+        annotations={"nvidia.com/use-gputype": "T4"}
+    ),
+    "a GPU init container": lambda d: d["spec"]["template"]["spec"].update(
+        initContainers=[{"name": "i", "image": "x", "resources": {"limits": {"nvidia.com/gpu": 1}}}]
+    ),
+}
+
+
+@pytest.mark.parametrize("change", sorted(GPU_CHANGES))
+def test_an_update_that_changes_what_hami_reads_is_judged(change: str) -> None:
+    deny = lowered()
+    outcome = run_policy(
+        deny, admitted(updated(GPU_CHANGES[change])), old=admitted(ADMITTED_EARLIER), operation="UPDATE"
+    )
+    assert outcome.matched and outcome.failed and not outcome.errors, outcome
+
+
+def test_create_is_always_judged_and_the_match_condition_needs_no_old_object() -> None:
+    outcome = run_policy(lowered(), admitted(ADMITTED_EARLIER), old=None, operation="CREATE")
+    assert outcome.matched and outcome.shown.startswith("PodGpuLimitExceeded"), outcome
+
+
+def test_equal_requests_written_differently_are_no_change() -> None:
+    """The API server canonicalises both objects: 20000 and "20k" and "2e4" are one request."""
+    deny = lowered()
+    for written in ("20k", "2e4", "20000"):
+        new = updated(
+            lambda d, w=written: d["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"].update(
+                {"nvidia.com/gpumem": w}
+            )
         )
-        for workload in tenant.workloads:
-            manifest = as_admitted(workload_manifest(tenant, workload, lab.versions.workload_image))
-            assert run_policy(deny, manifest).failed == [], (tenant.name, workload.name)
+        new["spec"]["replicas"] = 1
+        outcome = run_policy(deny, admitted(new), old=admitted(ADMITTED_EARLIER), operation="UPDATE")
+        assert outcome.matched is False, written
+
+
+# --- Values CEL cannot hold (issue 18 item 4) ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "key", ["nvidia.com/gpu", "nvidia.com/gpumem", "nvidia.com/gpumem-percentage", "nvidia.com/gpucores"]
+)
+@pytest.mark.parametrize("kind", ["Pod", "Deployment"])
+def test_a_quantity_beyond_int64_gets_a_gpu_message(key: str, kind: str) -> None:
+    """Before: `expression ... resulted in error: cannot convert value to integer`. (Requests of extended
+    resources equal their limits, or the API server refuses the object; a Pod's are defaulted from them.)"""
+    deny, _ = policies("tenant-a")
+    huge = "9223372036854775808"
+    pod = gpu_pod({"nvidia.com/gpumem": 1000, key: huge})
+    obj = pod if kind == "Pod" else deployment(pod)
+    outcome = run_policy(deny, admitted(obj))
+    assert not outcome.errors, outcome.errors
+    assert outcome.shown == (
+        "GpuQuantityOutOfRange: container c asks a nvidia.com/gpu, gpumem, gpumem-percentage or gpucores quantity "
+        "above 9223372036854775807, which neither HAMi nor a ResourceQuota can count; ask for at most what a card has"
+    )
+    with pytest.raises(WorkloadError, match="out of range"):
+        read_workload(kind, obj)  # the pack refuses it as bad input (InvalidGpuRequest)
+
+
+def test_huge_values_and_sums_never_overflow() -> None:
+    """Values inside int64 whose products and sums are not: still a GPU message, never a CEL error."""
+    deny, warn = policies("tenant-b")
+    top = str(2**63 - 1)
+    pod = gpu_pod({"nvidia.com/gpu": top, "nvidia.com/gpumem": top, "nvidia.com/gpucores": top})
+    pod["spec"]["containers"] *= 5
+    outcome = run_policy(deny, admitted(pod))
+    assert not outcome.errors, outcome.errors
+    assert (
+        outcome.shown == "NodeInsufficientDevice: a container asks for more cards than tenant tenant-b's node has (2)"
+    )
+    assert any(m.startswith("PodGpuLimitExceeded: each pod asks more than") for m in outcome.failed)
+    assert not run_policy(warn, admitted(pod)).errors
+    percentage = gpu_pod({"nvidia.com/gpu": 2, "nvidia.com/gpumem-percentage": top})
+    percentage["spec"]["containers"] *= 40
+    outcome = run_policy(deny, admitted(percentage))
+    assert not outcome.errors, outcome.errors
+    assert outcome.shown.startswith("CardInsufficientMemory: a container asks "), outcome.shown
+    assert vap_reasons(deny, percentage) == pack_reasons("tenant-b", percentage)
+
+
+# --- Card type selectors HAMi upper-cases with Unicode rules (issue 18 item 5) ---------------------------
+
+
+def test_a_type_selector_with_non_ascii_letters_is_left_to_hami() -> None:
+    """Go's strings.ToUpper("nvıdıa") is "NVIDIA" (dotless ı upper-cases to I): HAMi admits and places the
+    pod on any NVIDIA card. CEL's upperAscii() cannot say so, so the policy must not refuse it."""
+    deny, _ = policies("tenant-b")
+    for selector in ("nvıdıa", "l4,ſomething"):
+        pod = gpu_pod({"nvidia.com/gpumem": 1000})
+        pod["metadata"]["annotations"] = {"nvidia.com/use-gputype": selector}
+        assert shown(deny, pod) is None, selector
+        assert pack_reasons("tenant-b", pod) == set(), selector
+    assert "nvıdıa".upper() == "NVIDIA", "Python's upper() follows Unicode like Go's ToUpper here"
+    ascii_mismatch = gpu_pod({"nvidia.com/gpumem": 1000})
+    ascii_mismatch["metadata"]["annotations"] = {"nvidia.com/use-gputype": "a100"}
+    assert shown(deny, ascii_mismatch).startswith("CardTypeMismatch"), "ASCII selectors are still judged"
+    nouse = gpu_pod({"nvidia.com/gpumem": 1000})
+    nouse["metadata"]["annotations"] = {"nvidia.com/nouse-gputype": "nvıdıa"}
+    assert shown(deny, nouse) is None, "left to HAMi, which refuses it with its own event"

@@ -32,6 +32,7 @@ from policies.gpu_fit import (
     find_stranding,
     search_placement,
     simulate,
+    stranded_in_every_order,
 )
 
 A100 = CardSpec("GPU-0", "NVIDIA-A100-SXM4-80GB", 81920)
@@ -153,7 +154,10 @@ def test_multi_card_partial_fit() -> None:
     node = Node(L4)
     node.place_hami(pod("big", 20000, 10), "spread")
     failure = node.place_hami(pod("pair", 10000, 10, nums=2), "spread")
-    assert isinstance(failure, ContainerFailure) and failure.reason == "AllocatedCardsInsufficientRequest"
+    # HAMi names both (GenReason: one FilteringFailed reason each): what stopped the full card, and the partial fit.
+    assert isinstance(failure, ContainerFailure)
+    assert failure.reasons == {CARD_INSUFFICIENT_MEMORY: 1, "AllocatedCardsInsufficientRequest": 1}
+    assert failure.reason == "CardInsufficientMemory, AllocatedCardsInsufficientRequest"
     assert "only 1 of the 2 cards it needs fit" in failure.explain()
 
 
@@ -303,3 +307,55 @@ def test_running_out_of_budget_is_reported(monkeypatch) -> None:
     ]
     findings = evaluate.evaluate_tenant(inventory, workloads)
     assert any(f.reason == evaluate.UNDECIDED and "ran out of its budget" in f.message for f in findings), findings
+
+
+def test_the_quota_is_named_next_to_a_partial_fit() -> None:
+    """Issue 18: the quota refuses the second card and AllocatedCardsInsufficientRequest follows; HAMi
+    reports both, so ResourceQuotaNotFit must not disappear behind the partial fit."""
+    node = Node(L4, quotas={"ns": NamespaceQuota(cores=100)})
+    failure = node.place_hami(pod("pair", 1000, 60, nums=2), "spread")
+    assert isinstance(failure, ContainerFailure)
+    assert failure.reason == "ResourceQuotaNotFit, AllocatedCardsInsufficientRequest"
+
+
+L4_THEN_A100 = [CardSpec("GPU-0", "NVIDIA-L4", 24576), CardSpec("GPU-1", "NVIDIA-A100-SXM4-80GB", 81920)]
+# Some placement holds them (the whole card on the L4, 32000 MB on the A100), but binpack puts the first
+# MB-sized pod on the fuller-looking L4 and strands one pod whatever the creation order.
+STRANDED_EVERY_ORDER = [pod("whole", None, 30), pod("a", 20000, 0), pod("b", 12000, 0)]
+
+
+def test_a_set_stranded_in_every_order_is_found() -> None:
+    assert find_placement(L4_THEN_A100, STRANDED_EVERY_ORDER) is True
+    for order in itertools.permutations(STRANDED_EVERY_ORDER):
+        assert simulate(Node(L4_THEN_A100), order, "binpack") is not None
+    failure = stranded_in_every_order(Node(L4_THEN_A100), STRANDED_EVERY_ORDER, "binpack")
+    assert failure is not None and failure.pod.workload == "b", "reported as created in the declared order"
+    assert stranded_in_every_order(Node(L4_THEN_A100), STRANDED_EVERY_ORDER, "spread") is None
+
+
+def test_stranded_in_every_order_is_an_error_and_in_some_orders_a_warning() -> None:
+    import policies.evaluate as evaluate
+    from components.config import PodLimits
+    from policies.inventory import TenantInventory
+    from policies.workloads import Workload
+
+    def evaluated(policy: str) -> list:
+        inventory = TenantInventory("t", tuple(L4_THEN_A100), PodLimits(), None, (), policy)
+        workloads = [Workload("Pod", p.workload, "ns", {}, 1, (p,)) for p in STRANDED_EVERY_ORDER]
+        return evaluate.evaluate_tenant(inventory, workloads)
+
+    certain = evaluated("binpack")
+    assert [(f.severity, f.workload, f.reason) for f in certain] == [("error", "b", "CardInsufficientMemory")]
+    assert "strands one in every creation order" in certain[0].message
+    spread = evaluated("spread")
+    assert all(f.severity == "warning" for f in spread), spread
+
+
+def test_every_distinct_order_is_tried() -> None:
+    from policies.gpu_fit import _every_order, distinct_orders
+
+    pods = [pod("x1", 1000, 10), pod("x2", 1000, 10), pod("y", 2000, 10), pod("z", 3000, 10)]
+    orders = list(_every_order(pods))
+    assert len(orders) == distinct_orders(pods) == 12  # 4! / 2! (x1 and x2 are identical)
+    assert len({tuple(p.shape() for p in order) for order in orders}) == 12
+    assert all(sorted(p.workload for p in order) == ["x1", "x2", "y", "z"] for order in orders)

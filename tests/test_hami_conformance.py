@@ -413,6 +413,19 @@ def test_quota_manager(case, memreq, cores, want) -> None:
     assert fits == want
 
 
+def test_should_not_fit_core_across_cards_names_both_reasons() -> None:
+    """TestFitQuota's "Should not fit core" state (200 of 400 cores used in testns) met by a container that
+    asks 3 cards at 100 % each: Fit takes two (the quota is checked with the cards already taken,
+    FitQuota's tmp), the third fails ResourceQuotaNotFit, and the partial fit adds
+    AllocatedCardsInsufficientRequest. GenReason posts both; the quota must not disappear behind it."""
+    cards = [CardSpec(f"gpu-{i}", "NVIDIA", 10**6) for i in range(3)]
+    n = Node(cards, quotas={"testns": NamespaceQuota(2000, 400)}, namespace_use={"testns": (1000, 200)})
+    placed = n.place_hami(PodRequest("p", "testns", (req(3, 100, NO_PERCENTAGE, 100),)), "spread")
+    assert isinstance(placed, ContainerFailure)
+    assert placed.reasons == {"ResourceQuotaNotFit": 1, "AllocatedCardsInsufficientRequest": 1}
+    assert placed.reason == "ResourceQuotaNotFit, AllocatedCardsInsufficientRequest"
+
+
 # --- Request normalisation: TestMutateAdmissionDefaultsExclusiveCore, Test_MutateAdmission, Test_Resourcereqs
 
 NORMALISE = [

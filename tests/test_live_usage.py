@@ -6,6 +6,7 @@ import copy
 import json
 
 import pytest
+from lab_harness import LAB_PROJECT
 from shared_data import ROOT
 
 from components.config import load_stack_file
@@ -19,11 +20,11 @@ RECORDED = LIVE / "tenant-a-three-shares.json"
 
 
 def tenant_a():
-    return from_lab_config(load_stack_file(ROOT / "Pulumi.dev.yaml"))["tenant-a"]
+    return from_lab_config(load_stack_file(LAB_PROJECT / "Pulumi.dev.yaml"))["tenant-a"]
 
 
 def check(capsys, *args: str) -> tuple[int, str, str]:
-    code = main(["--tenant", "tenant-a", "--project-dir", str(ROOT), *args])
+    code = main(["--tenant", "tenant-a", "--project-dir", str(LAB_PROJECT), *args])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 

@@ -6,7 +6,14 @@ import json
 
 import pytest
 from lab_harness import lab_config
-from policy_harness import resource, resource_args, run_resource_policy, run_stack_policy, stack_args
+from policy_harness import (
+    provider_urn,
+    resource,
+    resource_args,
+    run_resource_policy,
+    run_stack_policy,
+    stack_args,
+)
 
 from components.config import parse_config
 from components.mock_gpu_node import inventory_document
@@ -158,10 +165,115 @@ def test_workload_without_tenant_is_reported() -> None:
     assert any("TenantUnknown" in m and "gpulab.io/tenant" in m for m in messages)
 
 
-def test_tenant_from_the_lab_provider_name() -> None:
-    stray = pod("via-provider", SHARE, tenant=None)
-    stray = resource(stray.resource_type, stray.props, name="via-provider", provider="tenant-a-provider")
-    assert gpu_violations([inventory_configmap(), stray]) == []
+# The URN of tenant-a's provider as gpulab creates it (a child of the tenant's components).
+TENANT_A_PROVIDER = provider_urn("tenant-a-provider", "gpulab:index:Tenant$gpulab:index:TenantControlPlane$")
+
+
+def through(workload, provider: str, urn: str | None = None):
+    """`workload` sent through the provider named `provider` (URN `urn`, else a top-level one of that name)."""
+    return resource(workload.resource_type, workload.props, name=workload.name, provider=provider, provider_urn_=urn)
+
+
+def lab_inventory(tenant=TENANT_A):
+    """The inventory ConfigMap as the lab declares it: through the tenant's own provider."""
+    return through(inventory_configmap(tenant), f"{tenant.name}-provider", TENANT_A_PROVIDER)
+
+
+def test_tenant_from_the_lab_providers_identity() -> None:
+    """Through the provider the tenant's inventory goes through, a workload is that tenant's, label or not."""
+    unlabelled = [through(pod(f"t{i}", SHARE, tenant=None), "tenant-a-provider", TENANT_A_PROVIDER) for i in range(3)]
+    assert gpu_violations([lab_inventory(), *unlabelled]) == []
+    fourth = through(pod("t3", SHARE, tenant=None), "tenant-a-provider", TENANT_A_PROVIDER)
+    messages = [m for m, _ in gpu_violations([lab_inventory(), *unlabelled, fourth])]
+    assert len(messages) == 1 and "tenant tenant-a: Pod/gpu-workloads/t3" in messages[0], messages
+    assert "CardInsufficientCore" in messages[0]
+
+
+@pytest.mark.parametrize(
+    "provider, urn",
+    [("tenant-b-sink", None), ("tenant-a-provider", None)],
+    ids=["another-provider", "same-name-other-urn"],
+)
+def test_another_provider_cannot_carry_a_tenant_label_and_pass(provider: str, urn: str | None) -> None:
+    """Issue 19 item 12: a workload through any provider but the tenant providers gpulab creates (however it
+    is named) cannot be attributed by its label; it is an error, not a pass judged on tenant-b's cards."""
+    sneaky = through(pod("sneaky", SHARE, tenant="tenant-b"), provider, urn)
+    messages = [m for m, _ in gpu_violations([lab_inventory(), lab_inventory_b(), sneaky])]
+    assert len(messages) == 1, messages
+    assert "TenantUnverified" in messages[0] and "Pod/gpu-workloads/sneaky" in messages[0]
+    assert f"provider {provider} (" in messages[0] and "not one of the tenant providers" in messages[0]
+    assert f"tenant-a: {TENANT_A_PROVIDER}" in messages[0]
+
+
+def lab_inventory_b():
+    return through(inventory_configmap(TENANT_B), "tenant-b-provider", provider_urn("tenant-b-provider", "x$"))
+
+
+def test_default_provider_in_the_lab_stack_is_not_a_tenant() -> None:
+    stray = pod("stray", SHARE, tenant="tenant-a")
+    messages = [m for m, _ in gpu_violations([lab_inventory(), stray])]
+    assert len(messages) == 1 and "TenantUnverified" in messages[0] and "the default provider" in messages[0]
+
+
+def test_an_unreadable_workload_of_a_tenant_names_that_tenant() -> None:
+    odd = through(pod("odd", {"nvidia.com/gpumem": "lots"}, tenant=None), "tenant-a-provider", TENANT_A_PROVIDER)
+    messages = [m for m, _ in gpu_violations([lab_inventory(), odd])]
+    assert len(messages) == 1 and messages[0].startswith("error: tenant tenant-a: odd: InvalidGpuRequest"), messages
+
+
+PATCH = {
+    "metadata": {"name": "serve", "namespace": "gpu-workloads"},
+    "spec": {
+        "template": {"spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpumem": "9e4"}}}]}}
+    },
+}
+
+
+@pytest.mark.parametrize(
+    "resource_type, props, what",
+    [
+        ("kubernetes:apps/v1:DeploymentPatch", PATCH, "DeploymentPatch serve sets GPU requests"),
+        ("kubernetes:core/v1:PodPatch", {"spec": PATCH["spec"]["template"]["spec"]}, "PodPatch x sets GPU requests"),
+        (
+            "kubernetes:helm.sh/v3:Release",
+            {"chart": "inference", "values": {"server": {"resources": {"limits": {"nvidia.com/gpu": 2}}}}},
+            "Helm chart x is given GPU requests",
+        ),
+        (
+            "kubernetes:helm.sh/v4:Chart",
+            {"chart": "jobs", "values": {"podAnnotations": {"nvidia.com/use-gputype": "A100"}}},
+            "Helm chart x is given GPU requests",
+        ),
+    ],
+    ids=["DeploymentPatch", "PodPatch", "helm-v3-Release", "helm-v4-Chart"],
+)
+def test_kinds_the_pack_cannot_read_are_reported(resource_type: str, props: dict, what: str) -> None:
+    name = props.get("metadata", {}).get("name", "x")
+    unread = resource(resource_type, props, name=name)
+    messages = [m for m, _ in gpu_violations([inventory_configmap(), unread])]
+    assert len(messages) == 1 and "GpuWorkloadNotChecked" in messages[0] and what in messages[0], messages
+
+
+def test_patches_and_charts_without_gpu_requests_pass() -> None:
+    """HAMi's own chart names its resources as values (`resourceMem: nvidia.com/gpumem`), never as keys."""
+    from components.mock_gpu_node import hami_values
+
+    hami = resource("kubernetes:helm.sh/v3:Release", {"chart": "hami", "values": hami_values(TENANT_A, LAB)})
+    scale = resource("kubernetes:apps/v1:DeploymentPatch", {"metadata": {"name": "web"}, "spec": {"replicas": 3}})
+    assert gpu_violations([inventory_configmap(), hami, scale]) == []
+
+
+def test_a_replication_controller_is_read() -> None:
+    """Issue 19 item 12: a kind the pack used to pass silently; now its pods are judged like a ReplicaSet's."""
+    template = {"metadata": {"labels": {"gpulab.io/tenant": "tenant-a"}}, "spec": pod("x", SHARE).props["spec"]}
+    rc = resource(
+        "kubernetes:core/v1:ReplicationController",
+        {"metadata": {"name": "rc", "namespace": "gpu-workloads"}, "spec": {"replicas": 4, "template": template}},
+        name="rc",
+    )
+    messages = [m for m, _ in gpu_violations([inventory_configmap(), rc])]
+    assert len(messages) == 1 and "ReplicationController/gpu-workloads/rc#4" in messages[0], messages
+    assert "CardInsufficientCore" in messages[0]
 
 
 def test_other_stack_uses_policy_config_and_default_tenant() -> None:
@@ -320,3 +432,17 @@ def test_current_usage_in_policy_config() -> None:
     bad = {"tenants": {"t": {"cards": [{"model": "L4"}], "usage": {"cards": {"3": {"slots": 1}}}}}}
     messages = [m for m, _ in gpu_violations([pod("x", share, tenant=None)], bad)]
     assert any("usage.cards has card 3" in m for m in messages), messages
+
+
+def test_unknown_values_in_preview_are_not_read() -> None:
+    """On a first preview a chart's values may be unknown; the pack must not trip on them (reading an unknown
+    through the analyzer's proxy raises, and `in` reads)."""
+    from pulumi_policy.proxy import unknown_checking_proxy
+
+    unknown = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # the engine's unknown sentinel
+    for values in (unknown, {"image": unknown, "gpu": {"nvidia.com/gpu": 1}}, {"list": [unknown, {"a": unknown}]}):
+        props = unknown_checking_proxy({"chart": "x", "values": values})
+        chart = resource("kubernetes:helm.sh/v3:Release", props, name="x")
+        found = [m for m, _ in gpu_violations([inventory_configmap(), chart])]
+        gpu = isinstance(values, dict) and "gpu" in values
+        assert [("GpuWorkloadNotChecked" in m) for m in found] == ([True] if gpu else []), found

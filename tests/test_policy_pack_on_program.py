@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import copy
 
+import pytest
 from lab_harness import lab_config, run_program
-from policy_harness import program_resources
+from policy_harness import analyze_stack, program_resources
 
-from policies.rules import ALL_POLICIES
 from preview import pack
 
 
@@ -73,52 +73,6 @@ def test_limits_come_from_the_stack_config_not_a_copy() -> None:
     config["tenants"][0]["limits"]["gpumem"] = 10000
     messages = run_pack(config)["gpu-request-limits"]
     assert len([m for m in messages if "PodGpuLimitExceeded" in m]) == 3
-
-
-def analyze_stack(resources, policy_config: dict | None = None):
-    """Drive the real CrossGuard analyzer servicer (what the CLI talks to over gRPC)."""
-    from google.protobuf import struct_pb2
-    from pulumi.runtime import proto
-    from pulumi_policy import EnforcementLevel
-    from pulumi_policy.policy import _PolicyAnalyzerServicer
-
-    servicer = _PolicyAnalyzerServicer("gpulab-gpu-policies", "0.1.0", ALL_POLICIES, EnforcementLevel.MANDATORY)
-    if policy_config:
-        request = proto.ConfigureAnalyzerRequest()
-        for name, config in policy_config.items():
-            value = struct_pb2.Struct()
-            value.update(config)
-            request.policyConfig[name].CopyFrom(proto.PolicyConfig(properties=value))
-        servicer.Configure(request, None)
-    items = []
-    for resource in resources:
-        properties = struct_pb2.Struct()
-        properties.update(_plain(resource.props))
-        provider = None
-        if resource.provider is not None:
-            provider = proto.AnalyzerProviderResource(
-                type=resource.provider.resource_type, urn=resource.provider.urn, name=resource.provider.name
-            )
-        items.append(
-            proto.AnalyzerResource(
-                type=resource.resource_type,
-                properties=properties,
-                urn=resource.urn,
-                name=resource.name,
-                provider=provider,
-            )
-        )
-    return servicer.AnalyzeStack(proto.AnalyzeStackRequest(resources=items), None)
-
-
-def _plain(value):
-    if isinstance(value, dict):
-        return {key: _plain(item) for key, item in value.items() if item is not None}
-    if isinstance(value, list):
-        return [_plain(item) for item in value]
-    if hasattr(value, "path"):  # a FileAsset in Helm value files
-        return value.path
-    return value
 
 
 def test_real_analyzer_reports_a_mandatory_violation() -> None:
@@ -247,3 +201,107 @@ def test_gpu_only_pod_is_not_refused_where_a_smaller_card_fits_the_quota() -> No
     config["tenants"][1]["quota"]["gpumem"] = 20000  # smaller than either card: now HAMi refuses it
     messages = run_pack(config)["gpu-request-limits"]
     assert any("ResourceQuotaNotFit" in m for m in messages), messages
+
+
+# --- The engine's encoding: every number a double (issue 18 item 1) -------------------------------
+
+WEB = {"name": "web", "kind": "Deployment", "replicas": 2, "gpumem": 1000, "gpucores": 10}
+
+
+def gpu_diagnostics(response) -> list[str]:
+    """The GPU policies' violations (the analyzer puts the policy's description on a first line)."""
+    return [
+        d.message.split("\n", 1)[-1]
+        for d in response.diagnostics
+        if d.policyName in ("gpu-request-limits", "gpu-placement-order")
+    ]
+
+
+def test_a_declared_deployment_passes_as_the_engine_sends_it() -> None:
+    """The stack's own Deployment arrives with `replicas: 2.0`; it fits tenant-b and must pass."""
+    config = copy.deepcopy(lab_config())
+    config["tenants"][1]["workloads"] = [WEB]
+    resources = program_resources(run_program(config))
+    deployment = next(r for r in resources if r.resource_type == "kubernetes:apps/v1:Deployment")
+    assert deployment.props["spec"]["replicas"] == 2
+    assert gpu_diagnostics(analyze_stack(resources)) == []
+    violations = run_pack(config)  # `make plan`'s way: the pack over what the program registers
+    assert violations["gpu-request-limits"] == [] and violations["gpu-placement-order"] == [], violations
+
+
+def test_a_declared_deployment_that_does_not_fit_is_refused_for_its_tenant() -> None:
+    config = copy.deepcopy(lab_config())
+    config["tenants"][1]["workloads"] = [{**WEB, "replicas": 3, "gpumem": 20000}]
+    messages = gpu_diagnostics(analyze_stack(program_resources(run_program(config))))
+    assert len(messages) == 1, messages
+    assert messages[0].startswith("error: tenant tenant-b: Deployment/gpu-workloads/web#3"), messages
+    assert "ResourceQuotaNotFit" in messages[0]
+
+
+def _through_tenant_a(resources, kind: str, body: dict):
+    """A workload of `kind` sent through tenant-a's provider, next to the lab's trainer-1..3 (in a namespace
+    without gpulab's quota, so that the cards decide)."""
+    from pulumi_policy import PolicyResource
+
+    from policies.workloads import RESOURCE_TYPES
+
+    trainer = next(r for r in resources if r.resource_type == "kubernetes:core/v1:Pod")
+    resource_type = next(t for t, k in RESOURCE_TYPES.items() if k == kind)
+    props = {"apiVersion": "v1", "kind": kind, "metadata": {"name": "w", "namespace": "batch"}, **body}
+    return PolicyResource(
+        resource_type, props, f"{trainer.urn}-{kind}", "w", trainer.opts, trainer.provider, None, [], {}
+    )
+
+
+def _workload_body(kind: str, count: int | float, limits: dict) -> dict:
+    spec = {"containers": [{"name": "c", "image": "x", "resources": {"limits": limits}}]}
+    template = {"metadata": {"labels": {"app": "w"}}, "spec": spec}
+    if kind == "Pod":
+        return {"spec": spec}
+    if kind == "CronJob":
+        return {"spec": {"schedule": "@daily", "jobTemplate": {"spec": {"parallelism": count, "template": template}}}}
+    if kind == "Job":
+        return {"spec": {"parallelism": count, "template": template}}
+    if kind == "DaemonSet":
+        return {"spec": {"template": template}}
+    return {"spec": {"replicas": count, "template": template}}
+
+
+ALL_KINDS = sorted(__import__("policies.workloads", fromlist=["POD_TEMPLATE_PATHS"]).POD_TEMPLATE_PATHS)
+
+
+@pytest.mark.parametrize("kind", ALL_KINDS)
+def test_every_kind_the_pack_reads_as_the_engine_sends_it(kind: str) -> None:
+    """Each kind through the analyzer (Struct: counts and quantities as doubles) next to trainer-1..3 on
+    tenant-a's A100: 1000 MB / 5 % fits, a pod of 2 x 1000 MB / 5 % replicas too; 20000 MB / 30 % does not."""
+    resources = program_resources(run_program(lab_config()))
+    small = {"nvidia.com/gpumem": 1000, "nvidia.com/gpucores": 5}  # numbers, as YAML and Struct give them
+    fits = _through_tenant_a(resources, kind, _workload_body(kind, 2, small))
+    assert gpu_diagnostics(analyze_stack([*resources, fits])) == []
+    share = {"nvidia.com/gpumem": 20000, "nvidia.com/gpucores": 30}
+    refused = gpu_diagnostics(
+        analyze_stack([*resources, _through_tenant_a(resources, kind, _workload_body(kind, 2, share))])
+    )
+    assert len(refused) == 1 and refused[0].startswith(f"error: tenant tenant-a: {kind}/batch/w"), refused
+    assert "CardInsufficientCore" in refused[0]
+
+
+@pytest.mark.parametrize("kind", ["Deployment", "StatefulSet", "ReplicaSet", "ReplicationController", "Job", "CronJob"])
+def test_a_fractional_count_stays_invalid(kind: str) -> None:
+    resources = program_resources(run_program(lab_config()))
+    odd = _through_tenant_a(resources, kind, _workload_body(kind, 2.5, {"nvidia.com/gpumem": 1000}))
+    messages = gpu_diagnostics(analyze_stack([*resources, odd]))
+    assert len(messages) == 1 and "InvalidGpuRequest" in messages[0] and "must be an integer, not 2.5" in messages[0]
+    assert messages[0].startswith("error: tenant tenant-a: w:"), (
+        "a workload sent through tenant-a's provider is tenant-a's"
+    )
+
+
+def test_the_struct_encoding_is_what_the_rules_see() -> None:
+    """The harness really hands the rules doubles (else the tests above would prove nothing)."""
+    from google.protobuf import json_format, struct_pb2
+
+    value = struct_pb2.Struct()
+    value.update({"spec": {"replicas": 2}})
+    assert json_format.MessageToDict(value) == {"spec": {"replicas": 2.0}}
+    assert isinstance(json_format.MessageToDict(value)["spec"]["replicas"], float)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import ipaddress
+import json
 import time
 
 import pytest
@@ -185,25 +186,34 @@ def test_tc06_fourth_share_refused_for_cores(lab) -> None:
         refused_for(lab, api, namespace, "tc06", "CardInsufficientCore")
 
 
-def denied_at_admission(create, *expected: str) -> str:
-    """The API server refuses `create()` (the tenant's ValidatingAdmissionPolicy); its message."""
+def denied_at_admission(create, reason: str, *expected: str) -> str:
+    """The API server refuses `create()` (the tenant's ValidatingAdmissionPolicy); its message. The API
+    server shows only the first failing validation: `reason` must be the one the user sees."""
     with pytest.raises(ApiException) as refused:
         create()
     assert refused.value.status in (400, 403, 422), refused.value
     body = refused.value.body or ""
+    try:
+        message = json.loads(body).get("message", body)
+    except ValueError:
+        message = body
+    assert f"denied request: {reason}" in message, message
     for text in expected:
-        assert text in body, body
-    return body
+        assert text in message, message
+    return message
 
 
 def test_tc07_memory_refusals(lab) -> None:
-    """90000 MB is more than any card: refused at `kubectl apply` by the admission policy. 30000 MB fits
-    a card but not next to trainer-1..3 (21920 MB free): HAMi refuses it at run time."""
+    """90000 MB is more than any card: refused at `kubectl apply` by the admission policy, which shows
+    HAMi's reason first (the pod breaks the 81920 MB per-pod limit too). 30000 MB fits a card but not
+    next to trainer-1..3 (21920 MB free): HAMi refuses it at run time."""
     tenant = first_tenant(lab)
     api = core(lab.tenants[tenant.name])
     with disposable_namespace(api) as namespace:
         pod = gpu_pod("tc07", image(lab), gpumem=90000, gpucores=10)
-        denied_at_admission(lambda: api.create_namespaced_pod(namespace, pod), "CardInsufficientMemory", "90000")
+        denied_at_admission(
+            lambda: api.create_namespaced_pod(namespace, pod), "CardInsufficientMemory", "asks 90000 MB per card"
+        )
         if len(running_shares(api)) < 3:
             pytest.fail("TC-07 needs tenant-a's three 20000 MB / 30 % pods running (declared in Pulumi.dev.yaml)")
         api.create_namespaced_pod(namespace, gpu_pod("tc07-run", image(lab), gpumem=30000, gpucores=5))
@@ -267,9 +277,12 @@ def test_tc10_gpu_limits_hold_at_admission(lab) -> None:
     api, apps = core(client_), client.AppsV1Api(client_)
     with disposable_namespace(api) as namespace:
         too_big = gpu_pod("tc10-big", image(lab), gpumem=90000, gpucores=10)
-        denied_at_admission(lambda: api.create_namespaced_pod(namespace, too_big), "CardInsufficientMemory")
+        denied_at_admission(
+            lambda: api.create_namespaced_pod(namespace, too_big), "CardInsufficientMemory", "asks 90000 MB per card"
+        )
         two = gpu_pod("tc10-two", image(lab), gpus=2, gpumem=1000, gpucores=5)
-        denied_at_admission(lambda: api.create_namespaced_pod(namespace, two), "PodGpuLimitExceeded", "allows 1 GPUs")
+        # The node has one card: HAMi's NodeInsufficientDevice comes before gpulab's own 1-GPU limit.
+        denied_at_admission(lambda: api.create_namespaced_pod(namespace, two), "NodeInsufficientDevice", "has (1)")
         deployment = {
             "apiVersion": "apps/v1",
             "kind": "Deployment",
@@ -280,11 +293,29 @@ def test_tc10_gpu_limits_hold_at_admission(lab) -> None:
                 "template": {"metadata": {"labels": {"app": "tc10"}}, "spec": too_big["spec"]},
             },
         }
-        denied_at_admission(lambda: apps.create_namespaced_deployment(namespace, deployment), "CardInsufficientMemory")
+        denied_at_admission(
+            lambda: apps.create_namespaced_deployment(namespace, deployment), "CardInsufficientMemory", "90000 MB"
+        )
         bypass = gpu_pod("tc10-bypass", image(lab), gpumem=1000, gpucores=5)
         bypass["metadata"]["labels"]["hami.io/webhook"] = "ignore"  # HAMi's webhook skips it
         bypass["spec"]["schedulerName"] = "default-scheduler"
-        denied_at_admission(lambda: api.create_namespaced_pod(namespace, bypass), "hami-scheduler")
+        denied_at_admission(
+            lambda: api.create_namespaced_pod(namespace, bypass), "a GPU pod must be scheduled by hami-scheduler"
+        )
+        # Updates are judged only when they change what HAMi reads: a relabel or scale goes through, a bigger
+        # GPU request is refused like a new one (strategic merge: the container is matched by name).
+        update = copy.deepcopy(deployment)
+        update["metadata"]["name"] = "tc10-update"
+        update["spec"]["replicas"] = 0  # holds no card
+        update["spec"]["template"]["spec"] = gpu_pod("tc10-update", image(lab), gpumem=1000, gpucores=5)["spec"]
+        apps.create_namespaced_deployment(namespace, update)
+        apps.patch_namespaced_deployment("tc10-update", namespace, {"metadata": {"labels": {"tc10": "relabelled"}}})
+        apps.patch_namespaced_deployment("tc10-update", namespace, {"spec": {"replicas": 0}})
+        grow = {"nvidia.com/gpumem": "90000", "nvidia.com/gpucores": "5"}
+        patch = {"spec": {"template": {"spec": {"containers": [{"name": "gpu", "resources": {"limits": grow}}]}}}}
+        denied_at_admission(
+            lambda: apps.patch_namespaced_deployment("tc10-update", namespace, patch), "CardInsufficientMemory"
+        )
         valid = gpu_pod("tc10-valid", image(lab), gpumem=20000, gpucores=5)
         created = api.create_namespaced_pod(namespace, valid)
         assert created.spec.scheduler_name == "hami-scheduler", "admitted, through HAMi's webhook"
