@@ -140,7 +140,8 @@ def finding_lines(finding: Finding, known: set[str]) -> list[str]:
     cause = f"  [{finding.cause}]" if finding.cause else ""
     lines = [f"NOT READY  {finding.where}: {finding.component}: {finding.reason}{cause}"]
     if finding.last:
-        lines.append(f"    last: {finding.last[:300]}")
+        last = finding.last if len(finding.last) <= 300 else f"{finding.last[:120]} ... {finding.last[-170:]}"
+        lines.append(f"    last: {last}")
     if finding.fix:
         lines.append(f"    fix:  {finding.fix}")
     return [scrub_text(line, known) for line in lines]
