@@ -233,8 +233,12 @@ def pod_findings(cluster: Cluster) -> list[Finding]:
     """One finding per not-ready pod (Jobs that finished are ready), with its last event and log line."""
     findings = []
     events = cluster.items("events")
+    # A Job retries in a new pod: a failed try is no finding once a later one succeeded (Helm hooks, etcd setup).
+    succeeded = {pod_owner(p) for p in cluster.items("pods") if (p.get("status") or {}).get("phase") == "Succeeded"}
     for pod in cluster.items("pods"):
         if pod_ready(pod) or (_meta(pod).get("deletionTimestamp")):
+            continue
+        if (pod.get("status") or {}).get("phase") == "Failed" and pod_owner(pod) in succeeded:
             continue
         meta = _meta(pod)
         reason, message, container = pod_state(pod)

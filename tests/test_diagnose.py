@@ -280,6 +280,19 @@ def test_image_pull_with_429_is_named_as_the_registry_rate_limit_with_docker_log
     assert not [f for f in findings if f.component == "kube-system/hami-scheduler"]
 
 
+def test_a_failed_job_try_is_no_finding_once_a_retry_succeeded() -> None:
+    objects = healthy_tenant("tenant-a")
+    failed = pod("kube-system", "hami-admission-create-a", ("Job", "hami-admission-create"), statuses=[])
+    failed["status"]["phase"] = "Failed"
+    objects["pods"].append(failed)
+    assert [f.component for f in tenant_verdicts(objects)] == [
+        "kube-system/hami-admission-create (pod hami-admission-create-a)"
+    ]
+    retried = pod("kube-system", "hami-admission-create-b", ("Job", "hami-admission-create"), phase="Succeeded")
+    objects["pods"].append(retried)
+    assert tenant_verdicts(objects) == []
+
+
 def test_image_pull_without_429_is_image_pull_back_off() -> None:
     cause, fix = analyze.known_cause("ImagePullBackOff", ['Back-off pulling image "quay.io/calico/node:v3.31.6"'])
     assert cause == "ImagePullBackOff" and "docker pull" in fix
@@ -503,7 +516,7 @@ def test_kind_cluster_gone() -> None:
 # --- redaction ---------------------------------------------------------------------------------
 
 DIGEST = "sha256:099e049362a1526b2db71494e1947aae99bd16290d7c895f2b7ea312e3cbfaed"  # public, must stay
-PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAplantedplanted\nplantedplanted==\n-----END RSA PRIVATE KEY-----"
+PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAPLANTEDpem\nPLANTEDpem==\n-----END RSA PRIVATE KEY-----"
 
 
 def test_redaction_of_objects() -> None:
@@ -617,6 +630,8 @@ class FakeLab:
             {"Names": "tenant-b-worker", "State": "running", "Status": "Up 1 hour", "Labels": ""},
         ]
         self.plant_everywhere()
+        self.tokens: dict[str, str] = {}
+        self.kubeconfigs = {name: self.kubeconfig(name) for name in SERVERS}
 
     def secret(self, label: str, long: bool = True) -> str:
         value = f"PLANTED{label}{secrets.token_urlsafe(30)}" if long else f"PLANTED{label}"
@@ -629,8 +644,12 @@ class FakeLab:
             f"    certificate-authority-data: {self.secret('ca')}\n    server: https://{SERVERS[cluster]}\n"
             "  name: c\ncontexts: [{name: c, context: {cluster: c, user: u}}]\ncurrent-context: c\n"
             f"users:\n- name: u\n  user:\n    client-key-data: {self.secret('key')}\n"
-            f"    client-certificate-data: {self.secret('cert')}\n    token: {self.secret('tok', long=False)}\n"
+            f"    client-certificate-data: {self.secret('cert')}\n    token: {self.token(cluster)}\n"
         )
+
+    def token(self, cluster: str) -> str:
+        self.tokens[cluster] = self.secret(f"tok{cluster}", long=False)
+        return self.tokens[cluster]
 
     def plant_everywhere(self) -> None:
         for objects in (self.management, *self.tenants.values()):
@@ -661,7 +680,7 @@ class FakeLab:
         (folder / how).write_text("")
 
     def write(self) -> None:
-        kubeconfigs = {name: self.kubeconfig(name) for name in SERVERS}
+        kubeconfigs = self.kubeconfigs
         outputs = {
             "management_kubeconfig": kubeconfigs["management"],
             "tenant_a_kubeconfig": kubeconfigs["tenant-a"],
@@ -792,7 +811,11 @@ def test_end_to_end_broken_lab(lab: FakeLab, tmp_path: Path) -> None:
     b["pods"][0]["status"]["containerStatuses"] = [
         container_status("calico-node", False, ("CrashLoopBackOff", "back-off"), restarts=4)
     ]
-    leaked_log = f"E1130 token: {lab.secret('log', long=False)}\n{PEM}\nfatal: could not reach 10.96.0.1:443\n"
+    # a token-shaped value, a PEM key, and the tenant's own kubeconfig token with nothing around it that says so
+    leaked_log = (
+        f"E1130 token: {lab.secret('log', long=False)}\n{PEM}\nW1130 retry with {lab.tokens['tenant-b']} now\n"
+        "fatal: could not reach 10.96.0.1:443\n"
+    )
     lab.logs["tenant-b"] = {"kube-system/calico-node-abc/calico-node/previous": leaked_log}
     work = tmp_path / "work"
     work.mkdir()
