@@ -728,7 +728,7 @@ class FakeLab:
                 args = ["logs", "-n", namespace, pod_name, "-c", container, "--tail=50"]
                 self.answer(where, args + (["--previous"] if previous else []), text)
 
-    def run(self, tmp: Path, *extra: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    def run(self, tmp: Path, *extra: str, timeout: float = 60, make: bool = False) -> subprocess.CompletedProcess:
         self.write()
         env = {
             **os.environ,
@@ -739,8 +739,13 @@ class FakeLab:
         }
         env.pop("DOCKER_HOST", None)
         (tmp / "tmp").mkdir(exist_ok=True)
+        options = ["--reports", str(tmp / "reports"), *extra]
+        argv = [sys.executable, "-m", "diagnose", "--stack", "dev", *options]
+        if make:  # the target itself, from the checkout, with the fakes first on PATH
+            argv = ["make", "--no-print-directory", "-C", str(ROOT), "diagnose", "STACK=dev"]
+            argv.append(f"DIAGNOSE_ARGS={' '.join(options)}")
         return subprocess.run(
-            [sys.executable, "-m", "diagnose", "--stack", "dev", "--reports", str(tmp / "reports"), *extra],
+            argv,
             capture_output=True,
             text=True,
             cwd=tmp,
@@ -835,6 +840,28 @@ def test_end_to_end_broken_lab(lab: FakeLab, tmp_path: Path) -> None:
     files = assert_nothing_leaked(lab, work, result)
     assert "tenants/tenant-b/logs/kube-system_calico-node-abc_calico-node/previous.log" in files
     assert "summary.txt" in files and "registry rate limit (429)" in files["findings.json"]
+
+
+def test_make_diagnose_names_the_stuck_component(lab: FakeLab, tmp_path: Path) -> None:
+    lab.tenants["tenant-b"]["pods"][5] = pod(
+        "kube-system",
+        "hami-scheduler-6d8f9c7b5-x2x",
+        ("Deployment", "hami-scheduler"),
+        [container_status("vgpu-scheduler-extender", False, ("ImagePullBackOff", "Back-off pulling image"))],
+        phase="Pending",
+    )
+    lab.tenants["tenant-b"]["events"].append(
+        event("Pod", "kube-system", "hami-scheduler-6d8f9c7b5-x2x", "Failed", RATE_LIMITED)
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    result = lab.run(work, make=True, timeout=120)
+    assert result.returncode != 0
+    assert "tenant tenant-b: kube-system/hami-scheduler (pod hami-scheduler-6d8f9c7b5-x2x)" in result.stdout
+    assert "[registry rate limit (429)]" in result.stdout
+    [line] = [line for line in result.stdout.splitlines() if line.startswith("[gpulab] archive: ")]
+    assert Path(line.removeprefix("[gpulab] archive: ")).parent == work / "reports"
+    assert_nothing_leaked(lab, work, result)
 
 
 def test_end_to_end_a_hanging_tenant_api_is_bounded(lab: FakeLab, tmp_path: Path) -> None:
