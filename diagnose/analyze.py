@@ -357,8 +357,20 @@ def workload_findings(
         if ready or ref in covered:
             continue
         events = events_about(cluster.items("events"), workload.get("kind", ""), meta.get("namespace"), meta["name"])
+        # A Deployment whose ReplicaSet cannot create pods (quota, admission) says so in its conditions.
+        conditions = sorted(
+            (c for c in (workload.get("status") or {}).get("conditions") or [] if c.get("message")),
+            key=lambda c: c.get("type") != "ReplicaFailure",
+        )
+        conditions = [
+            f"{c.get('reason')}: {c['message']}"
+            for c in conditions
+            if (c.get("type") == "ReplicaFailure") == (c.get("status") == "True")
+        ]
+        last = last_event(events) or (conditions[0] if conditions else "")
+        cause, fix = known_cause("", [last])
         findings.append(
-            Finding(cluster.where, ref, f"{workload.get('kind')} {detail}", last_event(events), "see its pods' state")
+            Finding(cluster.where, ref, f"{workload.get('kind')} {detail}", last, fix or "see its pods' state", cause)
         )
     return findings
 
@@ -575,7 +587,9 @@ def tenant_findings(
     policies: list[str],
     now: datetime,
     lock_timeout_seconds: float,
+    namespaces: tuple[str, ...] = (),
 ) -> list[Finding]:
+    """`namespaces`: the tenant's GPU workload namespaces (a Deployment there may have no pod at all)."""
     if not cluster.answered:
         return [
             Finding(
@@ -595,7 +609,7 @@ def tenant_findings(
         expected.append((MOCK_PLUGIN[0], HAMI_NAMESPACE, MOCK_PLUGIN[1]))
     found = node_findings(cluster)
     found += pods
-    found += workload_findings(cluster, {HAMI_NAMESPACE}, expected, covered)
+    found += workload_findings(cluster, {HAMI_NAMESPACE, *namespaces}, expected, covered)
     found += webhook_findings(cluster)
     if mock:
         found += gpu_node_findings(cluster, gpu_node, expected_capacity)

@@ -231,9 +231,14 @@ class Collector:
             queries["datastores"] = ["get", "datastores.kamaji.clastix.io", "-o", "json"]
             queries["metallb"] = ["get", "ipaddresspools.metallb.io,l2advertisements.metallb.io", "-A", "-o", "json"]
             queries["services"] = ["get", "services", "-A", "-o", "json"]
+        silent = 0  # calls in a row that got no answer: after two, the API is taken as not answering
         for key, args in queries.items():
             result = self.kubectl(kubeconfig, f"{prefix}/{key}.json", *args)
             cluster.objects[key] = json_items(result.stdout) if result.ok else []
+            silent = silent + 1 if result.returncode is None else 0
+            if silent >= 2:
+                cluster.answered, cluster.error = False, f"answered /readyz, then stopped answering ({result.why()})"
+                return cluster
         self._logs(cluster, kubeconfig, prefix)
         return cluster
 
@@ -293,6 +298,7 @@ def tenant_expectations(lab: LabConfig, tenant_name: str) -> dict[str, Any]:
         "mock": mock,
         "expected_capacity": totals(tenant.cards()) if mock else None,
         "policies": [DENY_POLICY, WARN_POLICY],
+        "namespaces": tuple(tenant.namespaces),
     }
 
 

@@ -90,8 +90,9 @@ def secret_name(name: str) -> bool:
     return bool(_SECRET_NAME.search(name.rsplit("/", 1)[-1]))
 
 
-def redact(value: Any, known: Iterable[str] = ()) -> Any:
-    """A copy of a parsed object (kubectl/docker/pulumi JSON) that is safe to write anywhere."""
+def redact(value: Any, known: Iterable[str] = (), hidden: bool = False) -> Any:
+    """A copy of a parsed object (kubectl/docker/pulumi JSON) that is safe to write anywhere. Below a
+    secret-looking name (`gpulab:managementKubeconfig: {value: ...}`) every value is hidden (`hidden`)."""
     known = tuple(known)
     if isinstance(value, dict):
         if value.get("kind") == "Secret":  # never collected; dropped whole if one slips into a list
@@ -102,15 +103,18 @@ def redact(value: Any, known: Iterable[str] = ()) -> Any:
         pair_secret = isinstance(value.get("name"), str) and "value" in value and secret_name(value["name"])
         for key, item in value.items():
             leaf = not isinstance(item, dict | list)
-            if key == "secure" or (pair_secret and key == "value") or (leaf and secret_name(str(key))):
+            secret_key = secret_name(str(key))
+            if key == "secure" or (pair_secret and key == "value") or (leaf and (secret_key or hidden)):
                 out[key] = HIDDEN if item not in (None, "", True, False) else item
             elif key in ("annotations", "labels") and isinstance(item, dict):
                 out[key] = {k: (HIDDEN if secret_name(k) and v else redact(v, known)) for k, v in item.items()}
             else:
-                out[key] = redact(item, known)
+                out[key] = redact(item, known, hidden or secret_key)
         return out
     if isinstance(value, list):
-        return [redact(item, known) for item in value]
+        return [redact(item, known, hidden) for item in value]
+    if hidden and value not in (None, "", True, False):
+        return HIDDEN
     if isinstance(value, str):
         stripped = value.strip()
         if stripped[:1] in "{[" and len(stripped) > 1:  # JSON inside a string: last-applied-configuration

@@ -383,6 +383,22 @@ def test_a_daemonset_with_no_pod_scheduled_is_not_ready() -> None:
     assert found.reason == "DaemonSet 0 pods scheduled (no node it may run on)"
 
 
+def test_a_gpu_deployment_whose_pods_cannot_be_created() -> None:
+    objects = healthy_tenant("tenant-a")
+    blocked = workload("Deployment", "gpu-workloads", "inference", 2, 0)
+    message = (
+        'pods "inference-7c9-" is forbidden: exceeded quota: gpulab-gpu-quota, requested: requests.nvidia.com/gpu=1'
+    )
+    blocked["status"]["conditions"] = [
+        {"type": "Available", "status": "False", "reason": "MinimumReplicasUnavailable", "message": "no"},
+        {"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate", "message": message},
+    ]
+    objects["workloads"].append(blocked)
+    [found] = tenant_verdicts(objects)
+    assert (found.component, found.reason) == ("gpu-workloads/inference", "Deployment 0/2 ready")
+    assert found.last.endswith("exceeded quota: gpulab-gpu-quota, requested: requests.nvidia.com/gpu=1")
+
+
 def test_gpu_node_without_register_annotation_or_declared_capacity() -> None:
     objects = healthy_tenant("tenant-b")
     objects["nodes"][0]["metadata"]["annotations"] = {}
@@ -560,6 +576,12 @@ def test_redaction_of_objects() -> None:
     secret = {"kind": "Secret", "metadata": {"name": "s", "namespace": "n"}, "data": {"tls.key": "c2VjcmV0"}}
     assert redact({"items": [secret]}) == {"items": [{"kind": "Secret", "metadata": {"name": "s", "namespace": "n"}}]}
     assert redact({"gpulab:sshPrivateKey": {"secure": "v1:abc"}}) == {"gpulab:sshPrivateKey": {"secure": HIDDEN}}
+    # `pulumi config --json` of a kubeconfig set without --secret: hidden by the key's name, whole
+    config = {"gpulab:managementKubeconfig": {"value": "apiVersion: v1\nusers: []", "secret": False}}
+    assert redact(config) == {"gpulab:managementKubeconfig": {"value": HIDDEN, "secret": False}}
+    # Kamaji's status names the Secrets that hold kubeconfigs: names, kept
+    status = {"kubeconfig": {"admin": {"secretName": "tenant-a-admin-kubeconfig", "checksum": "f00d"}}}
+    assert redact(status) == status
 
 
 def test_redaction_of_text() -> None:
@@ -877,6 +899,24 @@ def test_end_to_end_a_hanging_tenant_api_is_bounded(lab: FakeLab, tmp_path: Path
     assert "tenant tenant-a" not in result.stdout  # the other tenant was still examined, and is fine
     calls = (lab.root / "calls").read_text()
     assert "kubectl --kubeconfig" in calls and calls.count("/readyz") == 3
+    assert_nothing_leaked(lab, work, result)
+
+
+def test_end_to_end_an_api_that_stops_answering_is_left_after_two_calls(lab: FakeLab, tmp_path: Path) -> None:
+    folder = lab.root / "kubectl" / SERVERS["tenant-a"].replace(":", "_")
+    folder.mkdir(parents=True)
+    for args in (["get", "nodes", "-o", "json"], ["get", "pods", "-A", "-o", "json"]):
+        (folder / f"{key(args)}.hang").write_text("")
+    work = tmp_path / "work"
+    work.mkdir()
+    started = time.monotonic()
+    result = lab.run(work, "--call-timeout", "2", "--kill-after", "1")
+    assert time.monotonic() - started < 25
+    assert "tenant tenant-a: API server: tenant API not answering" in result.stdout
+    assert "answered /readyz, then stopped answering (no answer within 2s (stopped))" in result.stdout
+    calls = [line for line in (lab.root / "calls").read_text().splitlines() if "tenant-a.kubeconfig" in line]
+    assert len(calls) == 4  # readyz, version, nodes, pods; nothing after the second silence
+    assert "tenant tenant-b" not in result.stdout
     assert_nothing_leaked(lab, work, result)
 
 
