@@ -88,7 +88,7 @@ verify: $(VENV)/.installed
 
 # Every call bounded; exit 1 when something is not ready. DIAGNOSE_ARGS: e.g. --call-timeout 10.
 diagnose: $(VENV)/.installed
-	$(PY) -m diagnose --stack $(STACK) $(DIAGNOSE_ARGS)
+	PYTHONDONTWRITEBYTECODE=1 $(PY) -m diagnose --stack $(STACK) $(DIAGNOSE_ARGS)
 
 report: $(VENV)/.installed
 	GPULAB_STACK=$(STACK) $(PY) -m report --png reports/allocation.png

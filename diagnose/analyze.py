@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from fractions import Fraction
 from typing import Any
 
 from components.catalog import GPU_RESOURCE, GPUCORES_RESOURCE, GPUMEM_RESOURCE, REGISTER_ANNOTATION
@@ -20,6 +21,7 @@ from components.management_cluster import (
     POOL_NAME,
 )
 from components.mock_gpu_node import HAMI_NAMESPACE
+from policies.quantity import QuantityError, parse_quantity
 
 NODE_LOCK_ANNOTATION = "hami.io/mutex.lock"  # value `<RFC3339>,<ns>,<pod>` (notes/hami.md section 3)
 TCP_POD_LABEL = "kamaji.clastix.io/name"  # pods of a TenantControlPlane (notes/kamaji.md)
@@ -506,11 +508,14 @@ def gpu_node_findings(cluster: Cluster, node_name: str, expected: dict[str, int]
                 "GPU inventory missing",
             )
         )
-    capacity = (node.get("status") or {}).get("capacity") or {}
+    # Allocatable is what the kubelet admits against and what HAMi 2.8 registers by (notes/hami.md section 2).
+    status = node.get("status") or {}
+    capacity = status.get("allocatable") or status.get("capacity") or {}
     for resource in (GPU_RESOURCE, GPUMEM_RESOURCE, GPUCORES_RESOURCE):
         want = (expected or {}).get(resource)
         have = capacity.get(resource)
-        if have in (None, "0") or (want is not None and str(want) != str(have)):
+        value = _quantity(have)
+        if not value or (want is not None and value != want):
             source = "the capacity patch" if resource == GPU_RESOURCE else "the mock device plugin"
             findings.append(
                 Finding(
@@ -523,6 +528,14 @@ def gpu_node_findings(cluster: Cluster, node_name: str, expected: dict[str, int]
                 )
             )
     return findings
+
+
+def _quantity(value: object) -> Fraction | None:
+    """The API server sends quantities in canonical form: 20000 MB arrives as "20k" (boundaries.md)."""
+    try:
+        return parse_quantity(str(value)) if value is not None else None
+    except QuantityError:
+        return None
 
 
 def node_lock_findings(cluster: Cluster, now: datetime, timeout_seconds: float) -> list[Finding]:

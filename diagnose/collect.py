@@ -108,8 +108,10 @@ class Collector:
         return result
 
     def kubectl(self, kubeconfig: Path, path: str, *args: str, timeout: float | None = None) -> Result:
-        argv = ["kubectl", "--kubeconfig", str(kubeconfig), f"--request-timeout={self.request_timeout:.0f}s", *args]
-        shown = ["kubectl", "--kubeconfig", "<kubeconfig>", *argv[3:]]
+        # kubectl caches API discovery under ~/.kube/cache unless told otherwise: keep it in the private dir.
+        argv = ["kubectl", "--kubeconfig", str(kubeconfig), "--cache-dir", str(self.private_dir / "kube-cache")]
+        argv += [f"--request-timeout={self.request_timeout:.0f}s", *args]
+        shown = ["kubectl", "--kubeconfig", "<kubeconfig>", *argv[5:]]
         return self.call(path, argv, shown, timeout)
 
     def private_file(self, name: str, text: str) -> Path:

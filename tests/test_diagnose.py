@@ -408,6 +408,19 @@ def test_gpu_node_without_register_annotation_or_declared_capacity() -> None:
     assert "nvidia.com/gpumem capacity 24576, declared 49152" in found
 
 
+def test_gpu_capacity_is_read_in_the_canonical_form_the_api_server_sends() -> None:
+    objects = healthy_tenant("tenant-b")
+    status = objects["nodes"][0]["status"]
+    # 10 cards of 100 % cores: 1000 arrives as "1k"; 20000 MB as "20k"
+    status["allocatable"] = {"nvidia.com/gpu": "100", "nvidia.com/gpumem": "20k", "nvidia.com/gpucores": "1k"}
+    expected = {"nvidia.com/gpu": 100, "nvidia.com/gpumem": 20000, "nvidia.com/gpucores": 1000}
+    cluster = Cluster("tenant-b", objects=objects)
+    assert analyze.gpu_node_findings(cluster, "tenant-b-worker", expected) == []
+    status["allocatable"]["nvidia.com/gpucores"] = "900"
+    [found] = analyze.gpu_node_findings(cluster, "tenant-b-worker", expected)
+    assert found.reason == "nvidia.com/gpucores capacity 900, declared 1000"
+
+
 def test_gpu_pod_refused_by_hami_names_its_filtering_failed_reason() -> None:
     objects = healthy_tenant("tenant-a")
     objects["pods"].append(
@@ -757,6 +770,7 @@ class FakeLab:
             "PATH": f"{self.bin}:/usr/bin:/bin",
             "FAKE_LAB": str(self.root),
             "TMPDIR": str(tmp / "tmp"),
+            "HOME": str(tmp / "home"),
             "GPULAB_DIAGNOSE_PROC": str(tmp / "proc"),
         }
         env.pop("DOCKER_HOST", None)
@@ -787,7 +801,7 @@ def assert_nothing_leaked(lab: FakeLab, tmp: Path, result: subprocess.CompletedP
     files = archive_files(tmp)
     everything = result.stdout + result.stderr + "".join(files.values())
     assert lab.planted and "PLANTED" not in everything, [p for p in lab.planted if p[:12] in everything]
-    # nothing else written: the archive under reports/, no private directory left, TMPDIR untouched
+    # nothing else written: the archive under reports/, no private directory left, TMPDIR and HOME untouched
     written = sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file())
     assert written == [str(next((tmp / "reports").glob("*.tar.gz")).relative_to(tmp))]
     assert not list((tmp / "reports").glob(".diagnose-*"))
