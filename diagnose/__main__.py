@@ -48,8 +48,7 @@ def _remove_stale(reports: Path) -> None:
             continue
 
 
-def collect(args: argparse.Namespace, stack: str, private: Path) -> Collected:
-    runner = Runner(args.call_timeout, args.kill_after, args.budget)
+def collect(args: argparse.Namespace, runner: Runner, stack: str, private: Path) -> Collected:
     lab = None
     config_problem = ""
     try:
@@ -205,9 +204,10 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signum, _signal_exit)
     # Kubeconfigs for kubectl live here, 0700/0600, removed on exit and on INT/TERM/HUP.
     private = Path(tempfile.mkdtemp(prefix=f".diagnose-{os.getpid()}-", dir=reports))
+    runner = Runner(args.call_timeout, args.kill_after, args.budget)
     try:
         print(f"[gpulab] diagnose {stack}: collecting (each call bounded to {args.call_timeout:.0f}s)", file=sys.stderr)
-        collected = collect(args, stack, private)
+        collected = collect(args, runner, stack, private)
     finally:
         shutil.rmtree(private, ignore_errors=True)
     archive = reports / f"diagnose-{stack}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.tar.gz"

@@ -83,6 +83,14 @@ class Runner:
         except subprocess.TimeoutExpired:
             problem = f"no answer within {limit:.0f}s (stopped)"
             out, err = self._stop(proc)
+        except BaseException:
+            # diagnose itself is stopped (INT/TERM/HUP): a hung kubectl left behind would go on
+            # writing into the private directory after it is removed, so it goes first.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=self.kill_after)
+            raise
         return Result(
             argv,
             None if problem else proc.returncode,

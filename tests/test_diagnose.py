@@ -805,6 +805,7 @@ def assert_nothing_leaked(lab: FakeLab, tmp: Path, result: subprocess.CompletedP
     written = sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*") if p.is_file())
     assert written == [str(next((tmp / "reports").glob("*.tar.gz")).relative_to(tmp))]
     assert not list((tmp / "reports").glob(".diagnose-*"))
+    assert not fake_processes(lab.root), "a call was left running"
     return files
 
 
@@ -976,7 +977,21 @@ def test_terminated_run_removes_its_kubeconfigs(lab: FakeLab, tmp_path: Path) ->
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=20)
     assert proc.returncode == 128 + signal.SIGTERM
+    time.sleep(0.5)  # a kubectl left running would write its discovery cache back into the directory by now
     assert not list((work / "reports").glob(".diagnose-*"))
+    assert not fake_processes(lab.root), "the hung kubectl was left running"
+
+
+def fake_processes(root: Path) -> list[int]:
+    """Processes of this test's fake tools still running (found by their FAKE_LAB)."""
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        try:
+            if f"FAKE_LAB={root}\0".encode() in environ.read_bytes():
+                found.append(int(environ.parent.name))
+        except OSError:
+            continue
+    return found
 
 
 def test_a_run_killed_with_kill_leaves_a_directory_the_next_run_removes(lab: FakeLab, tmp_path: Path) -> None:
