@@ -8,6 +8,7 @@ events with involvedObject and lastTimestamp, EndpointSlice endpoints whose `rea
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -18,6 +19,7 @@ import subprocess
 import sys
 import tarfile
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -615,7 +617,8 @@ def test_redaction_of_text() -> None:
 # --- bounded calls -----------------------------------------------------------------------------
 
 
-def test_a_call_that_hangs_and_ignores_term_is_killed_within_its_bound(tmp_path: Path) -> None:
+def test_a_call_that_hangs_and_ignores_term_is_killed_within_its_bound(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("FAKE_LAB", str(tmp_path))  # marks the child, so that it can be found below
     script = tmp_path / "stubborn"
     script.write_text("#!/usr/bin/env bash\ntrap '' TERM INT HUP\necho started\nexec sleep 3600\n")
     script.chmod(0o755)
@@ -623,6 +626,10 @@ def test_a_call_that_hangs_and_ignores_term_is_killed_within_its_bound(tmp_path:
     started = time.monotonic()
     result = runner.run([str(script)])
     assert time.monotonic() - started < 4
+    left = fake_processes(tmp_path)
+    for pid in left:  # only when the test fails
+        os.kill(pid, signal.SIGKILL)
+    assert not left, "the call outlived its bound"
     assert result.returncode is None and result.problem == "no answer within 1s (stopped)"
     assert "started" in result.stdout
 
@@ -810,9 +817,13 @@ def assert_nothing_leaked(lab: FakeLab, tmp: Path, result: subprocess.CompletedP
 
 
 @pytest.fixture
-def lab(tmp_path: Path) -> FakeLab:
+def lab(tmp_path: Path) -> Iterator[FakeLab]:
     (tmp_path / "proc").mkdir()
-    return FakeLab(tmp_path / "fake")
+    fake = FakeLab(tmp_path / "fake")
+    yield fake
+    for pid in fake_processes(fake.root):  # only after a failure: a hung fake call left behind
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def test_end_to_end_a_healthy_lab(lab: FakeLab, tmp_path: Path) -> None:
