@@ -24,14 +24,10 @@ from diagnose import analyze
 from diagnose.analyze import Finding
 from diagnose.collect import Collected, Collector, duration_seconds, read_sysctls, tenant_expectations
 from diagnose.redact import redact, scrub_text
-from diagnose.runner import Runner
+from diagnose.runner import STOP_SIGNALS, Runner
 from report.stack import ROOT, StackError, stack_config, stack_name
 
 STACK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}", re.ASCII)
-
-
-def _signal_exit(signum: int, _frame: object) -> None:
-    raise SystemExit(128 + signum)  # unwinds through the `finally` that removes the private directory
 
 
 def _remove_stale(reports: Path) -> None:
@@ -194,17 +190,26 @@ def main(argv: list[str] | None = None) -> int:
         problem = f"stack name {stack[:60]!r} is not valid; use letters, digits, '-', '_', '.'"
         print(f"[gpulab] diagnose: {problem}", file=sys.stderr)
         return 2
+    if not (ROOT / f"Pulumi.{stack}.yaml").is_file():
+        known = ", ".join(sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in ROOT.glob("Pulumi.*.yaml")))
+        print(f"[gpulab] diagnose: no Pulumi.{stack}.yaml in {ROOT}: STACK names one of {known}", file=sys.stderr)
+        return 2
     if min(args.call_timeout, args.kill_after, args.budget) <= 0:
         print("[gpulab] diagnose: --call-timeout, --kill-after and --budget must be positive", file=sys.stderr)
         return 2
     reports = Path(args.reports)
     reports.mkdir(parents=True, exist_ok=True)
     _remove_stale(reports)
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, _signal_exit)
+    runner = Runner(args.call_timeout, args.kill_after, args.budget)
+
+    def stop(signum: int, _frame: object) -> None:
+        runner.abort()
+        raise SystemExit(128 + signum)  # unwinds through the `finally` that removes the private directory
+
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, stop)
     # Kubeconfigs for kubectl live here, 0700/0600, removed on exit and on INT/TERM/HUP.
     private = Path(tempfile.mkdtemp(prefix=f".diagnose-{os.getpid()}-", dir=reports))
-    runner = Runner(args.call_timeout, args.kill_after, args.budget)
     try:
         print(f"[gpulab] diagnose {stack}: collecting (each call bounded to {args.call_timeout:.0f}s)", file=sys.stderr)
         collected = collect(args, runner, stack, private)

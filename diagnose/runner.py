@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 MAX_OUTPUT = 32 * 1024 * 1024  # a larger answer is cut: diagnose keeps what it reads in memory
 
 
@@ -39,6 +40,10 @@ class Result:
         return lines[-1] if lines else f"exit code {self.returncode}"
 
 
+def _unblock() -> None:
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+
+
 class Runner:
     """Runs programs, each for at most `timeout` seconds (then TERM, then KILL after `kill_after`),
     and none once `budget` seconds have passed since the runner was made."""
@@ -54,6 +59,7 @@ class Runner:
         self.kill_after = kill_after
         self.clock = clock
         self.deadline = clock() + budget
+        self.current: subprocess.Popen[bytes] | None = None
 
     def left(self) -> float:
         return self.deadline - self.clock()
@@ -66,6 +72,8 @@ class Runner:
         if program is None:
             return Result(argv, None, problem=f"{argv[0]} not found on PATH")
         started = self.clock()
+        # Signals wait until `current` is set, so that abort() always knows the child to stop.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         try:
             # Own session: the timeout signals reach every process the program started.
             proc = subprocess.Popen(
@@ -74,23 +82,20 @@ class Runner:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 start_new_session=True,
+                preexec_fn=_unblock,  # the child must see TERM: the mask is inherited across exec
             )
+            self.current = proc
         except OSError as error:
             return Result(argv, None, problem=f"{argv[0]} could not start: {error.strerror}")
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         problem = ""
         try:
             out, err = proc.communicate(timeout=limit)
         except subprocess.TimeoutExpired:
             problem = f"no answer within {limit:.0f}s (stopped)"
             out, err = self._stop(proc)
-        except BaseException:
-            # diagnose itself is stopped (INT/TERM/HUP): a hung kubectl left behind would go on
-            # writing into the private directory after it is removed, so it goes first.
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=self.kill_after)
-            raise
+        self.current = None
         return Result(
             argv,
             None if problem else proc.returncode,
@@ -99,6 +104,17 @@ class Runner:
             self.clock() - started,
             problem,
         )
+
+    def abort(self) -> None:
+        """Kill the running call with everything it started; for diagnose's own INT/TERM/HUP handler,
+        before the private directory goes: a hung kubectl left behind would write into it afterwards."""
+        proc = self.current
+        if proc is None or proc.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=self.kill_after)
 
     def _stop(self, proc: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
         for sig, wait in ((signal.SIGTERM, self.kill_after), (signal.SIGKILL, self.kill_after)):

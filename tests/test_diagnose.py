@@ -634,6 +634,11 @@ def test_a_call_that_hangs_and_ignores_term_is_killed_within_its_bound(tmp_path:
     assert "started" in result.stdout
 
 
+def test_a_call_sees_the_signals_diagnose_blocks_while_starting_it() -> None:
+    result = Runner().run(["grep", "SigBlk", "/proc/self/status"])
+    assert result.ok and result.stdout.split() == ["SigBlk:", "0000000000000000"]
+
+
 def test_a_run_past_its_budget_starts_nothing_more() -> None:
     clock = iter([0.0, 100.0, 100.0]).__next__
     runner = Runner(timeout=5, budget=10, clock=clock)
@@ -985,12 +990,23 @@ def test_terminated_run_removes_its_kubeconfigs(lab: FakeLab, tmp_path: Path) ->
         time.sleep(0.05)
     [kubeconfig] = list((work / "reports").glob(".diagnose-*/*.kubeconfig"))
     assert kubeconfig.stat().st_mode & 0o777 == 0o600 and kubeconfig.parent.stat().st_mode & 0o777 == 0o700
+    # TERM while the call hangs: the fake kubectl has become `sleep`, ignoring TERM
+    while not [p for p in fake_processes(lab.root) if is_sleep(p)] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [p for p in fake_processes(lab.root) if is_sleep(p)]
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=20)
     assert proc.returncode == 128 + signal.SIGTERM
     time.sleep(0.5)  # a kubectl left running would write its discovery cache back into the directory by now
     assert not list((work / "reports").glob(".diagnose-*"))
     assert not fake_processes(lab.root), "the hung kubectl was left running"
+
+
+def is_sleep(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep\0")
+    except OSError:
+        return False
 
 
 def fake_processes(root: Path) -> list[int]:
@@ -1022,6 +1038,14 @@ def test_bad_stack_name_is_usage_error(tmp_path: Path) -> None:
         timeout=60,
     )
     assert result.returncode == 2 and "stack name '../x' is not valid" in result.stderr
+    assert not list(tmp_path.iterdir())
+    result = subprocess.run(
+        [sys.executable, "-m", "diagnose", "--stack", "dve", "--reports", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2 and "no Pulumi.dve.yaml in " in result.stderr and "one of dev" in result.stderr
     assert not list(tmp_path.iterdir())
 
 
