@@ -789,8 +789,8 @@ class FakeLab:
         (tmp / "tmp").mkdir(exist_ok=True)
         options = ["--reports", str(tmp / "reports"), *extra]
         argv = [sys.executable, "-m", "diagnose", "--stack", "dev", *options]
-        if make:  # the target itself, from the checkout, with the fakes first on PATH
-            argv = ["make", "--no-print-directory", "-C", str(ROOT), "diagnose", "STACK=dev"]
+        if make:  # the target itself; PATH on the command line, or the Makefile would put ./bin (real tools) first
+            argv = ["make", "--no-print-directory", "-C", str(ROOT), "diagnose", "STACK=dev", f"PATH={env['PATH']}"]
             argv.append(f"DIAGNOSE_ARGS={' '.join(options)}")
         return subprocess.run(
             argv,
