@@ -891,7 +891,7 @@ def test_end_to_end_broken_lab(lab: FakeLab, tmp_path: Path) -> None:
     assert "log: fatal: could not reach 10.96.0.1:443" in out
     assert "known causes: " in out and "registry rate limit (429) (1)" in out
     files = assert_nothing_leaked(lab, work, result)
-    assert "tenants/tenant-b/logs/kube-system_calico-node-abc_calico-node/previous.log" in files
+    assert "tenants/tenant-b/logs/kube-system_calico-node-abc_calico-node.previous.log" in files
     assert "summary.txt" in files and "registry rate limit (429)" in files["findings.json"]
 
 
