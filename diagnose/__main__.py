@@ -142,10 +142,15 @@ def finding_lines(finding: Finding, known: set[str]) -> list[str]:
     return [scrub_text(line, known) for line in lines]
 
 
+MAX_SHOWN = 30  # findings printed; all of them are in the archive's findings.json
+
+
 def summary(stack: str, findings: list[Finding], archive: str, known: set[str]) -> str:
     lines = []
-    for finding in findings:
+    for finding in findings[:MAX_SHOWN]:
         lines += finding_lines(finding, known)
+    if len(findings) > MAX_SHOWN:
+        lines.append(f"... and {len(findings) - MAX_SHOWN} more: findings.json in the archive")
     causes: dict[str, int] = {}
     for finding in findings:
         if finding.cause:

@@ -78,7 +78,8 @@ class Cluster:
 
 # --- known causes ------------------------------------------------------------------------------
 
-RATE_LIMIT = re.compile(r"429|toomanyrequests|too many requests|pull rate limit", re.IGNORECASE)
+# A whole 429, not three digits of an image digest.
+RATE_LIMIT = re.compile(r"\b429\b|toomanyrequests|too many requests|pull rate limit", re.IGNORECASE)
 CONNTRACK = re.compile(r"nf_conntrack_max.*permission denied", re.IGNORECASE)
 INOTIFY = re.compile(r"too many open files|inotify", re.IGNORECASE)
 BR_NETFILTER = re.compile(r"br_netfilter|bridge-nf-call-ip6?tables", re.IGNORECASE)

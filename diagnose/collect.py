@@ -271,7 +271,9 @@ class Collector:
                 if cs.get("restartCount"):
                     runs.append(("/previous", [*base, "--previous"]))
                 for suffix, args in runs:
-                    result = self.kubectl(kubeconfig, f"{prefix}/logs/{key.replace('/', '_')}{suffix.replace('/', '.')}.log", *args)
+                    result = self.kubectl(
+                        kubeconfig, f"{prefix}/logs/{key.replace('/', '_')}{suffix.replace('/', '.')}.log", *args
+                    )
                     if result.ok:
                         cluster.logs[key + suffix] = result.stdout
 

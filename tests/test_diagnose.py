@@ -298,6 +298,8 @@ def test_a_failed_job_try_is_no_finding_once_a_retry_succeeded() -> None:
 def test_image_pull_without_429_is_image_pull_back_off() -> None:
     cause, fix = analyze.known_cause("ImagePullBackOff", ['Back-off pulling image "quay.io/calico/node:v3.31.6"'])
     assert cause == "ImagePullBackOff" and "docker pull" in fix
+    digest = 'Failed to pull image "kindest/node@sha256:0994293a429f": not found'  # 429 inside a digest
+    assert analyze.known_cause("ErrImagePull", [digest])[0] == "ImagePullBackOff"
 
 
 def test_crash_loop_shows_the_last_log_line_of_the_previous_run() -> None:
@@ -1076,3 +1078,19 @@ def test_archive_is_readable_as_a_tarball(lab: FakeLab, tmp_path: Path) -> None:
     files = archive_files(work)
     assert json.loads(files["calls.json"]) and json.loads(files["findings.json"]) == []
     assert io.StringIO(files["summary.txt"]).read().endswith(".tar.gz\n")
+
+
+def test_summary_is_short_and_counts_the_causes() -> None:
+    from diagnose.__main__ import summary
+
+    findings = [
+        analyze.Finding("tenant t", f"pod p{i}", "CrashLoopBackOff", cause="CrashLoopBackOff") for i in range(35)
+    ]
+    text = summary("dev", findings, "reports/x.tar.gz", set()).splitlines()
+    assert sum(line.startswith("NOT READY") for line in text) == 30
+    assert "... and 5 more: findings.json in the archive" in text
+    assert text[-3:] == [
+        "[gpulab] diagnose dev: 35 not ready",
+        "[gpulab] known causes: CrashLoopBackOff (35)",
+        "[gpulab] archive: reports/x.tar.gz",
+    ]
