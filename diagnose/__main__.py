@@ -98,7 +98,7 @@ def collect(args: argparse.Namespace, runner: Runner, stack: str, private: Path)
 
     # Host kernel settings: /proc/sys is the Docker host's only when the daemon runs here.
     local = os.environ.get("DOCKER_HOST", "unix://").startswith("unix://")
-    proc = Path(os.environ.get("GPULAB_DIAGNOSE_PROC", "/proc"))
+    proc = Path(os.environ.get("GPULAB_DIAGNOSE_PROC", "/proc"))  # tests point it at a fake /proc
     sysctls = read_sysctls(proc) if local else {}
     cpus = int((docker_info or {}).get("NCPU") or os.cpu_count() or 1)
     out.findings += analyze.kernel_findings(docker_info, sysctls, cpus)
