@@ -147,14 +147,18 @@ def _event_time(event: dict) -> str:
     )
 
 
+def _about(event: dict) -> dict:
+    return event.get("involvedObject") or event.get("regarding") or {}  # core/v1 or events.k8s.io/v1
+
+
 def events_about(events: list[dict], kind: str, namespace: str | None, name: str) -> list[dict]:
     """Events about one object, oldest first."""
     found = [
         e
         for e in events
-        if (e.get("involvedObject") or e.get("regarding") or {}).get("kind") == kind
-        and (e.get("involvedObject") or e.get("regarding") or {}).get("name") == name
-        and (namespace is None or (e.get("involvedObject") or e.get("regarding") or {}).get("namespace") == namespace)
+        if _about(e).get("kind") == kind
+        and _about(e).get("name") == name
+        and (namespace is None or _about(e).get("namespace") == namespace)
     ]
     return sorted(found, key=_event_time)
 
@@ -165,9 +169,8 @@ def _event_line(event: dict) -> str:
 
 def last_event(events: list[dict]) -> str:
     """The most telling event line: the newest Warning, else the newest event."""
-    warnings = [e for e in events if e.get("type") == "Warning"]
-    chosen = (warnings or events)[-1:] if (warnings or events) else []
-    return _event_line(chosen[0]) if chosen else ""
+    chosen = [e for e in events if e.get("type") == "Warning"] or events
+    return _event_line(chosen[-1]) if chosen else ""
 
 
 def last_line(text: str) -> str:
@@ -185,27 +188,34 @@ def pod_ready(pod: dict) -> bool:
 
 
 def pod_state(pod: dict) -> tuple[str, str, str]:
-    """(reason, message, container) of a pod that is not ready."""
+    """(reason, message, container) of a pod that is not ready: the first init container that has
+    not completed, else the first container that is not ready, else the failing pod condition."""
     status = pod.get("status") or {}
-    for statuses in (status.get("initContainerStatuses") or [], status.get("containerStatuses") or []):
-        for cs in statuses:
-            state = cs.get("state") or {}
-            if "waiting" in state:
-                waiting = state["waiting"] or {}
-                return waiting.get("reason") or "Waiting", waiting.get("message") or "", cs.get("name", "")
-            terminated = state.get("terminated")
-            if terminated and (statuses is not status.get("containerStatuses") or not cs.get("ready")):
-                if terminated.get("reason") == "Completed" and statuses is not status.get("containerStatuses"):
-                    continue
-                code = terminated.get("exitCode")
-                return terminated.get("reason") or f"exit {code}", terminated.get("message") or "", cs.get("name", "")
-    for cs in status.get("containerStatuses") or []:
-        if not cs.get("ready"):
-            return "ContainerNotReady", "", cs.get("name", "")
+    for init in status.get("initContainerStatuses") or []:
+        state = init.get("state") or {}
+        terminated = state.get("terminated") or {}
+        if terminated.get("reason") == "Completed" or terminated.get("exitCode") == 0:
+            continue
+        reason, message = _container_state(state)
+        return (reason if reason != "Running" else "Init:Running"), message, init.get("name", "")
+    for container in status.get("containerStatuses") or []:
+        if not container.get("ready"):
+            reason, message = _container_state(container.get("state") or {})
+            return (reason if reason != "Running" else "ContainerNotReady"), message, container.get("name", "")
     for condition in status.get("conditions") or []:
         if condition.get("status") != "True" and condition.get("type") in ("PodScheduled", "Ready"):
             return condition.get("reason") or f"{condition['type']}=False", condition.get("message") or "", ""
     return status.get("phase") or "Unknown", status.get("message") or "", ""
+
+
+def _container_state(state: dict) -> tuple[str, str]:
+    if "waiting" in state:
+        waiting = state["waiting"] or {}
+        return waiting.get("reason") or "Waiting", waiting.get("message") or ""
+    if "terminated" in state:
+        terminated = state["terminated"] or {}
+        return terminated.get("reason") or f"exit {terminated.get('exitCode')}", terminated.get("message") or ""
+    return "Running", ""
 
 
 def pod_owner(pod: dict) -> str:

@@ -1093,3 +1093,23 @@ def test_summary_is_short_and_counts_the_causes() -> None:
         "[gpulab] known causes: CrashLoopBackOff (35)",
         "[gpulab] archive: reports/x.tar.gz",
     ]
+
+
+def test_pod_state_reads_init_containers_first() -> None:
+    calico = pod("kube-system", "calico-node-z", ("DaemonSet", "calico-node"), [container_status("calico-node", False)])
+    calico["status"]["phase"] = "Pending"
+    calico["status"]["containerStatuses"][0]["state"] = {"waiting": {"reason": "PodInitializing"}}
+    calico["status"]["initContainerStatuses"] = [
+        {"name": "upgrade-ipam", "state": {"terminated": {"reason": "Completed", "exitCode": 0}}},
+        {"name": "install-cni", "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off"}}},
+    ]
+    assert analyze.pod_state(calico) == ("CrashLoopBackOff", "back-off", "install-cni")
+    calico["status"]["initContainerStatuses"][1]["state"] = {"running": {}}
+    assert analyze.pod_state(calico) == ("Init:Running", "", "install-cni")
+    # running, not ready: the readiness probe's event is the reason shown
+    hami = pod("kube-system", "hami-scheduler-1", ("Deployment", "hami-scheduler"), [container_status("ext", False)])
+    assert analyze.pod_state(hami) == ("ContainerNotReady", "", "ext")
+    probe = event("Pod", "kube-system", "hami-scheduler-1", "Unhealthy", "Readiness probe failed: HTTP 500")
+    cluster = Cluster("tenant-a", objects={"pods": [hami], "events": [probe]})
+    [found] = analyze.pod_findings(cluster)
+    assert found.last == "Unhealthy: Readiness probe failed: HTTP 500"
