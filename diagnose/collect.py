@@ -184,16 +184,15 @@ class Collector:
                 self.out.secrets |= kubeconfig_secrets(value)
         if not outputs:
             why = result.why() if not result.ok else "no outputs"
-            self.out.findings.append(
-                Finding(
-                    "stack",
-                    f"stack {self.stack}",
-                    "no lab outputs",
-                    why,
-                    "`make up` has not finished for this stack: the kubeconfigs come from its outputs; "
-                    "tenant checks are skipped",
-                )
+            fix = (
+                "`make up` has not finished for this stack: the kubeconfigs come from its outputs; "
+                "tenant checks are skipped"
             )
+            if result.problem.endswith("not found on PATH"):
+                fix = (
+                    "`make up` installs the pinned Pulumi CLI into ./bin; run `make diagnose`, which puts ./bin on PATH"
+                )
+            self.out.findings.append(Finding("stack", f"stack {self.stack}", "no lab outputs", why, fix))
         return outputs
 
     def kind_clusters(self) -> list[str] | None:

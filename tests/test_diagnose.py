@@ -673,6 +673,7 @@ class FakeLab:
         self.tenants = {name: healthy_tenant(name) for name in ("tenant-a", "tenant-b")}
         self.logs: dict[str, dict[str, str]] = {}
         self.kind_clusters = "gpulab\n"
+        self.dropped_outputs: set[str] = set()
         self.containers = [
             {"Names": "gpulab-control-plane", "State": "running", "Status": "Up 1 hour", "Labels": ""},
             {"Names": "tenant-a-worker", "State": "running", "Status": "Up 1 hour", "Labels": ""},
@@ -737,6 +738,7 @@ class FakeLab:
             "tenant_a_endpoint": "172.18.255.240",
             "metallb_pool": "172.18.255.239-172.18.255.254",
         }
+        outputs = {k: v for k, v in outputs.items() if k not in self.dropped_outputs}
         plain = {k: ("[secret]" if k.endswith("kubeconfig") else v) for k, v in outputs.items()}
         stack = ["stack", "output", "--json", "--stack", "dev"]
         self.answer("pulumi", stack, json.dumps(plain))
@@ -950,6 +952,20 @@ def test_end_to_end_an_api_that_stops_answering_is_left_after_two_calls(lab: Fak
     calls = [line for line in (lab.root / "calls").read_text().splitlines() if "tenant-a.kubeconfig" in line]
     assert len(calls) == 4  # readyz, version, nodes, pods; nothing after the second silence
     assert "tenant tenant-b" not in result.stdout
+    assert_nothing_leaked(lab, work, result)
+
+
+def test_end_to_end_a_tenant_not_yet_in_the_outputs(lab: FakeLab, tmp_path: Path) -> None:
+    lab.dropped_outputs = {"tenant_b_kubeconfig"}
+    lab.management["tcps"][1] = tcp("tenant-b", "Provisioning", address=None)
+    work = tmp_path / "work"
+    work.mkdir()
+    result = lab.run(work)
+    assert result.returncode == 1
+    out = result.stdout
+    assert "tenant tenant-b: kubeconfig: no tenant_b_kubeconfig stack output yet: its own checks are skipped" in out
+    assert "management: TenantControlPlane gpulab-tenant-b/tenant-b: Provisioning" in out
+    assert "tenant tenant-a" not in out
     assert_nothing_leaked(lab, work, result)
 
 
