@@ -156,9 +156,10 @@ class Collector:
             essentials = {key: docker_info.get(key) for key in keep if key in docker_info}
             self.out.files["tools/docker-info.json"] = json.dumps(essentials, indent=2)
         else:
-            self.out.findings.append(
-                Finding("docker", "Docker daemon", "not answering", info.why(), "start Docker; `docker info` must work")
-            )
+            fix = "start Docker; `docker info` must work for your user"
+            if info.problem.endswith("not found on PATH"):
+                fix = "install Docker Engine (README: What you need)"
+            self.out.findings.append(Finding("docker", "Docker daemon", "not answering", info.why(), fix))
         return docker_info
 
     def stack_outputs(self) -> dict[str, Any]:
