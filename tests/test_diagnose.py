@@ -969,6 +969,21 @@ def test_end_to_end_a_tenant_not_yet_in_the_outputs(lab: FakeLab, tmp_path: Path
     assert_nothing_leaked(lab, work, result)
 
 
+def test_end_to_end_a_hanging_docker_daemon_is_bounded(lab: FakeLab, tmp_path: Path) -> None:
+    (lab.root / "docker").mkdir(parents=True)
+    (lab.root / "docker" / "hang").write_text("")
+    work = tmp_path / "work"
+    work.mkdir()
+    started = time.monotonic()
+    result = lab.run(work, "--call-timeout", "2", "--kill-after", "1")
+    assert time.monotonic() - started < 20
+    assert "docker: Docker daemon: not answering" in result.stdout and "no answer within 2s" in result.stdout
+    calls = (lab.root / "calls").read_text()
+    assert calls.count("docker ") == 2  # version and info; nothing more is asked of a daemon that hangs
+    assert "tenant tenant-a" not in result.stdout  # the clusters were still examined
+    assert_nothing_leaked(lab, work, result)
+
+
 def test_end_to_end_kind_cluster_gone(lab: FakeLab, tmp_path: Path) -> None:
     lab.kind_clusters = ""
     lab.containers = lab.containers[1:]
