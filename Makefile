@@ -19,12 +19,14 @@ endif
 export PULUMI_SKIP_UPDATE_CHECK := true
 export PATH := $(CURDIR)/bin:$(VENV)/bin:$(PATH)
 
-.PHONY: help up down plan verify report check test lint bench prereqs policy-venv stack upstream-data clean deploy destroy
+.PHONY: help up down plan verify report check test lint bench prereqs policy-venv stack upstream-data clean deploy destroy \
+  diagnose
 
 help:
 	@echo "make up             preflight (Linux, Docker, tools, disk), then venv, pinned kind/kubectl/pulumi in ./bin, pulumi up"
 	@echo "make plan           offline preview of STACK (default dev): validation, resources, outputs, policy verdicts"
 	@echo "make verify         acceptance suite against the live lab; fails when there is none"
+	@echo "make diagnose       why the lab is not ready: every cluster and tenant, a summary and reports/diagnose-*.tar.gz"
 	@echo "make report         per-card GPU allocation of every tenant (and reports/allocation.png)"
 	@echo "make check          TENANT=name FILES='a.yaml b.yaml' [LIVE=1]: do these manifests fit the tenant (now)?"
 	@echo "make down           pulumi destroy; says so and exits 0 when nothing is deployed"
@@ -59,11 +61,14 @@ stack: prereqs
 	mkdir -p -m 700 .state
 	pulumi stack select --create $(STACK)
 
+# When up or verify fails: one line pointing at make diagnose, and the step's own exit code.
+DIAGNOSE_HINT = { rc=$$?; echo "[gpulab] $@ failed: \`make diagnose STACK=$(STACK)\` tells why (summary + reports/diagnose-*.tar.gz)" >&2; exit $$rc; }
+
 # Preflight first: nothing is installed or created on a host that cannot run the lab.
 up:
-	bash scripts/preflight.sh
-	@$(PYTHON_HOST) scripts/secrets_check.py $(STACK)
-	@$(MAKE) --no-print-directory deploy
+	@bash scripts/preflight.sh || $(DIAGNOSE_HINT)
+	@$(PYTHON_HOST) scripts/secrets_check.py $(STACK) || $(DIAGNOSE_HINT)
+	@$(MAKE) --no-print-directory deploy || $(DIAGNOSE_HINT)
 
 deploy: prereqs policy-venv stack
 	@$(PYTHON_HOST) scripts/secrets_check.py $(STACK)
@@ -87,9 +92,13 @@ plan: $(VENV)/.installed
 	$(PY) -m preview --stack $(STACK)
 
 verify: $(VENV)/.installed
-	@$(PY) -m report.stack $(STACK)
-	GPULAB_ACCEPTANCE=1 GPULAB_STACK=$(STACK) $(PY) -m pytest tests/acceptance -m acceptance -o addopts="" -rs -v \
-	  --junitxml=reports/acceptance.xml
+	@$(PY) -m report.stack $(STACK) || $(DIAGNOSE_HINT)
+	@GPULAB_ACCEPTANCE=1 GPULAB_STACK=$(STACK) $(PY) -m pytest tests/acceptance -m acceptance -o addopts="" -rs -v \
+	  --junitxml=reports/acceptance.xml || $(DIAGNOSE_HINT)
+
+# Every call bounded; exit 1 when something is not ready. DIAGNOSE_ARGS: e.g. --call-timeout 10.
+diagnose: $(VENV)/.installed
+	PYTHONDONTWRITEBYTECODE=1 $(PY) -m diagnose --stack $(STACK) $(DIAGNOSE_ARGS)
 
 report: $(VENV)/.installed
 	GPULAB_STACK=$(STACK) $(PY) -m report --png reports/allocation.png
