@@ -15,12 +15,17 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from policies.quantity import QuantityError, parse_quantity  # standard library only, like this module
+
 
 def _quantity(value: Any) -> int | None:
+    """The API server sends quantities in canonical form: 1000 gpucores (10 cards) arrive as "1k",
+    20000 MB as "20k" (apimachinery resource/quantity.go, Quantity.String)."""
     try:
-        return int(str(value))
-    except ValueError:
+        exact = parse_quantity(str(value))
+    except QuantityError:
         return None
+    return int(exact) if exact.denominator == 1 else None
 
 
 def allocatable_problems(node: Mapping[str, Any], expect: Mapping[str, int]) -> list[str]:

@@ -90,3 +90,14 @@ def test_cli_exit_codes(tmp_path, capsys) -> None:
     node_file.write_text(json.dumps(node({})))
     assert main(["--expect", json.dumps(EXPECT), "--node", str(node_file), "--endpoints", str(endpoints_file)]) == 1
     assert "not advertised yet" in capsys.readouterr().err
+
+
+def test_totals_in_the_api_servers_canonical_form() -> None:
+    """The API server sends quantities canonically (apimachinery Quantity.String, boundaries.md): ten
+    cards' 1000 gpucores arrive as "1k", 20000 MB as "20k". The node is ready all the same."""
+    expect = {"nvidia.com/gpu": 100, "nvidia.com/gpumem": 20000, "nvidia.com/gpucores": 1000}
+    canonical = {"nvidia.com/gpu": "100", "nvidia.com/gpumem": "20k", "nvidia.com/gpucores": "1k"}
+    assert problems(node(canonical), slices(True), expect) == []
+    assert problems(node({**canonical, "nvidia.com/gpucores": "900"}), slices(True), expect) == [
+        "node tenant-a-worker: nvidia.com/gpucores advertises 900, declared 1000"
+    ]
