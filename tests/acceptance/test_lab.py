@@ -17,6 +17,7 @@ from kubernetes.client.exceptions import ApiException
 
 from components.catalog import totals
 from components.tenant_control_plane import control_plane_namespace
+from policies.quantity import parse_quantity
 from tests.acceptance.helpers import disposable_namespace, gpu_pod, hami_reasons, pod_events, wait_until
 
 CONTROL_PLANE_CONTAINERS = {"kube-apiserver", "kube-controller-manager", "kube-scheduler", "konnectivity-server"}
@@ -52,6 +53,12 @@ def wait_running(api: client.CoreV1Api, namespace: str, name: str, timeout: floa
 
 def card_of(pod) -> str:
     return (pod.metadata.annotations or {})[ALLOCATED].split(",", 1)[0]
+
+
+def quantity(value: str) -> int:
+    exact = parse_quantity(value)
+    assert exact.denominator == 1, f"quantity {value} is not a whole number"
+    return int(exact)
 
 
 def test_tc01_management_cluster_healthy(lab) -> None:
@@ -112,17 +119,19 @@ def test_tc03_gpu_pod_admitted_by_webhook_and_placed_by_hami(lab) -> None:
         pod = wait_running(api, namespace, "tc03")
         annotations = pod.metadata.annotations or {}
         assert annotations.get(ALLOCATED), "no HAMi allocation: the pod was not placed by HAMi"
-        assert annotations.get("hami.io/vgpu-node") == tenant.gpu_node_name()
+        assert annotations.get("hami.io/vgpu-node") in {node.name for node in tenant.gpu_nodes()}
 
 
 def test_tc04_workers_advertise_exactly_their_inventory(lab) -> None:
     for tenant in lab.config.tenants:
-        node = core(lab.tenants[tenant.name]).read_node(tenant.gpu_node_name())
-        allocatable = {k: int(v) for k, v in node.status.allocatable.items() if k.startswith("nvidia.com/")}
-        declared = totals(tenant.cards())
-        if tenant.gpu_mode == "real":  # the real plugin advertises card slots only
-            declared = {"nvidia.com/gpu": declared["nvidia.com/gpu"]}
-        assert allocatable == declared, tenant.name
+        for gpu_node in tenant.gpu_nodes():  # every GPU node advertises its own cards
+            node = core(lab.tenants[tenant.name]).read_node(gpu_node.name)
+            # Canonical quantities (1000 gpucores arrive as "1k"), read as the API server writes them.
+            allocatable = {k: quantity(v) for k, v in node.status.allocatable.items() if k.startswith("nvidia.com/")}
+            declared = totals(gpu_node.cards)
+            if tenant.gpu_mode == "real":  # the real plugin advertises card slots only
+                declared = {"nvidia.com/gpu": declared["nvidia.com/gpu"]}
+            assert allocatable == declared, gpu_node.name
 
 
 def test_tc05_three_shares_on_one_card_bound_back_to_back(lab) -> None:
@@ -227,9 +236,9 @@ def test_tc08_tenants_are_isolated(lab) -> None:
     for tenant in lab.config.tenants:
         api = core(lab.tenants[tenant.name])
         assert sorted(n.metadata.name for n in api.list_node().items) == sorted(tenant.worker_node_names())
-        node = api.read_node(tenant.gpu_node_name())
-        capacity = {k: int(v) for k, v in node.status.capacity.items() if k.startswith("nvidia.com/")}
-        assert capacity["nvidia.com/gpu"] == totals(tenant.cards())["nvidia.com/gpu"]
+        for gpu_node in tenant.gpu_nodes():
+            capacity = api.read_node(gpu_node.name).status.capacity
+            assert quantity(capacity["nvidia.com/gpu"]) == totals(gpu_node.cards)["nvidia.com/gpu"], gpu_node.name
         namespaces = {n.metadata.name for n in api.list_namespace().items}
         assert not namespaces & {"kamaji-system", "metallb-system", "cert-manager"}, "management namespaces visible"
         groups = {g.name for g in client.ApisApi(lab.tenants[tenant.name]).get_api_versions().groups}
