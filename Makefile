@@ -7,13 +7,18 @@ PYTHON_HOST ?= python3
 VENV := $(CURDIR)/venv
 PY := $(VENV)/bin/python
 STACK ?= dev
+# uv (a PyPI package, pinned) installs the dev venv's ~90 packages in parallel: seconds, not a silent minute.
+UV_VERSION := 0.13.9
+# Test workers: one per core by default (pytest-xdist); TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= auto
 # Local file state: no Pulumi account needed. Secrets use a passphrase; empty unless you set one.
 export PULUMI_BACKEND_URL ?= file://$(CURDIR)/.state
 export PULUMI_CONFIG_PASSPHRASE ?=
 export PULUMI_SKIP_UPDATE_CHECK := true
 export PATH := $(CURDIR)/bin:$(VENV)/bin:$(PATH)
 
-.PHONY: help up down plan verify report check test lint bench prereqs policy-venv stack upstream-data clean deploy destroy
+.PHONY: help up down plan verify report check test lint bench prereqs policy-venv stack upstream-data clean deploy destroy \
+	lab-exists
 
 help:
 	@echo "make up             preflight (Linux, Docker, tools, disk), then venv, pinned kind/kubectl/pulumi in ./bin, pulumi up"
@@ -23,23 +28,28 @@ help:
 	@echo "make check          TENANT=name FILES='a.yaml b.yaml' [LIVE=1]: do these manifests fit the tenant (now)?"
 	@echo "make down           pulumi destroy; says so and exits 0 when nothing is deployed"
 	@echo "make test           lint + offline unit, policy and script tests (no Docker); what CI runs"
-	@echo "make upstream-data  download the upstream schemas/charts the tests validate against (sha256-checked)"
-	@echo "make bench          benchmarks (program growth, policy checking)"
+	@echo "make upstream-data  get the upstream schemas/charts the tests validate against (sha256-checked); uses"
+	@echo "                    GPULAB_UPSTREAM or ../shared/upstream when complete, downloads only what is missing"
+	@echo "make bench          benchmarks (program growth, policy checking, image pulls)"
 	@echo "make lint           ruff and shellcheck only"
+	@echo "make policy-venv    the policy pack's own venv (policies/venv), for pulumi preview --policy-pack policies"
 	@echo "make clean          remove venv, policies/venv, bin, reports, caches (never .state: destroy first)"
 	@echo "STACK=NAME picks another Pulumi.NAME.yaml (default dev)."
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt policies/requirements.txt
 	@$(PYTHON_HOST) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "gpulab needs Python 3.11 or newer")'
+	@echo "[gpulab] creating ./venv: about 90 packages, 0.8 GB (20-60 s, more on a slow network)" >&2
 	$(PYTHON_HOST) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements-dev.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+	@# uv shows what it resolves, downloads (a progress bar on a terminal) and installs.
+	$(VENV)/bin/uv pip install --python $(PY) -r requirements-dev.txt
 	@# The venv's python finds gpulab's packages from any directory (python -m policies check ...).
 	$(PY) -c 'import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"], "gpulab.pth").write_text("$(CURDIR)\n")'
 	touch $@
 
 # The policy pack's own virtualenv, where the Pulumi CLI looks for it (policies/PulumiPolicy.yaml).
 policies/venv/.installed: policies/requirements.txt
+	@echo "[gpulab] creating policies/venv (pulumi-policy, pydantic, PyYAML; about 15 s)" >&2
 	$(PYTHON_HOST) -m venv policies/venv
 	policies/venv/bin/python -m pip install --quiet -r policies/requirements.txt
 	touch $@
@@ -72,16 +82,44 @@ destroy:
 	@$(MAKE) --no-print-directory prereqs
 	pulumi destroy --yes --stack $(STACK)
 
-plan: $(VENV)/.installed
-	@$(PY) scripts/secrets_check.py $(STACK)
+# `make plan` exits as the preview does: 1 when a mandatory policy refuses the stack, 2 when the stack
+# is invalid. GNU make exits 2 whenever a recipe fails and 1 only in question mode (-q), so a top-level
+# `make plan` runs the preview while this file is read (its output on make's own stdout, found through
+# /proc as the lab is Linux-only) and, on a refusal, turns question mode on: `plan`, a phony target, is
+# then merely "out of date" and make exits 1 printing nothing more. A nested or combined `make plan`
+# runs the same steps as a recipe (exit 2 for either failure).
+PLAN_STEPS = $(MAKE) -s --no-print-directory $(VENV)/.installed >&2 || exit 2; \
+	$(PY) scripts/secrets_check.py $(STACK) || exit 2; \
 	$(PY) -m preview --stack $(STACK)
+ifeq ($(MAKECMDGOALS)|$(MAKELEVEL),plan|0)
+  $(shell out=/proc/$$PPID/fd/1; [ -w "$$out" ] || out=/dev/stderr; { $(PLAN_STEPS); } >"$$out")
+  PLAN_STATUS := $(.SHELLSTATUS)
+  ifeq ($(PLAN_STATUS),1)
+    MAKEFLAGS += -q
+  endif
+endif
 
-verify: $(VENV)/.installed
+plan:
+ifdef PLAN_STATUS
+	@exit $(PLAN_STATUS)
+else
+	@$(PLAN_STEPS)
+endif
+
+# A lab exists only after `make up`: without one, say so in one line before installing ./venv (0.8 GB).
+lab-exists:
+	@status=0; $(PYTHON_HOST) scripts/stack_state.py $(STACK) 2>/dev/null || status=$$?; \
+	if [ "$$status" = 3 ]; then \
+	  echo "[gpulab] no lab: stack '$(STACK)' has nothing deployed in $${PULUMI_BACKEND_URL#file://}; run \`make up\` first" >&2; \
+	  exit 1; \
+	fi
+
+verify: lab-exists $(VENV)/.installed
 	@$(PY) -m report.stack $(STACK)
 	GPULAB_ACCEPTANCE=1 GPULAB_STACK=$(STACK) $(PY) -m pytest tests/acceptance -m acceptance -o addopts="" -rs -v \
 	  --junitxml=reports/acceptance.xml
 
-report: $(VENV)/.installed
+report: lab-exists $(VENV)/.installed
 	GPULAB_STACK=$(STACK) $(PY) -m report --png reports/allocation.png
 
 check: $(VENV)/.installed
@@ -94,15 +132,19 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/shellcheck scripts/*.sh tests/fakes/*
 
 test: lint
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal
 
 upstream-data:
 	$(PYTHON_HOST) tests/upstream_data.py
 
+# -u: each line as it is measured, not all of them at the end.
 bench: $(VENV)/.installed
-	$(PY) benchmarks/program_under_mocks.py
-	$(PY) benchmarks/policy_check.py
-	$(PY) benchmarks/image_pulls.py
+	@echo "[gpulab] bench 1/3: the program under mocks for 2, 10 and 50 tenants" >&2
+	$(PY) -u benchmarks/program_under_mocks.py
+	@echo "[gpulab] bench 2/3: policy checking, today's code against the baseline commit" >&2
+	$(PY) -u benchmarks/policy_check.py
+	@echo "[gpulab] bench 3/3: registry pulls with and without pre-loading" >&2
+	$(PY) -u benchmarks/image_pulls.py
 
 clean:
 	rm -rf $(VENV) policies/venv bin reports .cache .pytest_cache .ruff_cache .hypothesis
