@@ -65,7 +65,7 @@ stack: prereqs
 
 # Preflight first: nothing is installed or created on a host that cannot run the lab.
 up:
-	PYTHON_HOST=$(PYTHON_HOST) STACK=$(STACK) bash scripts/preflight.sh
+	PYTHON_HOST=$(PYTHON_HOST) STACK=$(STACK) VENV=$(VENV) bash scripts/preflight.sh
 	@$(PYTHON_HOST) scripts/secrets_check.py $(STACK)
 	@$(MAKE) --no-print-directory deploy
 

@@ -5,7 +5,7 @@
 # A stack that runs nothing in local Docker (an existing management cluster, every worker over SSH)
 # is not asked for a Docker daemon.
 # env: PYTHON_HOST (the Python that creates ./venv, as in the Makefile; default python3),
-#      STACK (which Pulumi.<stack>.yaml to read the modes from; default dev),
+#      STACK (which Pulumi.<stack>.yaml to read the modes from; default dev), VENV (default ./venv),
 #      GPULAB_MIN_DOCKER_GB (free space wanted where Docker keeps images, default 15),
 #      GPULAB_MIN_PROJECT_GB (free space wanted for ./venv, ./bin and Pulumi's plugins, default 3),
 #      DOCKER_TIMEOUT (seconds for `docker info`, default 10)
@@ -15,6 +15,7 @@ docker_only=false
 [ "${1:-}" = "--docker-only" ] && docker_only=true
 root=$(cd "$(dirname "$0")/.." && pwd)
 python=${PYTHON_HOST:-python3}
+venv=${VENV:-$root/venv}
 stack=${STACK:-dev}
 problems=()
 problem() { problems+=("$1"); }
@@ -32,14 +33,15 @@ whole() {
   return 1
 }
 
-# Does the stack run anything in local Docker? Asked of gpulab's own config loader (components/config.py)
-# through ./venv's python when it exists, else through $python when it has pydantic and PyYAML; when
-# neither can tell (no ./venv yet, an invalid stack file), assume it does: kind is the default mode.
-# The stack file is read as Pulumi would, so `make plan` reports its mistakes, not this.
-uses_local_docker() {
-  local stack_file="$root/Pulumi.$stack.yaml" reader=$python answer=
-  [ -f "$stack_file" ] || return 0
-  [ -x "$root/venv/bin/python" ] && reader="$root/venv/bin/python"
+# Does the stack run anything in local Docker: yes, no, or unknown? Asked of gpulab's own config loader
+# (components/config.py) through ./venv's python when it exists, else through $python when it has
+# pydantic and PyYAML. No stack file means the default, kind: yes. An invalid stack file is unknown
+# (`make plan` names its mistakes), and so is one no Python here can read yet (a fresh clone).
+stack_file="$root/Pulumi.$stack.yaml"
+docker_use() {
+  local reader=$python answer=
+  [ -f "$stack_file" ] || { echo yes; return; }
+  [ -x "$venv/bin/python" ] && reader="$venv/bin/python"
   answer=$(cd "$root" && timeout 60 "$reader" - "$stack_file" 2>/dev/null <<'PY'
 import sys
 from pathlib import Path
@@ -51,7 +53,7 @@ local = lab.management.mode == "kind" or any(tenant.worker_mode == "container" f
 print("yes" if local else "no")
 PY
   ) || true
-  [ "$answer" != no ]
+  case $answer in yes | no) echo "$answer" ;; *) echo unknown ;; esac
 }
 
 # free_gb PATH: whole GB free on the filesystem holding PATH (empty when df cannot tell).
@@ -89,14 +91,19 @@ if [ "$(id -u)" = 0 ]; then
 else
   may_use="start it (sudo systemctl start docker) and make sure $(id -un) may use it (sudo usermod -aG docker $(id -un), then log in again)"
 fi
-if ! uses_local_docker; then
+uses_docker=$(docker_use)
+hint=
+if [ "$uses_docker" = unknown ] && grep -Eq '^[[:space:]]*mode:[[:space:]]*["'"'"']?existing' "$stack_file"; then
+  hint="; if stack $stack has an existing cluster and SSH workers only, it needs no Docker: run \`make plan STACK=$stack\` once (it creates ./venv, with which preflight can read the stack) and retry"
+fi
+if [ "$uses_docker" = no ]; then
   : # an existing management cluster and SSH workers: nothing runs in local Docker
 elif ! command -v docker >/dev/null; then
-  problem "docker is not installed: install Docker Engine (https://docs.docker.com/engine/install/) and start it"
+  problem "docker is not installed: install Docker Engine (https://docs.docker.com/engine/install/) and start it$hint"
 elif [ -z "$docker_timeout" ]; then
   : # DOCKER_TIMEOUT is already a problem; asking the daemon without a bound could hang
 elif ! root_dir=$(timeout "$docker_timeout" docker info --format '{{.DockerRootDir}}' 2>/dev/null) || [ -z "$root_dir" ]; then
-  problem "the Docker daemon is not reachable (docker info failed): $may_use"
+  problem "the Docker daemon is not reachable (docker info failed): $may_use$hint"
 elif ! $docker_only && [ -n "$wanted_docker" ]; then
   free=$(free_gb "$root_dir")
   [ -n "$free" ] || free=$(free_gb /)

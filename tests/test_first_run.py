@@ -39,7 +39,8 @@ def preflight(
         [BASH, str(ROOT / "scripts" / "preflight.sh"), *args],
         capture_output=True,
         text=True,
-        env={**os.environ, "PATH": f"{fakes}:{os.environ['PATH']}", **(env or {})},
+        # No stack file unless a test names one: kind mode, known without starting Python.
+        env={**os.environ, "PATH": f"{fakes}:{os.environ['PATH']}", "STACK": "no-such-stack", **(env or {})},
         timeout=60,
     )
 
@@ -82,6 +83,7 @@ def test_preflight_passes_on_a_ready_host(tmp_path: Path) -> None:
 
 
 ROOMY_DF = "echo 'Filesystem 1024-blocks Used Available Capacity Mounted'; echo 'x 100000000 1 90000000 1% /'"
+BARE_PYTHON = f'exec {sys.executable} -S "$@"'  # no site-packages: no pydantic
 OLD_PYTHON = 'if [ "$1" = -c ]; then case "$2" in *version_info*) exit 1;; *) echo 3.10.12;; esac; fi'
 
 
@@ -141,6 +143,15 @@ def test_preflight_asks_no_docker_of_an_existing_cluster_with_ssh_workers(
     result = preflight(tmp_path, env={"STACK": name}, docker=DOCKER_DOWN, df=ROOMY_DF)
     assert result.returncode == 0, result.stderr
     assert result.stderr.strip() == "[gpulab] preflight: ok"
+    # A fresh clone: no ./venv, and a host Python without pydantic cannot read the stack. Docker is asked
+    # for (kind is the default), with the way out for this stack.
+    bare = {"STACK": name, "VENV": str(tmp_path / "no-venv"), "PYTHON_HOST": "bare-python"}
+    result = preflight(tmp_path, env=bare, docker=DOCKER_DOWN, df=ROOMY_DF, **{"bare-python": BARE_PYTHON})
+    assert result.returncode == 1
+    assert result.stderr.strip().endswith(
+        f"if stack {name} has an existing cluster and SSH workers only, it needs no Docker: run "
+        f"`make plan STACK={name}` once (it creates ./venv, with which preflight can read the stack) and retry"
+    )
     # One container worker is enough to need the daemon (kind mode is the default).
     document["config"]["gpulab:management"] = {"mode": "kind"}
     for tenant in document["config"]["gpulab:tenants"]:
