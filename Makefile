@@ -83,27 +83,26 @@ destroy:
 	pulumi destroy --yes --stack $(STACK)
 
 # `make plan` exits as the preview does: 1 when a mandatory policy refuses the stack, 2 when the stack
-# is invalid. GNU make exits 2 whenever a recipe fails and 1 only in question mode (-q), so a top-level
+# is invalid. GNU make exits 2 whenever a recipe fails and 1 only in question mode (-q), so a lone
 # `make plan` runs the preview while this file is read (its output on make's own stdout, found through
 # /proc as the lab is Linux-only) and, on a refusal, turns question mode on: `plan`, a phony target, is
-# then merely "out of date" and make exits 1 printing nothing more. A nested or combined `make plan`
-# runs the same steps as a recipe (exit 2 for either failure).
-PLAN_STEPS = $(MAKE) -s --no-print-directory $(VENV)/.installed >&2 || exit 2; \
-	$(PY) scripts/secrets_check.py $(STACK) || exit 2; \
-	$(PY) -m preview --stack $(STACK)
-ifeq ($(MAKECMDGOALS)|$(MAKELEVEL),plan|0)
-  $(shell out=/proc/$$PPID/fd/1; [ -w "$$out" ] || out=/dev/stderr; { $(PLAN_STEPS); } >"$$out")
+# then merely "out of date" and make exits 1 printing nothing more. Combined with other goals, or with
+# -n, `plan` is an ordinary recipe (exit 2 for either failure).
+ifeq ($(MAKECMDGOALS)|$(findstring n,$(firstword -$(MAKEFLAGS))),plan|)
+  $(shell out=/proc/$$PPID/fd/1; [ -w "$$out" ] || out=/dev/stderr; { \
+    $(MAKE) -s --no-print-directory $(VENV)/.installed >&2 || exit 2; \
+    $(PY) scripts/secrets_check.py $(STACK) || exit 2; \
+    $(PY) -m preview --stack $(STACK); } >"$$out")
   PLAN_STATUS := $(.SHELLSTATUS)
   ifeq ($(PLAN_STATUS),1)
     MAKEFLAGS += -q
   endif
-endif
-
 plan:
-ifdef PLAN_STATUS
 	@exit $(PLAN_STATUS)
 else
-	@$(PLAN_STEPS)
+plan: $(VENV)/.installed
+	@$(PY) scripts/secrets_check.py $(STACK)
+	$(PY) -m preview --stack $(STACK)
 endif
 
 # A lab exists only after `make up`: without one, say so in one line before installing ./venv (0.8 GB).
@@ -131,8 +130,12 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/shellcheck scripts/*.sh tests/fakes/*
 
+# The suite sees no make variables (tests run make as a user would). Its temporary files go under a short
+# folder of its own: with a worker per core, pytest's default paths grow too long for a unix socket.
 test: lint
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal
+	@base=$$(mktemp -d "$${TMPDIR:-/tmp}/gpulab-test.XXXXXX"); trap 'rm -rf "$$base"' EXIT; \
+	echo "pytest -n $(TEST_WORKERS) --dist worksteal --basetemp $$base"; \
+	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL $(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal --basetemp "$$base"
 
 upstream-data:
 	$(PYTHON_HOST) tests/upstream_data.py
