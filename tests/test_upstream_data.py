@@ -109,7 +109,10 @@ class Server:
             def log_message(self, *args) -> None:
                 server.requests.append(self.path)
 
-        self.http = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Listener(http.server.ThreadingHTTPServer):
+            request_queue_size = 64  # the default backlog of 5 drops parallel connects (a 1 s SYN retry)
+
+        self.http = Listener(("127.0.0.1", 0), Handler)
         self.base = f"http://127.0.0.1:{self.http.server_address[1]}"
 
 
@@ -117,7 +120,7 @@ class Server:
 def server(tmp_path: Path) -> Iterator[Server]:
     (tmp_path / "served").mkdir()
     served = Server(tmp_path / "served")
-    thread = threading.Thread(target=served.http.serve_forever, daemon=True)
+    thread = threading.Thread(target=served.http.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         yield served
@@ -267,7 +270,7 @@ def test_make_upstream_data_gives_up_at_its_deadline(nowhere: Path, capsys) -> N
         port = silent.getsockname()[1]
         files = [UpstreamFile(f"x/{i}.yaml", "0" * 64, f"http://127.0.0.1:{port}/{i}.yaml") for i in range(6)]
         started = time.monotonic()
-        code = main(["--dest", str(nowhere / "cache"), "--deadline", "1.5"], files=files)
+        code = main(["--dest", str(nowhere / "cache"), "--deadline", "0.5"], files=files)
         elapsed = time.monotonic() - started
     captured = capsys.readouterr()
     assert code == 1 and elapsed < 5, elapsed
