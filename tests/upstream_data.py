@@ -283,13 +283,11 @@ def build_kamaji_chart(entry: UpstreamFile, dest: Path, deadline: float, raw: st
     contents = {}
     for (name, url, blob), content in fetched.items():
         if git_blob_id(content) != blob:
-            raise DownloadError(
-                f"{entry.path}: {url} served a file with git blob id {git_blob_id(content)}, not {blob}"
-            )
+            raise DownloadError(f"{url} served a file with git blob id {git_blob_id(content)}, not {blob}")
         contents[name] = content
     tar = pack_chart(contents)
     if (tar_digest := hashlib.sha256(tar).hexdigest()) != entry.tar_sha256:
-        raise DownloadError(f"{entry.path}: the rebuilt tar has sha256 {tar_digest}, not the pinned {entry.tar_sha256}")
+        raise DownloadError(f"the rebuilt tar has sha256 {tar_digest}, not the pinned {entry.tar_sha256}")
     archive, compressor = gzip_like_the_team(tar)
     write_atomically(dest / entry.path, archive)
     same = hashlib.sha256(archive).hexdigest() == entry.sha256
@@ -420,9 +418,7 @@ def download(entry: UpstreamFile, dest: Path, deadline: float | None = None) -> 
     content = fetch(entry.url, deadline)
     actual = hashlib.sha256(content).hexdigest()
     if actual != entry.sha256:
-        raise DownloadError(
-            f"{entry.path}: {entry.url} served a file with sha256 {actual}, not the pinned {entry.sha256}; refused"
-        )
+        raise DownloadError(f"{entry.url} served a file with sha256 {actual}, not the pinned {entry.sha256}; refused")
     write_atomically(target, content)
     return f"fetched  {entry.path}"
 
@@ -455,7 +451,7 @@ def main(argv: list[str] | None = None, files: list[UpstreamFile] | None = None)
         try:
             print(download(entry, args.dest, started + args.deadline), flush=True)
         except DownloadError as error:
-            return str(error)
+            return f"{entry.path}: {error}"
         return None
 
     with ThreadPoolExecutor(max_workers=4) as pool:
