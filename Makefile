@@ -7,7 +7,7 @@ PYTHON_HOST ?= python3
 VENV := $(CURDIR)/venv
 PY := $(VENV)/bin/python
 STACK ?= dev
-# uv (a PyPI package, pinned) installs the dev venv's ~90 packages in parallel: seconds, not a silent minute.
+# uv (a PyPI package, pinned) installs the dev venv's ~80 packages in parallel: seconds, not a silent minute.
 UV_VERSION := 0.13.9
 # Test workers: one per core by default (pytest-xdist); TEST_WORKERS=0 runs the suite in one process.
 TEST_WORKERS ?= auto
@@ -38,7 +38,7 @@ help:
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt policies/requirements.txt
 	@$(PYTHON_HOST) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "gpulab needs Python 3.11 or newer")'
-	@echo "[gpulab] creating ./venv: about 90 packages, 0.8 GB (20-60 s, more on a slow network)" >&2
+	@echo "[gpulab] creating ./venv: about 80 packages, 0.8 GB (10-20 s measured; more on a slow network)" >&2
 	$(PYTHON_HOST) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 	@# uv shows what it resolves, downloads (a progress bar on a terminal) and installs.
@@ -49,7 +49,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt policies/requirements.
 
 # The policy pack's own virtualenv, where the Pulumi CLI looks for it (policies/PulumiPolicy.yaml).
 policies/venv/.installed: policies/requirements.txt
-	@echo "[gpulab] creating policies/venv (pulumi-policy, pydantic, PyYAML; about 15 s)" >&2
+	@echo "[gpulab] creating policies/venv (pulumi-policy, pydantic, PyYAML)" >&2
 	$(PYTHON_HOST) -m venv policies/venv
 	policies/venv/bin/python -m pip install --quiet -r policies/requirements.txt
 	touch $@
@@ -86,9 +86,11 @@ destroy:
 # is invalid. GNU make exits 2 whenever a recipe fails and 1 only in question mode (-q), so a lone
 # `make plan` runs the preview while this file is read (its output on make's own stdout, found through
 # /proc as the lab is Linux-only) and, on a refusal, turns question mode on: `plan`, a phony target, is
-# then merely "out of date" and make exits 1 printing nothing more. Combined with other goals, or with
-# -n, `plan` is an ordinary recipe (exit 2 for either failure).
-ifeq ($(MAKECMDGOALS)|$(findstring n,$(firstword -$(MAKEFLAGS))),plan|)
+# then merely "out of date" and make exits 1 printing nothing more. Combined with other goals, with -n,
+# or with a passphrase on make's command line (which GNU make before 4.4 hands to recipes but not to
+# this early run), `plan` is an ordinary recipe (exit 2 for either failure).
+PASSPHRASE_ORIGINS := $(origin PULUMI_CONFIG_PASSPHRASE) $(origin PULUMI_CONFIG_PASSPHRASE_FILE)
+ifeq ($(MAKECMDGOALS)|$(findstring n,$(firstword -$(MAKEFLAGS)))|$(filter command,$(PASSPHRASE_ORIGINS)),plan||)
   $(shell out=/proc/$$PPID/fd/1; [ -w "$$out" ] || out=/dev/stderr; { \
     $(MAKE) -s --no-print-directory $(VENV)/.installed >&2 || exit 2; \
     $(PY) scripts/secrets_check.py $(STACK) || exit 2; \
