@@ -115,10 +115,17 @@ def adversarial_case(rng: random.Random) -> tuple[TenantInventory, list]:
     return inventory, workloads
 
 
+def progress(message: str) -> None:
+    """What is being measured now, on stderr (the results stay alone on stdout)."""
+    print(f"  ... {message}", file=sys.stderr, flush=True)
+
+
 def run_adversarial(cases: int, seed: int) -> tuple[float, int]:
     rng = random.Random(seed)
     slowest, undecided = 0.0, 0
-    for _ in range(cases):
+    for done in range(cases):
+        if done and done % 50 == 0:
+            progress(f"{done} of {cases} adversarial cases")
         inventory, workloads = adversarial_case(rng)
         started = time.perf_counter()
         findings = evaluate_tenant(inventory, workloads)
@@ -140,18 +147,21 @@ def main(tenants: int = 50, pods: int = 10_000, seed: int = 7, adversarial: int 
         "evaluate": policies.evaluate,
     }
     shapes, manifests = bulk_case(tenants, pods, seed)
+    progress(f"{pods} pods with today's code")
     elapsed, errors = run_bulk(current, shapes, manifests)
     print(f"{pods} pods across {tenants} tenants: {elapsed:.2f} s ({1e6 * elapsed / pods:.0f} us/pod), {errors} errors")
     old = baseline_package() if baseline else "baseline skipped"
     if isinstance(old, str):
         print(f"  {old}")
     else:
+        progress(f"the same pods with the baseline {BASELINE} (slower: that is the point)")
         old_elapsed, old_errors = run_bulk(old, shapes, manifests)
         print(
             f"  baseline {BASELINE}: {old_elapsed:.2f} s, {old_errors} errors; "
             f"today's code is {old_elapsed / elapsed:.1f}x faster"
         )
     if adversarial:
+        progress(f"{adversarial} adversarial small cases")
         slowest, undecided = run_adversarial(adversarial, seed)
         print(
             f"{adversarial} adversarial small cases: slowest call {slowest:.2f} s, "

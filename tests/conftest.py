@@ -18,3 +18,6 @@ from hypothesis import settings  # noqa: E402
 settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
+
+# Property tests: every example in CI, a quarter of them in a developer's run (tests/property_budget.py).
+from property_budget import pytest_collection_modifyitems  # noqa: E402, F401

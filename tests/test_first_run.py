@@ -9,6 +9,8 @@ import shutil
 import subprocess
 import sys
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -29,14 +31,17 @@ def fake_bin(folder: Path, **tools: str) -> Path:
     return folder
 
 
-def preflight(tmp_path: Path, *args: str, **tools: str) -> subprocess.CompletedProcess:
+def preflight(
+    tmp_path: Path, *args: str, env: dict[str, str] | None = None, **tools: str
+) -> subprocess.CompletedProcess:
     fakes = fake_bin(tmp_path / "fakes", **tools)
     return subprocess.run(
         [BASH, str(ROOT / "scripts" / "preflight.sh"), *args],
         capture_output=True,
         text=True,
-        env={**os.environ, "PATH": f"{fakes}:{os.environ['PATH']}"},
-        timeout=30,
+        # No stack file unless a test names one: kind mode, known without starting Python.
+        env={**os.environ, "PATH": f"{fakes}:{os.environ['PATH']}", "STACK": "no-such-stack", **(env or {})},
+        timeout=60,
     )
 
 
@@ -75,6 +80,85 @@ def test_preflight_passes_on_a_ready_host(tmp_path: Path) -> None:
     result = preflight(tmp_path, docker=DOCKER_UP, df=df)
     assert result.returncode == 0, result.stderr
     assert result.stderr.strip() == "[gpulab] preflight: ok"
+
+
+ROOMY_DF = "echo 'Filesystem 1024-blocks Used Available Capacity Mounted'; echo 'x 100000000 1 90000000 1% /'"
+BARE_PYTHON = f'exec {sys.executable} -S "$@"'  # no site-packages: no pydantic
+OLD_PYTHON = 'if [ "$1" = -c ]; then case "$2" in *version_info*) exit 1;; *) echo 3.10.12;; esac; fi'
+
+
+def test_preflight_checks_the_python_host_it_is_given(tmp_path: Path) -> None:
+    """python3 on PATH is 3.10; PYTHON_HOST names a good one: that is the one the venv is made with."""
+    good = preflight(tmp_path, env={"PYTHON_HOST": sys.executable}, python3=OLD_PYTHON, docker=DOCKER_UP, df=ROOMY_DF)
+    assert good.returncode == 0, good.stderr
+    old = preflight(tmp_path, env={"PYTHON_HOST": "python3.10"}, **{"python3.10": OLD_PYTHON}, docker=DOCKER_UP)
+    assert old.returncode == 1
+    assert "python3.10 is 3.10.12; gpulab needs 3.11 or newer (e.g. make PYTHON_HOST=python3.12 up)" in old.stderr
+    missing = preflight(tmp_path, env={"PYTHON_HOST": "python3.99"}, docker=DOCKER_UP)
+    assert "python3.99 is missing" in missing.stderr and missing.returncode == 1
+
+
+def test_preflight_tells_only_a_non_root_user_to_join_the_docker_group(tmp_path: Path) -> None:
+    root = preflight(tmp_path / "root", docker=DOCKER_DOWN, id='[ "$1" = -u ] && echo 0 || echo root')
+    assert "Docker daemon is not reachable" in root.stderr and "usermod" not in root.stderr
+    user = preflight(tmp_path / "user", docker=DOCKER_DOWN, id='[ "$1" = -u ] && echo 1000 || echo alice')
+    assert "make sure alice may use it (sudo usermod -aG docker alice, then log in again)" in user.stderr
+
+
+@pytest.mark.parametrize("value", ["abc", "1.5", "-3", "3 GB", "99999999999999999999"])
+def test_preflight_names_a_threshold_that_is_not_a_number(tmp_path: Path, value: str) -> None:
+    result = preflight(tmp_path, env={"GPULAB_MIN_PROJECT_GB": value}, docker=DOCKER_UP, df=ROOMY_DF)
+    assert result.returncode == 1, "a bad threshold is a problem, never a silently skipped check"
+    assert result.stderr.splitlines() == [
+        f"[gpulab] preflight: GPULAB_MIN_PROJECT_GB='{value}' is not a whole number: set it to one "
+        "(e.g. GPULAB_MIN_PROJECT_GB=3) or unset it for the default 3"
+    ]
+
+
+def test_preflight_thresholds_still_apply_when_given(tmp_path: Path) -> None:
+    result = preflight(tmp_path, env={"GPULAB_MIN_PROJECT_GB": "100000000"}, docker=DOCKER_UP, df=ROOMY_DF)
+    assert result.returncode == 1 and "need about 100000000 GB" in result.stderr
+
+
+@pytest.fixture
+def stack_in_project() -> Iterator[tuple[str, Path]]:
+    """A uniquely named Pulumi.<stack>.yaml in the project (where preflight reads STACK), removed after."""
+    name = f"test-{uuid.uuid4().hex[:8]}"
+    path = ROOT / f"Pulumi.{name}.yaml"
+    try:
+        yield name, path
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def test_preflight_asks_no_docker_of_an_existing_cluster_with_ssh_workers(
+    tmp_path: Path, stack_in_project: tuple[str, Path]
+) -> None:
+    name, path = stack_in_project
+    document = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
+    document["config"]["gpulab:management"] = {"mode": "existing"}
+    for i, tenant in enumerate(document["config"]["gpulab:tenants"]):
+        tenant.update(workerMode="ssh", workers=[{"host": f"10.0.0.{10 + i}"}])
+    path.write_text(yaml.safe_dump(document))
+    result = preflight(tmp_path, env={"STACK": name}, docker=DOCKER_DOWN, df=ROOMY_DF)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.strip() == "[gpulab] preflight: ok"
+    # A fresh clone: no ./venv, and a host Python without pydantic cannot read the stack. Docker is asked
+    # for (kind is the default), with the way out for this stack.
+    bare = {"STACK": name, "VENV": str(tmp_path / "no-venv"), "PYTHON_HOST": "bare-python"}
+    result = preflight(tmp_path, env=bare, docker=DOCKER_DOWN, df=ROOMY_DF, **{"bare-python": BARE_PYTHON})
+    assert result.returncode == 1
+    assert result.stderr.strip().endswith(
+        f"if stack {name} has an existing cluster and SSH workers only, it needs no Docker: run "
+        f"`make plan STACK={name}` once (it creates ./venv, with which preflight can read the stack) and retry"
+    )
+    # One container worker is enough to need the daemon (kind mode is the default).
+    document["config"]["gpulab:management"] = {"mode": "kind"}
+    for tenant in document["config"]["gpulab:tenants"]:
+        tenant.update(workerMode="container", workers=[])
+    path.write_text(yaml.safe_dump(document))
+    result = preflight(tmp_path, env={"STACK": name}, docker=DOCKER_DOWN, df=ROOMY_DF)
+    assert result.returncode == 1 and "Docker daemon is not reachable" in result.stderr
 
 
 def test_make_up_without_docker_stops_fast_and_creates_nothing(tmp_path: Path) -> None:

@@ -1,0 +1,128 @@
+"""The Makefile as README presents it: `make help` lists every target README tells users to run, `make plan`
+fails through make for a refusal and for an invalid stack alike and says which (the preview itself
+keeps 1 and 2 apart), and `make verify` / `make report` say "no lab" before
+installing anything."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from shared_data import ROOT
+
+# `make [VAR=value ...] target` at the start of a command (a line of a code block, or an inline code span).
+MAKE_COMMAND = re.compile(r"(?:^|[;&|(]\s*|\$ )make((?:\s+[A-Z_]+=\S*)*)\s+([a-z][a-z-]*)")
+
+
+def commands_in(markdown: str) -> list[str]:
+    """The shell commands a Markdown text shows: lines of fenced code blocks (comments dropped) and inline code."""
+    commands, fenced = [], False
+    for line in markdown.splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            continue
+        if fenced:
+            commands.append(line.split(" #", 1)[0].strip())
+        else:
+            commands.extend(span.strip() for span in re.findall(r"`([^`]+)`", line))
+    return commands
+
+
+def make_targets_in(markdown: str) -> set[str]:
+    return {match.group(2) for command in commands_in(markdown) for match in MAKE_COMMAND.finditer(command)}
+
+
+def help_targets() -> set[str]:
+    result = subprocess.run(["make", "--no-print-directory", "help"], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    return {match.group(1) for match in re.finditer(r"^make ([a-z][a-z-]*)\s", result.stdout, re.MULTILINE)}
+
+
+def test_the_readme_parser_finds_commands_not_prose() -> None:
+    text = (
+        "Run `make PYTHON_HOST=python3.12 up`, or `make check TENANT=a FILES=b`; HAMi will make of it 20 GB.\n"
+        "```\nmake test               # ~1 minute\nexport X=1   # what make sets for you\n$ make verify\n```\n"
+    )
+    assert make_targets_in(text) == {"up", "check", "test", "verify"}
+
+
+def test_make_help_lists_every_target_readme_tells_users_to_run() -> None:
+    mentioned = make_targets_in((ROOT / "README.md").read_text())
+    assert {"up", "plan", "test", "policy-venv", "upstream-data"} <= mentioned, "the README parser lost track"
+    missing = mentioned - help_targets() - {"help"}
+    assert not missing, f"README tells users to run these, `make help` does not list them: {sorted(missing)}"
+
+
+@pytest.fixture
+def stack_file() -> Iterator[tuple[str, Path]]:
+    """A uniquely named Pulumi.<stack>.yaml in the project (where `make plan` reads stacks), removed after."""
+    name = f"test-{uuid.uuid4().hex[:8]}"
+    path = ROOT / f"Pulumi.{name}.yaml"
+    try:
+        yield name, path
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def make_plan(stack: str, path: Path, change) -> subprocess.CompletedProcess:
+    document = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
+    change(document["config"])
+    path.write_text(yaml.safe_dump(document))
+    return subprocess.run(
+        ["make", "--no-print-directory", "plan", f"STACK={stack}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_make_plan_fails_on_a_policy_refusal_and_says_so(stack_file: tuple[str, Path]) -> None:
+    fourth = {"name": "trainer-4", "gpumem": 20000, "gpucores": 30}
+    result = make_plan(*stack_file, lambda c: c["gpulab:tenants"][0]["workloads"].append(fourth))
+    assert result.returncode == 2, result.stdout[-500:] + result.stderr  # GNU make's code for a failed recipe
+    assert result.stdout.splitlines()[-1] == "verdict: a mandatory policy refuses this stack"
+    assert "CardInsufficientCore" in result.stdout, "the preview's report reaches make's stdout"
+    direct = subprocess.run(
+        [sys.executable, "-m", "preview", "--stack", stack_file[0]], cwd=ROOT, capture_output=True, text=True
+    )
+    assert direct.returncode == 1, "the preview itself tells a refusal (1) from an invalid stack (2)"
+
+
+def test_make_plan_fails_on_an_invalid_stack_naming_the_key(stack_file: tuple[str, Path]) -> None:
+    result = make_plan(*stack_file, lambda c: c["gpulab:tenants"][0]["gpus"][0].update(model="A200"))
+    assert result.returncode == 2, result.stdout[-500:] + result.stderr
+    assert "gpulab:tenants[0].gpus[0].model = 'A200': unknown GPU model" in result.stderr
+    direct = subprocess.run(
+        [sys.executable, "-m", "preview", "--stack", stack_file[0]], cwd=ROOT, capture_output=True, text=True
+    )
+    assert direct.returncode == 2
+
+
+@pytest.mark.parametrize("target", ["verify", "report"])
+def test_without_a_lab_verify_and_report_say_so_before_installing_anything(tmp_path: Path, target: str) -> None:
+    venv = tmp_path / "venv"
+    started = time.monotonic()
+    result = subprocess.run(
+        ["make", "--no-print-directory", target, f"VENV={venv}", "STACK=never-deployed"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PULUMI_BACKEND_URL": f"file://{tmp_path}"},
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert time.monotonic() - started < 5
+    lines = [line for line in result.stderr.splitlines() if not line.startswith("make: ***")]
+    assert lines == [
+        f"[gpulab] no lab: stack 'never-deployed' has nothing deployed in {tmp_path}; run `make up` first"
+    ], result.stderr
+    assert not venv.exists(), "nothing installed only to say there is no lab"
