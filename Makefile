@@ -102,13 +102,6 @@ destroy:
 plan: $(VENV)/.installed
 	@$(PY) scripts/secrets_check.py $(STACK)
 	$(PY) -m preview --stack $(STACK)
-plan:
-	@exit $(PLAN_STATUS)
-else
-plan: $(VENV)/.installed
-	@$(PY) scripts/secrets_check.py $(STACK)
-	$(PY) -m preview --stack $(STACK)
-endif
 
 # A lab exists only after `make up`: without one, say so in one line before installing ./venv (0.8 GB).
 lab-exists:
