@@ -49,7 +49,10 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt policies/requirements.
 	$(PYTHON_HOST) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 	@# uv shows what it resolves, downloads (a progress bar on a terminal) and installs.
-	$(VENV)/bin/uv pip install --python $(PY) -r requirements-dev.txt
+	@# uv reads no pip configuration (an index mirror, certificates): if it fails, pip does the same install.
+	$(VENV)/bin/uv pip install --python $(PY) -r requirements-dev.txt || { \
+	  echo "[gpulab] uv could not install the venv (above); installing with pip instead (slower, quiet)" >&2; \
+	  $(PY) -m pip install --quiet -r requirements-dev.txt; }
 	@# The venv's python finds gpulab's packages from any directory (python -m policies check ...).
 	$(PY) -c 'import pathlib, sysconfig; pathlib.Path(sysconfig.get_paths()["purelib"], "gpulab.pth").write_text("$(CURDIR)\n")'
 	touch $@
