@@ -8,7 +8,6 @@ Tenants are independent sub-graphs, so Pulumi builds them in parallel.
 
 import pulumi
 
-from components.config import load_config
 from components.gpu_admission import GpuAdmissionPolicy
 from components.gpu_workloads import GpuWorkloads
 from components.image_cache import ImageCache
@@ -16,6 +15,7 @@ from components.management_cluster import ManagementCluster
 from components.mock_gpu_node import MockGpuNode
 from components.tenant_control_plane import TenantControlPlane
 from components.tenant_worker import TenantWorker
+from model.config import load_config
 
 lab = load_config()  # validates everything before a single resource is declared
 

@@ -31,7 +31,7 @@ from types import ModuleType
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from components.config import GpuQuota, PodLimits  # noqa: E402
+from model.config import GpuQuota, PodLimits  # noqa: E402
 from policies.evaluate import UNDECIDED, evaluate_tenant  # noqa: E402
 from policies.gpu_fit import CardSpec  # noqa: E402
 from policies.inventory import TenantInventory  # noqa: E402

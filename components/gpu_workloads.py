@@ -9,10 +9,10 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config import LabConfig, Tenant
 from components.mock_gpu_node import MockGpuNode
 from components.tenant_control_plane import TenantControlPlane
-from components.workload_manifests import workload_manifest
+from model.config import LabConfig, Tenant
+from model.workload_manifests import workload_manifest
 
 
 class GpuWorkloads(pulumi.ComponentResource):

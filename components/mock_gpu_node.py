@@ -14,7 +14,10 @@ import pulumi
 import pulumi_command as command
 import pulumi_kubernetes as k8s
 
-from components.catalog import (
+from components.shell import script_command
+from components.tenant_control_plane import TenantControlPlane
+from components.tenant_worker import TenantWorker
+from model.catalog import (
     GPU_RESOURCE,
     GPUCORES_RESOURCE,
     GPUMEM_RESOURCE,
@@ -23,11 +26,8 @@ from components.catalog import (
     register_annotation,
     totals,
 )
-from components.config import LabConfig, Tenant
-from components.names import INVENTORY_CONFIGMAP, INVENTORY_LABEL, INVENTORY_NAMESPACE, TENANT_LABEL
-from components.shell import script_command
-from components.tenant_control_plane import TenantControlPlane
-from components.tenant_worker import TenantWorker
+from model.config import LabConfig, Tenant
+from model.names import INVENTORY_CONFIGMAP, INVENTORY_LABEL, INVENTORY_NAMESPACE, TENANT_LABEL
 
 HAMI_RELEASE = "hami"  # fullname `hami`: Deployment hami-scheduler, ConfigMap hami-scheduler-device
 HAMI_NAMESPACE = "kube-system"  # the mock plugin mounts hami-scheduler-device from its own namespace (section 6)

@@ -12,7 +12,6 @@ from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any
 
-from components.catalog import GPU_RESOURCE, GPUCORES_RESOURCE, GPUMEM_RESOURCE, REGISTER_ANNOTATION
 from components.management_cluster import (
     CERT_MANAGER_NAMESPACE,
     KAMAJI_DATASTORE,
@@ -21,7 +20,8 @@ from components.management_cluster import (
     POOL_NAME,
 )
 from components.mock_gpu_node import HAMI_NAMESPACE
-from policies.quantity import QuantityError, parse_quantity
+from model.catalog import GPU_RESOURCE, GPUCORES_RESOURCE, GPUMEM_RESOURCE, REGISTER_ANNOTATION
+from model.quantity import QuantityError, parse_quantity
 
 NODE_LOCK_ANNOTATION = "hami.io/mutex.lock"  # value `<RFC3339>,<ns>,<pod>` (notes/hami.md section 3)
 TCP_POD_LABEL = "kamaji.clastix.io/name"  # pods of a TenantControlPlane (notes/kamaji.md)

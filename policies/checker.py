@@ -18,10 +18,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from components import safe_yaml
-from components.config import ConfigError, Tenant, load_stack_file
-from components.names import TENANT_LABEL
-from components.workload_manifests import workload_manifest
+from model import safe_yaml
+from model.config import ConfigError, Tenant, load_stack_file
+from model.names import TENANT_LABEL
+from model.workload_manifests import workload_manifest
 from policies.check_output import document as json_document
 from policies.check_output import placement_lines, placements
 from policies.evaluate import Finding, evaluate_tenant, printable, running

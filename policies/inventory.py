@@ -17,9 +17,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
-from components.catalog import DEFAULT_SPLIT_COUNT, GPU_CATALOG, MAX_CARDS, MAX_SPLIT_COUNT
-from components.config import GpuQuota, LabConfig, PodLimits, Tenant
-from components.names import INVENTORY_CONFIGMAP, INVENTORY_NAMESPACE
+from model.catalog import DEFAULT_SPLIT_COUNT, GPU_CATALOG, MAX_CARDS, MAX_SPLIT_COUNT
+from model.config import GpuQuota, LabConfig, PodLimits, Tenant
+from model.names import INVENTORY_CONFIGMAP, INVENTORY_NAMESPACE
 from policies.gpu_fit import CardSpec, CardUse
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from components.config import ConfigError, LabConfig, load_stack_file
+from model.config import ConfigError, LabConfig, load_stack_file
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from lab_harness import make_tenant
 
-from components.config import ConfigError, check_secrets, parse_config
+from model.config import ConfigError, check_secrets, parse_config
 from policies.checker import main as check_main
 from preview.__main__ import main as plan_main
 

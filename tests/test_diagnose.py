@@ -26,12 +26,12 @@ from pathlib import Path
 import pytest
 from shared_data import ROOT
 
-from components.catalog import totals
-from components.config import load_stack_file
 from diagnose import analyze
 from diagnose.analyze import Cluster
 from diagnose.redact import HIDDEN, redact, scrub_text
 from diagnose.runner import Runner
+from model.catalog import totals
+from model.config import load_stack_file
 
 FAKE = ROOT / "tests" / "fakes" / "lab"
 LAB = load_stack_file(ROOT / "Pulumi.dev.yaml")
@@ -1151,7 +1151,7 @@ def test_pod_state_reads_init_containers_first() -> None:
     ["ghp_" + "A1b2C3d4" * 4, "github_pat_" + "11ABCDEFG" * 3, "dckr_pat_" + "x9Y8z7W6", "glpat-" + "q1W2e3R4t5"],
 )
 def test_registry_and_forge_tokens_in_logs_are_hidden(token: str) -> None:
-    """Short token formats (config errors' list, components/redact.py) are cut from logs too, not only
+    """Short token formats (config errors' list, model/redact.py) are cut from logs too, not only
     the long ones the generic rule catches."""
     text = f"pull failed: auth {token} rejected"
     assert token not in scrub_text(text)

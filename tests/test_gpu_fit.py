@@ -289,7 +289,7 @@ def test_cannot_strand_never_contradicts_the_simulation(cards, pods) -> None:
 def test_running_out_of_budget_is_reported(monkeypatch) -> None:
     """A search that cannot finish says so in a finding; it is never silently taken as a verdict."""
     import policies.evaluate as evaluate
-    from components.config import PodLimits
+    from model.config import PodLimits
     from policies.gpu_fit import Budget
     from policies.inventory import TenantInventory
     from policies.workloads import read_workload
@@ -335,7 +335,7 @@ def test_a_set_stranded_in_every_order_is_found() -> None:
 
 def test_stranded_in_every_order_is_an_error_and_in_some_orders_a_warning() -> None:
     import policies.evaluate as evaluate
-    from components.config import PodLimits
+    from model.config import PodLimits
     from policies.inventory import TenantInventory
     from policies.workloads import Workload
 

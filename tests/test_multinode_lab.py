@@ -10,8 +10,8 @@ from lab_harness import lab_config, run_program
 from registration_snapshot import SSH_SECRETS, snapshots
 from shared_data import ROOT
 
-from components.catalog import register_annotation, totals
-from components.config import ConfigError, parse_config
+from model.catalog import register_annotation, totals
+from model.config import ConfigError, parse_config
 
 CONTAINER = "docker:index/container:Container"
 TWO_NODES = [
@@ -376,8 +376,8 @@ def test_an_inventory_whose_nodes_do_not_cover_the_cards_is_refused() -> None:
 
 def test_the_pack_judges_a_two_node_tenant_per_node() -> None:
     """Two L4 nodes of one card each: two cards in the tenant, but a pod asking two cards fits no node."""
-    from components.config import Workload
-    from components.workload_manifests import workload_manifest
+    from model.config import Workload
+    from model.workload_manifests import workload_manifest
     from policies.evaluate import evaluate_tenant
     from policies.inventory import from_tenant
     from policies.workloads import read_workload

@@ -8,7 +8,7 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from components.config import GpuQuota, PodLimits
+from model.config import GpuQuota, PodLimits
 from policies.evaluate import ORDER_DEPENDENT, evaluate_tenant
 from policies.gpu_fit import (
     CARD_INSUFFICIENT_MEMORY,

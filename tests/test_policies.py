@@ -15,8 +15,8 @@ from policy_harness import (
     stack_args,
 )
 
-from components.config import parse_config
 from components.mock_gpu_node import inventory_document
+from model.config import parse_config
 
 LAB = parse_config(lab_config())
 TENANT_A, TENANT_B = LAB.tenants

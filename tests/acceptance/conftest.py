@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from components.config import LabConfig
+from model.config import LabConfig
 from report.stack import StackError, stack_config, stack_outputs
 
 

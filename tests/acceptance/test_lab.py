@@ -15,9 +15,9 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from components.catalog import totals
 from components.tenant_control_plane import control_plane_namespace
-from policies.quantity import parse_quantity
+from model.catalog import totals
+from model.quantity import parse_quantity
 from tests.acceptance.helpers import disposable_namespace, gpu_pod, hami_reasons, pod_events, wait_until
 
 CONTROL_PLANE_CONTAINERS = {"kube-apiserver", "kube-controller-manager", "kube-scheduler", "konnectivity-server"}

@@ -5,7 +5,7 @@ Stack config keys (all under the `gpulab:` namespace, camelCase in YAML):
 - `management`  the kind management cluster (name, Docker network, MetalLB pool size)
 - `tenants`     the tenants: version, CIDRs, GPU cards by catalog model, per-pod limits, quota, workloads
 - `scheduling`  HAMi placement policy and the mock-mode node-lock timeout
-- `versions`    overrides of the pins in components/versions.py
+- `versions`    overrides of the pins in model/versions.py
 
 Bad input raises one `pulumi.RunError` (printed without a traceback by the language host) that names
 each key, the value it had and how to fix it; nothing is created because no resource was declared yet.
@@ -33,8 +33,8 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from components import redact, safe_yaml
-from components.catalog import (
+from model import redact, safe_yaml
+from model.catalog import (
     DEFAULT_SPLIT_COUNT,
     GPU_CATALOG,
     MAX_CARDS,
@@ -44,9 +44,9 @@ from components.catalog import (
     Card,
     expand_cards,
 )
-from components.image_ref import image_problem
-from components.network import canonical_host, host_problem, metallb_addresses, ranges_overlap
-from components.versions import Versions, image_tag, parse_kubernetes_version
+from model.image_ref import image_problem
+from model.network import canonical_host, host_problem, metallb_addresses, ranges_overlap
+from model.versions import Versions, image_tag, parse_kubernetes_version
 
 PROJECT = "gpulab"
 # Kamaji requires TenantControlPlane names to be DNS-1035 labels (internal/webhook/handlers/tcp_name.go);
