@@ -1,6 +1,6 @@
 """Redaction of everything `make diagnose` writes or prints.
 
-Built on the config errors' secret detection (model/config.py: secret-looking key names, PEM
+Built on the config errors' secret detection (model/redact.py: secret-looking key names, PEM
 and kubeconfig markers, long token-like strings; imported, not copied) and adds what objects and
 logs carry besides: bootstrap tokens, JWTs, `--token X` / `Bearer X` / `password=X`, env values
 and annotations under secret-looking names, JSON inside strings (last-applied-configuration), and
