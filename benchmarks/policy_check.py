@@ -90,7 +90,10 @@ def baseline_package() -> dict[str, ModuleType] | str:
         )
         if shown.returncode != 0:
             return f"baseline {BASELINE} not available ({shown.stderr.strip()[:80] or 'git failed'})"
-        (package / f"{module}.py").write_text(shown.stdout.replace("from policies.", "from policies_baseline."))
+        # The baseline's model imports (components.catalog, components.config) live in model/ since issue 23.
+        source = shown.stdout.replace("from policies.", "from policies_baseline.")
+        source = source.replace("from components.", "from model.")
+        (package / f"{module}.py").write_text(source)
     sys.path.insert(0, str(directory))
     return {module: importlib.import_module(f"policies_baseline.{module}") for module in BASELINE_MODULES}
 

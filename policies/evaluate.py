@@ -11,20 +11,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from policies.fit_orders import find_stranding, stranded_in_every_order
+from policies.fit_search import SEARCH_BUDGET, Budget, Verdict, search_placement
 from policies.gpu_fit import (
     POLICIES,
     RESOURCE_QUOTA_NOT_FIT,
-    SEARCH_BUDGET,
-    Budget,
     CardSpec,
     ContainerFailure,
     NamespaceQuota,
     Node,
     PodRequest,
-    Verdict,
-    find_stranding,
-    search_placement,
-    stranded_in_every_order,
 )
 from policies.inventory import NamespaceUsage, TenantInventory
 from policies.per_pod import per_pod_advisories, per_pod_refusals

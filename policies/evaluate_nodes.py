@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from policies.cluster_orders import MAX_ORDER_STATES, find_cluster_stranding, simulate_cluster
+from policies.cluster_search import first_fit, search_cluster
 from policies.evaluate import (
     NO_PLACEMENT,
     ORDER_DEPENDENT,
@@ -25,26 +27,11 @@ from policies.evaluate import (
     per_pod_findings,
     tenant_node,
 )
-from policies.gpu_fit import (
-    POLICIES,
-    SEARCH_BUDGET,
-    Budget,
-    Node,
-    PodRequest,
-    arrival_orders,
-    cannot_strand,
-)
+from policies.fit_orders import arrival_orders, cannot_strand
+from policies.fit_search import SEARCH_BUDGET, Budget
+from policies.gpu_fit import POLICIES, Node, PodRequest
 from policies.inventory import TenantInventory
-from policies.node_policy import (
-    MAX_ORDER_STATES,
-    MAX_TIE_RUNS,
-    Cluster,
-    NodeFailure,
-    find_cluster_stranding,
-    first_fit,
-    search_cluster,
-    simulate_cluster,
-)
+from policies.node_policy import MAX_TIE_RUNS, Cluster, NodeFailure
 from policies.workloads import Workload
 
 MAX_PERMUTED = 6  # up to this many pods every creation order is searched across the nodes; above, a sample
