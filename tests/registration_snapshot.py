@@ -33,7 +33,16 @@ def ssh_config() -> dict[str, Any]:
     return config
 
 
-CONFIGS = {"reference": lab_config, "ssh-gpu-node": ssh_config}
+def real_gpu_config() -> dict[str, Any]:
+    """The reference stack with tenant-a on an SSH worker with real GPUs (gpuMode real)."""
+    config = lab_config()
+    tenant = dict(config["tenants"][0])
+    tenant.update(workerMode="ssh", gpuMode="real", workers=[{"host": "10.0.0.21", "user": "ubuntu"}])
+    config["tenants"] = [tenant, *config["tenants"][1:]]
+    return config
+
+
+CONFIGS = {"reference": lab_config, "ssh-gpu-node": ssh_config, "real-gpus": real_gpu_config}
 SSH_SECRETS = {"sshPrivateKey": "-----BEGIN OPENSSH PRIVATE KEY-----\nx\n-----END OPENSSH PRIVATE KEY-----\n"}
 
 
@@ -49,6 +58,7 @@ def snapshots() -> dict[str, Any]:
     return {
         "reference": snapshot(lab_config()),
         "ssh-gpu-node": snapshot(ssh_config(), secrets=SSH_SECRETS),
+        "real-gpus": snapshot(real_gpu_config(), secrets=SSH_SECRETS),
     }
 
 
