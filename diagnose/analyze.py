@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from fractions import Fraction
 from typing import Any
 
+from components.hami import HAMI_NAMESPACE
 from components.management_cluster import (
     CERT_MANAGER_NAMESPACE,
     KAMAJI_DATASTORE,
@@ -19,7 +20,6 @@ from components.management_cluster import (
     METALLB_NAMESPACE,
     POOL_NAME,
 )
-from components.mock_gpu_node import HAMI_NAMESPACE
 from model.catalog import GPU_RESOURCE, GPUCORES_RESOURCE, GPUMEM_RESOURCE, REGISTER_ANNOTATION
 from model.quantity import QuantityError, parse_quantity
 

@@ -112,7 +112,7 @@ def _known(container: Any, key: Any) -> Any:
 
 def tenant_providers(resources: Iterable[PolicyResource]) -> dict[str, str]:
     """Provider URN -> tenant, for the providers gpulab creates: each tenant's inventory ConfigMap is sent
-    through that tenant's provider (components/mock_gpu_node.py), so the URN identifies it, whatever the
+    through that tenant's provider (components/tenant_namespaces.py), so the URN identifies it, whatever the
     provider is called."""
     found = {}
     for resource in resources:

@@ -20,6 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from lab_harness import lab_config, run_program
 
+from preview.harness import Registration
+
 
 def ssh_config() -> dict[str, Any]:
     """The reference stack with tenant-a on two SSH workers, the second carrying the cards."""
@@ -52,6 +54,68 @@ def snapshot(config: dict[str, Any], secrets: dict[str, str] | None = None) -> d
         urn: {"type": r.type, "parent": r.parent, "dependencies": sorted(r.dependencies)}
         for urn, r in sorted(program.registrations.items())
     }
+
+
+def make_urn(like: str, parent: str, type_: str, name: str) -> str:
+    """A URN in `like`'s stack and project, as the mock monitor makes it (pulumi.runtime.mocks.MockMonitor
+    .make_urn): the stored snapshots hold mock URNs."""
+    stack, project = like.split("::")[0].removeprefix("urn:pulumi:"), like.split("::")[1]
+    if parent:
+        type_ = parent.split("::")[2].split("$")[-1] + "$" + type_
+    return f"urn:pulumi:{stack}::{project}::{type_}::{name}"
+
+
+def identities(urn: str, registrations: dict[str, Registration]) -> list[tuple[str, str]]:
+    """(URN, parent URN) pairs a resource is known by: its own, then those its parent's aliases carry over
+    to it, then those its own aliases name; as the engine resolves aliases: a spec leaves out what did not
+    change (name, type, parent), and a child follows its parent's former identities."""
+    registration = registrations.get(urn)
+    if registration is None:
+        return [(urn, "")]
+    own_parents = identities(registration.parent, registrations) if registration.parent else [("", "")]
+    found = [(urn, registration.parent)]
+    found += [(make_urn(urn, parent, registration.type, registration.name), parent) for parent, _ in own_parents[1:]]
+    for alias in registration.aliases:
+        if "urn" in alias:
+            found.append((alias["urn"], ""))
+            continue
+        parents = own_parents
+        if alias.get("noParent"):
+            parents = [("", "")]
+        elif "parentUrn" in alias:
+            parents = identities(alias["parentUrn"], registrations)
+        name, type_ = alias.get("name", registration.name), alias.get("type", registration.type)
+        found += [(make_urn(urn, parent, type_, name), parent) for parent, _ in parents]
+    return found
+
+
+def as_before(registrations: dict[str, Registration], before: set[str]) -> tuple[dict[str, Any], list[str]]:
+    """The registrations in a stored snapshot's terms: each resource under the URN it had there (its own, or
+    the one an alias makes the engine adopt), its parent and dependencies likewise; and the URNs that
+    had no counterpart there (new resources)."""
+
+    def former(urn: str) -> tuple[str, str] | None:
+        return next(((old, parent) for old, parent in identities(urn, registrations) if old in before), None)
+
+    def old_urn(urn: str) -> str:
+        found = former(urn)
+        return found[0] if found else urn
+
+    mapped: dict[str, Any] = {}
+    new = []
+    for urn, registration in sorted(registrations.items()):
+        found = former(urn)
+        if found is None:
+            new.append(urn)
+            continue
+        old, parent = found
+        assert old not in mapped, f"{old} is claimed by two resources"
+        mapped[old] = {
+            "type": old.split("::")[2].split("$")[-1],
+            "parent": old_urn(parent) if parent else "",
+            "dependencies": sorted(old_urn(dependency) for dependency in registration.dependencies),
+        }
+    return mapped, new
 
 
 def snapshots() -> dict[str, Any]:
