@@ -99,7 +99,7 @@ def _pod_list(live: Live, tenant: Tenant, stack: str) -> dict:
         except safe_yaml.YamlError as error:
             raise BadInput(str(error)) from None
     else:
-        from report.stack import StackError, tenant_kubeconfigs
+        from model.stack import StackError, tenant_kubeconfigs
 
         try:
             kubeconfig = tenant_kubeconfigs(stack)[tenant.name]
