@@ -9,8 +9,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.mock_gpu_node import MockGpuNode
-from components.real_gpu_node import RealGpuNode
+from components.hami import HamiGpuNode
 from components.tenant_control_plane import TenantControlPlane
 from components.tenant_namespaces import TenantNamespaces
 from model.config import LabConfig, Tenant
@@ -28,7 +27,7 @@ class GpuWorkloads(pulumi.ComponentResource):
         tenant: Tenant,
         lab: LabConfig,
         control_plane: TenantControlPlane,
-        gpu_node: MockGpuNode | RealGpuNode,
+        gpu_node: HamiGpuNode,
         namespaces: TenantNamespaces,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:

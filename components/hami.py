@@ -1,6 +1,6 @@
 """HAMi in a tenant, shared by the GPU node components (MockGpuNode, RealGpuNode): the chart's values,
-its Release, and the wait until a GPU node is usable through HAMi. Every choice below is from
-../shared/notes/hami.md (sections in comments)."""
+its Release, the wait until a GPU node is usable through HAMi, and the base both components build on.
+Every choice below is from ../shared/notes/hami.md (sections in comments)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ import pulumi_kubernetes as k8s
 
 from components.shell import script_command
 from components.tenant_control_plane import TenantControlPlane
-from model.config import LabConfig, Tenant
+from components.tenant_worker import TenantWorker
+from model.catalog import Card, register_annotation, totals
+from model.config import LabConfig, NodeCards, Tenant
 
 HAMI_RELEASE = "hami"  # fullname `hami`: Deployment hami-scheduler, ConfigMap hami-scheduler-device
 HAMI_NAMESPACE = "kube-system"  # the mock plugin mounts hami-scheduler-device from its own namespace (section 6)
@@ -103,3 +105,45 @@ def gpu_node_ready(
         },
         opts=opts,
     )
+
+
+class HamiGpuNode(pulumi.ComponentResource):
+    """What a GPU node component is, mock or real: HAMi in the tenant once the worker is ready, the tenant's
+    cards, and a readiness Command per GPU node (the subclass adds each node's own resources)."""
+
+    resource_name: str  # its children's names start with it
+    cards: list[Card]
+    advertised: dict[str, int]
+    register_annotation: str
+    hami: k8s.helm.v3.Release
+    ready: command.local.Command  # the first GPU node's readiness
+    readies: list[command.local.Command]  # every GPU node's
+
+    def __init__(
+        self,
+        type_: str,
+        name: str,
+        tenant: Tenant,
+        lab: LabConfig,
+        control_plane: TenantControlPlane,
+        worker: TenantWorker,
+        opts: pulumi.ResourceOptions | None,
+    ) -> None:
+        super().__init__(type_, name, None, opts)
+        self.resource_name = name
+        self.cards = tenant.cards()
+        self.advertised = totals(self.cards)
+        self.register_annotation = register_annotation(self.cards)
+        after_worker = pulumi.ResourceOptions(parent=self, provider=control_plane.provider, depends_on=[worker.ready])
+        self.hami = hami_release(name, tenant, lab, control_plane, after_worker)
+        self.readies = []
+
+    def _node_prefixes(self, tenant: Tenant) -> list[tuple[str, NodeCards]]:
+        """(resource name prefix, GPU node) per GPU node: one node keeps the names it always had; with
+        several, each name carries the node."""
+        nodes = tenant.gpu_nodes()
+        return [(f"{self.resource_name}-{node.name}" if len(nodes) > 1 else self.resource_name, node) for node in nodes]
+
+    def _finish(self) -> None:
+        self.ready = self.readies[0]
+        self.register_outputs({"cards": [card.__dict__ for card in self.cards], "advertised": self.advertised})

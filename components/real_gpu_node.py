@@ -14,28 +14,20 @@ import json
 import sys
 
 import pulumi
-import pulumi_command as command
 import pulumi_kubernetes as k8s
 
-from components.hami import gpu_node_ready, hami_release
+from components.hami import HamiGpuNode, gpu_node_ready
 from components.shell import script_command
 from components.tenant_control_plane import TenantControlPlane
 from components.tenant_worker import TenantWorker
-from model.catalog import GPU_RESOURCE, Card, gpu_capacity, register_annotation, totals
+from model.catalog import GPU_RESOURCE, gpu_capacity
 from model.config import LabConfig, Tenant
 
 FORMER_TYPE = "gpulab:index:MockGpuNode"  # the type real GPUs were declared under before issue 23
 
 
-class RealGpuNode(pulumi.ComponentResource):
+class RealGpuNode(HamiGpuNode):
     """HAMi + the NVIDIA device plugin on each GPU node, the declared cards checked against the node's."""
-
-    resource_name: str  # its children's names start with it
-    cards: list[Card]
-    advertised: dict[str, int]
-    register_annotation: str
-    ready: command.local.Command  # the first GPU node's readiness
-    readies: list[command.local.Command]  # every GPU node's
 
     def __init__(
         self,
@@ -46,23 +38,17 @@ class RealGpuNode(pulumi.ComponentResource):
         worker: TenantWorker,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
+        former = pulumi.ResourceOptions(aliases=[pulumi.Alias(type_=FORMER_TYPE)])
         super().__init__(
             "gpulab:index:RealGpuNode",
             name,
-            None,
-            pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(aliases=[pulumi.Alias(type_=FORMER_TYPE)])),
+            tenant,
+            lab,
+            control_plane,
+            worker,
+            pulumi.ResourceOptions.merge(opts, former),
         )
-        self.resource_name = name
-        self.cards = tenant.cards()
-        self.advertised = totals(self.cards)
-        self.register_annotation = register_annotation(self.cards)
-        after_worker = pulumi.ResourceOptions(parent=self, provider=control_plane.provider, depends_on=[worker.ready])
-        hami = hami_release(name, tenant, lab, control_plane, after_worker)
-        gpu_nodes = tenant.gpu_nodes()
-        self.readies = []
-        for node in gpu_nodes:
-            # One node keeps the resource names it always had; with several, each name carries the node.
-            prefix = f"{name}-{node.name}" if len(gpu_nodes) > 1 else name
+        for prefix, node in self._node_prefixes(tenant):
             label = k8s.core.v1.NodePatch(
                 f"{prefix}-gpu-label",
                 metadata={
@@ -70,7 +56,7 @@ class RealGpuNode(pulumi.ComponentResource):
                     "labels": {"gpu": "on"},
                     "annotations": {"pulumi.com/patchForce": "true"},
                 },
-                opts=pulumi.ResourceOptions(parent=self, provider=control_plane.provider, depends_on=[hami]),
+                opts=pulumi.ResourceOptions(parent=self, provider=control_plane.provider, depends_on=[self.hami]),
             )
             expectation = script_command(
                 f"{prefix}-expectation",
@@ -84,14 +70,7 @@ class RealGpuNode(pulumi.ComponentResource):
                 },
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[label]),
             )
-            self.readies.append(
-                gpu_node_ready(
-                    prefix,
-                    node.name,
-                    {GPU_RESOURCE: gpu_capacity(node.cards)},
-                    control_plane,
-                    pulumi.ResourceOptions(parent=self, depends_on=[expectation]),
-                )
-            )
-        self.ready = self.readies[0]
-        self.register_outputs({"cards": [card.__dict__ for card in self.cards], "advertised": self.advertised})
+            ready_opts = pulumi.ResourceOptions(parent=self, depends_on=[expectation])
+            capacity = {GPU_RESOURCE: gpu_capacity(node.cards)}
+            self.readies.append(gpu_node_ready(prefix, node.name, capacity, control_plane, ready_opts))
+        self._finish()

@@ -12,8 +12,7 @@ import json
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.mock_gpu_node import MockGpuNode
-from components.real_gpu_node import RealGpuNode
+from components.hami import HamiGpuNode
 from components.tenant_control_plane import TenantControlPlane
 from components.tenant_worker import TenantWorker
 from model.catalog import GPUCORES_RESOURCE, GPUMEM_RESOURCE, Card
@@ -74,7 +73,7 @@ class TenantNamespaces(pulumi.ComponentResource):
         lab: LabConfig,
         control_plane: TenantControlPlane,
         worker: TenantWorker,
-        gpu_node: MockGpuNode | RealGpuNode,
+        gpu_node: HamiGpuNode,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpulab:index:TenantNamespaces", name, None, opts)

@@ -7,9 +7,9 @@ questions the bounded search could not decide (said, never silently dropped).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Literal, TypeVar
 
 from policies.fit_orders import find_stranding, stranded_in_every_order
 from policies.fit_search import SEARCH_BUDGET, Budget, Verdict, search_placement
@@ -25,6 +25,8 @@ from policies.gpu_fit import (
 from policies.inventory import NamespaceUsage, TenantInventory
 from policies.per_pod import per_pod_advisories, per_pod_refusals
 from policies.workloads import Workload
+
+Placement = TypeVar("Placement")  # a Node (one GPU node) or a Cluster (several)
 
 EXCEEDED_QUOTA = "ExceededQuota"  # kube-apiserver's ResourceQuota admission
 ORDER_DEPENDENT = "OrderDependentPlacement"
@@ -271,18 +273,28 @@ def running(inventory: TenantInventory, workloads: Sequence[Workload]) -> Tenant
     return replace(inventory, card_usage=use, namespace_usage=usage)
 
 
-def _first_unplaceable(inventory: TenantInventory, node: Node, pods: Sequence[PodRequest], budget: Budget) -> Finding:
-    """The first pod (declared order) that no placement of it and the pods before it can hold.
+def first_unplaceable(
+    inventory: TenantInventory,
+    pods: Sequence[PodRequest],
+    start: Placement,
+    fit_next: Callable[[Placement, PodRequest], Placement | None],
+    search: Callable[[Sequence[PodRequest]], tuple[bool | None, Placement | None]],
+    refuse: Callable[[Placement, PodRequest, list[str]], Finding],
+) -> Finding:
+    """The first pod (declared order) that no placement of it and the pods before it can hold, on one node
+    or across several: the walk is the same, the placement (a Node, a Cluster) and its rules differ.
 
-    Walks the declared order keeping one placement of the pods so far (first fit); only when the next
-    pod does not fit next to it is the exhaustive search asked whether another placement makes room.
-    The reason is HAMi's own walk for that pod next to a placement of the pods before it."""
-    placed = node.copy()
+    Walks the declared order keeping one placement of the pods so far (`fit_next`: first fit, or None);
+    only when the next pod does not fit next to it is the exhaustive `search` asked whether another
+    placement makes room. `refuse` says why the pod fits nowhere next to a placement of the pods before it
+    (given their workloads' names)."""
+    placed = start
     for index, pod in enumerate(pods):
-        if placed.place_first_fit(pod):
+        if (after := fit_next(placed, pod)) is not None:
+            placed = after
             continue
-        verdict = search_placement(node, pods[: index + 1], budget)
-        if verdict.fits is None:
+        fits, found = search(pods[: index + 1])
+        if fits is None:
             return Finding(
                 "error",
                 inventory.name,
@@ -291,12 +303,29 @@ def _first_unplaceable(inventory: TenantInventory, node: Node, pods: Sequence[Po
                 f"no placement holds all {len(pods)} pods, but the search ran out of its budget ({SEARCH_BUDGET} "
                 "steps per tenant) before finding the first one that does not fit",
             )
-        if verdict.fits:
-            assert verdict.node is not None
-            placed = verdict.node
+        if fits:
+            assert found is not None
+            placed = found  # another placement of the pods so far makes room
             continue
+        return refuse(placed, pod, sorted({_workload_of(other) for other in pods[:index]}))
+    return Finding(  # pragma: no cover - the caller established that the whole set does not fit
+        "error", inventory.name, "(all GPU workloads)", NO_PLACEMENT, f"no placement holds all {len(pods)} pods"
+    )
+
+
+def _first_unplaceable(inventory: TenantInventory, node: Node, pods: Sequence[PodRequest], budget: Budget) -> Finding:
+    """The first pod that does not fit on the tenant's one GPU node; the reason is HAMi's own walk for that
+    pod next to a placement of the pods before it."""
+
+    def fit_next(placed: Node, pod: PodRequest) -> Node | None:
+        return placed if placed.place_first_fit(pod) else None
+
+    def search(some: Sequence[PodRequest]) -> tuple[bool | None, Node | None]:
+        verdict = search_placement(node, some, budget)
+        return verdict.fits, verdict.node
+
+    def refuse(placed: Node, pod: PodRequest, names: list[str]) -> Finding:
         failure = _explain(placed, pod, inventory.gpu_policy)
-        names = sorted({_workload_of(other) for other in pods[:index]})
         why = f"{failure.explain()}{_quota_note(placed, failure)}" if failure else "no placement exists"
         return Finding(
             "error",
@@ -306,6 +335,5 @@ def _first_unplaceable(inventory: TenantInventory, node: Node, pods: Sequence[Po
             f"no placement fits it next to {', '.join(names) or 'what already runs'}: {why}",
             (", ".join(failure.cards) or None) if failure else None,
         )
-    return Finding(  # pragma: no cover - the caller established that the whole set does not fit
-        "error", inventory.name, "(all GPU workloads)", NO_PLACEMENT, f"no placement holds all {len(pods)} pods"
-    )
+
+    return first_unplaceable(inventory, pods, node.copy(), fit_next, search, refuse)

@@ -23,12 +23,13 @@ from policies.evaluate import (
     Finding,
     _undecided,
     _workload_of,
+    first_unplaceable,
     gpu_count_quota_findings,
     per_pod_findings,
     tenant_node,
 )
 from policies.fit_orders import arrival_orders, cannot_strand
-from policies.fit_search import SEARCH_BUDGET, Budget
+from policies.fit_search import Budget
 from policies.gpu_fit import POLICIES, Node, PodRequest
 from policies.inventory import TenantInventory
 from policies.node_policy import MAX_TIE_RUNS, Cluster, NodeFailure
@@ -172,32 +173,19 @@ def _stranding(inventory: TenantInventory, cluster: Cluster, pods: Sequence[PodR
 def _first_unplaceable(
     inventory: TenantInventory, cluster: Cluster, pods: Sequence[PodRequest], budget: Budget
 ) -> Finding:
-    """The first pod (declared order) that no placement of it and the pods before it can hold."""
-    placed = cluster.copy()
-    for index, pod in enumerate(pods):
+    """The first pod (declared order) that no placement across the nodes of it and the pods before it can hold."""
+
+    def fit_next(placed: Cluster, pod: PodRequest) -> Cluster | None:
         trial = placed.copy()
-        if first_fit(trial, [pod]):
-            placed = trial
-            continue
-        verdict = search_cluster(cluster, pods[: index + 1], budget)
-        if verdict.fits is None:
-            return Finding(
-                "error",
-                inventory.name,
-                "(all GPU workloads)",
-                UNDECIDED,
-                f"no placement holds all {len(pods)} pods, but the search ran out of its budget ({SEARCH_BUDGET} "
-                "steps per tenant) before finding the first one that does not fit",
-            )
-        if verdict.fits:
-            assert verdict.cluster is not None
-            placed = verdict.cluster  # another placement of the pods so far makes room
-            continue
-        names = sorted({_workload_of(other) for other in pods[:index]})
-        finding = _nowhere(
-            inventory, placed, pod, f"no placement across the nodes fits it next to {', '.join(names) or 'what runs'}"
-        )
+        return trial if first_fit(trial, [pod]) else None
+
+    def search(some: Sequence[PodRequest]) -> tuple[bool | None, Cluster | None]:
+        verdict = search_cluster(cluster, some, budget)
+        return verdict.fits, verdict.cluster
+
+    def refuse(placed: Cluster, pod: PodRequest, names: list[str]) -> Finding:
+        why = f"no placement across the nodes fits it next to {', '.join(names) or 'what runs'}"
+        finding = _nowhere(inventory, placed, pod, why)
         return Finding(finding.severity, finding.tenant, pod.workload, finding.reason, finding.message, finding.card)
-    return Finding(  # pragma: no cover - the caller established that the whole set does not fit
-        "error", inventory.name, "(all GPU workloads)", NO_PLACEMENT, f"no placement holds all {len(pods)} pods"
-    )
+
+    return first_unplaceable(inventory, pods, cluster.copy(), fit_next, search, refuse)
