@@ -29,6 +29,8 @@ FORMER_TYPE = "gpulab:index:MockGpuNode"  # the type real GPUs were declared und
 class RealGpuNode(HamiGpuNode):
     """HAMi + the NVIDIA device plugin on each GPU node, the declared cards checked against the node's."""
 
+    former_type = FORMER_TYPE
+
     def __init__(
         self,
         name: str,

@@ -60,6 +60,16 @@ def inventory_document(tenant: Tenant, lab: LabConfig, cards: list[Card], node_n
     return document
 
 
+def former_parents(gpu_node: HamiGpuNode) -> list[pulumi.Alias]:
+    """Aliases to the parent these resources had: the GPU node component. A RealGpuNode was a MockGpuNode
+    then; besides the engine following its own alias, name that parent's URN outright (a top-level
+    component's, as the engine forms it: pulumi.create_urn without a parent)."""
+    aliases = [pulumi.Alias(parent=gpu_node)]
+    if gpu_node.former_type is not None:
+        aliases.append(pulumi.Alias(parent=pulumi.create_urn(gpu_node.resource_name, gpu_node.former_type)))
+    return aliases
+
+
 class TenantNamespaces(pulumi.ComponentResource):
     """The tenant's namespaces (labelled with the tenant), a GPU ResourceQuota in each, and its inventory."""
 
@@ -83,7 +93,7 @@ class TenantNamespaces(pulumi.ComponentResource):
             parent=self,
             provider=control_plane.provider,
             depends_on=[worker.ready],
-            aliases=[pulumi.Alias(parent=gpu_node)],
+            aliases=former_parents(gpu_node),
         )
         self.namespaces = []
         self.quotas = []
