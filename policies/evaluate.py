@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Literal, TypeVar
 
 from policies.fit_orders import find_stranding, stranded_in_every_order
-from policies.fit_search import SEARCH_BUDGET, Budget, Verdict, search_placement
+from policies.fit_search import SEARCH_BUDGET, Budget, search_placement
 from policies.gpu_fit import (
     POLICIES,
     RESOURCE_QUOTA_NOT_FIT,
@@ -161,36 +161,21 @@ def evaluate_tenant(inventory: TenantInventory, workloads: Sequence[Workload]) -
     policy = inventory.gpu_policy
     budget = Budget()  # shared by every search below: the whole evaluation is bounded
 
-    # A pod that fits on no card even alone (next to what already runs): say so plainly, once per
-    # workload, and leave it out of the set analysis. Identical pods are decided once.
-    placeable: list[PodRequest] = []
-    alone: dict[tuple, Verdict] = {}
-    reported: set[str] = set()
-    for pod in pods:
-        verdict = alone.get(pod.shape())
-        if verdict is None:
-            verdict = alone[pod.shape()] = search_placement(node, [pod], budget)
-        if verdict.fits is False:
-            if _workload_of(pod) not in reported:
-                reported.add(_workload_of(pod))
-                failure = _explain(node, pod, policy)
-                now = " next to what already runs" if inventory.card_usage else " even alone"
-                findings.append(
-                    Finding(
-                        "error",
-                        inventory.name,
-                        _workload_of(pod),
-                        failure.reason if failure else NO_PLACEMENT,
-                        f"cannot fit on any of the tenant's {len(node.cards)} card(s){now}: "
-                        + (f"{failure.explain()}{_quota_note(node, failure)}" if failure else "no placement exists"),
-                        (", ".join(failure.cards) or None) if failure else None,
-                    )
-                )
-            continue
-        if verdict.fits is None and _workload_of(pod) not in reported:
-            reported.add(_workload_of(pod))
-            findings.append(_undecided(inventory, _workload_of(pod)))
-        placeable.append(pod)
+    def nowhere(pod: PodRequest) -> Finding:
+        failure = _explain(node, pod, policy)
+        now = " next to what already runs" if inventory.card_usage else " even alone"
+        return Finding(
+            "error",
+            inventory.name,
+            _workload_of(pod),
+            failure.reason if failure else NO_PLACEMENT,
+            f"cannot fit on any of the tenant's {len(node.cards)} card(s){now}: "
+            + (f"{failure.explain()}{_quota_note(node, failure)}" if failure else "no placement exists"),
+            (", ".join(failure.cards) or None) if failure else None,
+        )
+
+    placeable, alone = placeable_pods(inventory, pods, lambda pod: search_placement(node, [pod], budget).fits, nowhere)
+    findings += alone
     if not placeable:
         return findings
 
@@ -271,6 +256,37 @@ def running(inventory: TenantInventory, workloads: Sequence[Workload]) -> Tenant
         use = tuple(single.use)
     usage = {ns: NamespaceUsage(*totals) for ns, totals in namespaces.items() if any(totals)}
     return replace(inventory, card_usage=use, namespace_usage=usage)
+
+
+def placeable_pods(
+    inventory: TenantInventory,
+    pods: Sequence[PodRequest],
+    fits_alone: Callable[[PodRequest], bool | None],
+    nowhere: Callable[[PodRequest], Finding],
+) -> tuple[list[PodRequest], list[Finding]]:
+    """The pods worth the set analysis, and the findings about the others, on one node or across several.
+
+    A pod that fits nowhere even alone (next to what already runs) is said so plainly (`nowhere`), once per
+    workload, and left out; one whose search ran out of budget is said undecided, once, and kept.
+    Identical pods are decided once (`fits_alone`)."""
+    placeable: list[PodRequest] = []
+    findings: list[Finding] = []
+    alone: dict[tuple, bool | None] = {}
+    reported: set[str] = set()
+    for pod in pods:
+        if pod.shape() not in alone:
+            alone[pod.shape()] = fits_alone(pod)
+        fits = alone[pod.shape()]
+        if fits is False:
+            if _workload_of(pod) not in reported:
+                reported.add(_workload_of(pod))
+                findings.append(nowhere(pod))
+            continue
+        if fits is None and _workload_of(pod) not in reported:
+            reported.add(_workload_of(pod))
+            findings.append(_undecided(inventory, _workload_of(pod)))
+        placeable.append(pod)
+    return placeable, findings
 
 
 def first_unplaceable(

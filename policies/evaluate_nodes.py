@@ -26,6 +26,7 @@ from policies.evaluate import (
     first_unplaceable,
     gpu_count_quota_findings,
     per_pod_findings,
+    placeable_pods,
     tenant_node,
 )
 from policies.fit_orders import arrival_orders, cannot_strand
@@ -82,24 +83,14 @@ def evaluate_cluster(inventory: TenantInventory, workloads: Sequence[Workload]) 
     budget = Budget()
     count = len(cluster.nodes)
 
-    placeable: list[PodRequest] = []
-    alone: dict[tuple, bool | None] = {}
-    reported: set[str] = set()
     now = " next to what already runs" if inventory.card_usage else " even alone"
-    for pod in pods:
-        if pod.shape() not in alone:
-            alone[pod.shape()] = search_cluster(cluster, [pod], budget).fits
-        fits = alone[pod.shape()]
-        if fits is False:
-            if _workload_of(pod) not in reported:
-                reported.add(_workload_of(pod))
-                what = f"fits on none of the tenant's {count} GPU nodes{now}"
-                findings.append(_nowhere(inventory, cluster, pod, what))
-            continue
-        if fits is None and _workload_of(pod) not in reported:
-            reported.add(_workload_of(pod))
-            findings.append(_undecided(inventory, _workload_of(pod)))
-        placeable.append(pod)
+    placeable, alone = placeable_pods(
+        inventory,
+        pods,
+        lambda pod: search_cluster(cluster, [pod], budget).fits,
+        lambda pod: _nowhere(inventory, cluster, pod, f"fits on none of the tenant's {count} GPU nodes{now}"),
+    )
+    findings += alone
     if not placeable:
         return findings
 
