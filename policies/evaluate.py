@@ -146,15 +146,23 @@ def _undecided(inventory: TenantInventory, what: str) -> Finding:
     )
 
 
+def pod_level_findings(
+    inventory: TenantInventory, workloads: Sequence[Workload]
+) -> tuple[list[Finding], list[PodRequest]]:
+    """What is decided pod by pod, whatever the nodes (per-pod rules, the GPU-count quota), and the GPU pods
+    left for the placement analysis: those of workloads no per-pod rule refused."""
+    per_pod, refused = per_pod_findings(inventory, workloads)
+    pods = [pod for w in workloads if w.label not in refused for pod in w.pods if pod.containers]
+    return per_pod + gpu_count_quota_findings(inventory, pods), pods
+
+
 def evaluate_tenant(inventory: TenantInventory, workloads: Sequence[Workload]) -> list[Finding]:
     """Every finding for a tenant's workloads, certain ones first."""
     if inventory.nodes:  # several GPU nodes: HAMi's node selection too
         from policies.evaluate_nodes import evaluate_cluster
 
         return evaluate_cluster(inventory, workloads)
-    per_pod, refused = per_pod_findings(inventory, workloads)
-    pods = [pod for w in workloads if w.label not in refused for pod in w.pods if pod.containers]
-    findings = per_pod + gpu_count_quota_findings(inventory, pods)
+    findings, pods = pod_level_findings(inventory, workloads)
     if not pods:
         return findings
     node = tenant_node(inventory, pods)

@@ -24,9 +24,8 @@ from policies.evaluate import (
     _undecided,
     _workload_of,
     first_unplaceable,
-    gpu_count_quota_findings,
-    per_pod_findings,
     placeable_pods,
+    pod_level_findings,
     tenant_node,
 )
 from policies.fit_orders import arrival_orders, cannot_strand
@@ -74,9 +73,7 @@ def _nowhere(inventory: TenantInventory, cluster: Cluster, pod: PodRequest, what
 
 def evaluate_cluster(inventory: TenantInventory, workloads: Sequence[Workload]) -> list[Finding]:
     """Every finding for a tenant with several GPU nodes, certain ones first."""
-    per_pod, refused = per_pod_findings(inventory, workloads)
-    pods = [pod for w in workloads if w.label not in refused for pod in w.pods if pod.containers]
-    findings = per_pod + gpu_count_quota_findings(inventory, pods)
+    findings, pods = pod_level_findings(inventory, workloads)
     if not pods:
         return findings
     cluster = tenant_cluster(inventory, pods)
