@@ -1,12 +1,14 @@
 """What the program registers for a config, in a form that can be stored and compared across commits:
 per URN its type, parent and dependencies.
 
-`python tests/registration_snapshot.py OUT.json` writes the snapshot of the configs below; the stored
-snapshot (tests/snapshots/one-node-registrations.json) was made by the code before tenants could have
-several GPU nodes (commit 317f006), so a test can prove the one-node stacks register the same
-resources, URNs and dependency graph as before. Inputs are left out: they embed script bodies, the
-host's platform and pins that other changes legitimately alter. A change that adds, renames or
-rewires resources on purpose regenerates the snapshot with the command above."""
+`python tests/registration_snapshot.py OUT.json` writes the snapshot of the configs below. The stored
+ones were made by the code before a change that had to keep them: tests/snapshots/one-node-registrations.json
+before tenants could have several GPU nodes (commit 317f006), tests/snapshots/real-gpu-registrations.json
+before issue 23 split MockGpuNode. A test reads today's registrations through the aliases the engine would
+follow (`as_before`) and proves every stored resource keeps its URN, parent and dependencies, and only new
+components were added. Inputs are left out: they embed script bodies, the host's platform and pins that
+other changes legitimately alter. A change that adds, renames or rewires resources on purpose gives the
+moved ones aliases, or regenerates a snapshot with the command above."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""MockGpuNode under mocks: HAMi, mock plugin, inventory, quota and workloads, in the right order."""
+"""MockGpuNode and TenantNamespaces under mocks: HAMi, mock plugin, inventory, quota and workloads, in the right
+order."""
 
 from __future__ import annotations
 
