@@ -115,7 +115,7 @@ lab-exists:
 	fi
 
 verify: lab-exists $(VENV)/.installed
-	@$(PY) -m report.stack $(STACK) || $(DIAGNOSE_HINT)
+	@$(PY) -m model.stack $(STACK) || $(DIAGNOSE_HINT)
 	@GPULAB_ACCEPTANCE=1 GPULAB_STACK=$(STACK) $(PY) -m pytest tests/acceptance -m acceptance -o addopts="" -rs -v \
 	  --junitxml=reports/acceptance.xml || $(DIAGNOSE_HINT)
 

@@ -2,20 +2,24 @@
 
 config -> images pulled once on the host -> management cluster (kind, cert-manager, MetalLB, Kamaji)
        -> per tenant: control plane -> GPU admission policy (the pack's per-pod rules, in the tenant)
-                                    -> worker -> mock GPU node -> GPU workloads
-Tenants are independent sub-graphs, so Pulumi builds them in parallel.
+                                    -> worker -> GPU node (mock or real) -> namespaces, quota, inventory
+                                                                         -> GPU workloads
+Tenants are independent sub-graphs, so Pulumi builds them in parallel. The model (model/) is plain
+Python; the components here build on it.
 """
 
 import pulumi
 
-from components.config import load_config
 from components.gpu_admission import GpuAdmissionPolicy
 from components.gpu_workloads import GpuWorkloads
 from components.image_cache import ImageCache
 from components.management_cluster import ManagementCluster
 from components.mock_gpu_node import MockGpuNode
+from components.real_gpu_node import RealGpuNode
 from components.tenant_control_plane import TenantControlPlane
+from components.tenant_namespaces import TenantNamespaces
 from components.tenant_worker import TenantWorker
+from model.config import load_config
 
 lab = load_config()  # validates everything before a single resource is declared
 
@@ -31,9 +35,11 @@ for tenant in lab.tenants:
     control_plane = TenantControlPlane(tenant.name, tenant, management, lab.versions.kamaji_max_kubernetes)
     GpuAdmissionPolicy(f"{tenant.name}-admission", tenant, control_plane.provider)
     worker = TenantWorker(f"{tenant.name}-worker", tenant, lab, management, control_plane, images)
-    gpus = MockGpuNode(f"{tenant.name}-gpus", tenant, lab, control_plane, worker)
+    GpuNode = MockGpuNode if tenant.gpu_mode == "mock" else RealGpuNode
+    gpus = GpuNode(f"{tenant.name}-gpus", tenant, lab, control_plane, worker)
+    namespaces = TenantNamespaces(f"{tenant.name}-namespaces", tenant, lab, control_plane, worker, gpus)
     if tenant.workloads:
-        GpuWorkloads(f"{tenant.name}-workloads", tenant, lab, control_plane, gpus)
+        GpuWorkloads(f"{tenant.name}-workloads", tenant, lab, control_plane, gpus, namespaces)
 
     prefix = tenant.output_stem  # tenant-a -> tenant_a_kubeconfig, ...
     pulumi.export(f"{prefix}_kubeconfig", control_plane.kubeconfig)

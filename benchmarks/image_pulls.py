@@ -9,8 +9,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from components.config import parse_config
-from components.images import to_load
+from model.config import parse_config
+from model.images import to_load
 
 
 def config(tenants: int) -> dict:

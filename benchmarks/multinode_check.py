@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 import time
 
-from components.config import GpuQuota, PodLimits
+from model.config import GpuQuota, PodLimits
 from policies.evaluate import UNDECIDED, evaluate_tenant
 from policies.gpu_fit import CardSpec
 from policies.inventory import TenantInventory

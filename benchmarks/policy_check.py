@@ -31,7 +31,7 @@ from types import ModuleType
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from components.config import GpuQuota, PodLimits  # noqa: E402
+from model.config import GpuQuota, PodLimits  # noqa: E402
 from policies.evaluate import UNDECIDED, evaluate_tenant  # noqa: E402
 from policies.gpu_fit import CardSpec  # noqa: E402
 from policies.inventory import TenantInventory  # noqa: E402
@@ -90,7 +90,10 @@ def baseline_package() -> dict[str, ModuleType] | str:
         )
         if shown.returncode != 0:
             return f"baseline {BASELINE} not available ({shown.stderr.strip()[:80] or 'git failed'})"
-        (package / f"{module}.py").write_text(shown.stdout.replace("from policies.", "from policies_baseline."))
+        # The baseline's model imports (components.catalog, components.config) live in model/ since issue 23.
+        source = shown.stdout.replace("from policies.", "from policies_baseline.")
+        source = source.replace("from components.", "from model.")
+        (package / f"{module}.py").write_text(source)
     sys.path.insert(0, str(directory))
     return {module: importlib.import_module(f"policies_baseline.{module}") for module in BASELINE_MODULES}
 

@@ -1,5 +1,4 @@
-"""gpulab components: one module per ComponentResource, plus config models and pinned versions.
+"""gpulab's ComponentResources: one module per component, plus shell.py, which runs scripts/.
 
-Kept import-light on purpose: the policy pack and the offline checker import the config models
-without pulling in the Kubernetes or Docker SDKs.
+They build on the model (model/) and never import the policy pack (policies/), nor it them.
 """

@@ -34,13 +34,13 @@ import json
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.catalog import (
+from model.catalog import (
     GPU_RESOURCE,
     GPUCORES_RESOURCE,
     GPUMEM_PERCENTAGE_RESOURCE,
     GPUMEM_RESOURCE,
 )
-from components.config import Tenant
+from model.config import Tenant
 
 DENY_POLICY = "gpulab-gpu-requests"
 WARN_POLICY = "gpulab-gpu-requests-advice"

@@ -9,10 +9,11 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config import LabConfig, Tenant
-from components.mock_gpu_node import MockGpuNode
+from components.hami import HamiGpuNode
 from components.tenant_control_plane import TenantControlPlane
-from components.workload_manifests import workload_manifest
+from components.tenant_namespaces import TenantNamespaces
+from model.config import LabConfig, Tenant
+from model.workload_manifests import workload_manifest
 
 
 class GpuWorkloads(pulumi.ComponentResource):
@@ -26,14 +27,15 @@ class GpuWorkloads(pulumi.ComponentResource):
         tenant: Tenant,
         lab: LabConfig,
         control_plane: TenantControlPlane,
-        gpu_node: MockGpuNode,
+        gpu_node: HamiGpuNode,
+        namespaces: TenantNamespaces,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpulab:index:GpuWorkloads", name, None, opts)
         child = pulumi.ResourceOptions(
             parent=self,
             provider=control_plane.provider,
-            depends_on=[*gpu_node.readies, *gpu_node.namespaces, *gpu_node.quotas],
+            depends_on=[*gpu_node.readies, *namespaces.namespaces, *namespaces.quotas],
         )
         self.resources = []
         for workload in tenant.workloads:

@@ -17,9 +17,9 @@ import re
 
 import pulumi
 
-from components.config import LabConfig
-from components.images import to_load
 from components.shell import script_command
+from model.config import LabConfig
+from model.images import to_load
 
 
 def node_platform() -> str:

@@ -16,11 +16,11 @@ import pulumi_command as command
 import pulumi_docker as docker
 import pulumi_kubernetes as k8s
 
-from components.config import LabConfig, secret
 from components.image_cache import ImageCache
-from components.image_ref import ImageRef
-from components.network import PoolError, metallb_range
 from components.shell import script, script_command
+from model.config import LabConfig, secret
+from model.image_ref import ImageRef
+from model.network import PoolError, metallb_range
 
 CERT_MANAGER_NAMESPACE = "cert-manager"
 METALLB_NAMESPACE = "metallb-system"

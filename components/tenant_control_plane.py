@@ -13,10 +13,10 @@ import pulumi
 import pulumi_command as command
 import pulumi_kubernetes as k8s
 
-from components.config import Tenant
 from components.management_cluster import KAMAJI_DATASTORE, ManagementCluster
-from components.names import KAMAJI_MAX_ANNOTATION, TENANT_LABEL
 from components.shell import script_command
+from model.config import Tenant
+from model.names import KAMAJI_MAX_ANNOTATION, TENANT_LABEL
 
 API_PORT = 6443
 KONNECTIVITY_PORT = 8132

@@ -18,12 +18,12 @@ import pulumi_command as command
 import pulumi_docker as docker
 import pulumi_kubernetes as k8s
 
-from components.config import LabConfig, SshWorker, Tenant, secret
 from components.image_cache import ImageCache
 from components.management_cluster import ManagementCluster
-from components.names import NODE_IMAGE_LABEL, TENANT_LABEL
 from components.shell import remote_script, script_command
 from components.tenant_control_plane import TenantControlPlane
+from model.config import LabConfig, SshWorker, Tenant, secret
+from model.names import NODE_IMAGE_LABEL, TENANT_LABEL
 
 JOIN_TIMEOUT = 300  # seconds per step of a worker's join (worker-join.sh and join-config.sh TIMEOUT)
 

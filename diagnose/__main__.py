@@ -20,12 +20,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from diagnose import analyze
+from diagnose import cluster_findings, host_findings
 from diagnose.analyze import Finding
 from diagnose.collect import Collected, Collector, duration_seconds, read_sysctls, tenant_expectations
 from diagnose.redact import redact, scrub_text
 from diagnose.runner import STOP_SIGNALS, Runner
-from report.stack import ROOT, StackError, stack_config, stack_name
+from model.stack import ROOT, StackError, stack_config, stack_name
 
 STACK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}", re.ASCII)
 
@@ -65,7 +65,7 @@ def collect(args: argparse.Namespace, runner: Runner, stack: str, private: Path)
     kind_mode = lab is None or lab.management.mode == "kind"
     name = lab.management.name if lab else "gpulab"
     clusters = collector.kind_clusters() if kind_mode else None
-    out.findings += analyze.kind_findings(clusters, name)
+    out.findings += host_findings.kind_findings(clusters, name)
     gone = clusters is not None and name not in clusters
 
     management_kubeconfig = outputs.get("management_kubeconfig")
@@ -76,7 +76,7 @@ def collect(args: argparse.Namespace, runner: Runner, stack: str, private: Path)
     if management_kubeconfig and not gone:
         installs = {key: lab.management.installs(key) if lab else True for key in ("cert_manager", "metallb", "kamaji")}
         management = collector.cluster("management", management_kubeconfig, tenant=False)
-        out.findings += analyze.management_cluster_findings(management, installs)
+        out.findings += cluster_findings.management_cluster_findings(management, installs)
 
     if lab is not None:
         lock_timeout = duration_seconds(lab.scheduling.node_lock_timeout)
@@ -95,10 +95,10 @@ def collect(args: argparse.Namespace, runner: Runner, stack: str, private: Path)
                     )
                 continue
             cluster = collector.cluster(tenant.name, kubeconfig, tenant=True)
-            out.findings += analyze.tenant_findings(
+            out.findings += cluster_findings.tenant_findings(
                 cluster,
                 **tenant_expectations(lab, tenant.name),
-                now=analyze.now_utc(),
+                now=host_findings.now_utc(),
                 lock_timeout_seconds=lock_timeout,
             )
         expected = [f"{name}-control-plane"] if kind_mode else []
@@ -111,7 +111,7 @@ def collect(args: argparse.Namespace, runner: Runner, stack: str, private: Path)
     proc = Path(os.environ.get("GPULAB_DIAGNOSE_PROC", "/proc"))  # tests point it at a fake /proc
     sysctls = read_sysctls(proc) if local else {}
     cpus = int((docker_info or {}).get("NCPU") or os.cpu_count() or 1)
-    out.findings += analyze.kernel_findings(docker_info, sysctls, cpus)
+    out.findings += host_findings.kernel_findings(docker_info, sysctls, cpus)
     out.files["host/sysctls.json"] = json.dumps(sysctls, indent=2)
     return out
 

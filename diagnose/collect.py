@@ -2,7 +2,7 @@
 
 Everything collected stays in memory until __main__ writes it, redacted, into one archive. Secret
 Kubernetes data is never asked for: no Secrets, no `cluster-info dump`. Kubeconfigs (secret stack
-outputs) are read with `pulumi stack output --show-secrets --json` into memory, as report/stack.py
+outputs) are read with `pulumi stack output --show-secrets --json` into memory, as model/stack.py
 does, and handed to kubectl as 0600 files in a private directory under reports/ that __main__
 removes on exit and on signals.
 """
@@ -19,12 +19,12 @@ from typing import Any
 
 import yaml
 
-from components.catalog import totals
-from components.config import LabConfig
 from components.gpu_admission import DENY_POLICY, WARN_POLICY
-from diagnose import analyze
+from diagnose import analyze, host_findings
 from diagnose.analyze import Cluster, Finding
 from diagnose.runner import Result, Runner
+from model.catalog import totals
+from model.config import LabConfig
 
 LOG_TAIL = 50
 MAX_LOGGED_PODS = 15  # per cluster: the logs of this many not-ready pods
@@ -291,7 +291,7 @@ class Collector:
             containers += json_lines(result.stdout)
         inspect = self.call("docker/network.json", ["docker", "network", "inspect", network])
         network_found = inspect.ok if inspect.returncode is not None else None
-        return analyze.docker_findings(containers, expected, network, network_found)
+        return host_findings.docker_findings(containers, expected, network, network_found)
 
 
 def tenant_expectations(lab: LabConfig, tenant_name: str) -> dict[str, Any]:

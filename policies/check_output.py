@@ -18,10 +18,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from policies.cluster_orders import Placed, greedy_placements
 from policies.evaluate import Finding, tenant_node
 from policies.evaluate_nodes import tenant_cluster
 from policies.inventory import TenantInventory
-from policies.node_policy import Placed, greedy_placements
 from policies.workloads import Workload
 
 

@@ -18,10 +18,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from components import safe_yaml
-from components.config import ConfigError, Tenant, load_stack_file
-from components.names import TENANT_LABEL
-from components.workload_manifests import workload_manifest
+from model import safe_yaml
+from model.config import ConfigError, Tenant, load_stack_file
+from model.names import TENANT_LABEL
+from model.workload_manifests import workload_manifest
 from policies.check_output import document as json_document
 from policies.check_output import placement_lines, placements
 from policies.evaluate import Finding, evaluate_tenant, printable, running
@@ -99,7 +99,7 @@ def _pod_list(live: Live, tenant: Tenant, stack: str) -> dict:
         except safe_yaml.YamlError as error:
             raise BadInput(str(error)) from None
     else:
-        from report.stack import StackError, tenant_kubeconfigs
+        from model.stack import StackError, tenant_kubeconfigs
 
         try:
             kubeconfig = tenant_kubeconfigs(stack)[tenant.name]

@@ -7,28 +7,26 @@ questions the bounded search could not decide (said, never silently dropped).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Literal, TypeVar
 
+from policies.fit_orders import find_stranding, stranded_in_every_order
+from policies.fit_search import SEARCH_BUDGET, Budget, search_placement
 from policies.gpu_fit import (
     POLICIES,
     RESOURCE_QUOTA_NOT_FIT,
-    SEARCH_BUDGET,
-    Budget,
     CardSpec,
     ContainerFailure,
     NamespaceQuota,
     Node,
     PodRequest,
-    Verdict,
-    find_stranding,
-    search_placement,
-    stranded_in_every_order,
 )
 from policies.inventory import NamespaceUsage, TenantInventory
 from policies.per_pod import per_pod_advisories, per_pod_refusals
 from policies.workloads import Workload
+
+Placement = TypeVar("Placement")  # a Node (one GPU node) or a Cluster (several)
 
 EXCEEDED_QUOTA = "ExceededQuota"  # kube-apiserver's ResourceQuota admission
 ORDER_DEPENDENT = "OrderDependentPlacement"
@@ -148,51 +146,44 @@ def _undecided(inventory: TenantInventory, what: str) -> Finding:
     )
 
 
+def pod_level_findings(
+    inventory: TenantInventory, workloads: Sequence[Workload]
+) -> tuple[list[Finding], list[PodRequest]]:
+    """What is decided pod by pod, whatever the nodes (per-pod rules, the GPU-count quota), and the GPU pods
+    left for the placement analysis: those of workloads no per-pod rule refused."""
+    per_pod, refused = per_pod_findings(inventory, workloads)
+    pods = [pod for w in workloads if w.label not in refused for pod in w.pods if pod.containers]
+    return per_pod + gpu_count_quota_findings(inventory, pods), pods
+
+
 def evaluate_tenant(inventory: TenantInventory, workloads: Sequence[Workload]) -> list[Finding]:
     """Every finding for a tenant's workloads, certain ones first."""
     if inventory.nodes:  # several GPU nodes: HAMi's node selection too
         from policies.evaluate_nodes import evaluate_cluster
 
         return evaluate_cluster(inventory, workloads)
-    per_pod, refused = per_pod_findings(inventory, workloads)
-    pods = [pod for w in workloads if w.label not in refused for pod in w.pods if pod.containers]
-    findings = per_pod + gpu_count_quota_findings(inventory, pods)
+    findings, pods = pod_level_findings(inventory, workloads)
     if not pods:
         return findings
     node = tenant_node(inventory, pods)
     policy = inventory.gpu_policy
     budget = Budget()  # shared by every search below: the whole evaluation is bounded
 
-    # A pod that fits on no card even alone (next to what already runs): say so plainly, once per
-    # workload, and leave it out of the set analysis. Identical pods are decided once.
-    placeable: list[PodRequest] = []
-    alone: dict[tuple, Verdict] = {}
-    reported: set[str] = set()
-    for pod in pods:
-        verdict = alone.get(pod.shape())
-        if verdict is None:
-            verdict = alone[pod.shape()] = search_placement(node, [pod], budget)
-        if verdict.fits is False:
-            if _workload_of(pod) not in reported:
-                reported.add(_workload_of(pod))
-                failure = _explain(node, pod, policy)
-                now = " next to what already runs" if inventory.card_usage else " even alone"
-                findings.append(
-                    Finding(
-                        "error",
-                        inventory.name,
-                        _workload_of(pod),
-                        failure.reason if failure else NO_PLACEMENT,
-                        f"cannot fit on any of the tenant's {len(node.cards)} card(s){now}: "
-                        + (f"{failure.explain()}{_quota_note(node, failure)}" if failure else "no placement exists"),
-                        (", ".join(failure.cards) or None) if failure else None,
-                    )
-                )
-            continue
-        if verdict.fits is None and _workload_of(pod) not in reported:
-            reported.add(_workload_of(pod))
-            findings.append(_undecided(inventory, _workload_of(pod)))
-        placeable.append(pod)
+    def nowhere(pod: PodRequest) -> Finding:
+        failure = _explain(node, pod, policy)
+        now = " next to what already runs" if inventory.card_usage else " even alone"
+        return Finding(
+            "error",
+            inventory.name,
+            _workload_of(pod),
+            failure.reason if failure else NO_PLACEMENT,
+            f"cannot fit on any of the tenant's {len(node.cards)} card(s){now}: "
+            + (f"{failure.explain()}{_quota_note(node, failure)}" if failure else "no placement exists"),
+            (", ".join(failure.cards) or None) if failure else None,
+        )
+
+    placeable, alone = placeable_pods(inventory, pods, lambda pod: search_placement(node, [pod], budget).fits, nowhere)
+    findings += alone
     if not placeable:
         return findings
 
@@ -275,18 +266,59 @@ def running(inventory: TenantInventory, workloads: Sequence[Workload]) -> Tenant
     return replace(inventory, card_usage=use, namespace_usage=usage)
 
 
-def _first_unplaceable(inventory: TenantInventory, node: Node, pods: Sequence[PodRequest], budget: Budget) -> Finding:
-    """The first pod (declared order) that no placement of it and the pods before it can hold.
+def placeable_pods(
+    inventory: TenantInventory,
+    pods: Sequence[PodRequest],
+    fits_alone: Callable[[PodRequest], bool | None],
+    nowhere: Callable[[PodRequest], Finding],
+) -> tuple[list[PodRequest], list[Finding]]:
+    """The pods worth the set analysis, and the findings about the others, on one node or across several.
 
-    Walks the declared order keeping one placement of the pods so far (first fit); only when the next
-    pod does not fit next to it is the exhaustive search asked whether another placement makes room.
-    The reason is HAMi's own walk for that pod next to a placement of the pods before it."""
-    placed = node.copy()
-    for index, pod in enumerate(pods):
-        if placed.place_first_fit(pod):
+    A pod that fits nowhere even alone (next to what already runs) is said so plainly (`nowhere`), once per
+    workload, and left out; one whose search ran out of budget is said undecided, once, and kept.
+    Identical pods are decided once (`fits_alone`)."""
+    placeable: list[PodRequest] = []
+    findings: list[Finding] = []
+    alone: dict[tuple, bool | None] = {}
+    reported: set[str] = set()
+    for pod in pods:
+        if pod.shape() not in alone:
+            alone[pod.shape()] = fits_alone(pod)
+        fits = alone[pod.shape()]
+        if fits is False:
+            if _workload_of(pod) not in reported:
+                reported.add(_workload_of(pod))
+                findings.append(nowhere(pod))
             continue
-        verdict = search_placement(node, pods[: index + 1], budget)
-        if verdict.fits is None:
+        if fits is None and _workload_of(pod) not in reported:
+            reported.add(_workload_of(pod))
+            findings.append(_undecided(inventory, _workload_of(pod)))
+        placeable.append(pod)
+    return placeable, findings
+
+
+def first_unplaceable(
+    inventory: TenantInventory,
+    pods: Sequence[PodRequest],
+    start: Placement,
+    fit_next: Callable[[Placement, PodRequest], Placement | None],
+    search: Callable[[Sequence[PodRequest]], tuple[bool | None, Placement | None]],
+    refuse: Callable[[Placement, PodRequest, list[str]], Finding],
+) -> Finding:
+    """The first pod (declared order) that no placement of it and the pods before it can hold, on one node
+    or across several: the walk is the same, the placement (a Node, a Cluster) and its rules differ.
+
+    Walks the declared order keeping one placement of the pods so far (`fit_next`: first fit, or None);
+    only when the next pod does not fit next to it is the exhaustive `search` asked whether another
+    placement makes room. `refuse` says why the pod fits nowhere next to a placement of the pods before it
+    (given their workloads' names)."""
+    placed = start
+    for index, pod in enumerate(pods):
+        if (after := fit_next(placed, pod)) is not None:
+            placed = after
+            continue
+        fits, found = search(pods[: index + 1])
+        if fits is None:
             return Finding(
                 "error",
                 inventory.name,
@@ -295,12 +327,29 @@ def _first_unplaceable(inventory: TenantInventory, node: Node, pods: Sequence[Po
                 f"no placement holds all {len(pods)} pods, but the search ran out of its budget ({SEARCH_BUDGET} "
                 "steps per tenant) before finding the first one that does not fit",
             )
-        if verdict.fits:
-            assert verdict.node is not None
-            placed = verdict.node
+        if fits:
+            assert found is not None
+            placed = found  # another placement of the pods so far makes room
             continue
+        return refuse(placed, pod, sorted({_workload_of(other) for other in pods[:index]}))
+    return Finding(  # pragma: no cover - the caller established that the whole set does not fit
+        "error", inventory.name, "(all GPU workloads)", NO_PLACEMENT, f"no placement holds all {len(pods)} pods"
+    )
+
+
+def _first_unplaceable(inventory: TenantInventory, node: Node, pods: Sequence[PodRequest], budget: Budget) -> Finding:
+    """The first pod that does not fit on the tenant's one GPU node; the reason is HAMi's own walk for that
+    pod next to a placement of the pods before it."""
+
+    def fit_next(placed: Node, pod: PodRequest) -> Node | None:
+        return placed if placed.place_first_fit(pod) else None
+
+    def search(some: Sequence[PodRequest]) -> tuple[bool | None, Node | None]:
+        verdict = search_placement(node, some, budget)
+        return verdict.fits, verdict.node
+
+    def refuse(placed: Node, pod: PodRequest, names: list[str]) -> Finding:
         failure = _explain(placed, pod, inventory.gpu_policy)
-        names = sorted({_workload_of(other) for other in pods[:index]})
         why = f"{failure.explain()}{_quota_note(placed, failure)}" if failure else "no placement exists"
         return Finding(
             "error",
@@ -310,6 +359,5 @@ def _first_unplaceable(inventory: TenantInventory, node: Node, pods: Sequence[Po
             f"no placement fits it next to {', '.join(names) or 'what already runs'}: {why}",
             (", ".join(failure.cards) or None) if failure else None,
         )
-    return Finding(  # pragma: no cover - the caller established that the whole set does not fit
-        "error", inventory.name, "(all GPU workloads)", NO_PLACEMENT, f"no placement holds all {len(pods)} pods"
-    )
+
+    return first_unplaceable(inventory, pods, node.copy(), fit_next, search, refuse)

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from policies.cluster_orders import MAX_ORDER_STATES, find_cluster_stranding, simulate_cluster
+from policies.cluster_search import first_fit, search_cluster
 from policies.evaluate import (
     NO_PLACEMENT,
     ORDER_DEPENDENT,
@@ -21,30 +23,16 @@ from policies.evaluate import (
     Finding,
     _undecided,
     _workload_of,
-    gpu_count_quota_findings,
-    per_pod_findings,
+    first_unplaceable,
+    placeable_pods,
+    pod_level_findings,
     tenant_node,
 )
-from policies.gpu_fit import (
-    POLICIES,
-    SEARCH_BUDGET,
-    Budget,
-    Node,
-    PodRequest,
-    arrival_orders,
-    cannot_strand,
-)
+from policies.fit_orders import arrival_orders, cannot_strand
+from policies.fit_search import Budget
+from policies.gpu_fit import POLICIES, Node, PodRequest
 from policies.inventory import TenantInventory
-from policies.node_policy import (
-    MAX_ORDER_STATES,
-    MAX_TIE_RUNS,
-    Cluster,
-    NodeFailure,
-    find_cluster_stranding,
-    first_fit,
-    search_cluster,
-    simulate_cluster,
-)
+from policies.node_policy import MAX_TIE_RUNS, Cluster, NodeFailure
 from policies.workloads import Workload
 
 MAX_PERMUTED = 6  # up to this many pods every creation order is searched across the nodes; above, a sample
@@ -85,33 +73,21 @@ def _nowhere(inventory: TenantInventory, cluster: Cluster, pod: PodRequest, what
 
 def evaluate_cluster(inventory: TenantInventory, workloads: Sequence[Workload]) -> list[Finding]:
     """Every finding for a tenant with several GPU nodes, certain ones first."""
-    per_pod, refused = per_pod_findings(inventory, workloads)
-    pods = [pod for w in workloads if w.label not in refused for pod in w.pods if pod.containers]
-    findings = per_pod + gpu_count_quota_findings(inventory, pods)
+    findings, pods = pod_level_findings(inventory, workloads)
     if not pods:
         return findings
     cluster = tenant_cluster(inventory, pods)
     budget = Budget()
     count = len(cluster.nodes)
 
-    placeable: list[PodRequest] = []
-    alone: dict[tuple, bool | None] = {}
-    reported: set[str] = set()
     now = " next to what already runs" if inventory.card_usage else " even alone"
-    for pod in pods:
-        if pod.shape() not in alone:
-            alone[pod.shape()] = search_cluster(cluster, [pod], budget).fits
-        fits = alone[pod.shape()]
-        if fits is False:
-            if _workload_of(pod) not in reported:
-                reported.add(_workload_of(pod))
-                what = f"fits on none of the tenant's {count} GPU nodes{now}"
-                findings.append(_nowhere(inventory, cluster, pod, what))
-            continue
-        if fits is None and _workload_of(pod) not in reported:
-            reported.add(_workload_of(pod))
-            findings.append(_undecided(inventory, _workload_of(pod)))
-        placeable.append(pod)
+    placeable, alone = placeable_pods(
+        inventory,
+        pods,
+        lambda pod: search_cluster(cluster, [pod], budget).fits,
+        lambda pod: _nowhere(inventory, cluster, pod, f"fits on none of the tenant's {count} GPU nodes{now}"),
+    )
+    findings += alone
     if not placeable:
         return findings
 
@@ -185,32 +161,19 @@ def _stranding(inventory: TenantInventory, cluster: Cluster, pods: Sequence[PodR
 def _first_unplaceable(
     inventory: TenantInventory, cluster: Cluster, pods: Sequence[PodRequest], budget: Budget
 ) -> Finding:
-    """The first pod (declared order) that no placement of it and the pods before it can hold."""
-    placed = cluster.copy()
-    for index, pod in enumerate(pods):
+    """The first pod (declared order) that no placement across the nodes of it and the pods before it can hold."""
+
+    def fit_next(placed: Cluster, pod: PodRequest) -> Cluster | None:
         trial = placed.copy()
-        if first_fit(trial, [pod]):
-            placed = trial
-            continue
-        verdict = search_cluster(cluster, pods[: index + 1], budget)
-        if verdict.fits is None:
-            return Finding(
-                "error",
-                inventory.name,
-                "(all GPU workloads)",
-                UNDECIDED,
-                f"no placement holds all {len(pods)} pods, but the search ran out of its budget ({SEARCH_BUDGET} "
-                "steps per tenant) before finding the first one that does not fit",
-            )
-        if verdict.fits:
-            assert verdict.cluster is not None
-            placed = verdict.cluster  # another placement of the pods so far makes room
-            continue
-        names = sorted({_workload_of(other) for other in pods[:index]})
-        finding = _nowhere(
-            inventory, placed, pod, f"no placement across the nodes fits it next to {', '.join(names) or 'what runs'}"
-        )
+        return trial if first_fit(trial, [pod]) else None
+
+    def search(some: Sequence[PodRequest]) -> tuple[bool | None, Cluster | None]:
+        verdict = search_cluster(cluster, some, budget)
+        return verdict.fits, verdict.cluster
+
+    def refuse(placed: Cluster, pod: PodRequest, names: list[str]) -> Finding:
+        why = f"no placement across the nodes fits it next to {', '.join(names) or 'what runs'}"
+        finding = _nowhere(inventory, placed, pod, why)
         return Finding(finding.severity, finding.tenant, pod.workload, finding.reason, finding.message, finding.card)
-    return Finding(  # pragma: no cover - the caller established that the whole set does not fit
-        "error", inventory.name, "(all GPU workloads)", NO_PLACEMENT, f"no placement holds all {len(pods)} pods"
-    )
+
+    return first_unplaceable(inventory, pods, cluster.copy(), fit_next, search, refuse)

@@ -1,7 +1,7 @@
 """Where a tenant's cards and limits come from, and the schema of the policy config.
 
 One source of truth, three doors to it:
-- the lab stack: the `kube-public/gpulab-gpu-inventory` ConfigMap each MockGpuNode declares,
+- the lab stack: the `kube-public/gpulab-gpu-inventory` ConfigMap each TenantNamespaces declares,
   generated from the stack's own config (so preview sees the cards without anyone repeating them);
 - another stack (a tenant team deploying with its kubeconfig): the `tenants` policy config below;
 - the offline checker: `Pulumi.<stack>.yaml`, validated by the same config model as the program.
@@ -17,9 +17,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
-from components.catalog import DEFAULT_SPLIT_COUNT, GPU_CATALOG, MAX_CARDS, MAX_SPLIT_COUNT
-from components.config import GpuQuota, LabConfig, PodLimits, Tenant
-from components.names import INVENTORY_CONFIGMAP, INVENTORY_NAMESPACE
+from model.catalog import DEFAULT_SPLIT_COUNT, GPU_CATALOG, MAX_CARDS, MAX_SPLIT_COUNT
+from model.config import GpuQuota, LabConfig, PodLimits, Tenant
+from model.names import INVENTORY_CONFIGMAP, INVENTORY_NAMESPACE
 from policies.gpu_fit import CardSpec, CardUse
 
 
@@ -97,7 +97,7 @@ def _document_nodes(document: Mapping[str, Any], cards: tuple[CardSpec, ...]) ->
 
 
 def from_inventory_document(document: Mapping[str, Any]) -> TenantInventory:
-    """The JSON the lab writes into its inventory ConfigMap (components/mock_gpu_node.py)."""
+    """The JSON the lab writes into its inventory ConfigMap (components/tenant_namespaces.py)."""
     cards = tuple(
         CardSpec(c["id"], c["type"], int(c["memoryMb"]), int(c.get("cores", 100)), int(c.get("splitCount", 10)))
         for c in document["cards"]

@@ -117,7 +117,7 @@ def fetch_pod_list(kubeconfig: Mapping[str, Any]) -> dict[str, Any]:
     """Every pod of the tenant, through its admin kubeconfig (kept in memory, never written to disk)."""
     from kubernetes import client
 
-    from report.kube_client import api_client
+    from model.kube_client import api_client
 
     try:
         api = client.CoreV1Api(api_client(dict(kubeconfig)))

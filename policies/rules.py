@@ -30,9 +30,9 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UnknownValueError
 
-from components.names import KAMAJI_MAX_ANNOTATION, NODE_IMAGE_LABEL, TENANT_LABEL
-from components.network import address_problem
-from components.versions import Versions, image_tag, parse_kubernetes_version
+from model.names import KAMAJI_MAX_ANNOTATION, NODE_IMAGE_LABEL, TENANT_LABEL
+from model.network import address_problem
+from model.versions import Versions, image_tag, parse_kubernetes_version
 from policies.evaluate import Finding, evaluate_tenant
 from policies.inventory import (
     TenantInventory,
@@ -112,7 +112,7 @@ def _known(container: Any, key: Any) -> Any:
 
 def tenant_providers(resources: Iterable[PolicyResource]) -> dict[str, str]:
     """Provider URN -> tenant, for the providers gpulab creates: each tenant's inventory ConfigMap is sent
-    through that tenant's provider (components/mock_gpu_node.py), so the URN identifies it, whatever the
+    through that tenant's provider (components/tenant_namespaces.py), so the URN identifies it, whatever the
     provider is called."""
     found = {}
     for resource in resources:

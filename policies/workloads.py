@@ -19,15 +19,15 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from components.catalog import (
+from model.catalog import (
     GPU_RESOURCE,
     GPUCORES_RESOURCE,
     GPUMEM_PERCENTAGE_RESOURCE,
     GPUMEM_RESOURCE,
     MAX_REPLICAS,
 )
+from model.quantity import INT64_MAX, QuantityError, parse_quantity, suffix_of
 from policies.gpu_fit import NO_PERCENTAGE, ContainerRequest, PodRequest
-from policies.quantity import INT64_MAX, QuantityError, parse_quantity, suffix_of
 
 GPU, GPUMEM, GPUMEM_PERCENTAGE, GPUCORES = GPU_RESOURCE, GPUMEM_RESOURCE, GPUMEM_PERCENTAGE_RESOURCE, GPUCORES_RESOURCE
 HAMI_RESOURCES = (GPU, GPUMEM, GPUMEM_PERCENTAGE, GPUCORES)

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from components.config import CONFIG_KEYS, ConfigError, check_secrets, parse_config, stack_file_config
+from model.config import CONFIG_KEYS, ConfigError, check_secrets, parse_config, stack_file_config
 
 ROOT = Path(__file__).resolve().parent.parent
 # What Docker typically gives a new bridge network on a fresh host (kind's own defaults: the first free

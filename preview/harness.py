@@ -55,6 +55,8 @@ class Registration:
     deleted_with: str = ""
     transforms: list[Any] = field(default_factory=list)
     secret_inputs: set[str] = field(default_factory=set)
+    # Each alias as sent to the engine: {"urn": ...} or a spec {"name", "type", "parentUrn", "noParent"}.
+    aliases: list[dict[str, Any]] = field(default_factory=list)
 
 
 class LabMocks(pulumi.runtime.Mocks):
@@ -138,6 +140,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             additional_secret_outputs=list(request.additionalSecretOutputs),
             deleted_with=request.deletedWith,
             transforms=list(request.transforms),
+            aliases=[alias_of(alias) for alias in request.aliases],
         )
         return response
 
@@ -154,6 +157,15 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             read_id=request.id,
         )
         return response
+
+
+def alias_of(alias: Any) -> dict[str, Any]:
+    """One alias of a RegisterResourceRequest as a plain dict (empty fields left out)."""
+    if alias.WhichOneof("alias") == "urn":
+        return {"urn": alias.urn}
+    spec = alias.spec
+    found = {"name": spec.name, "type": spec.type, "parentUrn": spec.parentUrn, "noParent": spec.noParent}
+    return {key: value for key, value in found.items() if value}
 
 
 def is_secret_value(value: Any) -> bool:

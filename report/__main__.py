@@ -10,9 +10,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from model.stack import StackError, tenant_kubeconfigs
 from report.model import tenant_report
 from report.render import render_png, render_text
-from report.stack import StackError, tenant_kubeconfigs
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from kubernetes import client
 
-    from report.kube_client import api_client
+    from model.kube_client import api_client
 
     reports = []
     for tenant, kubeconfig in kubeconfigs.items():

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from components.catalog import REGISTER_ANNOTATION as REGISTER
+from model.catalog import REGISTER_ANNOTATION as REGISTER
 
 ALLOCATED = "hami.io/vgpu-devices-allocated"
 ASSIGNED_NODE = "hami.io/vgpu-node"

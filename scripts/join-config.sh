@@ -9,7 +9,7 @@ source "$(dirname "$0")/lib.sh"
 : "${NODE_NAME:?}"
 kubeconfig_from_stdin
 
-bounded 60 "${PYTHON:-python3}" -m components.join_config --kubeconfig "$KUBECONFIG_FILE" \
+bounded 60 "${PYTHON:-python3}" -m scripts.join_config --kubeconfig "$KUBECONFIG_FILE" \
   --secret "$GPULAB_RUN_DIR/token.yaml" --join "$GPULAB_RUN_DIR/join.yaml" --node-name "$NODE_NAME" \
   --ignore-preflight "${IGNORE_PREFLIGHT:-}" --ttl-minutes "${TTL_MINUTES:-15}" ||
   die "cannot make the join material for $NODE_NAME (see above)"

@@ -46,7 +46,7 @@ docker_use() {
 import sys
 from pathlib import Path
 
-from components.config import load_stack_file
+from model.config import load_stack_file
 
 lab = load_stack_file(Path(sys.argv[1]))
 local = lab.management.mode == "kind" or any(tenant.worker_mode == "container" for tenant in lab.tenants)

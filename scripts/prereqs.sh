@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs kind, kubectl and the Pulumi CLI into ./bin at the versions pinned in components/versions.py
+# Installs kind, kubectl and the Pulumi CLI into ./bin at the versions pinned in model/versions.py
 # when the ones on PATH are missing or differ. Nothing else is touched. scripts/preflight.sh has
 # already checked the host (Linux, Docker, tools, disk) before make gets here.
 # env: PYTHON (the venv's python, to read the pins)
@@ -18,7 +18,7 @@ aarch64 | arm64) arch=arm64 pulumi_arch=arm64 ;;
 esac
 
 # KIND_VERSION, KIND_SHA256, KUBECTL_VERSION, KUBECTL_SHA256, PULUMI_VERSION
-eval "$("${PYTHON:-python3}" -m components.versions)"
+eval "$("${PYTHON:-python3}" -m model.versions)"
 
 # fetch URL FILE EXPECTED_SHA256 CHECKSUM_URL: download, verify against the pinned checksum (amd64)
 # or else against the checksum upstream publishes next to the file, then move into place.

@@ -26,7 +26,7 @@ from typing import Any
 import celpy
 from celpy import celtypes
 
-from policies.quantity import BINARY_SI, INT64_MAX, QuantityError, parse_quantity, suffix_of
+from model.quantity import BINARY_SI, INT64_MAX, QuantityError, parse_quantity, suffix_of
 
 
 @dataclass(frozen=True)

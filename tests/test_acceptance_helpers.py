@@ -197,12 +197,12 @@ def test_acceptance_without_a_lab_fails_and_says_how_to_get_one(tmp_path) -> Non
     ids=["no-cli", "no-stack", "destroyed", "missing-output"],
 )
 def test_make_verify_stops_with_one_line_without_a_lab(tmp_path, fake_pulumi: str | None, line: str) -> None:
-    """`make verify`'s first step (python -m report.stack STACK): exit 1, one line naming what is missing."""
+    """`make verify`'s first step (python -m model.stack STACK): exit 1, one line naming what is missing."""
     if fake_pulumi is not None:
         (tmp_path / "pulumi").write_text(f"#!/bin/sh\n{fake_pulumi}\n")
         (tmp_path / "pulumi").chmod(0o755)
     result = subprocess.run(
-        [sys.executable, "-m", "report.stack", "dev"],
+        [sys.executable, "-m", "model.stack", "dev"],
         capture_output=True,
         text=True,
         cwd=ROOT,

@@ -6,8 +6,8 @@ import json
 
 from lab_harness import lab_config
 
-from components.catalog import GPU_CATALOG, gpu_capacity, register_annotation, totals
-from components.config import parse_config
+from model.catalog import GPU_CATALOG, gpu_capacity, register_annotation, totals
+from model.config import parse_config
 
 TENANT_A_ANNOTATION = (
     '[{"id":"GPU-MOCK-tenant-a-0","index":0,"count":10,"devmem":81920,"devcore":100,'

@@ -8,7 +8,7 @@ import pulumi
 import pytest
 from lab_harness import LabMocks, lab_config, make_tenant, run_program
 
-from components.config import ConfigError, LabConfig, parse_config
+from model.config import ConfigError, LabConfig, parse_config
 
 
 def reference() -> dict:

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from lab_harness import make_tenant
 
-from components.config import ConfigError, check_secrets, parse_config
+from model.config import ConfigError, check_secrets, parse_config
 from policies.checker import main as check_main
 from preview.__main__ import main as plan_main
 
@@ -269,10 +269,10 @@ def test_a_syntax_error_never_prints_the_line(capsys, tmp_path, text) -> None:
 
 
 def test_the_report_reads_a_broken_stack_file_without_printing_it(monkeypatch, tmp_path) -> None:
-    import report.stack
+    import model.stack
 
     write(tmp_path, "config:\n  gpulab:tenants: [" + TOKENS["gitlab"] + "\n")
-    monkeypatch.setattr(report.stack, "ROOT", tmp_path)
-    with pytest.raises(report.stack.StackError) as raised:
-        report.stack.stack_config("dev")
+    monkeypatch.setattr(model.stack, "ROOT", tmp_path)
+    with pytest.raises(model.stack.StackError) as raised:
+        model.stack.stack_config("dev")
     assert TOKENS["gitlab"] not in str(raised.value) and "not valid YAML at line" in str(raised.value)

@@ -26,12 +26,12 @@ from pathlib import Path
 import pytest
 from shared_data import ROOT
 
-from components.catalog import totals
-from components.config import load_stack_file
-from diagnose import analyze
+from diagnose import analyze, cluster_findings, host_findings
 from diagnose.analyze import Cluster
 from diagnose.redact import HIDDEN, redact, scrub_text
 from diagnose.runner import Runner
+from model.catalog import totals
+from model.config import load_stack_file
 
 FAKE = ROOT / "tests" / "fakes" / "lab"
 LAB = load_stack_file(ROOT / "Pulumi.dev.yaml")
@@ -234,7 +234,7 @@ def healthy_management() -> dict[str, list[dict]]:
 def tenant_verdicts(objects: dict, logs: dict | None = None, name: str = "tenant-a") -> list[analyze.Finding]:
     from diagnose.collect import tenant_expectations
 
-    return analyze.tenant_findings(
+    return cluster_findings.tenant_findings(
         Cluster(name, objects=objects, logs=logs or {}),
         **tenant_expectations(LAB, name),
         now=NOW,
@@ -250,7 +250,10 @@ INSTALLS = {"cert_manager": True, "metallb": True, "kamaji": True}
 def test_a_healthy_lab_has_no_findings() -> None:
     assert tenant_verdicts(healthy_tenant("tenant-a")) == []
     assert tenant_verdicts(healthy_tenant("tenant-b"), name="tenant-b") == []
-    assert analyze.management_cluster_findings(Cluster("management", objects=healthy_management()), INSTALLS) == []
+    assert (
+        cluster_findings.management_cluster_findings(Cluster("management", objects=healthy_management()), INSTALLS)
+        == []
+    )
 
 
 RATE_LIMITED = (
@@ -419,9 +422,9 @@ def test_gpu_capacity_is_read_in_the_canonical_form_the_api_server_sends() -> No
     status["allocatable"] = {"nvidia.com/gpu": "100", "nvidia.com/gpumem": "20k", "nvidia.com/gpucores": "1k"}
     expected = {"nvidia.com/gpu": 100, "nvidia.com/gpumem": 20000, "nvidia.com/gpucores": 1000}
     cluster = Cluster("tenant-b", objects=objects)
-    assert analyze.gpu_node_findings(cluster, "tenant-b-worker", expected) == []
+    assert cluster_findings.gpu_node_findings(cluster, "tenant-b-worker", expected) == []
     status["allocatable"]["nvidia.com/gpucores"] = "900"
-    [found] = analyze.gpu_node_findings(cluster, "tenant-b-worker", expected)
+    [found] = cluster_findings.gpu_node_findings(cluster, "tenant-b-worker", expected)
     assert found.reason == "nvidia.com/gpucores capacity 900, declared 1000"
 
 
@@ -467,7 +470,7 @@ def test_hami_node_lock_held() -> None:
 
 def test_a_tenant_api_that_does_not_answer_is_one_finding() -> None:
     cluster = Cluster("tenant-b", answered=False, error="no answer within 20s (stopped)")
-    [found] = analyze.tenant_findings(
+    [found] = cluster_findings.tenant_findings(
         cluster, gpu_node="tenant-b-worker", mock=True, expected_capacity=None, policies=[], now=NOW,
         lock_timeout_seconds=2,
     )  # fmt: skip
@@ -484,13 +487,13 @@ def test_tenant_control_plane_not_ready_with_its_pod_and_address() -> None:
         [container_status("kube-apiserver", False, ("CrashLoopBackOff", "back-off"), restarts=3)],
         labels={analyze.TCP_POD_LABEL: "tenant-a"},
     )
-    found = analyze.management_cluster_findings(Cluster("management", objects=objects), INSTALLS)
+    found = cluster_findings.management_cluster_findings(Cluster("management", objects=objects), INSTALLS)
     [control_plane] = [f for f in found if f.cause == "TenantControlPlane not Ready"]
     assert control_plane.component == "TenantControlPlane gpulab-tenant-a/tenant-a"
     assert control_plane.reason == "NotReady" and "CrashLoopBackOff in kube-apiserver" in control_plane.last
     assert "MetalLB" in control_plane.fix
     objects["tcps"][0] = tcp("tenant-a", "Ready")  # a Ready one with the same pod is the pod's finding only
-    found = analyze.management_cluster_findings(Cluster("management", objects=objects), INSTALLS)
+    found = cluster_findings.management_cluster_findings(Cluster("management", objects=objects), INSTALLS)
     assert not [f for f in found if f.cause == "TenantControlPlane not Ready"]
 
 
@@ -501,28 +504,30 @@ def test_management_datastore_and_metallb_objects() -> None:
         "conditions": [{"type": "Ready", "status": "False", "reason": "Unreachable", "message": "dial tcp: refused"}],
     }
     objects["metallb"] = objects["metallb"][:1]
-    found = {(f.component, f.reason, f.last) for f in analyze.management_cluster_findings(
+    found = {(f.component, f.reason, f.last) for f in cluster_findings.management_cluster_findings(
         Cluster("management", objects=objects), INSTALLS
     )}  # fmt: skip
     assert ("DataStore default", "not ready", "Unreachable: dial tcp: refused") in found
     assert ("metallb-system/gpulab", "L2Advertisement not found", "") in found
     # existing mode that installs nothing: neither is expected
     none = dict.fromkeys(INSTALLS, False)
-    assert not analyze.management_cluster_findings(Cluster("management", objects={**objects, "datastores": []}), none)
+    assert not cluster_findings.management_cluster_findings(
+        Cluster("management", objects={**objects, "datastores": []}), none
+    )
 
 
 def test_kernel_settings_from_docker_info_and_proc() -> None:
     info = {"Warnings": ["WARNING: bridge-nf-call-iptables is disabled", "WARNING: No swap limit support"]}
     sysctls = {"fs.inotify.max_user_instances": 128, "fs.inotify.max_user_watches": 524288}
     sysctls["net.netfilter.nf_conntrack_max"] = 131072
-    found = analyze.kernel_findings(info, sysctls, cpus=8)  # 8 CPUs need 262144 conntrack entries
+    found = host_findings.kernel_findings(info, sysctls, cpus=8)  # 8 CPUs need 262144 conntrack entries
     assert [f.cause for f in found] == [
         "missing host kernel setting: br_netfilter",
         "missing host kernel setting: inotify limits",
         "missing host kernel setting: nf_conntrack_max",
     ]
     assert "modprobe br_netfilter" in found[0].fix
-    assert analyze.kernel_findings({"Warnings": []}, {**sysctls, "fs.inotify.max_user_instances": 512}, 4) == []
+    assert host_findings.kernel_findings({"Warnings": []}, {**sysctls, "fs.inotify.max_user_instances": 512}, 4) == []
 
 
 def test_docker_containers_and_network() -> None:
@@ -531,7 +536,7 @@ def test_docker_containers_and_network() -> None:
         {"Names": "tenant-a-worker", "State": "exited", "Status": "Exited (137) 5 minutes ago"},
     ]
     expected = ["gpulab-control-plane", "tenant-a-worker", "tenant-b-worker"]
-    found = analyze.docker_findings(containers, expected, "gpulab", False)
+    found = host_findings.docker_findings(containers, expected, "gpulab", False)
     assert [(f.component, f.reason) for f in found] == [
         ("container tenant-a-worker", "Exited (137) 5 minutes ago"),
         ("container tenant-b-worker", "not found"),
@@ -540,9 +545,9 @@ def test_docker_containers_and_network() -> None:
 
 
 def test_kind_cluster_gone() -> None:
-    assert analyze.kind_findings(["gpulab"], "gpulab") == []
-    assert analyze.kind_findings(None, "gpulab") == []  # kind itself did not answer: nothing concluded
-    [found] = analyze.kind_findings([], "gpulab")
+    assert host_findings.kind_findings(["gpulab"], "gpulab") == []
+    assert host_findings.kind_findings(None, "gpulab") == []  # kind itself did not answer: nothing concluded
+    [found] = host_findings.kind_findings([], "gpulab")
     assert found.cause == "kind cluster gone" and "make down" in found.fix
 
 
@@ -1154,7 +1159,7 @@ def test_pod_state_reads_init_containers_first() -> None:
     assert analyze.pod_state(hami) == ("ContainerNotReady", "", "ext")
     probe = event("Pod", "kube-system", "hami-scheduler-1", "Unhealthy", "Readiness probe failed: HTTP 500")
     cluster = Cluster("tenant-a", objects={"pods": [hami], "events": [probe]})
-    [found] = analyze.pod_findings(cluster)
+    [found] = cluster_findings.pod_findings(cluster)
     assert found.last == "Unhealthy: Readiness probe failed: HTTP 500"
 
 
@@ -1163,7 +1168,7 @@ def test_pod_state_reads_init_containers_first() -> None:
     ["ghp_" + "A1b2C3d4" * 4, "github_pat_" + "11ABCDEFG" * 3, "dckr_pat_" + "x9Y8z7W6", "glpat-" + "q1W2e3R4t5"],
 )
 def test_registry_and_forge_tokens_in_logs_are_hidden(token: str) -> None:
-    """Short token formats (config errors' list, components/redact.py) are cut from logs too, not only
+    """Short token formats (config errors' list, model/redact.py) are cut from logs too, not only
     the long ones the generic rule catches."""
     text = f"pull failed: auth {token} rejected"
     assert token not in scrub_text(text)

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from lab_harness import lab_config, run_program
 from shared_data import ROOT
 
-from components.config import parse_config
 from components.gpu_admission import DENY_POLICY, WARN_POLICY, deny_validations, policy_objects
+from model.config import parse_config
 from policies import per_pod
 from policies.inventory import from_tenant
 from policies.workloads import POD_TEMPLATE_PATHS, WorkloadError, read_workload
@@ -305,7 +305,7 @@ def test_one_policy_and_binding_per_tenant_generated_from_config() -> None:
 def test_the_labs_own_workloads_pass_their_tenants_admission_policy() -> None:
     """gpulab's configured workloads (and HAMi's pods, which ask no GPU) must never be refused by the
     policy gpulab installs: `pulumi up` would fail on the user's first run."""
-    from components.workload_manifests import workload_manifest
+    from model.workload_manifests import workload_manifest
 
     for lab in (LAB, parse_config(copy.deepcopy(lab_config()))):
         for tenant in lab.tenants:

@@ -10,6 +10,8 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from policies.fit_orders import cannot_strand, find_stranding, simulate, stranded_in_every_order
+from policies.fit_search import find_placement, search_placement
 from policies.gpu_fit import (
     CARD_COMPUTE_UNITS_EXHAUSTED,
     CARD_INSUFFICIENT_CORE,
@@ -26,13 +28,7 @@ from policies.gpu_fit import (
     NamespaceQuota,
     Node,
     PodRequest,
-    cannot_strand,
     card_reason,
-    find_placement,
-    find_stranding,
-    search_placement,
-    simulate,
-    stranded_in_every_order,
 )
 
 A100 = CardSpec("GPU-0", "NVIDIA-A100-SXM4-80GB", 81920)
@@ -289,8 +285,8 @@ def test_cannot_strand_never_contradicts_the_simulation(cards, pods) -> None:
 def test_running_out_of_budget_is_reported(monkeypatch) -> None:
     """A search that cannot finish says so in a finding; it is never silently taken as a verdict."""
     import policies.evaluate as evaluate
-    from components.config import PodLimits
-    from policies.gpu_fit import Budget
+    from model.config import PodLimits
+    from policies.fit_search import Budget
     from policies.inventory import TenantInventory
     from policies.workloads import read_workload
 
@@ -335,7 +331,7 @@ def test_a_set_stranded_in_every_order_is_found() -> None:
 
 def test_stranded_in_every_order_is_an_error_and_in_some_orders_a_warning() -> None:
     import policies.evaluate as evaluate
-    from components.config import PodLimits
+    from model.config import PodLimits
     from policies.inventory import TenantInventory
     from policies.workloads import Workload
 
@@ -352,7 +348,7 @@ def test_stranded_in_every_order_is_an_error_and_in_some_orders_a_warning() -> N
 
 
 def test_every_distinct_order_is_tried() -> None:
-    from policies.gpu_fit import _every_order, distinct_orders
+    from policies.fit_orders import _every_order, distinct_orders
 
     pods = [pod("x1", 1000, 10), pod("x2", 1000, 10), pod("y", 2000, 10), pod("z", 3000, 10)]
     orders = list(_every_order(pods))

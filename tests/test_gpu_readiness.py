@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from components.gpu_readiness import main, problems, ready_endpoints
+from scripts.gpu_readiness import main, problems, ready_endpoints
 
 EXPECT = {
     "nvidia.com/gpu": 10,

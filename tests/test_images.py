@@ -12,9 +12,9 @@ import yaml
 from lab_harness import lab_config, make_tenant, run_program
 from shared_data import HAMI_CHART, KAMAJI_CHART, ROOT, upstream_path
 
-from components.config import parse_config
-from components.image_ref import ImageRef
-from components.images import inventory, main, to_load
+from model.config import parse_config
+from model.image_ref import ImageRef
+from model.images import inventory, main, to_load
 
 helm_python = pytest.importorskip("helm_python", reason="helm-python-sdk renders charts (requirements-dev.txt)")
 
@@ -210,7 +210,7 @@ def test_the_command_prints_one_reference_per_line(capsys) -> None:
     assert lines == sorted(set(lines)) and len(lines) == 24
     assert all(ImageRef.parse(line).full == line for line in lines), "fully qualified"
     result = subprocess.run(
-        [sys.executable, "-m", "components.images", "--stack", "dev"], capture_output=True, text=True, cwd=ROOT
+        [sys.executable, "-m", "model.images", "--stack", "dev"], capture_output=True, text=True, cwd=ROOT
     )
     assert result.returncode == 0 and result.stdout.splitlines() == lines and result.stderr == ""
 
@@ -270,8 +270,8 @@ def test_nothing_the_lab_installs_in_a_tenant_is_refused_by_its_admission_policy
     every tenant; the GPU admission policy gpulab installs there must admit all of their pods."""
     from cel_harness import run_policy
 
-    from components.config import parse_config
     from components.gpu_admission import DENY_POLICY, policy_objects
+    from model.config import parse_config
     from policies.workloads import POD_TEMPLATE_PATHS
 
     tenant = parse_config(lab_config()).tenants[0]

@@ -13,7 +13,7 @@ import yaml
 from shared_data import ROOT
 from test_scripts import FAKES
 
-from components.join_config import ca_cert_hash, join_configuration, new_token, token_secret
+from scripts.join_config import ca_cert_hash, join_configuration, new_token, token_secret
 
 # kubeadm's own test vector (kubernetes/kubernetes cmd/kubeadm/app/util/pubkeypin/pubkeypin_test.go,
 # testCertPEM and expectedHash): a certificate and the discovery pin kubeadm computes for it.

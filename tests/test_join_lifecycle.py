@@ -15,9 +15,9 @@ import yaml
 from test_modes import run_remote
 from test_scripts import FAKES, ROOT, calls, run_script
 
-from components.join_config import EXPIRY_COMMENT, join_configuration
 from components.shell import remote_script
 from components.tenant_worker import JOIN_TIMEOUT, join_token_ttl_minutes
+from scripts.join_config import EXPIRY_COMMENT, join_configuration
 
 
 def material(endpoint: str, expires: datetime | None = None) -> str:

@@ -9,7 +9,7 @@ import pytest
 from lab_harness import LAB_PROJECT
 from shared_data import ROOT
 
-from components.config import load_stack_file
+from model.config import load_stack_file
 from policies.checker import main
 from policies.inventory import from_lab_config
 from policies.live import LiveError, current_usage, parse_allocation

@@ -7,7 +7,7 @@ import yaml
 from lab_harness import KIND_KUBECONFIG, KIND_RECORD, LabMocks, lab_config, run_program
 from shared_data import KAMAJI_CHART, ROOT, chart_values, has_path, leaf_paths
 
-from components.versions import Versions
+from model.versions import Versions
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,5 @@
-"""MockGpuNode under mocks: HAMi, mock plugin, inventory, quota and workloads, in the right order."""
+"""MockGpuNode and TenantNamespaces under mocks: HAMi, mock plugin, inventory, quota and workloads, in the right
+order."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from lab_harness import lab_config, make_tenant, run_program, tenant_kubeconfig
 from shared_data import has_path, leaf_paths, upstream_yaml
 from test_catalog import TENANT_A_ANNOTATION, TENANT_B_ANNOTATION
 
-from components.config import parse_config
-from components.mock_gpu_node import hami_values, quota_hard, split_image
-from components.versions import Versions
+from components.hami import hami_values, split_image
+from components.tenant_namespaces import quota_hard
+from model.config import parse_config
+from model.versions import Versions
 
 
 @pytest.fixture(scope="module")

@@ -16,10 +16,10 @@ from lab_harness import lab_config, run_program, tenant_kubeconfig
 from policy_harness import program_resources, run_stack_policy, stack_args
 from shared_data import ROOT
 
-from components.config import ConfigError, check_secrets, parse_config
-from components.gpu_expectation import main as expectation_main
-from components.gpu_expectation import mismatches
 from components.shell import remote_script
+from model.config import ConfigError, check_secrets, parse_config
+from model.gpu_expectation import main as expectation_main
+from model.gpu_expectation import mismatches
 
 MANAGEMENT_KUBECONFIG = "apiVersion: v1\nkind: Config\nclusters: [{name: existing}]\n"
 SSH_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\nAAAA\n-----END OPENSSH PRIVATE KEY-----\n"
@@ -279,7 +279,7 @@ def test_remote_check_names_everything_missing(tmp_path: Path) -> None:
 def test_remote_join_runs_kubeadm_on_the_machine_itself(tmp_path: Path) -> None:
     """The machine gets only a JoinConfiguration on stdin: no admin kubeconfig, no token creation there,
     the token never on a command line, the file removed afterwards."""
-    from components.join_config import join_configuration
+    from scripts.join_config import join_configuration
 
     config = yaml.safe_dump(
         join_configuration("10.0.0.5:6443", "abcdef", "0123456789abcdef", "sha256:5e1f", "gpu-1", ["Swap"])
@@ -356,7 +356,7 @@ def test_expectation_cli_waits_while_nothing_is_registered(tmp_path: Path) -> No
 
 
 def test_a_retried_ssh_join_with_expired_material_says_what_to_do(tmp_path: Path) -> None:
-    from components.join_config import EXPIRY_COMMENT, join_configuration
+    from scripts.join_config import EXPIRY_COMMENT, join_configuration
 
     stale = f"{EXPIRY_COMMENT}2020-01-01T00:00:00Z\n" + yaml.safe_dump(
         join_configuration("10.0.0.5:6443", "abcdef", "0123456789abcdef", "sha256:5e1f", "gpu-1", ["Swap"])

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from components.network import PoolError, ipv4_ipam_entry, metallb_range
+from model.network import PoolError, ipv4_ipam_entry, metallb_range
 
 
 def inspect_document(configs: list[dict]) -> list[dict]:

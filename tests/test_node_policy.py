@@ -8,22 +8,23 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from components.config import GpuQuota, PodLimits
+from model.config import GpuQuota, PodLimits
+from policies.cluster_orders import greedy_placements, simulate_cluster
+from policies.cluster_search import search_cluster
 from policies.evaluate import ORDER_DEPENDENT, evaluate_tenant
+from policies.fit_search import Budget, search_placement
 from policies.gpu_fit import (
     CARD_INSUFFICIENT_MEMORY,
     NODE_INSUFFICIENT_DEVICE,
     RESOURCE_QUOTA_NOT_FIT,
-    Budget,
     CardSpec,
     ContainerRequest,
     NamespaceQuota,
     Node,
     PodRequest,
-    search_placement,
 )
 from policies.inventory import TenantInventory
-from policies.node_policy import Cluster, greedy_placements, search_cluster, simulate_cluster
+from policies.node_policy import Cluster
 from policies.workloads import Workload
 
 L4 = 24576
@@ -199,8 +200,8 @@ def test_order_dependent_stranding_across_nodes_names_the_node_policy() -> None:
     node_policy=st.sampled_from(["spread", "binpack"]),
 )
 def test_every_order_walk_agrees_with_simulating_each_order(sizes, memories, asks, gpu_policy, node_policy) -> None:
-    from policies.gpu_fit import cannot_strand
-    from policies.node_policy import find_cluster_stranding
+    from policies.cluster_orders import find_cluster_stranding
+    from policies.fit_orders import cannot_strand
 
     nodes = [[card(f"n{n}", i, memories[(n * 2 + i) % 6]) for i in range(size)] for n, size in enumerate(sizes)]
     pods = [pod(f"p{i}", *containers) for i, containers in enumerate(asks)]
@@ -279,8 +280,8 @@ def test_a_cut_order_walk_is_said_never_hidden(monkeypatch) -> None:
     import functools
 
     import policies.evaluate_nodes
+    from policies.cluster_orders import find_cluster_stranding
     from policies.evaluate import UNDECIDED
-    from policies.node_policy import find_cluster_stranding
 
     pods = [pod("a", (1, 1000, 10)), pod("b", (1, 2000, 10)), pod("c", (1, 3000, 10))]
     assert not find_cluster_stranding(two_empty_nodes(), pods, "spread", "binpack").exhausted

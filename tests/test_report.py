@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from lab_harness import lab_config
 
-from components.catalog import register_annotation
-from components.config import parse_config
+from model.catalog import register_annotation
+from model.config import parse_config
 from report.annotations import AnnotationError, parse_allocation, parse_register
 from report.model import tenant_report
 from report.render import render_png, render_text

@@ -550,11 +550,11 @@ def test_previous_outputs_reach_no_child(tmp_path: Path) -> None:
 
 
 def test_container_and_ssh_joins_write_the_same_join_configuration(tmp_path: Path) -> None:
-    """worker-join.sh writes the container's JoinConfiguration in bash; components/join_config.py makes an
+    """worker-join.sh writes the container's JoinConfiguration in bash; scripts/join_config.py makes an
     SSH worker's. They must not drift apart."""
     import yaml
 
-    from components.join_config import join_configuration
+    from scripts.join_config import join_configuration
 
     result = run_script("worker-join.sh", tmp_path, CONTAINER="tenant-a-worker", TENANT="tenant-a")
     assert result.returncode == 0, result.stderr

@@ -9,7 +9,7 @@ import re
 import pytest
 from lab_harness import lab_config, make_tenant
 
-from components.config import ConfigError, parse_config
+from model.config import ConfigError, parse_config
 
 
 def reference() -> dict:
@@ -307,7 +307,7 @@ def test_well_formed_metallb_addresses_pass() -> None:
     ],
 )
 def test_yaml_the_pulumi_cli_reads_differently_is_refused(tmp_path, text, key) -> None:
-    from components.config import load_stack_file
+    from model.config import load_stack_file
 
     path = tmp_path / "Pulumi.dev.yaml"
     path.write_text("config:\n  gpulab:tenants:\n    - name: t\n      gpus:\n        - model: L4\n" + text)
@@ -317,7 +317,7 @@ def test_yaml_the_pulumi_cli_reads_differently_is_refused(tmp_path, text, key) -
 
 
 def test_stack_files_are_read_as_the_pulumi_cli_reads_them(tmp_path) -> None:
-    from components.config import load_stack_file
+    from model.config import load_stack_file
 
     path = tmp_path / "Pulumi.dev.yaml"
     # No namespace: the CLI puts the key in the project's (loaders.go stackConfigNamespacedWithProject).
@@ -337,7 +337,7 @@ def test_shell_exports_are_safe_to_evaluate(tmp_path) -> None:
     is quoted (bash runs the lines as prereqs.sh does)."""
     import subprocess
 
-    from components.versions import CliTool, Versions, shell_exports
+    from model.versions import CliTool, Versions, shell_exports
 
     lines = shell_exports(Versions()).splitlines()
     assert all(re.fullmatch(r"[A-Z0-9_]+=[A-Za-z0-9.]*", line) for line in lines), lines
@@ -378,7 +378,7 @@ def test_bounds(change, key) -> None:
 def test_limits_at_the_bound_pass_and_stay_exact_for_cel_and_the_engine() -> None:
     from google.protobuf import struct_pb2
 
-    from components.config import MAX_POD_LIMIT
+    from model.config import MAX_POD_LIMIT
 
     config = two_tenants()
     config["tenants"][0].update(limits={"gpumem": MAX_POD_LIMIT}, quota={"gpumem": MAX_POD_LIMIT})

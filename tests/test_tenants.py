@@ -8,9 +8,9 @@ import pytest
 from lab_harness import UNKNOWN_ID, LabMocks, lab_config, make_tenant, run_program, tenant_kubeconfig
 from shared_data import crd_schema
 
-from components.config import parse_config
 from components.tenant_control_plane import control_plane_spec
 from components.tenant_worker import calico_pool_transform, set_container_env
+from model.config import parse_config
 
 TCP = "kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane"
 

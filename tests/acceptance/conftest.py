@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from components.config import LabConfig
-from report.stack import StackError, stack_config, stack_outputs
+from model.config import LabConfig
+from model.stack import StackError, stack_config, stack_outputs
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -45,7 +45,7 @@ def lab() -> Lab:
     except StackError as error:
         # `make verify` asked for the live suite: no lab is a failure, never a vacuous pass.
         pytest.fail(f"no live gpulab lab: {error}", pytrace=False)
-    from report.kube_client import api_client  # keys in memory, never in $TMPDIR
+    from model.kube_client import api_client  # keys in memory, never in $TMPDIR
 
     kubeconfigs = {t.name: yaml.safe_load(outputs[f"{t.output_stem}_kubeconfig"]) for t in config.tenants}
     return Lab(

@@ -15,9 +15,9 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from components.catalog import totals
 from components.tenant_control_plane import control_plane_namespace
-from policies.quantity import parse_quantity
+from model.catalog import totals
+from model.quantity import parse_quantity
 from tests.acceptance.helpers import disposable_namespace, gpu_pod, hami_reasons, pod_events, wait_until
 
 CONTROL_PLANE_CONTAINERS = {"kube-apiserver", "kube-controller-manager", "kube-scheduler", "konnectivity-server"}
@@ -230,7 +230,7 @@ def test_tc07_memory_refusals(lab) -> None:
 
 
 def test_tc08_tenants_are_isolated(lab) -> None:
-    from report.kube_client import api_client
+    from model.kube_client import api_client
 
     names = [tenant.name for tenant in lab.config.tenants]
     for tenant in lab.config.tenants:
@@ -264,8 +264,8 @@ def test_tc08_tenants_are_isolated(lab) -> None:
 def test_tc09_checker_judges_against_live_usage(lab, capsys) -> None:
     """`python -m policies check --live`: with trainer-1..3 placed, a fourth share is refused *now*, from
     HAMi's allocation annotations (not from the stack's declared workloads), and a small pod fits."""
+    from model.stack import stack_name
     from policies.checker import main
-    from report.stack import stack_name
     from tests.test_checker import MANIFESTS
 
     tenant = first_tenant(lab)

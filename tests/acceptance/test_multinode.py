@@ -14,7 +14,7 @@ import copy
 import pytest
 from kubernetes import client
 
-from components.config import Tenant
+from model.config import Tenant
 from tests.acceptance.helpers import disposable_namespace, gpu_pod, hami_reasons, pod_events, wait_until
 
 NODE_POLICY_ANNOTATION = "hami.io/node-scheduler-policy"

@@ -1,12 +1,12 @@
 """Every image the lab runs, for a given config: one inventory, per part (management, each tenant).
 
-`python -m components.images [--stack NAME]` prints it, one fully qualified reference per line, sorted.
+`python -m model.images [--stack NAME]` prints it, one fully qualified reference per line, sorted.
 `ImageCache` (components/image_cache.py) pulls the images that need a pull into the host's Docker
 once and loads them into the nodes that run them; the tests render the pinned charts and manifests
 and fail if anything they would run is missing here (tests/test_images.py).
 
 Where each list comes from:
-- pins: components/versions.py (node images, Kamaji, the kamaji-etcd kubectl job, mock plugin, workloads);
+- pins: model/versions.py (node images, Kamaji, the kamaji-etcd kubectl job, mock plugin, workloads);
 - charts and manifests: what the pinned cert-manager, MetalLB, Kamaji (+ kamaji-etcd v0.17.0), Calico and
   HAMi releases run with the values gpulab passes (../shared/notes/images.md section 1; proven by render);
 - Kamaji itself: per TenantControlPlane, kube-apiserver/controller-manager/scheduler at the tenant version and
@@ -25,9 +25,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from components.config import LabConfig, Tenant
-from components.image_ref import ImageRef
-from components.versions import image_tag, parse_kubernetes_version
+from model.config import LabConfig, Tenant
+from model.image_ref import ImageRef
+from model.versions import image_tag, parse_kubernetes_version
 
 MANAGEMENT = "management"
 # kamaji-etcd v0.17.0 (bundled with Kamaji 26.8.2-edge): the StatefulSet's etcd and the setup job's etcd
@@ -170,10 +170,10 @@ def to_load(lab: LabConfig, part: str) -> list[ImageRef]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from components.config import ConfigError, load_stack_file
+    from model.config import ConfigError, load_stack_file
 
     parser = argparse.ArgumentParser(
-        prog="python -m components.images", description="Print every image the lab runs for a stack."
+        prog="python -m model.images", description="Print every image the lab runs for a stack."
     )
     parser.add_argument("--stack", default="dev", help="stack whose Pulumi.<STACK>.yaml to read (dev)")
     parser.add_argument("--project-dir", type=Path, default=Path(__file__).resolve().parent.parent)

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from components.catalog import REGISTER_ANNOTATION as REGISTER
+from model.catalog import REGISTER_ANNOTATION as REGISTER
 
 MEMORY_TOLERANCE = 0.10  # registered memory may be up to 10 % below or above the declared size
 

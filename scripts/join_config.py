@@ -9,7 +9,7 @@ JoinConfiguration, never the tenant's admin kubeconfig.
 - the JoinConfiguration (kubeadm.k8s.io/v1beta4) with endpoint, token, pin, node name and preflight
   exceptions.
 
-`python -m components.join_config --kubeconfig F --secret OUT --join OUT [--node-name N]
+`python -m scripts.join_config --kubeconfig F --secret OUT --join OUT [--node-name N]
 [--ignore-preflight A,B] [--ttl-minutes 15]` writes both files with mode 0600; the token is never on
 a command line or in a log.
 """
@@ -159,7 +159,7 @@ def _write_private(path: Path, document: dict, header: str = "") -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m components.join_config")
+    parser = argparse.ArgumentParser(prog="python -m scripts.join_config")
     parser.add_argument("--kubeconfig", type=Path, required=True)
     parser.add_argument("--secret", type=Path, required=True, help="where to write the token Secret manifest")
     parser.add_argument("--join", type=Path, required=True, help="where to write the JoinConfiguration")

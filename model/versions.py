@@ -1,7 +1,7 @@
 """Everything gpulab pulls from outside, pinned in one place.
 
 Every field can be overridden from stack config (`gpulab:versions`), for example to move to a newer
-Calico without touching code. `make up` reads the CLI pins from here too (`python -m components.versions`),
+Calico without touching code. `make up` reads the CLI pins from here too (`python -m model.versions`),
 so there is no second list to keep in step.
 """
 
@@ -14,7 +14,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from components.image_ref import TAG, image_problem
+from model.image_ref import TAG, image_problem
 
 # Each pin's grammar, matched whole and in ASCII. Numbers without leading zeros: `v1.036.4` is no release.
 _NUMBER = r"(0|[1-9][0-9]{0,2})"
@@ -96,7 +96,7 @@ class Versions(BaseModel):
     def _no_host_tools(cls, data: object) -> object:
         if isinstance(data, dict) and (named := [key for key in HOST_TOOLS if key in data]):
             raise ValueError(
-                f"{', '.join(named)}: `make up` installs the host tools from components/versions.py before it reads "
+                f"{', '.join(named)}: `make up` installs the host tools from model/versions.py before it reads "
                 "any stack, for every stack alike; remove them here and change the pin there"
             )
         return data

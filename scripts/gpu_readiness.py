@@ -15,7 +15,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from policies.quantity import QuantityError, parse_quantity  # standard library only, like this module
+from model.quantity import QuantityError, parse_quantity  # standard library only, like this module
 
 
 def _quantity(value: Any) -> int | None:

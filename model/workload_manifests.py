@@ -6,9 +6,9 @@ Pure data, shared by the GpuWorkloads component (which declares them) and the of
 
 from __future__ import annotations
 
-from components.catalog import GPU_RESOURCE, GPUCORES_RESOURCE, GPUMEM_PERCENTAGE_RESOURCE, GPUMEM_RESOURCE
-from components.config import Tenant, Workload
-from components.names import TENANT_LABEL, WORKLOAD_LABEL
+from model.catalog import GPU_RESOURCE, GPUCORES_RESOURCE, GPUMEM_PERCENTAGE_RESOURCE, GPUMEM_RESOURCE
+from model.config import Tenant, Workload
+from model.names import TENANT_LABEL, WORKLOAD_LABEL
 
 # Sleeps until stopped and stops at once on SIGTERM (the mock has no CUDA to run).
 IDLE_COMMAND = ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 3600 & wait $!; done"]

@@ -1,4 +1,5 @@
-"""A live lab's stack outputs and config, for the report and the acceptance suite."""
+"""A deployed lab's stack outputs and config (through the pulumi CLI), for the report, the offline
+checker, `make diagnose` and the acceptance suite."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from components.config import ConfigError, LabConfig, load_stack_file
+from model.config import ConfigError, LabConfig, load_stack_file
 
 ROOT = Path(__file__).resolve().parent.parent
 

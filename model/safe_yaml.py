@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from components.redact import scrub
+from model.redact import scrub
 
 MAX_BYTES = 10 * 2**20  # 10 MiB of YAML
 MAX_ALIASES = 100  # *references to anchors, per stream

@@ -1,0 +1,150 @@
+"""HAMi in a tenant, shared by the GPU node components (MockGpuNode, RealGpuNode): the chart's values,
+its Release, the wait until a GPU node is usable through HAMi, and the base both components build on.
+Every choice below is from ../shared/notes/hami.md (sections in comments)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pulumi
+import pulumi_command as command
+import pulumi_kubernetes as k8s
+
+from components.shell import script_command
+from components.tenant_control_plane import TenantControlPlane
+from components.tenant_worker import TenantWorker
+from model.catalog import Card, register_annotation, totals
+from model.config import LabConfig, NodeCards, Tenant
+
+HAMI_RELEASE = "hami"  # fullname `hami`: Deployment hami-scheduler, ConfigMap hami-scheduler-device
+HAMI_NAMESPACE = "kube-system"  # the mock plugin mounts hami-scheduler-device from its own namespace (section 6)
+
+
+def split_image(image: str) -> dict[str, str]:
+    """`registry/repo:tag[@digest]` -> the chart's {registry, repository, tag} (digest kept on the tag)."""
+    registry, _, rest = image.partition("/")
+    repository, _, tag = rest.partition(":")
+    return {"registry": registry, "repository": repository, "tag": tag}
+
+
+def hami_values(tenant: Tenant, lab: LabConfig) -> dict:
+    """HAMi chart values; every key exists in the pinned chart's values.yaml (checked in tests)."""
+    scheduling = lab.scheduling
+    scheduler: dict = {
+        # The in-pod kube-scheduler must match the tenant API server; Aliyun's default mirror may lag
+        # (section 1, "How the kube-scheduler sidecar image is chosen").
+        "kubeScheduler": {
+            "image": {"registry": "registry.k8s.io", "repository": "kube-scheduler", "tag": tenant.kubernetes_version}
+        },
+        "defaultSchedulerPolicy": {
+            "nodeSchedulerPolicy": scheduling.node_scheduler_policy,
+            "gpuSchedulerPolicy": scheduling.gpu_scheduler_policy,
+        },
+        # ClusterIP: no NodePort is claimed on the workers (checklist item 12).
+        "service": {"type": "ClusterIP"},
+    }
+    values: dict = {
+        "scheduler": scheduler,
+        # The real NVIDIA plugin DaemonSet selects `gpu: "on"`: set on real GPU nodes only.
+        "devicePlugin": {"deviceSplitCount": tenant.split_count, "service": {"type": "ClusterIP"}},
+    }
+    if tenant.gpu_mode == "mock":
+        # The mock plugin never releases HAMi's node lock, so every bind after the first would wait
+        # 5 minutes. `nodeLockExpire` is ignored (#2790); this flag works (section 3). Real plugins
+        # release the lock themselves, and a short timeout there risks swapped allocations (#3096).
+        scheduler["extender"] = {
+            "extraArgs": ["--debug", "-v=4", f"--node-lock-timeout={scheduling.node_lock_timeout}"]
+        }
+        # The chart's mock plugin, and not the mock repo's manifests too: same RBAC names (checklist item 11).
+        values["mockDevicePlugin"] = {"enabled": True, "image": split_image(lab.versions.mock_device_plugin_image)}
+    return values
+
+
+def hami_release(
+    name: str, tenant: Tenant, lab: LabConfig, control_plane: TenantControlPlane, opts: pulumi.ResourceOptions
+) -> k8s.helm.v3.Release:
+    """helm.v3.Release, not Chart v4: HAMi's webhook certificate comes from Helm hook Jobs, and the
+    release renders against the tenant's real version (.Capabilities; section 1)."""
+    return k8s.helm.v3.Release(
+        f"{name}-hami",
+        name=HAMI_RELEASE,
+        chart=lab.versions.hami.chart,
+        version=lab.versions.hami.version,
+        repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=lab.versions.hami.repo),
+        namespace=HAMI_NAMESPACE,
+        values=hami_values(tenant, lab),
+        timeout=600,
+        # Destroying the tenant's control plane removes HAMi with it. Without this, a destroy after the
+        # tenant was deleted by hand would stop here: the provider refuses to delete a Release on an
+        # unreachable cluster whatever deleteUnreachable says (see ManagementCluster._dropped_with_the_cluster).
+        opts=pulumi.ResourceOptions.merge(
+            opts, pulumi.ResourceOptions(deleted_with=control_plane.tenant_control_plane)
+        ),
+    )
+
+
+def gpu_node_ready(
+    prefix: str,
+    node_name: str,
+    expect: dict[str, int],
+    control_plane: TenantControlPlane,
+    opts: pulumi.ResourceOptions,
+) -> command.local.Command:
+    """Waits until the node advertises `expect` and HAMi's webhook serves (wait-gpu-node.sh)."""
+    return script_command(
+        f"{prefix}-ready",
+        "wait-gpu-node.sh",
+        stdin=control_plane.kubeconfig,
+        environment={
+            "NODE_NAME": node_name,
+            "EXPECT_JSON": json.dumps(expect, sort_keys=True),
+            "PYTHON": sys.executable,
+            "HAMI_NAMESPACE": HAMI_NAMESPACE,
+            "TIMEOUT": "600",
+        },
+        opts=opts,
+    )
+
+
+class HamiGpuNode(pulumi.ComponentResource):
+    """What a GPU node component is, mock or real: HAMi in the tenant once the worker is ready, the tenant's
+    cards, and a readiness Command per GPU node (the subclass adds each node's own resources)."""
+
+    resource_name: str  # its children's names start with it
+    former_type: str | None = None  # the type token it had before issue 23, if another
+    cards: list[Card]
+    advertised: dict[str, int]
+    register_annotation: str
+    hami: k8s.helm.v3.Release
+    ready: command.local.Command  # the first GPU node's readiness
+    readies: list[command.local.Command]  # every GPU node's
+
+    def __init__(
+        self,
+        type_: str,
+        name: str,
+        tenant: Tenant,
+        lab: LabConfig,
+        control_plane: TenantControlPlane,
+        worker: TenantWorker,
+        opts: pulumi.ResourceOptions | None,
+    ) -> None:
+        super().__init__(type_, name, None, opts)
+        self.resource_name = name
+        self.cards = tenant.cards()
+        self.advertised = totals(self.cards)
+        self.register_annotation = register_annotation(self.cards)
+        after_worker = pulumi.ResourceOptions(parent=self, provider=control_plane.provider, depends_on=[worker.ready])
+        self.hami = hami_release(name, tenant, lab, control_plane, after_worker)
+        self.readies = []
+
+    def _node_prefixes(self, tenant: Tenant) -> list[tuple[str, NodeCards]]:
+        """(resource name prefix, GPU node) per GPU node: one node keeps the names it always had; with
+        several, each name carries the node."""
+        nodes = tenant.gpu_nodes()
+        return [(f"{self.resource_name}-{node.name}" if len(nodes) > 1 else self.resource_name, node) for node in nodes]
+
+    def _finish(self) -> None:
+        self.ready = self.readies[0]
+        self.register_outputs({"cards": [card.__dict__ for card in self.cards], "advertised": self.advertised})

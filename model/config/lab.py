@@ -1,0 +1,148 @@
+"""The whole lab: the management cluster, the tenants, scheduling and versions (the root model)."""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Literal
+
+from pydantic import (
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from model.catalog import MAX_TENANTS
+from model.config.cross_field import across_tenants
+from model.config.errors import KeyedError, at
+from model.config.fields import (
+    DOCKER_NETWORK,
+    DURATION,
+    MAX_METALLB_ADDRESSES,
+    RESERVED_DOCKER_NETWORKS,
+    TENANT_NAME,
+    ConfigModel,
+    SecretKeyName,
+)
+from model.config.tenant import Tenant
+from model.network import metallb_addresses
+from model.versions import Versions
+
+
+class Install(ConfigModel):
+    """What gpulab installs into an existing management cluster (all three in kind mode)."""
+
+    cert_manager: bool = False
+    metallb: bool = False
+    kamaji: bool = False
+
+
+class Management(ConfigModel):
+    # kind: gpulab creates a kind cluster; existing: use the cluster of a given kubeconfig.
+    mode: Literal["kind", "existing"] = "kind"
+    name: str = "gpulab"
+    # kind puts its nodes on this Docker network (KIND_EXPERIMENTAL_DOCKER_NETWORK); a network of gpulab's own,
+    # rather than the shared `kind` one, is what lets destroy remove it.
+    network: str | None = None
+    metallb_pool_size: int = Field(default=16, ge=1, le=1024)
+    # existing mode: the secret config key with the cluster's kubeconfig, what to install, MetalLB's addresses.
+    kubeconfig_secret: SecretKeyName = "managementKubeconfig"
+    install: Install | None = None
+    metallb_addresses: list[str] = Field(default=[], max_length=MAX_METALLB_ADDRESSES)
+
+    @field_validator("metallb_addresses")
+    @classmethod
+    def _addresses(cls, value: list[str]) -> list[str]:
+        problems: list[tuple[str, object, str]] = []
+        for i, address in enumerate(value):
+            try:
+                metallb_addresses(address)
+            except ValueError as error:
+                problems.append((f"[{i}]", address, str(error)))
+        if problems:
+            raise KeyedError(problems)
+        return value
+
+    def metallb_ranges(self) -> list[tuple[ipaddress.IPv4Address, ipaddress.IPv4Address]]:
+        return [metallb_addresses(address) for address in self.metallb_addresses]
+
+    @model_validator(mode="after")
+    def _mode(self) -> Management:
+        if self.network_name in RESERVED_DOCKER_NETWORKS:
+            key = "network" if self.network is not None else "name"
+            raise at(
+                key,
+                f"names Docker's predefined network {self.network_name!r}, which kind cannot use and destroy must "
+                "not remove; pick another name, e.g. gpulab",
+                self.network_name,
+            )
+        if self.mode == "kind":
+            if self.install is not None or self.metallb_addresses:
+                raise at(
+                    "install" if self.install is not None else "metallbAddresses",
+                    "install and metallbAddresses are for mode: existing; in kind mode gpulab installs everything and "
+                    "takes MetalLB's pool from the kind network",
+                )
+        elif self.installs("metallb") and not self.metallb_addresses:
+            raise at(
+                "metallbAddresses",
+                "install.metallb needs metallbAddresses: the IPv4 range MetalLB may hand out on your network, "
+                "e.g. [192.168.10.240-192.168.10.250]",
+            )
+        return self
+
+    def installs(self, component: Literal["cert_manager", "metallb", "kamaji"]) -> bool:
+        """Whether gpulab installs `component`: always in kind mode, where asked in existing mode."""
+        if self.mode == "kind":
+            return True
+        return bool(self.install and getattr(self.install, component))
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not TENANT_NAME.fullmatch(value):
+            raise ValueError("must be a lowercase DNS label of at most 40 characters, e.g. gpulab")
+        return value
+
+    @field_validator("network")
+    @classmethod
+    def _network(cls, value: str | None) -> str | None:
+        if value is not None and not DOCKER_NETWORK.fullmatch(value):
+            raise ValueError("must be a Docker network name (letters, digits, '_', '.', '-'; at most 63), e.g. gpulab")
+        return value
+
+    @property
+    def network_name(self) -> str:
+        return self.network or self.name
+
+
+class Scheduling(ConfigModel):
+    gpu_scheduler_policy: Literal["spread", "binpack"] = "spread"
+    node_scheduler_policy: Literal["spread", "binpack"] = "binpack"
+    # Mock mode only: HAMi's node lock is released by the real device plugin, never by the mock one.
+    node_lock_timeout: str = "2s"
+
+    @field_validator("node_lock_timeout")
+    @classmethod
+    def _duration(cls, value: str) -> str:
+        if not DURATION.fullmatch(value):
+            raise ValueError("must be a Go duration such as 2s or 500ms")
+        return value
+
+
+class LabConfig(ConfigModel):
+    management: Management = Management()
+    tenants: list[Tenant] = Field(min_length=1, max_length=MAX_TENANTS)
+    scheduling: Scheduling = Scheduling()
+    versions: Versions = Versions()
+
+    @model_validator(mode="after")
+    def _across_tenants(self, info: ValidationInfo) -> LabConfig:
+        kind_subnet = info.context.get("kind_subnet") if info.context else None
+        problems = across_tenants(self.management, list(enumerate(self.tenants)), self.versions, kind_subnet)
+        if problems:
+            raise KeyedError(problems)
+        return self
+
+    def worker_image(self, tenant: Tenant) -> str | None:
+        return tenant.worker_image or self.versions.worker_node_images.get(tenant.kubernetes_version)

@@ -1,0 +1,114 @@
+"""Where the config comes from: the Pulumi program's stack config (load_config, secret), or a
+`Pulumi.<stack>.yaml` read as the Pulumi CLI reads it (offline checker, report, make plan); and the
+secret keys the config refers to, checked set and secret."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from model import redact, safe_yaml
+from model.config.errors import PROJECT, ConfigError, error_message, problem_line
+from model.config.lab import LabConfig
+from model.config.parse import parse_config
+
+CONFIG_KEYS = ("management", "tenants", "scheduling", "versions")
+
+
+def required_secrets(lab: LabConfig) -> dict[str, str]:
+    """Secret config keys the lab needs -> what they hold."""
+    needed = {}
+    if lab.management.mode == "existing":
+        needed[lab.management.kubeconfig_secret] = "the existing management cluster's kubeconfig"
+    for tenant in lab.tenants:
+        for worker in tenant.workers:
+            needed.setdefault(worker.private_key_secret, f"the SSH private key for {worker.user}@{worker.host}")
+    return needed
+
+
+def check_secrets(lab: LabConfig, is_set, is_secret) -> None:
+    """Every secret the config refers to is set, and set as a secret; raises ConfigError."""
+    problems = []
+    for key, holds in required_secrets(lab).items():
+        if not is_set(key):
+            problems.append(
+                problem_line(
+                    key, f"is not set; it must hold {holds}: pulumi config set --secret {PROJECT}:{key} < FILE"
+                )
+            )
+        elif not is_secret(key):
+            problems.append(
+                problem_line(
+                    key,
+                    f"holds {holds} in plain text; set it again with pulumi config set --secret {PROJECT}:{key} < FILE",
+                )
+            )
+    if problems:
+        raise ConfigError(error_message(problems))
+
+
+def load_config() -> LabConfig:
+    """Read and validate the stack config inside a Pulumi program."""
+    import pulumi
+
+    config = pulumi.Config(PROJECT)
+    raw = {key: config.get_object(key) for key in CONFIG_KEYS}
+    try:
+        lab = parse_config(
+            {key: value for key, value in raw.items() if value is not None}, source=f"Pulumi.{pulumi.get_stack()}.yaml"
+        )
+        check_secrets(
+            lab,
+            is_set=lambda key: config.get(key) is not None,
+            is_secret=lambda key: pulumi.runtime.is_config_secret(f"{PROJECT}:{key}"),
+        )
+        return lab
+    except ConfigError as error:
+        raise pulumi.RunError(str(error)) from None
+
+
+def secret(key: str):
+    """A secret config value (validated present and secret by load_config) as a secret Output."""
+    import pulumi
+
+    return pulumi.Config(PROJECT).require_secret(key)
+
+
+def stack_file_config(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
+    """(`gpulab:*` values without the prefix, secret keys -> placeholder) of a stack file, read as the Pulumi CLI
+    reads it: YAML 1.2 with duplicate keys refused (safe_yaml.load_stack), and a key without a namespace taken
+    as the project's (sdk/go/common/workspace/loaders.go, stackConfigNamespacedWithProject). Raises ConfigError
+    with one line, which the caller prefixes with the file's name."""
+    try:
+        document = safe_yaml.load_stack(safe_yaml.read_text(path), path.name)
+    except safe_yaml.YamlError as error:
+        raise ConfigError(str(error).removeprefix(f"{path.name}: ").removeprefix(f"{path}: ")) from None
+    document = {} if document is None else document
+    if not isinstance(document, dict):
+        raise ConfigError(f"must be a mapping with a `config:` key, not a {type(document).__name__}")
+    config = document.get("config") or {}
+    if not isinstance(config, dict):
+        raise ConfigError(f"`config` must be a mapping of `{PROJECT}:<key>: value`")
+    plain: dict[str, Any] = {}
+    secrets: dict[str, str] = {}
+    for key, value in config.items():
+        if not isinstance(key, str):
+            raise ConfigError(f"config keys must be strings like `{PROJECT}:tenants`, not {redact.shown(key)}")
+        namespace, _, name = key.rpartition(":")
+        if namespace not in ("", PROJECT):
+            continue  # another namespace's key (e.g. kubernetes:...)
+        if name in plain or name in secrets:
+            raise ConfigError(
+                f"{PROJECT}:{redact.key_part(name)} is set twice (with and without `{PROJECT}:`); keep one"
+            )
+        if isinstance(value, dict) and set(value) == {"secure"}:
+            secrets[name] = "<secret>"  # encrypted in the file; the program only passes it on
+        else:
+            plain[name] = value
+    return plain, secrets
+
+
+def load_stack_file(path: Path) -> LabConfig:
+    """Validate the `gpulab:*` keys of a `Pulumi.<stack>.yaml` (used by the offline checker and the report)."""
+    plain, _ = stack_file_config(path)
+    return parse_config({key: value for key, value in plain.items() if key in CONFIG_KEYS}, source=path.name)

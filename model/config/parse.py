@@ -1,0 +1,85 @@
+"""parse_config: the `gpulab:*` keys validated into a LabConfig, or one ConfigError listing every problem
+(field errors and cross-field ones) in key order."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import (
+    BaseModel,
+    ValidationError,
+)
+
+from model.config.cross_field import across_tenants
+from model.config.errors import ConfigError, error_message, format_errors, problem_line
+from model.config.lab import LabConfig, Management
+from model.config.tenant import Tenant
+from model.versions import Versions
+
+
+def _part(model: type[BaseModel], raw: object, context: dict | None = None) -> Any:
+    try:
+        return model.model_validate(raw, context=context)
+    except ValidationError:
+        return None
+
+
+# The tenant keys the checks across tenants read: a tenant with a bad one of these is left out of them.
+_ACROSS_KEYS = frozenset(
+    {"name", "workers", "workerMode", "podCidr", "serviceCidr", "kubernetesVersion", "workerImage"}
+)
+
+
+def _cross_field_lines(raw: dict[str, Any], error: ValidationError, kind_subnet: str | None) -> list[str]:
+    """Cross-field problems that pydantic did not check because a field failed (it runs a model's own checks
+    only when all its fields are valid): a tenant's own checks that do not read a failed key, and the checks
+    across tenants, on the parts that are valid. Without this they would wait for the next run."""
+    if any(not item["loc"] for item in error.errors()):
+        return []  # LabConfig's own check ran (every part was valid): its problems are in `error`
+    lines: list[str] = []
+    management = _part(Management, raw.get("management", {}))
+    versions = _part(Versions, raw.get("versions", {}))
+    tenants = raw.get("tenants")
+    valid = []
+    for i, tenant in enumerate(tenants if isinstance(tenants, list) else []):
+        if not isinstance(tenant, dict):
+            continue
+        failed = {
+            item["loc"][2] for item in error.errors() if item["loc"][:2] == ("tenants", i) and len(item["loc"]) > 2
+        }
+        # The tenant without its failed keys (their defaults stand in), read without its own checks.
+        found = _part(Tenant, {key: value for key, value in tenant.items() if key not in failed}, {"fields_only": True})
+        if found is None:
+            continue  # a required key failed: nothing to check against
+        if failed:
+            lines += [
+                problem_line(f"tenants[{i}].{key}", message, value)
+                for needs, key, value, message in found.checks()
+                if not needs & failed
+            ]
+        if not failed & _ACROSS_KEYS:
+            valid.append((i, found))
+    return lines + [
+        problem_line(key, message, value)
+        for key, value, message in across_tenants(management, valid, versions, kind_subnet)
+    ]
+
+
+def parse_config(raw: dict[str, Any], source: str = "the stack file", kind_subnet: str | None = None) -> LabConfig:
+    """Validate the `gpulab:*` config keys (without the prefix); raises ConfigError with every problem.
+
+    `source` names the stack file in messages; `kind_subnet` (make plan's assumed kind network) adds the check
+    that tenants' ranges stay outside it, which `pulumi up` makes once the network exists."""
+    context = {"kind_subnet": kind_subnet} if kind_subnet else None
+    try:
+        return LabConfig.model_validate(raw, context=context)
+    except ValidationError as error:
+        lines = format_errors(error, source) + _cross_field_lines(raw, error, kind_subnet)
+        raise ConfigError(error_message(sorted(dict.fromkeys(lines), key=_by_key))) from None
+
+
+def _by_key(line: str) -> list[object]:
+    """Lines in key order (`tenants[2]` before `tenants[10]`), a key's lines in the order they were found."""
+    key = line.split(" = ", 1)[0].split(": ", 1)[0]
+    return [int(part) if part.isdigit() else part for part in re.split(r"([0-9]+)", key)]
