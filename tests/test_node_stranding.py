@@ -214,6 +214,47 @@ def test_the_checker_exits_1_on_a_set_stranded_in_every_order(tmp_path: Path) ->
     assert "OrderDependentPlacement" not in result.stdout and "ok:" not in result.stdout
 
 
+def test_the_pack_refuses_a_set_stranded_in_every_order() -> None:
+    """Through the CrossGuard analyzer as the engine feeds it (properties as a protobuf Struct, numbers as
+    doubles), a team's stack with the two nodes in its policy config: a mandatory violation, no advice."""
+    from policy_harness import analyze_stack, resource
+
+    team = {
+        "nodes": [
+            {"name": "a", "cards": [{"model": "L40S"}, {"model": "A100-80GB"}]},
+            {"name": "b", "cards": [{"model": "L4"}]},
+        ],
+        "gpuSchedulerPolicy": "binpack",
+        "nodeSchedulerPolicy": "binpack",
+    }
+    config = {"tenants": {"team": team}, "defaultTenant": "team"}
+    limits = {
+        "mid": {"nvidia.com/gpumem": 30000, "nvidia.com/gpucores": 60},
+        "whole-1": {"nvidia.com/gpu": 1, "nvidia.com/gpucores": 100},
+        "whole-2": {"nvidia.com/gpu": 1, "nvidia.com/gpucores": 100},
+        "small": {"nvidia.com/gpumem": "20000", "nvidia.com/gpucores": "30"},
+    }
+    pods = [
+        resource(
+            "kubernetes:core/v1:Pod",
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name, "namespace": NS},
+                "spec": {"containers": [{"name": "cuda", "image": "busybox", "resources": {"limits": asks}}]},
+            },
+            name=name,
+        )
+        for name, asks in limits.items()
+    ]
+    response = analyze_stack(pods, {"gpu-request-limits": config, "gpu-placement-order": config})
+    (diagnostic,) = response.diagnostics
+    # The mandatory policy (the harness's Configure sends no enforcement level, so the level is not checked here).
+    assert diagnostic.policyName == "gpu-request-limits"
+    assert f"tenant team: Pod/{NS}/small" in diagnostic.message and "CardInsufficientMemory" in diagnostic.message
+    assert "strands one in every creation order" in diagnostic.message
+
+
 # --- against brute force on small random clusters ------------------------------------------------------------
 
 MODELS = [L4, L40S, A100, T4]
