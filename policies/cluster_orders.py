@@ -69,7 +69,7 @@ def simulate_cluster(
     return walk(cluster.copy(), 0, [])
 
 
-MAX_ORDER_STATES = 20_000  # states of the every-order walk per card policy before it gives up (and says so)
+MAX_ORDER_STATES = 20_000  # states of an every-order walk per card policy before it gives up (and says so)
 
 
 @dataclass
@@ -80,52 +80,81 @@ class OrderSearch:
     exhausted: bool = False
 
 
-def find_cluster_stranding(
-    cluster: Cluster, pods: Sequence[PodRequest], gpu_policy: str, node_policy: str, limit: int = MAX_ORDER_STATES
-) -> OrderSearch:
-    """HAMi's greedy walk over every creation order of `pods` and every node a score tie leaves open,
-    as one search over states: after any prefix, what matters is the nodes' use and which pods are
-    left (pods of one shape are interchangeable), so a state explored once is not explored again.
-    States are plain tuples; a node's verdict on a pod kind in a given use is computed once (with
-    `Node.place_hami`, on a node rebuilt from the tuple) and remembered with the use it leaves."""
-    kinds: dict[tuple, int] = {}
-    of_kind: list[list[PodRequest]] = []
-    for pod in pods:
-        kind = kinds.setdefault(pod.shape(), len(kinds))
-        if kind == len(of_kind):
-            of_kind.append([])
-        of_kind[kind].append(pod)
-    by_id = any(pod.selects_uuids for pod in pods)
-    quotas = cluster.nodes[0].quotas
-    groups = [
-        tuple((c.id if by_id else "", c.type, c.memory_mb, c.cores, c.split_count, c.healthy) for c in node.cards)
-        for node in cluster.nodes
-    ]
-    verdicts: dict = {}
-    seen: set = set()
-    steps = [0]
+class _States:
+    """HAMi's walk over every creation order and every tied node, as states: after any prefix, what
+    matters is the nodes' use and which pods are left (pods of one shape are interchangeable). States are
+    plain tuples; a node's verdict on a pod kind in a given use is computed once (with `Node.place_hami`,
+    on a node rebuilt from the tuple) and remembered with the use it leaves."""
 
-    def verdict(index: int, use: tuple, namespaces: tuple, kind: int) -> tuple:
+    def __init__(self, cluster: Cluster, pods: Sequence[PodRequest], gpu_policy: str, node_policy: str) -> None:
+        self.cluster, self.gpu_policy, self.node_policy = cluster, gpu_policy, node_policy
+        kinds: dict[tuple, int] = {}
+        self.of_kind: list[list[PodRequest]] = []
+        for pod in pods:
+            kind = kinds.setdefault(pod.shape(), len(kinds))
+            if kind == len(self.of_kind):
+                self.of_kind.append([])
+            self.of_kind[kind].append(pod)
+        by_id = any(pod.selects_uuids for pod in pods)
+        self.quotas = cluster.nodes[0].quotas
+        self.groups = [
+            tuple((c.id if by_id else "", c.type, c.memory_mb, c.cores, c.split_count, c.healthy) for c in node.cards)
+            for node in cluster.nodes
+        ]
+        self.verdicts: dict = {}
+        self.uses = tuple(tuple((u.slots, u.memory_mb, u.cores) for u in node.use) for node in cluster.nodes)
+        self.table = tuple(sorted((ns, tuple(v)) for ns, v in cluster.namespace_use.items()))
+        self.left = [len(group) for group in self.of_kind]
+
+    def verdict(self, index: int, use: tuple, namespaces: tuple, kind: int) -> tuple:
         """(score, failure or (cards, use after, namespace table after)) of node `index` for a pod of `kind`."""
-        key = (index, use, namespaces if quotas else None, kind)
-        found = verdicts.get(key)
+        key = (index, use, namespaces if self.quotas else None, kind)
+        found = self.verdicts.get(key)
         if found is None:
             node = Node(
-                cluster.nodes[index].cards,
+                self.cluster.nodes[index].cards,
                 [CardUse(*u) for u in use],
-                quotas,
+                self.quotas,
                 {ns: tuple(v) for ns, v in namespaces},
             )
             score = node_score(node)
-            placed = node.place_hami(of_kind[kind][0], gpu_policy)
+            placed = node.place_hami(self.of_kind[kind][0], self.gpu_policy)
             if isinstance(placed, ContainerFailure):
                 found = (score, placed)
             else:
                 after = tuple((u.slots, u.memory_mb, u.cores) for u in node.use)
                 table = tuple(sorted((ns, tuple(v)) for ns, v in node.namespace_use.items()))
                 found = (score, (tuple(tuple(cards) for cards in placed), after, table))
-            verdicts[key] = found
+            self.verdicts[key] = found
         return found
+
+    def moves(self, uses: tuple, namespaces: tuple, kind: int) -> tuple[list[tuple[int, tuple, tuple]], list[tuple]]:
+        """Where HAMi may put the next pod of `kind`: (node, its use after, namespace table after) for every
+        node tied for the best score (nodes equal in cards and use once: they lead to the same future),
+        and every node's verdict. No moves when no node passes the filter."""
+        outcomes = [self.verdict(i, use, namespaces, kind) for i, use in enumerate(uses)]
+        passing = [i for i, (_, outcome) in enumerate(outcomes) if not isinstance(outcome, ContainerFailure)]
+        if not passing:
+            return [], outcomes
+        pod = self.of_kind[kind][0]
+        picked = [passing[i] for i in best([outcomes[i][0] for i in passing], node_policy_of(pod, self.node_policy))]
+        picked = list({(self.groups[i], uses[i], outcomes[i][1][0]): i for i in reversed(picked)}.values())[::-1]
+        moves = []
+        for i in picked:
+            _, after, table = outcomes[i][1]
+            moves.append((i, (*uses[:i], after, *uses[i + 1 :]), table if self.quotas else namespaces))
+        return moves, outcomes
+
+
+def find_cluster_stranding(
+    cluster: Cluster, pods: Sequence[PodRequest], gpu_policy: str, node_policy: str, limit: int = MAX_ORDER_STATES
+) -> OrderSearch:
+    """HAMi's greedy walk over every creation order of `pods` and every node a score tie leaves open,
+    as one search over states (`_States`), each explored once: the first run that strands a pod."""
+    states = _States(cluster, pods, gpu_policy, node_policy)
+    of_kind = states.of_kind
+    seen: set = set()
+    steps = [0]
 
     def walk(uses: tuple, namespaces: tuple, left: list[int], order: list, placed: list) -> ClusterStranding | None:
         key = (uses, namespaces, tuple(left))
@@ -138,28 +167,17 @@ def find_cluster_stranding(
             if not count:
                 continue
             pod = of_kind[kind][len(of_kind[kind]) - count]
-            outcomes = [verdict(i, use, namespaces, kind) for i, use in enumerate(uses)]
-            passing = [i for i, (_, outcome) in enumerate(outcomes) if not isinstance(outcome, ContainerFailure)]
-            if not passing:
+            moves, outcomes = states.moves(uses, namespaces, kind)
+            if not moves:
                 failures = {
                     name: replace(outcome, pod=pod) for name, (_, outcome) in zip(cluster.names, outcomes, strict=True)
                 }
                 rest = [p for k, c in enumerate(left) for p in of_kind[k][len(of_kind[k]) - c :] if p is not pod]
                 return ClusterStranding(tuple([*order, pod, *rest]), gpu_policy, NodeFailure(pod, failures), placed)
-            picked = [passing[i] for i in best([outcomes[i][0] for i in passing], node_policy_of(pod, node_policy))]
-            # Tied nodes equal in cards and use lead to the same future: one of them is followed.
-            picked = list({(groups[i], uses[i], outcomes[i][1][0]): i for i in reversed(picked)}.values())[::-1]
             left[kind] -= 1
             try:
-                for i in picked:
-                    _, after, table = outcomes[i][1]
-                    found = walk(
-                        (*uses[:i], after, *uses[i + 1 :]),
-                        table if quotas else namespaces,
-                        left,
-                        [*order, pod],
-                        [*placed, (pod.workload, cluster.names[i])],
-                    )
+                for i, after, table in moves:
+                    found = walk(after, table, left, [*order, pod], [*placed, (pod.workload, cluster.names[i])])
                     if found is not None:
                         return found
             finally:
@@ -168,10 +186,51 @@ def find_cluster_stranding(
             seen.add(key)
         return None
 
-    start_uses = tuple(tuple((u.slots, u.memory_mb, u.cores) for u in node.use) for node in cluster.nodes)
-    start_table = tuple(sorted((ns, tuple(v)) for ns, v in cluster.namespace_use.items()))
-    found = walk(start_uses, start_table, [len(group) for group in of_kind], [], [])
+    found = walk(states.uses, states.table, list(states.left), [], [])
     return OrderSearch(found, exhausted=found is None and steps[0] > limit)
+
+
+class _Cut(Exception):
+    """The every-order walk reached its state limit."""
+
+
+def every_order_strands(
+    cluster: Cluster, pods: Sequence[PodRequest], gpu_policy: str, node_policy: str, limit: int = MAX_ORDER_STATES
+) -> bool | None:
+    """Whether HAMi strands some pod in every creation order on every choice among tied nodes (then it
+    never places them all: the failure is certain). False as soon as one order and one choice of tied
+    nodes place every pod; None when the walk stopped at `limit` states (not known: never certain).
+    With one node and no ties this is fit_orders.stranded_in_every_order's question."""
+    states = _States(cluster, pods, gpu_policy, node_policy)
+    failed: set = set()  # states from which no order and no tie choice places the pods left
+    steps = [0]
+
+    def places_all(uses: tuple, namespaces: tuple, left: list[int]) -> bool:
+        if not any(left):
+            return True
+        key = (uses, namespaces, tuple(left))
+        if key in failed:
+            return False
+        steps[0] += 1
+        if steps[0] > limit:
+            raise _Cut
+        for kind, count in enumerate(left):
+            if not count:
+                continue
+            moves, _ = states.moves(uses, namespaces, kind)  # no moves: this pod is stranded here
+            left[kind] -= 1
+            try:
+                if any(places_all(after, table, left) for _, after, table in moves):
+                    return True
+            finally:
+                left[kind] += 1
+        failed.add(key)
+        return False
+
+    try:
+        return not places_all(states.uses, states.table, list(states.left))
+    except _Cut:
+        return None
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,9 @@ with HAMi's node selection (policies/node_policy.py).
 
 - certain (errors): a pod no node can hold even alone, and a set that no placement across the nodes
   holds (each pod on one node; the namespace quota counted over all of them), decided by exhaustive
-  search; the reason is each node's own, as HAMi reports it per node;
+  search; the reason is each node's own, as HAMi reports it per node; and a set that HAMi's walk, with
+  the configured policies, strands in every creation order whichever tied node it picks (as on one
+  node, policies/fit_orders.stranded_in_every_order; never when the walk was cut);
 - advisory (warnings): HAMi's greedy walk, pod by pod in creation order, with the node policy
   (binpack: the most used node that fits; spread: the least used) and every card policy, following
   every node a score tie leaves open; a stranded pod is reported with the order, policies and the
@@ -14,7 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from policies.cluster_orders import MAX_ORDER_STATES, find_cluster_stranding, simulate_cluster
+from policies.cluster_orders import (
+    MAX_ORDER_STATES,
+    every_order_strands,
+    find_cluster_stranding,
+    simulate_cluster,
+)
 from policies.cluster_search import first_fit, search_cluster
 from policies.evaluate import (
     NO_PLACEMENT,
@@ -28,7 +35,7 @@ from policies.evaluate import (
     pod_level_findings,
     tenant_node,
 )
-from policies.fit_orders import arrival_orders, cannot_strand
+from policies.fit_orders import MAX_ORDERS, arrival_orders, cannot_strand, distinct_orders
 from policies.fit_search import Budget
 from policies.gpu_fit import POLICIES, Node, PodRequest
 from policies.inventory import TenantInventory
@@ -97,14 +104,15 @@ def evaluate_cluster(inventory: TenantInventory, workloads: Sequence[Workload]) 
         return findings
     if fits is None:
         findings.append(_undecided(inventory, "(all GPU workloads)"))
-    stranding = _stranding(inventory, cluster, placeable)
+    stranding = _stranding(inventory, cluster, placeable, fits is True)
     if stranding is not None:
         findings.append(stranding)
     return findings
 
 
-def _stranding(inventory: TenantInventory, cluster: Cluster, pods: Sequence[PodRequest]) -> Finding | None:
-    """The first creation order and card policy under which HAMi's walk across the nodes strands a pod."""
+def _stranding(inventory: TenantInventory, cluster: Cluster, pods: Sequence[PodRequest], fits: bool) -> Finding | None:
+    """The first creation order and card policy under which HAMi's walk across the nodes strands a pod: an
+    error when, with the configured policies, every order strands one on every tie branch (`_certain`)."""
     # The pigeonhole proof of gpu_fit.cannot_strand holds over the cards of every node at once: a pod is
     # stranded only when every card of every node rejects it, and blocking them all takes more
     # placements than the other pods make; and a node with a card that takes the pod passes HAMi's filter.
@@ -132,6 +140,8 @@ def _stranding(inventory: TenantInventory, cluster: Cluster, pods: Sequence[PodR
                     break
         if stranded is None:
             continue
+        if gpu_policy == inventory.gpu_policy and (certain := _certain(inventory, cluster, pods, fits)) is not None:
+            return certain
         failure = stranded.failure
         sequence = " -> ".join(pod.workload for pod in stranded.order)
         went = ", ".join(f"{pod} on {node}" for pod, node in stranded.placed) or "nothing before it"
@@ -156,6 +166,32 @@ def _stranding(inventory: TenantInventory, cluster: Cluster, pods: Sequence[PodR
             "order's score ties) without finding a stranded pod; not every order or tie was checked",
         )
     return None
+
+
+def _certain(inventory: TenantInventory, cluster: Cluster, pods: Sequence[PodRequest], fits: bool) -> Finding | None:
+    """The error when HAMi's walk with the configured node and card policies strands a pod in every creation
+    order, whichever tied node it picks at each step: then HAMi never places them all. Bounded as on one node
+    (at most MAX_ORDERS distinct orders, MAX_ORDER_STATES states); a cut walk is never certain. The failure
+    shown is the declared order's, taking the first tied node (every run strands, so that one does too)."""
+    gpu_policy, node_policy = inventory.gpu_policy, inventory.node_policy
+    if distinct_orders(pods) > MAX_ORDERS or every_order_strands(cluster, pods, gpu_policy, node_policy) is not True:
+        return None
+    declared = simulate_cluster(cluster, pods, gpu_policy, node_policy)
+    assert declared is not None, "every run strands, the declared order's first one too"
+    failure = declared.failure
+    went = ", ".join(f"{pod} on {node}" for pod, node in declared.placed)
+    went = f"it puts {went} and then strands {failure.pod.workload}" if went else "it strands the first pod"
+    some = "some placement across the nodes would hold every pod, but " if fits else ""
+    return Finding(
+        "error",
+        inventory.name,
+        failure.pod.workload,
+        failure.reason,
+        f"{some}HAMi places one pod at a time and, with node policy {node_policy} and card policy {gpu_policy}, "
+        f"strands one in every creation order, whichever tied node it picks; created as declared, {went}: "
+        f"{failure.explain()} [HAMi: {'; '.join(failure.events())}]",
+        ", ".join(failure.cards) or None,
+    )
 
 
 def _first_unplaceable(
