@@ -931,11 +931,11 @@ def test_end_to_end_a_hanging_tenant_api_is_bounded(lab: FakeLab, tmp_path: Path
     work = tmp_path / "work"
     work.mkdir()
     started = time.monotonic()
-    result = lab.run(work, "--call-timeout", "2", "--kill-after", "1")
-    assert time.monotonic() - started < 20  # one probe: 2 s, TERM ignored, KILL 1 s later
+    result = lab.run(work, "--call-timeout", "1", "--kill-after", "0.5")
+    assert time.monotonic() - started < 20  # one probe: 1 s, TERM ignored, KILL 0.5 s later
     assert result.returncode == 1
     assert "tenant tenant-b: API server: tenant API not answering  [tenant API not answering]" in result.stdout
-    assert "last: no answer within 2s (stopped)" in result.stdout
+    assert "last: no answer within 1s (stopped)" in result.stdout
     assert "tenant tenant-a" not in result.stdout  # the other tenant was still examined, and is fine
     calls = (lab.root / "calls").read_text()
     assert "kubectl --kubeconfig" in calls and calls.count("/readyz") == 3
@@ -950,10 +950,10 @@ def test_end_to_end_an_api_that_stops_answering_is_left_after_two_calls(lab: Fak
     work = tmp_path / "work"
     work.mkdir()
     started = time.monotonic()
-    result = lab.run(work, "--call-timeout", "2", "--kill-after", "1")
+    result = lab.run(work, "--call-timeout", "1", "--kill-after", "0.5")
     assert time.monotonic() - started < 25
     assert "tenant tenant-a: API server: tenant API not answering" in result.stdout
-    assert "answered /readyz, then stopped answering (no answer within 2s (stopped))" in result.stdout
+    assert "answered /readyz, then stopped answering (no answer within 1s (stopped))" in result.stdout
     calls = [line for line in (lab.root / "calls").read_text().splitlines() if "tenant-a.kubeconfig" in line]
     assert len(calls) == 4  # readyz, version, nodes, pods; nothing after the second silence
     assert "tenant tenant-b" not in result.stdout
@@ -980,9 +980,9 @@ def test_end_to_end_a_hanging_docker_daemon_is_bounded(lab: FakeLab, tmp_path: P
     work = tmp_path / "work"
     work.mkdir()
     started = time.monotonic()
-    result = lab.run(work, "--call-timeout", "2", "--kill-after", "1")
+    result = lab.run(work, "--call-timeout", "1", "--kill-after", "0.5")
     assert time.monotonic() - started < 20
-    assert "docker: Docker daemon: not answering" in result.stdout and "no answer within 2s" in result.stdout
+    assert "docker: Docker daemon: not answering" in result.stdout and "no answer within 1s" in result.stdout
     calls = (lab.root / "calls").read_text()
     assert calls.count("docker ") == 2  # version and info; nothing more is asked of a daemon that hangs
     assert "tenant tenant-a" not in result.stdout  # the clusters were still examined
@@ -997,7 +997,7 @@ def test_end_to_end_kind_cluster_gone(lab: FakeLab, tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
     started = time.monotonic()
-    result = lab.run(work, "--call-timeout", "2", "--kill-after", "1")
+    result = lab.run(work, "--call-timeout", "1", "--kill-after", "0.5")
     assert time.monotonic() - started < 20
     assert result.returncode == 1
     out = result.stdout
