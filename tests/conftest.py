@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -11,13 +16,29 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 # Property tests explore new examples on every developer run; CI replays a fixed set so a landing
 # never depends on luck (a failure found locally becomes a named regression test).
-import os  # noqa: E402
-
 from hypothesis import settings  # noqa: E402
 
 settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
-# Property tests: every example in CI, a quarter of them in a developer's run (tests/property_budget.py).
+# Property tests: every example in CI, an eighth of them in a developer's run (tests/property_budget.py).
 from property_budget import pytest_collection_modifyitems  # noqa: E402, F401
+
+# A plain `pytest -n 2` (no --basetemp, as `make test` gives) would put tmp_path under
+# /tmp/pytest-of-USER/pytest-N/popen-gwN/<test name>N/: too long for the unix sockets some tests bind
+# (108 bytes, sun_path). Give such a run a short folder of its own, removed at the end. Workers inherit
+# theirs from the controller (xdist passes --basetemp), so only the controller creates one. tryfirst:
+# pytest's tmpdir plugin reads the option in its own pytest_configure.
+_SHORT_BASETEMP = pytest.StashKey[str]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    if config.option.basetemp is None and not hasattr(config, "workerinput"):
+        config.option.basetemp = config.stash[_SHORT_BASETEMP] = tempfile.mkdtemp(prefix="gpulab-test.")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _SHORT_BASETEMP in config.stash:
+        shutil.rmtree(config.stash[_SHORT_BASETEMP], ignore_errors=True)

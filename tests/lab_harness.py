@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 from collections.abc import Iterable
 from typing import Any
 
@@ -24,6 +26,21 @@ from preview.harness import (  # noqa: F401 (re-exported for the tests)
 
 # The tests' own copy of the reference stack: users edit the checkout's Pulumi.<stack>.yaml files.
 LAB_PROJECT = ROOT / "tests" / "fixtures" / "lab"
+
+
+def reference_program() -> Program:
+    """The program run once per process on the unchanged reference stack (lab_config()), handed out as a
+    copy each time: a test may change its registrations (as policy props) without reaching the next test.
+    For a test that patches the program or its components first, run_program() runs it afresh."""
+    program = _reference_program()
+    return Program(
+        copy.deepcopy(program.registrations), copy.deepcopy(program.exports), set(program.secret_exports), program.mocks
+    )
+
+
+@functools.cache
+def _reference_program() -> Program:
+    return run_program(lab_config())
 
 
 def lab_config(tenants: Iterable[dict] | None = None, **keys: Any) -> dict[str, Any]:

@@ -20,6 +20,7 @@ import sys
 import tarfile
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -840,10 +841,33 @@ def lab(tmp_path: Path) -> Iterator[FakeLab]:
             os.kill(pid, signal.SIGKILL)
 
 
-def test_end_to_end_a_healthy_lab(lab: FakeLab, tmp_path: Path) -> None:
-    work = tmp_path / "work"
-    work.mkdir()
-    result = lab.run(work)
+@dataclass
+class HealthyRun:
+    lab: FakeLab
+    work: Path
+    stale: Path
+    result: subprocess.CompletedProcess
+
+
+@pytest.fixture(scope="module")
+def healthy_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HealthyRun]:
+    """One run on the healthy lab, shared by the tests that only read it (a diagnose process costs about
+    1.3 CPU-seconds to start). Its reports folder holds a directory a run killed with KILL left behind."""
+    tmp = tmp_path_factory.mktemp("healthy")
+    (tmp / "proc").mkdir()
+    fake = FakeLab(tmp / "fake")
+    work = tmp / "work"
+    stale = work / "reports" / ".diagnose-999999999-abc"
+    stale.mkdir(parents=True)
+    (stale / "management.kubeconfig").write_text("x")
+    yield HealthyRun(fake, work, stale, fake.run(work))
+    for pid in fake_processes(fake.root):  # only after a failure: a hung fake call left behind
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_end_to_end_a_healthy_lab(healthy_run: HealthyRun) -> None:
+    lab, work, result = healthy_run.lab, healthy_run.work, healthy_run.result
     assert result.returncode == 0, result.stdout + result.stderr
     assert "everything checked is ready" in result.stdout
     files = assert_nothing_leaked(lab, work, result)
@@ -931,11 +955,11 @@ def test_end_to_end_a_hanging_tenant_api_is_bounded(lab: FakeLab, tmp_path: Path
     work = tmp_path / "work"
     work.mkdir()
     started = time.monotonic()
-    result = lab.run(work, "--call-timeout", "2", "--kill-after", "1")
-    assert time.monotonic() - started < 20  # one probe: 2 s, TERM ignored, KILL 1 s later
+    result = lab.run(work, "--call-timeout", "1", "--kill-after", "0.5")
+    assert time.monotonic() - started < 20  # one probe: 1 s, TERM ignored, KILL 0.5 s later
     assert result.returncode == 1
     assert "tenant tenant-b: API server: tenant API not answering  [tenant API not answering]" in result.stdout
-    assert "last: no answer within 2s (stopped)" in result.stdout
+    assert "last: no answer within 1s (stopped)" in result.stdout
     assert "tenant tenant-a" not in result.stdout  # the other tenant was still examined, and is fine
     calls = (lab.root / "calls").read_text()
     assert "kubectl --kubeconfig" in calls and calls.count("/readyz") == 3
@@ -950,10 +974,10 @@ def test_end_to_end_an_api_that_stops_answering_is_left_after_two_calls(lab: Fak
     work = tmp_path / "work"
     work.mkdir()
     started = time.monotonic()
-    result = lab.run(work, "--call-timeout", "2", "--kill-after", "1")
+    result = lab.run(work, "--call-timeout", "1", "--kill-after", "0.5")
     assert time.monotonic() - started < 25
     assert "tenant tenant-a: API server: tenant API not answering" in result.stdout
-    assert "answered /readyz, then stopped answering (no answer within 2s (stopped))" in result.stdout
+    assert "answered /readyz, then stopped answering (no answer within 1s (stopped))" in result.stdout
     calls = [line for line in (lab.root / "calls").read_text().splitlines() if "tenant-a.kubeconfig" in line]
     assert len(calls) == 4  # readyz, version, nodes, pods; nothing after the second silence
     assert "tenant tenant-b" not in result.stdout
@@ -980,9 +1004,9 @@ def test_end_to_end_a_hanging_docker_daemon_is_bounded(lab: FakeLab, tmp_path: P
     work = tmp_path / "work"
     work.mkdir()
     started = time.monotonic()
-    result = lab.run(work, "--call-timeout", "2", "--kill-after", "1")
+    result = lab.run(work, "--call-timeout", "1", "--kill-after", "0.5")
     assert time.monotonic() - started < 20
-    assert "docker: Docker daemon: not answering" in result.stdout and "no answer within 2s" in result.stdout
+    assert "docker: Docker daemon: not answering" in result.stdout and "no answer within 1s" in result.stdout
     calls = (lab.root / "calls").read_text()
     assert calls.count("docker ") == 2  # version and info; nothing more is asked of a daemon that hangs
     assert "tenant tenant-a" not in result.stdout  # the clusters were still examined
@@ -997,7 +1021,7 @@ def test_end_to_end_kind_cluster_gone(lab: FakeLab, tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
     started = time.monotonic()
-    result = lab.run(work, "--call-timeout", "2", "--kill-after", "1")
+    result = lab.run(work, "--call-timeout", "1", "--kill-after", "0.5")
     assert time.monotonic() - started < 20
     assert result.returncode == 1
     out = result.stdout
@@ -1058,13 +1082,9 @@ def fake_processes(root: Path) -> list[int]:
     return found
 
 
-def test_a_run_killed_with_kill_leaves_a_directory_the_next_run_removes(lab: FakeLab, tmp_path: Path) -> None:
-    work = tmp_path / "work"
-    stale = work / "reports" / ".diagnose-999999999-abc"
-    stale.mkdir(parents=True)
-    (stale / "management.kubeconfig").write_text("x")
-    lab.run(work)
-    assert not stale.exists()
+def test_a_run_killed_with_kill_leaves_a_directory_the_next_run_removes(healthy_run: HealthyRun) -> None:
+    assert healthy_run.result.returncode == 0, healthy_run.result.stderr
+    assert not healthy_run.stale.exists()
 
 
 def test_bad_stack_name_is_usage_error(tmp_path: Path) -> None:
@@ -1118,11 +1138,8 @@ def test_make_lists_diagnose_and_points_at_it_when_up_fails(tmp_path: Path) -> N
     assert result.returncode != 0 and "no lab" in result.stderr and "make diagnose" not in result.stderr
 
 
-def test_archive_is_readable_as_a_tarball(lab: FakeLab, tmp_path: Path) -> None:
-    work = tmp_path / "work"
-    work.mkdir()
-    lab.run(work)
-    files = archive_files(work)
+def test_archive_is_readable_as_a_tarball(healthy_run: HealthyRun) -> None:
+    files = archive_files(healthy_run.work)
     assert json.loads(files["calls.json"]) and json.loads(files["findings.json"]) == []
     assert io.StringIO(files["summary.txt"]).read().endswith(".tar.gz\n")
 

@@ -13,7 +13,7 @@ import yaml
 from cel_harness import admitted, canonical_quantity, run_policy
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from lab_harness import lab_config, run_program
+from lab_harness import lab_config, reference_program
 from shared_data import ROOT
 
 from components.gpu_admission import DENY_POLICY, WARN_POLICY, deny_validations, policy_objects
@@ -284,7 +284,7 @@ def test_objects_validate_against_the_kubernetes_1_36_schema(tenant: str) -> Non
 
 
 def test_one_policy_and_binding_per_tenant_generated_from_config() -> None:
-    program = run_program(lab_config())
+    program = reference_program()
     policies_ = program.of_type("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy")
     bindings = program.of_type("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding")
     assert sorted(p.name for p in policies_) == sorted(

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 import yaml
-from lab_harness import lab_config, make_tenant, run_program
+from lab_harness import lab_config, make_tenant, reference_program, run_program
 from shared_data import HAMI_CHART, KAMAJI_CHART, ROOT, upstream_path
 
 from model.config import parse_config
@@ -21,7 +21,7 @@ helm_python = pytest.importorskip("helm_python", reason="helm-python-sdk renders
 
 @pytest.fixture(scope="module")
 def program():
-    return run_program(lab_config())
+    return reference_program()
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from lab_harness import KIND_KUBECONFIG, KIND_RECORD, LabMocks, lab_config, run_program
+from lab_harness import KIND_KUBECONFIG, KIND_RECORD, LabMocks, lab_config, reference_program, run_program
 from shared_data import KAMAJI_CHART, ROOT, chart_values, has_path, leaf_paths
 
 from model.versions import Versions
@@ -12,7 +12,7 @@ from model.versions import Versions
 
 @pytest.fixture(scope="module")
 def program():
-    return run_program(lab_config())
+    return reference_program()
 
 
 def test_kind_cluster_command(program) -> None:

