@@ -41,9 +41,8 @@ from model.catalog import (
     GPUMEM_RESOURCE,
 )
 from model.config import Tenant
+from model.names import DENY_POLICY, WARN_POLICY
 
-DENY_POLICY = "gpulab-gpu-requests"
-WARN_POLICY = "gpulab-gpu-requests-advice"
 HAMI_SCHEDULER = "hami-scheduler"
 USE_TYPE, NOUSE_TYPE = "nvidia.com/use-gputype", "nvidia.com/nouse-gputype"
 USE_UUID, NOUSE_UUID = "nvidia.com/use-gpuuuid", "nvidia.com/nouse-gpuuuid"

@@ -16,9 +16,9 @@ from components.tenant_control_plane import TenantControlPlane
 from components.tenant_worker import TenantWorker
 from model.catalog import Card, register_annotation, totals
 from model.config import LabConfig, NodeCards, Tenant
+from model.names import HAMI_NAMESPACE
 
 HAMI_RELEASE = "hami"  # fullname `hami`: Deployment hami-scheduler, ConfigMap hami-scheduler-device
-HAMI_NAMESPACE = "kube-system"  # the mock plugin mounts hami-scheduler-device from its own namespace (section 6)
 
 
 def split_image(image: str) -> dict[str, str]:

@@ -20,18 +20,20 @@ from components.image_cache import ImageCache
 from components.shell import script, script_command
 from model.config import LabConfig, secret
 from model.image_ref import ImageRef
+from model.names import (  # re-exported: the program reads them here
+    CERT_MANAGER_NAMESPACE,
+    KAMAJI_DATASTORE,
+    KAMAJI_NAMESPACE,
+    METALLB_NAMESPACE,
+    POOL_NAME,
+)
 from model.network import PoolError, metallb_range
 
-CERT_MANAGER_NAMESPACE = "cert-manager"
-METALLB_NAMESPACE = "metallb-system"
 # Kamaji's CRDs carry `cert-manager.io/inject-ca-from: kamaji-system/kamaji-serving-cert` and its
 # conversion webhook points at kamaji-system, so release name and namespace are fixed
 # (../shared/notes/kamaji.md section 0 item 4).
 KAMAJI_RELEASE = "kamaji"
-KAMAJI_NAMESPACE = "kamaji-system"
-KAMAJI_DATASTORE = "default"  # the chart's kamaji-etcd DataStore (defaultDatastoreName)
 KAMAJI_VALUES_FILE = "components/values/kamaji.yaml"
-POOL_NAME = "gpulab"
 
 
 def owner_label() -> str:

@@ -1,7 +1,7 @@
 """Verdicts from what diagnose collected: pure functions over parsed kubectl/docker JSON.
 
 Nothing here runs a program or reads a file, so every rule is tested on constructed objects
-(tests/test_diagnose.py). Names the lab uses come from components/ (names, namespaces, labels).
+(tests/test_diagnose.py). Names the lab uses come from model/names.py (namespaces, labels).
 """
 
 from __future__ import annotations
@@ -9,11 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from components.management_cluster import (
-    CERT_MANAGER_NAMESPACE,
-    KAMAJI_NAMESPACE,
-    METALLB_NAMESPACE,
-)
+from model.names import CERT_MANAGER_NAMESPACE, KAMAJI_NAMESPACE, METALLB_NAMESPACE
 
 NODE_LOCK_ANNOTATION = "hami.io/mutex.lock"  # value `<RFC3339>,<ns>,<pod>` (notes/hami.md section 3)
 TCP_POD_LABEL = "kamaji.clastix.io/name"  # pods of a TenantControlPlane (notes/kamaji.md)

@@ -8,12 +8,6 @@ import re
 from datetime import datetime
 from fractions import Fraction
 
-from components.hami import HAMI_NAMESPACE
-from components.management_cluster import (
-    KAMAJI_DATASTORE,
-    METALLB_NAMESPACE,
-    POOL_NAME,
-)
 from diagnose.analyze import (
     MANAGEMENT_NAMESPACES,
     MOCK_PLUGIN,
@@ -36,6 +30,7 @@ from diagnose.analyze import (
     pod_state,
 )
 from model.catalog import GPU_RESOURCE, GPUCORES_RESOURCE, GPUMEM_RESOURCE, REGISTER_ANNOTATION
+from model.names import HAMI_NAMESPACE, KAMAJI_DATASTORE, METALLB_NAMESPACE, POOL_NAME
 from model.quantity import QuantityError, parse_quantity
 
 

@@ -19,12 +19,12 @@ from typing import Any
 
 import yaml
 
-from components.gpu_admission import DENY_POLICY, WARN_POLICY
 from diagnose import analyze, host_findings
 from diagnose.analyze import Cluster, Finding
 from diagnose.runner import Result, Runner
 from model.catalog import totals
 from model.config import LabConfig
+from model.names import DENY_POLICY, WARN_POLICY
 
 LOG_TAIL = 50
 MAX_LOGGED_PODS = 15  # per cluster: the logs of this many not-ready pods

@@ -8,3 +8,13 @@ KAMAJI_MAX_ANNOTATION = "gpulab.io/kamaji-max-kubernetes"  # newest minor the pi
 INVENTORY_CONFIGMAP = "gpulab-gpu-inventory"
 INVENTORY_NAMESPACE = "kube-public"  # readable by every tenant user
 INVENTORY_LABEL = "gpulab.io/gpu-inventory"
+
+# The lab's namespaces and object names, read by `make diagnose` without importing the components.
+CERT_MANAGER_NAMESPACE = "cert-manager"
+METALLB_NAMESPACE = "metallb-system"
+KAMAJI_NAMESPACE = "kamaji-system"
+KAMAJI_DATASTORE = "default"  # the Kamaji chart's kamaji-etcd DataStore (defaultDatastoreName)
+POOL_NAME = "gpulab"  # MetalLB IPAddressPool and L2Advertisement
+HAMI_NAMESPACE = "kube-system"  # the mock plugin mounts hami-scheduler-device from its own namespace (notes/hami.md 6)
+DENY_POLICY = "gpulab-gpu-requests"  # the in-tenant ValidatingAdmissionPolicies (components/gpu_admission.py)
+WARN_POLICY = "gpulab-gpu-requests-advice"
