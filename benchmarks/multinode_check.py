@@ -49,17 +49,9 @@ def run_bulk(tenants: int, pods: int, nodes: int, cards_per_node: int, seed: int
     return time.perf_counter() - started, sum(f.severity == "error" for f in findings)
 
 
-def adversarial_case(rng: random.Random) -> tuple[TenantInventory, list]:
-    sizes = [rng.randint(1, 3) for _ in range(rng.randint(2, 3))]
-    cards = tuple(
-        CardSpec(f"n{n}-g{i}", "NVIDIA-X", rng.choice([16384, 24576, 49152, 81920]))
-        for n, size in enumerate(sizes)
-        for i in range(size)
-    )
-    layout = tuple((f"n{n}", size) for n, size in enumerate(sizes))
-    inv = TenantInventory(
-        "t", cards, PodLimits(), None, (), "spread", nodes=layout, node_policy=rng.choice(["binpack", "spread"])
-    )
+def adversarial_pods(rng: random.Random) -> list:
+    """Six pods of one or two containers with mixed card counts, memory (MB or percentage) and cores: the
+    small cases where a search or an order walk is hardest (shared with policy_check's one-node cases)."""
     workloads = []
     for p in range(6):
         containers = []
@@ -72,6 +64,21 @@ def adversarial_case(rng: random.Random) -> tuple[TenantInventory, list]:
             containers.append({"name": f"c{c}", "resources": {"limits": limits}})
         manifest = {"metadata": {"name": f"p{p}", "namespace": "n"}, "spec": {"containers": containers}}
         workloads.append(read_workload("Pod", manifest))
+    return workloads
+
+
+def adversarial_case(rng: random.Random) -> tuple[TenantInventory, list]:
+    sizes = [rng.randint(1, 3) for _ in range(rng.randint(2, 3))]
+    cards = tuple(
+        CardSpec(f"n{n}-g{i}", "NVIDIA-X", rng.choice([16384, 24576, 49152, 81920]))
+        for n, size in enumerate(sizes)
+        for i in range(size)
+    )
+    layout = tuple((f"n{n}", size) for n, size in enumerate(sizes))
+    inv = TenantInventory(
+        "t", cards, PodLimits(), None, (), "spread", nodes=layout, node_policy=rng.choice(["binpack", "spread"])
+    )
+    workloads = adversarial_pods(rng)
     return inv, workloads
 
 

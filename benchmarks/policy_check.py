@@ -35,7 +35,6 @@ from model.config import GpuQuota, PodLimits  # noqa: E402
 from policies.evaluate import UNDECIDED, evaluate_tenant  # noqa: E402
 from policies.gpu_fit import CardSpec  # noqa: E402
 from policies.inventory import TenantInventory  # noqa: E402
-from policies.workloads import read_workload  # noqa: E402
 
 BASELINE = "57a5746"  # the last commit before issue 12 (policies 700 us/pod)
 BASELINE_MODULES = ("gpu_fit", "inventory", "workloads", "evaluate")
@@ -103,18 +102,9 @@ def adversarial_case(rng: random.Random) -> tuple[TenantInventory, list]:
         CardSpec(f"g{i}", "NVIDIA-X", rng.choice([16384, 24576, 49152, 81920])) for i in range(rng.randint(3, 5))
     )
     inventory = TenantInventory("t", cards, PodLimits(), None, (), "spread")
-    workloads = []
-    for p in range(6):
-        containers = []
-        for c in range(rng.randint(1, 2)):
-            limits = {"nvidia.com/gpu": str(rng.choice([1, 1, 2])), "nvidia.com/gpucores": str(rng.choice([0, 5, 20]))}
-            if rng.random() < 0.4:
-                limits["nvidia.com/gpumem-percentage"] = str(rng.choice([10, 25, 30, 50]))
-            else:
-                limits["nvidia.com/gpumem"] = str(rng.choice([2000, 5000, 8000, 12000, 20000]))
-            containers.append({"name": f"c{c}", "resources": {"limits": limits}})
-        manifest = {"metadata": {"name": f"p{p}", "namespace": "n"}, "spec": {"containers": containers}}
-        workloads.append(read_workload("Pod", manifest))
+    from multinode_check import adversarial_pods
+
+    workloads = adversarial_pods(rng)
     return inventory, workloads
 
 

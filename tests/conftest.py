@@ -6,6 +6,8 @@ import os
 import shutil
 import sys
 import tempfile
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -42,3 +44,15 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _SHORT_BASETEMP in config.stash:
         shutil.rmtree(config.stash[_SHORT_BASETEMP], ignore_errors=True)
+
+
+@pytest.fixture
+def project_stack_file() -> Iterator[tuple[str, Path]]:
+    """A uniquely named Pulumi.<stack>.yaml in the project root (where make and preflight read STACK), for
+    tests that drive make; removed afterwards."""
+    name = f"test-{uuid.uuid4().hex[:8]}"
+    path = ROOT / f"Pulumi.{name}.yaml"
+    try:
+        yield name, path
+    finally:
+        path.unlink(missing_ok=True)

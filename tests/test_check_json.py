@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from lab_harness import LAB_PROJECT
 from shared_data import ROOT
 
 from policies.checker import main
@@ -88,7 +89,7 @@ spec:
 
 
 def two_node_project(tmp_path: Path, node_policy: str) -> Path:
-    document = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
+    document = yaml.safe_load((LAB_PROJECT / "Pulumi.dev.yaml").read_text())
     config = document["config"]
     config["gpulab:scheduling"]["nodeSchedulerPolicy"] = node_policy
     tenant = config["gpulab:tenants"][1]
@@ -167,7 +168,7 @@ spec:
 
 
 def test_what_the_readme_says_about_its_two_node_tenant(capsys, tmp_path: Path) -> None:
-    document = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
+    document = yaml.safe_load((LAB_PROJECT / "Pulumi.dev.yaml").read_text())
     document["config"]["gpulab:tenants"].append(readme_tenant_c())
     (tmp_path / "Pulumi.dev.yaml").write_text(yaml.safe_dump(document))
     (tmp_path / "three.yaml").write_text(THREE_WHOLE_CARDS)

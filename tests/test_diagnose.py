@@ -25,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from lab_harness import LAB_PROJECT
 from shared_data import ROOT
 
 from diagnose import analyze, cluster_findings, host_findings
@@ -35,7 +36,7 @@ from model.catalog import totals
 from model.config import load_stack_file
 
 FAKE = ROOT / "tests" / "fakes" / "lab"
-LAB = load_stack_file(ROOT / "Pulumi.dev.yaml")
+LAB = load_stack_file(LAB_PROJECT / "Pulumi.dev.yaml")
 NOW = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 
 # --- constructed objects -----------------------------------------------------------------------

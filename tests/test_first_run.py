@@ -9,12 +9,11 @@ import shutil
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
+from lab_harness import LAB_PROJECT
 from shared_data import ROOT
 
 from preview.__main__ import main as plan_main
@@ -120,22 +119,11 @@ def test_preflight_thresholds_still_apply_when_given(tmp_path: Path) -> None:
     assert result.returncode == 1 and "need about 100000000 GB" in result.stderr
 
 
-@pytest.fixture
-def stack_in_project() -> Iterator[tuple[str, Path]]:
-    """A uniquely named Pulumi.<stack>.yaml in the project (where preflight reads STACK), removed after."""
-    name = f"test-{uuid.uuid4().hex[:8]}"
-    path = ROOT / f"Pulumi.{name}.yaml"
-    try:
-        yield name, path
-    finally:
-        path.unlink(missing_ok=True)
-
-
 def test_preflight_asks_no_docker_of_an_existing_cluster_with_ssh_workers(
-    tmp_path: Path, stack_in_project: tuple[str, Path]
+    tmp_path: Path, project_stack_file: tuple[str, Path]
 ) -> None:
-    name, path = stack_in_project
-    document = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
+    name, path = project_stack_file
+    document = yaml.safe_load((LAB_PROJECT / "Pulumi.dev.yaml").read_text())
     document["config"]["gpulab:management"] = {"mode": "existing"}
     for i, tenant in enumerate(document["config"]["gpulab:tenants"]):
         tenant.update(workerMode="ssh", workers=[{"host": f"10.0.0.{10 + i}"}])
@@ -247,7 +235,7 @@ def test_plan_of_the_reference_stack(capsys) -> None:
 
 
 def write_stack(tmp_path: Path, change) -> Path:
-    document = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
+    document = yaml.safe_load((LAB_PROJECT / "Pulumi.dev.yaml").read_text())
     change(document["config"])
     (tmp_path / "Pulumi.dev.yaml").write_text(yaml.safe_dump(document))
     return tmp_path

@@ -10,12 +10,11 @@ import re
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
+from lab_harness import LAB_PROJECT
 from shared_data import ROOT
 
 # `make [VAR=value ...] target` at the start of a command (a line of a code block, or an inline code span).
@@ -61,19 +60,8 @@ def test_make_help_lists_every_target_readme_tells_users_to_run() -> None:
     assert not missing, f"README tells users to run these, `make help` does not list them: {sorted(missing)}"
 
 
-@pytest.fixture
-def stack_file() -> Iterator[tuple[str, Path]]:
-    """A uniquely named Pulumi.<stack>.yaml in the project (where `make plan` reads stacks), removed after."""
-    name = f"test-{uuid.uuid4().hex[:8]}"
-    path = ROOT / f"Pulumi.{name}.yaml"
-    try:
-        yield name, path
-    finally:
-        path.unlink(missing_ok=True)
-
-
 def make_plan(stack: str, path: Path, change) -> subprocess.CompletedProcess:
-    document = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
+    document = yaml.safe_load((LAB_PROJECT / "Pulumi.dev.yaml").read_text())
     change(document["config"])
     path.write_text(yaml.safe_dump(document))
     return subprocess.run(
@@ -85,24 +73,24 @@ def make_plan(stack: str, path: Path, change) -> subprocess.CompletedProcess:
     )
 
 
-def test_make_plan_fails_on_a_policy_refusal_and_says_so(stack_file: tuple[str, Path]) -> None:
+def test_make_plan_fails_on_a_policy_refusal_and_says_so(project_stack_file: tuple[str, Path]) -> None:
     fourth = {"name": "trainer-4", "gpumem": 20000, "gpucores": 30}
-    result = make_plan(*stack_file, lambda c: c["gpulab:tenants"][0]["workloads"].append(fourth))
+    result = make_plan(*project_stack_file, lambda c: c["gpulab:tenants"][0]["workloads"].append(fourth))
     assert result.returncode == 2, result.stdout[-500:] + result.stderr  # GNU make's code for a failed recipe
     assert result.stdout.splitlines()[-1] == "verdict: a mandatory policy refuses this stack"
     assert "CardInsufficientCore" in result.stdout, "the preview's report reaches make's stdout"
     direct = subprocess.run(
-        [sys.executable, "-m", "preview", "--stack", stack_file[0]], cwd=ROOT, capture_output=True, text=True
+        [sys.executable, "-m", "preview", "--stack", project_stack_file[0]], cwd=ROOT, capture_output=True, text=True
     )
     assert direct.returncode == 1, "the preview itself tells a refusal (1) from an invalid stack (2)"
 
 
-def test_make_plan_fails_on_an_invalid_stack_naming_the_key(stack_file: tuple[str, Path]) -> None:
-    result = make_plan(*stack_file, lambda c: c["gpulab:tenants"][0]["gpus"][0].update(model="A200"))
+def test_make_plan_fails_on_an_invalid_stack_naming_the_key(project_stack_file: tuple[str, Path]) -> None:
+    result = make_plan(*project_stack_file, lambda c: c["gpulab:tenants"][0]["gpus"][0].update(model="A200"))
     assert result.returncode == 2, result.stdout[-500:] + result.stderr
     assert "gpulab:tenants[0].gpus[0].model = 'A200': unknown GPU model" in result.stderr
     direct = subprocess.run(
-        [sys.executable, "-m", "preview", "--stack", stack_file[0]], cwd=ROOT, capture_output=True, text=True
+        [sys.executable, "-m", "preview", "--stack", project_stack_file[0]], cwd=ROOT, capture_output=True, text=True
     )
     assert direct.returncode == 2
 

@@ -6,7 +6,7 @@ import copy
 import json
 
 import pytest
-from lab_harness import lab_config, run_program
+from lab_harness import LAB_PROJECT, lab_config, run_program
 from registration_snapshot import CONFIGS, SSH_SECRETS, as_before
 from shared_data import ROOT
 
@@ -290,7 +290,7 @@ def test_plan_lists_the_nodes_and_their_cards(capsys, tmp_path) -> None:
 
     from preview.__main__ import main as plan_main
 
-    document = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())
+    document = yaml.safe_load((LAB_PROJECT / "Pulumi.dev.yaml").read_text())
     tenant = document["config"]["gpulab:tenants"][1]
     del tenant["gpus"]
     tenant["nodes"] = TWO_NODES
