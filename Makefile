@@ -142,7 +142,10 @@ lint: $(VENV)/.installed
 # PYTHONDONTWRITEBYTECODE=1 in the environment, and uv installing no .pyc, each one compiled its ~700
 # modules again (2 CPU-s each); here they compile once into .cache/pycache, beside no source file.
 PYCACHE := $(CURDIR)/.cache/pycache
-test: lint
+# shellcheck runs inside the suite (tests/test_scripts.py, beside the other tests), so not here again.
+test: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	@base=$$(mktemp -d "$${TMPDIR:-/tmp}/gpulab-test.XXXXXX"); trap 'rm -rf "$$base"' EXIT; \
 	echo "pytest -n $(TEST_WORKERS) --dist worksteal --basetemp $$base"; \
 	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(PYCACHE) \

@@ -6,7 +6,7 @@ import jsonschema
 import pulumi
 import pytest
 from lab_harness import UNKNOWN_ID, LabMocks, lab_config, make_tenant, reference_program, run_program, tenant_kubeconfig
-from shared_data import crd_schema
+from shared_data import crd_schema, validate_crd
 
 from components.tenant_control_plane import control_plane_spec
 from components.tenant_worker import calico_pool_transform, set_container_env
@@ -54,18 +54,19 @@ def test_tcp_waits_for_the_real_ready_signal(program) -> None:
 def test_generated_tcp_validates_against_kamajis_crd(program, tenant_index: int) -> None:
     schema = crd_schema("kamaji/tenantcontrolplanes.crd.yaml", "v1alpha1")
     tcp = program.of_type(TCP)[tenant_index]
-    jsonschema.validate(tcp.inputs, schema)
+    validate_crd(tcp.inputs, "kamaji/tenantcontrolplanes.crd.yaml", "v1alpha1")
     assert {"controlPlane", "kubernetes"} <= set(schema["properties"]["spec"]["required"])
 
 
 def test_tcp_crd_validation_catches_a_missing_required_field() -> None:
     """The schema check is not vacuous: without `kubelet` Kamaji's CRD rejects the object."""
-    schema = crd_schema("kamaji/tenantcontrolplanes.crd.yaml", "v1alpha1")
     spec = control_plane_spec(parse_config(lab_config()).tenants[0])
     del spec["kubernetes"]["kubelet"]
     with pytest.raises(jsonschema.ValidationError, match="'kubelet' is a required property"):
-        jsonschema.validate(
-            {"apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "TenantControlPlane", "spec": spec}, schema
+        validate_crd(
+            {"apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "TenantControlPlane", "spec": spec},
+            "kamaji/tenantcontrolplanes.crd.yaml",
+            "v1alpha1",
         )
 
 
