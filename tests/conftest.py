@@ -31,7 +31,7 @@ settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
-# Property tests: every example in CI, an eighth of them in a developer's run (tests/property_budget.py).
+# Property tests: every example in CI, a sixteenth of them in a developer's run (tests/property_budget.py).
 from property_budget import pytest_collection_modifyitems  # noqa: E402, F401
 
 # A plain `pytest -n 2` (no --basetemp, as `make test` gives) would put tmp_path under
