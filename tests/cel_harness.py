@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -198,6 +199,19 @@ def _cel(value: Any) -> Any:
 def run_policy(policy: dict, obj: dict, old: dict | None = None, operation: str = "CREATE") -> Outcome:
     """The messages of `policy`'s validations that `obj` fails, as the API server would judge the request
     (matchConditions first; `old` is `oldObject` on UPDATE). Pass objects through `admitted()` first."""
+    # Judging is a function of the request alone, and cel-python takes ~0.1 CPU-s per request: tests that
+    # ask again about the same request (a fixture in several tests, a check repeated) get the first answer.
+    key = json.dumps([policy, obj, old, operation], sort_keys=True)
+    return copy.deepcopy(_judged(key))
+
+
+@functools.lru_cache(maxsize=512)
+def _judged(key: str) -> Outcome:
+    policy, obj, old, operation = json.loads(key)
+    return _run_policy(policy, obj, old, operation)
+
+
+def _run_policy(policy: dict, obj: dict, old: dict | None, operation: str) -> Outcome:
     activation: dict[str, Any] = {
         "object": _cel(obj),
         "oldObject": _cel(old),
