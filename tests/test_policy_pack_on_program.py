@@ -24,7 +24,7 @@ def with_tenant_a_workload(workload: dict) -> dict:
 
 
 def test_reference_stack_passes_every_policy() -> None:
-    violations = run_pack(lab_config())
+    violations = pack.run_pack(reference_program())
     assert set(violations) == {
         "gpu-request-limits",
         "gpu-placement-order",
@@ -221,11 +221,12 @@ def test_a_declared_deployment_passes_as_the_engine_sends_it() -> None:
     """The stack's own Deployment arrives with `replicas: 2.0`; it fits tenant-b and must pass."""
     config = copy.deepcopy(lab_config())
     config["tenants"][1]["workloads"] = [WEB]
-    resources = program_resources(run_program(config))
+    program = run_program(config)
+    resources = program_resources(program)
     deployment = next(r for r in resources if r.resource_type == "kubernetes:apps/v1:Deployment")
     assert deployment.props["spec"]["replicas"] == 2
     assert gpu_diagnostics(analyze_stack(resources)) == []
-    violations = run_pack(config)  # `make plan`'s way: the pack over what the program registers
+    violations = pack.run_pack(program)  # `make plan`'s way: the pack over what the program registers
     assert violations["gpu-request-limits"] == [] and violations["gpu-placement-order"] == [], violations
 
 
