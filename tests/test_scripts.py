@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from shared_data import ROOT
+from upstream_data import in_ci
 
 SCRIPTS = sorted((ROOT / "scripts").glob("*.sh"))
 FAKES = ROOT / "tests" / "fakes"
@@ -38,9 +40,20 @@ def test_shellcheck_passes() -> None:
     runs beside the others) instead of running it a second time, serially, before the suite."""
     fakes = sorted(path for path in FAKES.iterdir() if path.is_file())
     assert len(fakes) >= 5
-    files = [str(path.relative_to(ROOT)) for path in (*SCRIPTS, *fakes)]
-    result = subprocess.run([shellcheck(), "--severity=style", *files], capture_output=True, text=True, cwd=ROOT)
+    argv = [shellcheck(), "--severity=style", *(str(path.relative_to(ROOT)) for path in (*SCRIPTS, *fakes))]
+    # A clean verdict is kept, as ruff keeps its own (.ruff_cache): shellcheck takes 3-4 CPU-s here. Its key is
+    # everything shellcheck reads: the binary, its rc file, the arguments, and every file of scripts/ and
+    # tests/fakes/ (all the files the scripts source). Any change runs it again; CI always runs it.
+    key = hashlib.sha256("\0".join(argv).encode())
+    for path in (Path(argv[0]).resolve(), ROOT / ".shellcheckrc", *sorted((ROOT / "scripts").iterdir()), *fakes):
+        key.update(path.read_bytes() if path.is_file() else b"")
+    verdict = ROOT / ".cache" / "shellcheck" / key.hexdigest()
+    if verdict.is_file() and not in_ci():
+        return
+    result = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
+    verdict.parent.mkdir(parents=True, exist_ok=True)
+    verdict.write_text("clean\n")
 
 
 @pytest.mark.parametrize("script", [s for s in SCRIPTS if s.name != "lib.sh"], ids=lambda path: path.name)
