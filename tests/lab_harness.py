@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 from collections.abc import Iterable
 from typing import Any
 
@@ -32,15 +33,22 @@ def reference_program() -> Program:
     """The program run once per process on the unchanged reference stack (lab_config()), handed out as a
     copy each time: a test may change its registrations (as policy props) without reaching the next test.
     For a test that patches the program or its components first, run_program() runs it afresh."""
-    program = _reference_program()
+    return shared_program(lab_config())
+
+
+def shared_program(config: dict[str, Any], secrets: dict[str, str] | None = None) -> Program:
+    """run_program(config, secrets=secrets), run once per process for each config several tests share (a
+    run is 0.3-0.5 CPU-s), handed out as a copy each time like reference_program()."""
+    program = _shared_program(json.dumps([config, secrets], sort_keys=True))
     return Program(
         copy.deepcopy(program.registrations), copy.deepcopy(program.exports), set(program.secret_exports), program.mocks
     )
 
 
-@functools.cache
-def _reference_program() -> Program:
-    return run_program(lab_config())
+@functools.lru_cache(maxsize=16)
+def _shared_program(key: str) -> Program:
+    config, secrets = json.loads(key)
+    return run_program(config, secrets=secrets)
 
 
 def lab_config(tenants: Iterable[dict] | None = None, **keys: Any) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pulumi
 import pytest
 import yaml
-from lab_harness import lab_config, run_program, tenant_kubeconfig
+from lab_harness import lab_config, run_program, shared_program, tenant_kubeconfig
 from policy_harness import program_resources, run_stack_policy, stack_args
 from shared_data import ROOT
 
@@ -185,7 +185,7 @@ def test_existing_cluster_installs_only_what_is_asked() -> None:
 
 
 def test_kind_management_with_ssh_workers_and_mock_gpus() -> None:
-    program = run_program(ssh_tenant(lab_config()), secrets={"sshPrivateKey": SSH_KEY})
+    program = shared_program(ssh_tenant(lab_config()), secrets={"sshPrivateKey": SSH_KEY})
     assert program.named("management-kind").type == "command:local:Command"
     containers = [r.name for r in program.of_type("docker:index/container:Container")]
     assert containers == ["tenant-b-worker-node"], "tenant-a's worker is a real machine"
@@ -309,7 +309,7 @@ def test_remote_join_runs_kubeadm_on_the_machine_itself(tmp_path: Path) -> None:
 
 def test_ssh_workers_get_join_material_not_the_admin_kubeconfig() -> None:
     config = ssh_tenant(lab_config())
-    program = run_program(config, secrets={"sshPrivateKey": SSH_KEY})
+    program = shared_program(config, secrets={"sshPrivateKey": SSH_KEY})
     material = program.named("tenant-a-worker-tenant-a-worker-0-join-config")
     join = program.named("tenant-a-worker-tenant-a-worker-0-join")
     delete = program.named("tenant-a-worker-tenant-a-worker-0-join-token-delete")

@@ -6,7 +6,7 @@ import copy
 import json
 
 import pytest
-from lab_harness import LAB_PROJECT, lab_config, run_program
+from lab_harness import LAB_PROJECT, lab_config, run_program, shared_program
 from registration_snapshot import CONFIGS, SSH_SECRETS, as_before
 from shared_data import ROOT
 
@@ -163,7 +163,7 @@ def test_existing_stacks_register_what_they_did_before(snapshot_file: str, name:
     read through the aliases the engine would follow: every stored resource is still there, adopted under
     its old URN (none replaced), and only new components were added."""
     stored = json.loads((ROOT / "tests" / "snapshots" / snapshot_file).read_text())[name]
-    program = run_program(CONFIGS[name](), secrets=None if name == "reference" else SSH_SECRETS)
+    program = shared_program(CONFIGS[name](), secrets=None if name == "reference" else SSH_SECRETS)
     now, new = as_before(program.registrations, set(stored))
     assert sorted(now) == sorted(stored), f"{name}: missing {sorted(set(stored) - set(now))[:3]}"
     changed = [urn for urn in stored if now[urn] != stored[urn]]
@@ -176,7 +176,7 @@ def test_existing_stacks_register_what_they_did_before(snapshot_file: str, name:
 def test_moved_resources_carry_aliases_to_their_former_parent() -> None:
     """The aliases themselves, as the engine receives them: a tenant's namespaces, quotas and inventory name
     the GPU node component as their former parent; a real-GPU tenant's component names its former type."""
-    program = run_program(CONFIGS["real-gpus"](), secrets=SSH_SECRETS)
+    program = shared_program(CONFIGS["real-gpus"](), secrets=SSH_SECRETS)
     gpus = {r.name: r for r in program.registrations.values() if r.name.endswith("-gpus")}
     assert gpus["tenant-a-gpus"].type == "gpulab:index:RealGpuNode"
     assert gpus["tenant-a-gpus"].aliases == [{"type": "gpulab:index:MockGpuNode"}]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from lab_harness import lab_config, reference_program, run_program
+from lab_harness import lab_config, reference_program, run_program, shared_program
 from policy_harness import analyze_stack, program_resources
 
 from preview import pack
@@ -15,6 +15,10 @@ from preview import pack
 def run_pack(config: dict) -> dict[str, list[str]]:
     """Every policy of the pack over the program's resources: policy name -> violation messages."""
     return pack.run_pack(run_program(config))
+
+
+# The fourth 30 % pod of the reference stack: refused for cores (three tests judge one program of it).
+TRAINER_4 = {"name": "trainer-4", "gpumem": 20000, "gpucores": 30}
 
 
 def with_tenant_a_workload(workload: dict) -> dict:
@@ -37,7 +41,7 @@ def test_reference_stack_passes_every_policy() -> None:
 
 
 def test_fourth_30_percent_pod_is_refused_for_cores() -> None:
-    violations = run_pack(with_tenant_a_workload({"name": "trainer-4", "gpumem": 20000, "gpucores": 30}))
+    violations = pack.run_pack(shared_program(with_tenant_a_workload(TRAINER_4)))
     messages = violations["gpu-request-limits"]
     assert len(messages) == 1, messages
     assert "tenant tenant-a" in messages[0] and "Pod/gpu-workloads/trainer-4" in messages[0]
@@ -76,7 +80,7 @@ def test_limits_come_from_the_stack_config_not_a_copy() -> None:
 
 
 def test_real_analyzer_reports_a_mandatory_violation() -> None:
-    program = run_program(with_tenant_a_workload({"name": "trainer-4", "gpumem": 20000, "gpucores": 30}))
+    program = shared_program(with_tenant_a_workload(TRAINER_4))
     response = analyze_stack(program_resources(program))
     diagnostics = [d for d in response.diagnostics if d.policyName == "gpu-request-limits"]
     assert len(diagnostics) == 1
@@ -101,7 +105,7 @@ def test_policy_config_reaches_the_rules_through_the_analyzer() -> None:
 def test_gpu_rules_still_run_when_other_values_are_unknown_in_preview() -> None:
     """On a first preview the MetalLB pool and kubeconfigs are unknown; the GPU rules must not trip on them."""
     unknown = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # the engine's unknown sentinel
-    program = run_program(with_tenant_a_workload({"name": "trainer-4", "gpumem": 20000, "gpucores": 30}))
+    program = shared_program(with_tenant_a_workload(TRAINER_4))
     resources = program_resources(program)
     for resource in resources:
         if resource.resource_type == "kubernetes:metallb.io/v1beta1:IPAddressPool":
