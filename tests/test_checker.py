@@ -77,28 +77,30 @@ def test_multi_gpu_job_is_refused_where_there_is_one_card(capsys) -> None:
     assert "NodeInsufficientDevice" in out and "asks 2 cards, the node has 1" in out
 
 
-def test_percentage_memory_with_replicas(capsys) -> None:
+def test_percentage_memory_with_replicas(capsys, tmp_path: Path) -> None:
     """60 % of each 24576 MB L4 is 14745 MB. In gpu-workloads the third replica meets the 40960 MB quota
     first (HAMi checks quota per card before memory); without a quota, the cards refuse it."""
     code, out, _ = check(capsys, "tenant-b", "percentage.yaml")
     assert code == 1
     assert "Deployment/gpu-workloads/infer#3" in out and "ResourceQuotaNotFit" in out
     assert "(29490 MB in use)" in out
-    unquoted = (MANIFESTS / "percentage.yaml").read_text().replace("gpu-workloads", "batch")
-    result = run_module("check", "--tenant", "tenant-b", "-", stdin=unquoted)
-    assert result.returncode == 1, result.stdout
-    assert "Deployment/batch/infer#3" in result.stdout and "CardInsufficientMemory" in result.stdout
-    assert "asks 14745 MB, 9831 MB free of 24576" in result.stdout  # next to another 60 %
+    unquoted = tmp_path / "batch.yaml"
+    unquoted.write_text((MANIFESTS / "percentage.yaml").read_text().replace("gpu-workloads", "batch"))
+    code, out, _ = check(capsys, "tenant-b", str(unquoted))
+    assert code == 1, out
+    assert "Deployment/batch/infer#3" in out and "CardInsufficientMemory" in out
+    assert "asks 14745 MB, 9831 MB free of 24576" in out  # next to another 60 %
 
 
-def test_gpu_only_pods_are_exclusive(capsys) -> None:
+def test_gpu_only_pods_are_exclusive(capsys, tmp_path: Path) -> None:
     code, out, _ = check(capsys, "tenant-b", "exclusive.yaml")
     assert code == 1
     # Each whole L4 is 24576 MB and 100 % cores; the second one already exceeds the 40960 MB / 150 % quota.
     assert "StatefulSet/gpu-workloads/whole-cards#2" in out and "ResourceQuotaNotFit" in out
-    unquoted = (MANIFESTS / "exclusive.yaml").read_text().replace("gpu-workloads", "batch")
-    result = run_module("check", "--tenant", "tenant-b", "-", stdin=unquoted)
-    assert "StatefulSet/batch/whole-cards#3" in result.stdout and "CardInsufficientMemory" in result.stdout
+    unquoted = tmp_path / "batch.yaml"
+    unquoted.write_text((MANIFESTS / "exclusive.yaml").read_text().replace("gpu-workloads", "batch"))
+    code, out, _ = check(capsys, "tenant-b", str(unquoted))
+    assert "StatefulSet/batch/whole-cards#3" in out and "CardInsufficientMemory" in out
 
 
 def test_gpu_requests_in_init_containers_are_refused(capsys) -> None:
@@ -251,15 +253,16 @@ def test_a_manifest_with_no_objects_is_bad_input(text: str) -> None:
     assert "ok:" not in result.stdout
 
 
-def test_a_unit_suffix_on_gpumem_is_explained() -> None:
+def test_a_unit_suffix_on_gpumem_is_explained(capsys, tmp_path: Path) -> None:
     manifest = (MANIFESTS / "fits.yaml").read_text().replace('nvidia.com/gpumem: "20000"', "nvidia.com/gpumem: 20Gi")
     assert "20Gi" in manifest, "fits.yaml asks gpumem 20000"
-    result = run_module("check", "--tenant", "tenant-a", "-", stdin=manifest)
-    notes = [line for line in result.stdout.splitlines() if line.startswith("note:")]
-    assert len(notes) == 1, result.stdout
+    (tmp_path / "suffix.yaml").write_text(manifest)
+    code, out, _ = check(capsys, "tenant-a", str(tmp_path / "suffix.yaml"))
+    notes = [line for line in out.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1, out
     assert "nvidia.com/gpumem is a count of MB" in notes[0]
     assert "HAMi reads '20Gi' as the plain number 21474836480" in notes[0] and "write 20480" in notes[0]
-    assert result.returncode == 1 and "CardInsufficientMemory" in result.stdout
+    assert code == 1 and "CardInsufficientMemory" in out
 
 
 WEB = {"name": "web", "kind": "Deployment", "replicas": 2, "gpumem": 1000, "gpucores": 10}
