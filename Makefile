@@ -25,7 +25,7 @@ export PULUMI_SKIP_UPDATE_CHECK := true
 export PATH := $(CURDIR)/bin:$(VENV)/bin:$(PATH)
 
 .PHONY: help up down plan verify report check test lint bench prereqs policy-venv stack upstream-data clean deploy destroy \
-	diagnose lab-exists
+	diagnose lab-exists lint-python
 
 help:
 	@echo "make up             preflight (Linux, Docker, tools, disk), then venv, pinned kind/kubectl/pulumi in ./bin, pulumi up"
@@ -131,10 +131,12 @@ check: $(VENV)/.installed
 	@test -n "$(TENANT)" -a -n "$(FILES)" || { echo "usage: make check TENANT=name FILES='a.yaml ...' [LIVE=1]" >&2; exit 2; }
 	$(PY) -m policies check --tenant "$(TENANT)" --stack "$(STACK)" $(if $(LIVE),--live) $(FILES)
 
-lint: $(VENV)/.installed
+lint: lint-python
+	$(VENV)/bin/shellcheck scripts/*.sh tests/fakes/*
+
+lint-python: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/shellcheck scripts/*.sh tests/fakes/*
 
 # The suite sees no make variables (tests run make as a user would). Its temporary files go under a short
 # folder of its own: with a worker per core, pytest's default paths grow too long for a unix socket.
@@ -143,9 +145,7 @@ lint: $(VENV)/.installed
 # modules again (2 CPU-s each); here they compile once into .cache/pycache, beside no source file.
 PYCACHE := $(CURDIR)/.cache/pycache
 # shellcheck runs inside the suite (tests/test_scripts.py, beside the other tests), so not here again.
-test: $(VENV)/.installed
-	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check .
+test: lint-python
 	@base=$$(mktemp -d "$${TMPDIR:-/tmp}/gpulab-test.XXXXXX"); trap 'rm -rf "$$base"' EXIT; \
 	echo "pytest -n $(TEST_WORKERS) --dist worksteal --basetemp $$base"; \
 	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(PYCACHE) \

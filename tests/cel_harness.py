@@ -201,14 +201,23 @@ def run_policy(policy: dict, obj: dict, old: dict | None = None, operation: str 
     (matchConditions first; `old` is `oldObject` on UPDATE). Pass objects through `admitted()` first."""
     # Judging is a function of the request alone, and cel-python takes ~0.1 CPU-s per request: tests that
     # ask again about the same request (a fixture in several tests, a check repeated) get the first answer.
-    key = json.dumps([policy, obj, old, operation], sort_keys=True)
-    return copy.deepcopy(_judged(key))
+    # The key is the request as JSON; one JSON cannot tell apart (int keys, tuples, dates) is never kept.
+    request = [policy, obj, old, operation]
+    try:
+        key = json.dumps(request, sort_keys=True)
+    except (TypeError, ValueError):
+        key = None
+    if key is not None and json.loads(key) != request:
+        key = None
+    if key is None or key not in _JUDGED:
+        outcome = _run_policy(policy, obj, old, operation)
+        if key is None:
+            return outcome
+        _JUDGED[key] = outcome
+    return copy.deepcopy(_JUDGED[key])
 
 
-@functools.lru_cache(maxsize=512)
-def _judged(key: str) -> Outcome:
-    policy, obj, old, operation = json.loads(key)
-    return _run_policy(policy, obj, old, operation)
+_JUDGED: dict[str, Outcome] = {}
 
 
 def _run_policy(policy: dict, obj: dict, old: dict | None, operation: str) -> Outcome:

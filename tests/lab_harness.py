@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import functools
 import json
 from collections.abc import Iterable
 from typing import Any
@@ -39,16 +38,16 @@ def reference_program() -> Program:
 def shared_program(config: dict[str, Any], secrets: dict[str, str] | None = None) -> Program:
     """run_program(config, secrets=secrets), run once per process for each config several tests share (a
     run is 0.3-0.5 CPU-s), handed out as a copy each time like reference_program()."""
-    program = _shared_program(json.dumps([config, secrets], sort_keys=True))
+    key = json.dumps([config, secrets], sort_keys=True)
+    if key not in _SHARED:
+        _SHARED[key] = run_program(copy.deepcopy(config), secrets=copy.deepcopy(secrets))
+    program = _SHARED[key]
     return Program(
         copy.deepcopy(program.registrations), copy.deepcopy(program.exports), set(program.secret_exports), program.mocks
     )
 
 
-@functools.lru_cache(maxsize=16)
-def _shared_program(key: str) -> Program:
-    config, secrets = json.loads(key)
-    return run_program(config, secrets=secrets)
+_SHARED: dict[str, Program] = {}
 
 
 def lab_config(tenants: Iterable[dict] | None = None, **keys: Any) -> dict[str, Any]:

@@ -42,11 +42,13 @@ def test_shellcheck_passes() -> None:
     assert len(fakes) >= 5
     argv = [shellcheck(), "--severity=style", *(str(path.relative_to(ROOT)) for path in (*SCRIPTS, *fakes))]
     # A clean verdict is kept, as ruff keeps its own (.ruff_cache): shellcheck takes 3-4 CPU-s here. Its key is
-    # everything shellcheck reads: the binary, its rc file, the arguments, and every file of scripts/ and
-    # tests/fakes/ (all the files the scripts source). Any change runs it again; CI always runs it.
-    key = hashlib.sha256("\0".join(argv).encode())
-    for path in (Path(argv[0]).resolve(), ROOT / ".shellcheckrc", *sorted((ROOT / "scripts").iterdir()), *fakes):
-        key.update(path.read_bytes() if path.is_file() else b"")
+    # everything shellcheck reads: the binary, SHELLCHECK_OPTS, the arguments, every .shellcheckrc it looks
+    # for (from each file's folder up to the first one found, the project's), and every file of scripts/
+    # and tests/fakes/ (all the files the scripts source). Any change runs it again; CI always runs it.
+    key = hashlib.sha256("\0".join([os.environ.get("SHELLCHECK_OPTS", ""), *argv]).encode())
+    rc_files = [ROOT / folder / ".shellcheckrc" for folder in ("scripts", "tests/fakes", "tests", ".")]
+    for path in (Path(argv[0]).resolve(), *rc_files, *sorted((ROOT / "scripts").iterdir()), *fakes):
+        key.update(path.read_bytes() if path.is_file() else b"\0")
     verdict = ROOT / ".cache" / "shellcheck" / key.hexdigest()
     if verdict.is_file() and not in_ci():
         return
