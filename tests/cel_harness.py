@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import copy
 import functools
-import json
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 import celpy
 from celpy import celtypes
+from shared_data import json_key
 
 from model.quantity import BINARY_SI, INT64_MAX, QuantityError, parse_quantity, suffix_of
 
@@ -201,14 +201,7 @@ def run_policy(policy: dict, obj: dict, old: dict | None = None, operation: str 
     (matchConditions first; `old` is `oldObject` on UPDATE). Pass objects through `admitted()` first."""
     # Judging is a function of the request alone, and cel-python takes ~0.1 CPU-s per request: tests that
     # ask again about the same request (a fixture in several tests, a check repeated) get the first answer.
-    # The key is the request as JSON; one JSON cannot tell apart (int keys, tuples, dates) is never kept.
-    request = [policy, obj, old, operation]
-    try:
-        key = json.dumps(request, sort_keys=True)
-    except (TypeError, ValueError):
-        key = None
-    if key is not None and json.loads(key) != request:
-        key = None
+    key = json_key([policy, obj, old, operation])
     if key is None or key not in _JUDGED:
         outcome = _run_policy(policy, obj, old, operation)
         if key is None:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Iterable
 from typing import Any
+
+from shared_data import json_key
 
 from preview.harness import (  # noqa: F401 (re-exported for the tests)
     DUAL_STACK_IPAM,
@@ -38,7 +39,9 @@ def reference_program() -> Program:
 def shared_program(config: dict[str, Any], secrets: dict[str, str] | None = None) -> Program:
     """run_program(config, secrets=secrets), run once per process for each config several tests share (a
     run is 0.3-0.5 CPU-s), handed out as a copy each time like reference_program()."""
-    key = json.dumps([config, secrets], sort_keys=True)
+    key = json_key([config, secrets])
+    if key is None:
+        return run_program(config, secrets=secrets)
     if key not in _SHARED:
         _SHARED[key] = run_program(copy.deepcopy(config), secrets=copy.deepcopy(secrets))
     program = _SHARED[key]

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import functools
+import json
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import yaml
@@ -14,12 +16,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 # libyaml's safe loader when PyYAML has it: the Kamaji CRD is 700 kB, 10x slower in pure Python.
-_SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @functools.cache
 def upstream_yaml(relative: str):
-    return yaml.load(upstream_path(relative).read_text(), Loader=_SAFE_LOADER)
+    return yaml.load(upstream_path(relative).read_text(), Loader=SAFE_LOADER)
 
 
 KAMAJI_CHART = "charts/kamaji-0.0.0+latest-26.8.2-edge.tgz"
@@ -37,7 +39,7 @@ def chart_values(archive: str) -> dict:
             parts = member.name.split("/")
             if parts[-1] != "values.yaml" or not member.isfile():
                 continue
-            document = yaml.load(tar.extractfile(member).read(), Loader=_SAFE_LOADER) or {}
+            document = yaml.load(tar.extractfile(member).read(), Loader=SAFE_LOADER) or {}
             if len(parts) == 2:
                 values = document
             elif len(parts) == 4 and parts[1] == "charts":
@@ -71,6 +73,16 @@ def validate_crd(instance: dict, relative: str, version: str) -> None:
     error = jsonschema.exceptions.best_match(_crd_validator(relative, version).iter_errors(instance))
     if error is not None:
         raise error
+
+
+def json_key(value: Any) -> str | None:
+    """`value` as canonical JSON, for memos keyed by what a test asks; None when JSON would blur it (int keys,
+    tuples, dates, NaN): such a request is not remembered."""
+    try:
+        key = json.dumps(value, sort_keys=True)
+    except (TypeError, ValueError):
+        return None
+    return key if json.loads(key) == value else None
 
 
 def leaf_paths(values: dict, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:

@@ -10,7 +10,7 @@ import sys
 import pytest
 import yaml
 from lab_harness import lab_config, make_tenant, reference_program, run_program
-from shared_data import HAMI_CHART, KAMAJI_CHART, ROOT, upstream_path
+from shared_data import HAMI_CHART, KAMAJI_CHART, ROOT, SAFE_LOADER, upstream_path
 
 from model.config import parse_config
 from model.image_ref import ImageRef
@@ -30,9 +30,8 @@ def lab():
 
 
 def documents(text: str) -> list[dict]:
-    # libyaml's safe loader when PyYAML has it: Calico's 1 MB manifest takes 0.6 CPU-s in pure Python.
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return [doc for doc in yaml.load_all(text, Loader=loader) if isinstance(doc, dict)]
+    # libyaml's loader: Calico's 1 MB manifest takes 0.6 CPU-s in pure Python.
+    return [doc for doc in yaml.load_all(text, Loader=SAFE_LOADER) if isinstance(doc, dict)]
 
 
 def images_in(objects: list[dict]) -> set[str]:
