@@ -25,7 +25,7 @@ export PULUMI_SKIP_UPDATE_CHECK := true
 export PATH := $(CURDIR)/bin:$(VENV)/bin:$(PATH)
 
 .PHONY: help up down plan verify report check test lint bench prereqs policy-venv stack upstream-data clean deploy destroy \
-	diagnose lab-exists lint-python
+	diagnose lab-exists lint-python tools
 
 help:
 	@echo "make up             preflight (Linux, Docker, tools, disk), then venv, pinned kind/kubectl/pulumi in ./bin, pulumi up"
@@ -38,6 +38,8 @@ help:
 	@echo "make test           lint + offline unit, policy and script tests (no Docker); what CI runs"
 	@echo "make upstream-data  get the upstream schemas/charts the tests validate against (sha256-checked); uses"
 	@echo "                    GPULAB_UPSTREAM or ../shared/upstream when complete, downloads only what is missing"
+	@echo "make tools          build the real upstream programs (kube-apiserver, etcd, kwok, pulumi...) from pinned"
+	@echo "                    Go modules into ./bin (needs Go 1.26 and the Go module proxy; see tools/README.md)"
 	@echo "make bench          benchmarks (program growth, policy checking, image pulls)"
 	@echo "make lint           ruff and shellcheck only"
 	@echo "make policy-venv    the policy pack's own venv (policies/venv), for pulumi preview --policy-pack policies"
@@ -150,6 +152,10 @@ test: lint-python
 	echo "pytest -n $(TEST_WORKERS) --dist worksteal --basetemp $$base"; \
 	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(PYCACHE) \
 	  $(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal --basetemp "$$base"
+
+# The real programs, from the wrapper Go modules in tools/ (programs.toml): a second run builds nothing.
+tools:
+	@$(PYTHON_HOST) scripts/build_tools.py
 
 upstream-data:
 	$(PYTHON_HOST) tests/upstream_data.py
