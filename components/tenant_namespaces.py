@@ -60,6 +60,39 @@ def inventory_document(tenant: Tenant, lab: LabConfig, cards: list[Card], node_n
     return document
 
 
+def tenant_objects(
+    tenant: Tenant, lab: LabConfig, cards: list[Card], node_name: str
+) -> tuple[list[dict], dict[str, dict], dict]:
+    """The tenant's namespaces, their quotas (by namespace) and the inventory ConfigMap, as Kubernetes
+    objects: what this component creates, and what the process-mode lab applies."""
+    namespaces = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {TENANT_LABEL: tenant.name}}}
+        for name in tenant.namespaces
+    ]
+    hard = quota_hard(tenant)
+    quotas = {
+        name: {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": "gpulab-gpu-quota", "namespace": name},
+            "spec": {"hard": hard},
+        }
+        for name in tenant.namespaces
+        if hard
+    }
+    inventory = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": INVENTORY_CONFIGMAP,
+            "namespace": INVENTORY_NAMESPACE,
+            "labels": {TENANT_LABEL: tenant.name, INVENTORY_LABEL: "true"},
+        },
+        "data": {"inventory.json": json.dumps(inventory_document(tenant, lab, cards, node_name), indent=2)},
+    }
+    return namespaces, quotas, inventory
+
+
 def former_parents(gpu_node: HamiGpuNode) -> list[pulumi.Alias]:
     """Aliases to the parent these resources had: the GPU node component. A RealGpuNode was a MockGpuNode
     then; besides the engine following its own alias, name that parent's URN outright (a top-level
@@ -97,35 +130,25 @@ class TenantNamespaces(pulumi.ComponentResource):
         )
         self.namespaces = []
         self.quotas = []
-        hard = quota_hard(tenant)
-        for namespace_name in tenant.namespaces:
+        namespaces, quotas, inventory = tenant_objects(tenant, lab, gpu_node.cards, worker.node_name)
+        for namespace_object in namespaces:
+            namespace_name = namespace_object["metadata"]["name"]
             namespace = k8s.core.v1.Namespace(
-                f"{former}-ns-{namespace_name}",
-                metadata={"name": namespace_name, "labels": {TENANT_LABEL: tenant.name}},
-                opts=child,
+                f"{former}-ns-{namespace_name}", metadata=namespace_object["metadata"], opts=child
             )
             self.namespaces.append(namespace)
-            if hard:
+            quota = quotas.get(namespace_name)
+            if quota:
                 self.quotas.append(
                     k8s.core.v1.ResourceQuota(
                         f"{former}-quota-{namespace_name}",
-                        metadata={"name": "gpulab-gpu-quota", "namespace": namespace.metadata.name},
-                        spec={"hard": hard},
+                        # The namespace's output, not its name: the quota waits for the namespace.
+                        metadata={**quota["metadata"], "namespace": namespace.metadata.name},
+                        spec=quota["spec"],
                         opts=child,
                     )
                 )
         k8s.core.v1.ConfigMap(
-            f"{former}-inventory-document",
-            metadata={
-                "name": INVENTORY_CONFIGMAP,
-                "namespace": INVENTORY_NAMESPACE,
-                "labels": {TENANT_LABEL: tenant.name, INVENTORY_LABEL: "true"},
-            },
-            data={
-                "inventory.json": json.dumps(
-                    inventory_document(tenant, lab, gpu_node.cards, worker.node_name), indent=2
-                )
-            },
-            opts=child,
+            f"{former}-inventory-document", metadata=inventory["metadata"], data=inventory["data"], opts=child
         )
         self.register_outputs({"namespaces": list(tenant.namespaces)})
