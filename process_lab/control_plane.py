@@ -77,8 +77,14 @@ class ControlPlane:
 
     def kubectl(self, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 30):
         argv = [self.bin_dir / "kubectl", "--kubeconfig", self.kubeconfig, "--request-timeout", f"{int(timeout)}s"]
-        return run([*argv, *args], env=self.env, what=f"kubectl {args[0]} on {self.name}", stdin=stdin,
-                   check=check, timeout=timeout + 5)  # fmt: skip
+        return run(
+            [*argv, *args],
+            env=self.env,
+            what=f"kubectl {args[0]} on {self.name}",
+            stdin=stdin,
+            check=check,
+            timeout=timeout + 5,
+        )
 
     def apply(self, objects: list[dict]) -> None:
         """Server-side apply, as the Pulumi provider does (field manager `gpulab`)."""

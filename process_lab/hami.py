@@ -42,13 +42,52 @@ def make_tls(folder: Path) -> tuple[Path, Path, Path]:
     key, csr, crt, ext = folder / "tls.key", folder / "tls.csr", folder / "tls.crt", folder / "san.ext"
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
     env = dict(os.environ)
-    run(["openssl", "req", "-x509", *ec, "-keyout", ca_key, "-out", ca_crt, "-days", "2", "-subj", "/CN=gpulab-hami-ca"],
-        env=env, what="making HAMi's CA (openssl)")  # fmt: skip
-    run(["openssl", "req", *ec, "-keyout", key, "-out", csr, "-subj", "/CN=127.0.0.1"], env=env,
-        what="making HAMi's server key (openssl)")  # fmt: skip
+    run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            *ec,
+            "-keyout",
+            ca_key,
+            "-out",
+            ca_crt,
+            "-days",
+            "2",
+            "-subj",
+            "/CN=gpulab-hami-ca",
+        ],
+        env=env,
+        what="making HAMi's CA (openssl)",
+    )
+    run(
+        ["openssl", "req", *ec, "-keyout", key, "-out", csr, "-subj", "/CN=127.0.0.1"],
+        env=env,
+        what="making HAMi's server key (openssl)",
+    )
     ext.write_text("subjectAltName=IP:127.0.0.1\n")
-    run(["openssl", "x509", "-req", "-in", csr, "-CA", ca_crt, "-CAkey", ca_key, "-CAcreateserial", "-out", crt,
-         "-days", "2", "-extfile", ext], env=env, what="signing HAMi's server certificate (openssl)")  # fmt: skip
+    run(
+        [
+            "openssl",
+            "x509",
+            "-req",
+            "-in",
+            csr,
+            "-CA",
+            ca_crt,
+            "-CAkey",
+            ca_key,
+            "-CAcreateserial",
+            "-out",
+            crt,
+            "-days",
+            "2",
+            "-extfile",
+            ext,
+        ],
+        env=env,
+        what="signing HAMi's server certificate (openssl)",
+    )
     return ca_crt, crt, key
 
 
@@ -157,9 +196,13 @@ class HamiScheduler:
         ]
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(
-                argv, env={**os.environ, "KUBECONFIG": str(kubeconfig)}, stdout=log, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True,
-            )  # fmt: skip
+                argv,
+                env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
 
     def wait_for_nodes(self, nodes: list[str], timeout: float = 60) -> None:
         """Until HAMi has taken every GPU node's cards in (its registration loop runs on node add and every 15 s)."""

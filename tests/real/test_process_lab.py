@@ -120,23 +120,37 @@ def test_the_90000_mb_pod_is_refused_at_apply_with_card_insufficient_memory_firs
 def test_seed_case_three_pods_share_the_card_and_the_fourth_is_refused_for_cores(reference) -> None:
     tenants, hami, _ = reference
     if not hami:
-        pytest.skip("hami-scheduler not built: the Go module proxy refuses HAMi (tools/README.md); "
-                    "set GPULAB_HAMI_SCHEDULER to a HAMi v2.8.3 scheduler binary")  # fmt: skip
+        pytest.skip(
+            "hami-scheduler not built: the Go module proxy refuses HAMi (tools/README.md); "
+            "set GPULAB_HAMI_SCHEDULER to a HAMi v2.8.3 scheduler binary"
+        )
     a = tenants["tenant-a"].control_plane
     for index in range(1, 5):
         a.kubectl("create", "-f", "-", stdin=json.dumps(gpu_pod(f"share-{index}", "gpu-workloads", SHARE)))
         name = f"share-{index}"
         if index < 4:
-            running = wait_for(f"{name} Running on tenant-a's card",
-                lambda n=name: (p := a.get("pod", "-n", "gpu-workloads", n))["status"].get("phase") == "Running" and p)  # fmt: skip
+
+            def running_pod(n: str = name) -> dict | None:
+                pod = a.get("pod", "-n", "gpu-workloads", n)
+                return pod if pod["status"].get("phase") == "Running" else None
+
+            running = wait_for(f"{name} Running on tenant-a's card", running_pod)
             assert running["spec"]["schedulerName"] == "hami-scheduler"  # HAMi's webhook
             allocated = running["metadata"]["annotations"]["hami.io/vgpu-devices-allocated"]
             assert allocated == "GPU-MOCK-tenant-a-0,NVIDIA,20000,30:;"
     events = wait_for(
         "HAMi's FilteringFailed event for share-4",
-        lambda: [e["message"] for e in a.get("events", "-n", "gpu-workloads", "--field-selector",
-                 "involvedObject.name=share-4,reason=FilteringFailed")["items"]],
-    )  # fmt: skip
+        lambda: [
+            e["message"]
+            for e in a.get(
+                "events",
+                "-n",
+                "gpu-workloads",
+                "--field-selector",
+                "involvedObject.name=share-4,reason=FilteringFailed",
+            )["items"]
+        ],
+    )
     assert any("CardInsufficientCore" in message for message in events), events
     assert a.get("pod", "-n", "gpu-workloads", "share-4")["status"]["phase"] == "Pending"
     assert tenants["tenant-a"].bind_time.errors == []
