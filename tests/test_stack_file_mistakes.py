@@ -82,14 +82,14 @@ def test_a_misspelled_tenants_key_gets_a_did_you_mean_and_no_echo_of_the_config(
     err = refused(capsys, tmp_path, f"config:\n  gpulab:tenant:\n{TENANT_A}")
     assert "  gpulab:tenant: is not a key of gpulab; did you mean `tenants`?" in err, err
     assert "  gpulab:tenants: declare at least one tenant" in err
-    assert "tenant-a" not in err.split("gpulab:tenants:", 1)[1], "the config is not echoed as the value"
+    assert "10.244.0.0/16" not in err, "the config is not echoed as the value"
     assert_one_format(err)
 
 
 def test_a_key_dedented_out_of_config_is_named(capsys, tmp_path) -> None:
     text = f"config:\n  gpulab:management: {{name: lab}}\ngpulab:tenants:\n{TENANT_A}"
     err = refused(capsys, tmp_path, text)
-    assert "gpulab:tenants: is outside `config:`, where the Pulumi CLI ignores it; indent it under `config:`" in err
+    assert "gpulab:tenants: is outside `config:`, so it is no config key; indent it under `config:`" in err
     assert "declare at least one tenant" not in err, err
 
 
@@ -109,13 +109,13 @@ def ssh_tenants(*hosts_per_tenant: list[str]) -> str:
 
 def test_an_ssh_worker_inside_its_pod_range_is_refused(capsys, tmp_path) -> None:
     err = refused(capsys, tmp_path, ssh_tenants(["10.244.3.7"]))
-    assert "gpulab:tenants[0].workers[0].host = '10.244.3.7': is inside tenants[0].podCidr 10.244.0.0/16" in err, err
+    assert "gpulab:tenants[0].workers[0].host = '10.244.3.7': is inside the tenant's podCidr 10.244.0.0/16" in err, err
     assert_one_format(err)
 
 
 def test_an_ssh_worker_inside_its_service_range_is_refused(capsys, tmp_path) -> None:
     err = refused(capsys, tmp_path, ssh_tenants(["10.96.0.10"]))
-    assert "gpulab:tenants[0].workers[0].host = '10.96.0.10': is inside tenants[0].serviceCidr 10.96.0.0/16" in err
+    assert "gpulab:tenants[0].workers[0].host = '10.96.0.10': is inside the tenant's serviceCidr 10.96.0.0/16" in err
 
 
 # --- item 4: one machine written two ways in two tenants ---
@@ -123,7 +123,7 @@ def test_an_ssh_worker_inside_its_service_range_is_refused(capsys, tmp_path) -> 
 
 @pytest.mark.parametrize(
     "first, second",
-    [("localhost", "127.0.0.1"), ("127.0.0.1", "127.0.0.2"), ("::1", "localhost"), ("LOCALHOST.", "::ffff:127.0.0.9")],
+    [("localhost", "127.0.0.1"), ("127.0.0.1", "127.0.0.2"), ("::1", "localhost"), ("LocalHost", "::ffff:127.0.0.9")],
 )
 def test_two_spellings_of_this_machine_are_one_machine(capsys, tmp_path, first, second) -> None:
     err = refused(capsys, tmp_path, ssh_tenants([first], [second]))
