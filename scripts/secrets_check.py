@@ -84,7 +84,8 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
         return 2
     if not stack_file.is_file():
         return 0  # nothing typed in yet; the commands that need the file say so themselves
-    sys.path.insert(0, str(ROOT))
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))  # run as a file: gpulab's packages are beside scripts/
     try:
         from model.config import ConfigError
     except ImportError:  # the host's python3, without gpulab's packages

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
@@ -9,6 +11,8 @@ from pathlib import Path
 
 import pytest
 from shared_data import ROOT
+
+from scripts import secrets_check
 
 SCRIPT = ROOT / "scripts" / "secrets_check.py"
 WITH_SECRET = """config:
@@ -20,16 +24,14 @@ WITH_SECRET = """config:
 
 
 def check(tmp_path: Path, text: str | None, **env: str) -> subprocess.CompletedProcess:
+    """The script's main() in this process (the Makefile runs the same main() as a file: see
+    test_the_hosts_python_hands_the_check_to_the_venv for that boundary)."""
     if text is not None:
         (tmp_path / "Pulumi.dev.yaml").write_text(text)
     environment = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_CONFIG_PASSPHRASE")}
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), "dev", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        env={**environment, **env},
-        timeout=30,
-    )
+    with contextlib.redirect_stderr(io.StringIO()) as stderr:
+        code = secrets_check.main(["dev", str(tmp_path)], {**environment, **env})
+    return subprocess.CompletedProcess(["secrets_check.py", "dev"], code, "", stderr.getvalue())
 
 
 def test_typed_secret_with_empty_passphrase_is_refused(tmp_path: Path) -> None:
