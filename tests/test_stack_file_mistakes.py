@@ -7,6 +7,7 @@ that say so go through the Pulumi program instead: the config the engine hands `
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pulumi
@@ -74,6 +75,14 @@ def test_the_program_refuses_an_unknown_key_too() -> None:
     with pytest.raises(pulumi.RunError) as raised:
         run_program({"tenants": tenants, "schedulling": {"gpuSchedulerPolicy": "binpack"}})
     assert "gpulab:schedulling: is not a key of gpulab; did you mean `scheduling`?" in str(raised.value)
+
+
+def test_the_program_sees_the_keys_the_language_host_passes_in_its_environment(monkeypatch) -> None:
+    """Boundary: the language host's PULUMI_CONFIG (every key a string, objects as JSON; notes/pulumi.md)."""
+    monkeypatch.setenv("PULUMI_CONFIG", json.dumps({"gpulab:managment": json.dumps({"name": "lab"})}))
+    with pytest.raises(pulumi.RunError) as raised:
+        run_program({"tenants": [{"name": "tenant-a", "gpus": [{"model": "L4", "count": 1}]}]})
+    assert "gpulab:managment: is not a key of gpulab; did you mean `management`?" in str(raised.value)
 
 
 # --- item 2: a missing `tenants` key ---
