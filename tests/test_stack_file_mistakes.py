@@ -165,7 +165,11 @@ def test_different_loopback_ports_stay_different_machines(tmp_path) -> None:
             "gpus: {model: L4}",
             "gpulab:tenants[0].gpus = {'model': 'L4'}: must be a list",
         ),
-        ("gpus: [{model: L4, count: 1}]", "gpus: [L4]", "gpulab:tenants[0].gpus[0] = 'L4': must be a mapping"),
+        (
+            "gpus: [{model: L4, count: 1}]",
+            "gpus: [L4]",
+            "gpulab:tenants[0].gpus[0] = 'L4': must be a mapping of keys (`key: value`), e.g. {model: L4, count: 1}",
+        ),
         (
             "gpus: [{model: L4, count: 1}]",
             "gpus: [{model: L4, count: 1}]\n      splitCount: 0",

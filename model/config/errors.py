@@ -124,8 +124,12 @@ _EXAMPLES = {
 
 
 def _example(loc: tuple[int | str, ...]) -> str:
+    """`, e.g. EXAMPLE` for the key at `loc`, or for one entry of it (`gpus[0]`: `{model: L4, count: 1}`)."""
     names = [part for part in loc if isinstance(part, str)]
-    return f", e.g. {_EXAMPLES[names[-1]]}" if names and names[-1] in _EXAMPLES else ""
+    if not names or names[-1] not in _EXAMPLES:
+        return ""
+    example = _EXAMPLES[names[-1]]
+    return f", e.g. {example[1:-1] if isinstance(loc[-1], int) and example.startswith('[') else example}"
 
 
 def _instead(item: Any) -> str | None:

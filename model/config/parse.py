@@ -95,16 +95,16 @@ def parse_config(raw: dict[str, Any], source: str = "the stack file", kind_subne
     `source` names the stack file in messages; `kind_subnet` (make plan's assumed kind network) adds the check
     that tenants' ranges stay outside it, which `pulumi up` makes once the network exists."""
     context = {"kind_subnet": kind_subnet} if kind_subnet else None
-    lab = {key: value for key, value in raw.items() if key in CONFIG_KEYS}
-    secret_names = _named_secrets(lab)
+    known = {key: value for key, value in raw.items() if key in CONFIG_KEYS}
+    secret_names = _named_secrets(known)
     lines = [unknown_key((key,)) for key in raw if key not in CONFIG_KEYS and key not in secret_names]
     try:
-        config = LabConfig.model_validate(lab, context=context)
+        lab = LabConfig.model_validate(known, context=context)
     except ValidationError as error:
-        lines += format_errors(error, source) + _cross_field_lines(lab, error, kind_subnet)
+        lines += format_errors(error, source) + _cross_field_lines(known, error, kind_subnet)
     if lines:
         raise ConfigError(error_message(sorted(dict.fromkeys(lines), key=_by_key)))
-    return config
+    return lab
 
 
 def _by_key(line: str) -> list[object]:
