@@ -172,6 +172,11 @@ def test_different_loopback_ports_stay_different_machines(tmp_path) -> None:
         ),
         (
             "gpus: [{model: L4, count: 1}]",
+            "gpus: [{model: L4, count: 1}]\n      workerMode: ssh\n      workers: [{host: ''}]",
+            "gpulab:tenants[0].workers[0].host = '': must not be empty; write a value, e.g. 10.0.0.21",
+        ),
+        (
+            "gpus: [{model: L4, count: 1}]",
             "gpus: [{model: L4, count: 1}]\n      splitCount: 0",
             "gpulab:tenants[0].splitCount = 0: must be at least 1",
         ),

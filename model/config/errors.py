@@ -142,9 +142,9 @@ def _instead(item: Any) -> str | None:
     if kind in ("less_than", "less_than_equal"):
         most = ctx["lt"] - 1 if kind == "less_than" else ctx["le"]
         return f"must be at most {most}; write {most} or less"
+    if kind == "string_too_short":
+        return f"must not be empty; write a value{_example(loc)}"
     if kind == "too_short":
-        if ctx.get("field_type") == "String":
-            return f"must not be empty; write a value{_example(loc)}"
         least = ctx["min_length"]
         return f"must list at least {least} {'entry' if least == 1 else 'entries'}{_example(loc)}"
     if kind == "too_long":
