@@ -26,8 +26,7 @@ from diagnose.collect import Collected, Collector, duration_seconds, read_sysctl
 from diagnose.redact import redact, scrub_text
 from diagnose.runner import STOP_SIGNALS, Runner
 from model.stack import ROOT, StackError, stack_config, stack_name
-
-STACK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}", re.ASCII)
+from scripts.stack_file import stack_problem
 
 
 def _remove_stale(reports: Path) -> None:
@@ -201,13 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=600.0, help="seconds for the whole run (600)")
     args = parser.parse_args(argv)
     stack = stack_name(args.stack)
-    if not STACK_NAME.fullmatch(stack):
-        problem = f"stack name {stack[:60]!r} is not valid; use letters, digits, '-', '_', '.'"
-        print(f"[gpulab] diagnose: {problem}", file=sys.stderr)
-        return 2
-    if not (ROOT / f"Pulumi.{stack}.yaml").is_file():
-        known = ", ".join(sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in ROOT.glob("Pulumi.*.yaml")))
-        print(f"[gpulab] diagnose: no Pulumi.{stack}.yaml in {ROOT}: STACK names one of {known}", file=sys.stderr)
+    if problem := stack_problem(stack, ROOT):
+        print(f"[gpulab] {problem}", file=sys.stderr)
         return 2
     if min(args.call_timeout, args.kill_after, args.budget) <= 0:
         print("[gpulab] diagnose: --call-timeout, --kill-after and --budget must be positive", file=sys.stderr)

@@ -149,12 +149,16 @@ def test_preflight_asks_no_docker_of_an_existing_cluster_with_ssh_workers(
     assert result.returncode == 1 and "Docker daemon is not reachable" in result.stderr
 
 
-def test_make_up_without_docker_stops_fast_and_creates_nothing(tmp_path: Path) -> None:
+def test_make_up_without_docker_stops_fast_and_creates_nothing(
+    tmp_path: Path, project_stack_file: tuple[str, Path]
+) -> None:
+    name, path = project_stack_file
+    path.write_text((LAB_PROJECT / "Pulumi.dev.yaml").read_text())
     fakes = fake_bin(tmp_path / "fakes", docker=DOCKER_DOWN)
     venv = tmp_path / "venv"
     started = time.monotonic()
     result = subprocess.run(
-        ["make", "--no-print-directory", "up", f"VENV={venv}"],
+        ["make", "--no-print-directory", "up", f"VENV={venv}", f"STACK={name}"],
         capture_output=True,
         text=True,
         cwd=ROOT,

@@ -97,21 +97,26 @@ def test_make_plan_fails_on_an_invalid_stack_naming_the_key(project_stack_file: 
 
 
 @pytest.mark.parametrize("target", ["verify", "report"])
-def test_without_a_lab_verify_and_report_say_so_before_installing_anything(tmp_path: Path, target: str) -> None:
+def test_without_a_lab_verify_and_report_say_so_before_installing_anything(
+    tmp_path: Path, target: str, project_stack_file: tuple[str, Path]
+) -> None:
+    """Through make, as README says: exit 2 (make's own code for a failed recipe) and one line of ours."""
+    name, path = project_stack_file
+    path.write_text((LAB_PROJECT / "Pulumi.dev.yaml").read_text())
     venv = tmp_path / "venv"
     started = time.monotonic()
     result = subprocess.run(
-        ["make", "--no-print-directory", target, f"VENV={venv}", "STACK=never-deployed"],
+        ["make", "--no-print-directory", target, f"VENV={venv}", f"STACK={name}"],
         cwd=ROOT,
         capture_output=True,
         text=True,
         env={**os.environ, "PULUMI_BACKEND_URL": f"file://{tmp_path}"},
         timeout=60,
     )
-    assert result.returncode != 0
+    assert result.returncode == 2
     assert time.monotonic() - started < 5
     lines = [line for line in result.stderr.splitlines() if not line.startswith("make: ***")]
-    assert lines == [
-        f"[gpulab] no lab: stack 'never-deployed' has nothing deployed in {tmp_path}; run `make up` first"
-    ], result.stderr
+    assert lines == [f"[gpulab] no lab: stack '{name}' has nothing deployed in {tmp_path}; run `make up` first"], (
+        result.stderr
+    )
     assert not venv.exists(), "nothing installed only to say there is no lab"
