@@ -80,10 +80,12 @@ def gpu_summary(tenant) -> tuple[str, list[str]]:
 
 
 def tree(program, lab) -> list[str]:
-    """Resources grouped by top-level component: the management cluster, then each tenant's."""
+    """Resources grouped by top-level component: the management cluster, then each tenant's. Siblings by name
+    (then type): the mocks see registrations in whatever order the program's outputs resolve, and two plans of
+    one stack must diff clean."""
     children: dict[str, list] = {}
     tops = []
-    for registration in program.registrations.values():
+    for registration in sorted(program.registrations.values(), key=lambda r: (r.name, r.type)):
         if registration.type == "pulumi:pulumi:Stack":
             continue
         parent = program.registrations.get(registration.parent)

@@ -166,7 +166,7 @@ def test_make_up_without_docker_stops_fast_and_creates_nothing(
         timeout=60,
     )
     assert result.returncode != 0
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 10  # 2 s measured; 5 s was missed once at load 13 on 2 cores
     assert "Docker daemon is not reachable" in result.stderr
     assert not venv.exists() and not (ROOT / ".state" / "stacks-created-by-test").exists()
 
@@ -284,4 +284,30 @@ def test_plan_wants_referenced_secrets_set_as_secrets(capsys, tmp_path: Path) ->
 @pytest.mark.parametrize("stack", ["nope"])
 def test_plan_of_a_missing_stack_file(capsys, stack: str) -> None:
     code, _, err = plan(capsys, stack=stack)
-    assert code == 2 and "Pulumi.nope.yaml does not exist" in err
+    assert code == 2 and "no stack 'nope': there is no Pulumi.nope.yaml in " in err
+
+
+def test_plan_text_does_not_depend_on_the_order_resources_registered_in() -> None:
+    """Boundary: the plan users diff from run to run, against the order in which the program's resources
+    reach the mocks (asynchronous: it changed between runs). The same program, registrations reversed,
+    prints the same resource tree and the same policy messages, in the same order."""
+    import copy
+    import dataclasses
+
+    from lab_harness import lab_config, shared_program
+
+    from preview.__main__ import stack_config, tree, validate
+    from preview.pack import run_pack
+
+    config = copy.deepcopy(lab_config())
+    big = [{"name": f"big-{i}", "gpumem": 90000} for i in (1, 2)]  # two refusals: messages from two resources
+    config["tenants"][0]["workloads"] += big
+    program = shared_program(config)
+    backwards = dataclasses.replace(program, registrations=dict(reversed(program.registrations.items())))
+    lab = validate(*stack_config("dev", LAB_PROJECT))
+    assert tree(backwards, lab) == tree(program, lab)
+    assert run_pack(backwards) == run_pack(program)
+    messages = run_pack(program)["gpu-request-limits"]
+    assert messages.index(next(m for m in messages if "big-1" in m)) < messages.index(
+        next(m for m in messages if "big-2" in m)
+    )

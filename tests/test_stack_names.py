@@ -179,3 +179,33 @@ def test_make_diagnose_where_make_up_never_deployed_points_at_make_up(
     assert not any("make diagnose" in line for line in fixes), result.stdout
     for archive in (ROOT / "reports").glob(f"diagnose-{name}-*.tar.gz"):
         archive.unlink()
+
+
+def test_make_up_of_an_existing_cluster_with_ssh_workers_downloads_no_kind(
+    tmp_path: Path, project_stack_file: tuple[str, Path]
+) -> None:
+    """Boundary: `make up` of a stack with an existing management cluster and SSH workers (no Docker here):
+    the first download it tries is kubectl's, never kind's (a curl that records every call and fails)."""
+    if (ROOT / "bin").exists():
+        pytest.skip("./bin exists here: `make up` may find the pinned CLIs in it and download nothing")
+    name, path = project_stack_file
+    document = yaml.safe_load((LAB_PROJECT / "Pulumi.dev.yaml").read_text())
+    config = document["config"]
+    config["gpulab:management"] = {"mode": "existing"}
+    for i, tenant in enumerate(config["gpulab:tenants"]):
+        tenant.update(workerMode="ssh", workers=[{"host": f"10.0.0.{10 + i}"}])
+    config["gpulab:managementKubeconfig"] = {"secure": "v1:AAAA"}
+    config["gpulab:sshPrivateKey"] = {"secure": "v1:BBBB"}
+    path.write_text(yaml.safe_dump(document))
+    calls = tmp_path / "curl-calls"
+    fakes = fake_bin(tmp_path / "fakes", df=ROOMY_DF, curl=f'echo "$*" >> {calls}; exit 7')
+    try:
+        result = make(
+            "up", f"STACK={name}", env={"PATH": f"{fakes}:/usr/bin:/bin", "PULUMI_CONFIG_PASSPHRASE": "x"}, timeout=120
+        )
+    finally:
+        if (ROOT / "bin").is_dir() and not any((ROOT / "bin").iterdir()):
+            (ROOT / "bin").rmdir()
+    assert result.returncode == 2, result.stderr
+    assert calls.read_text().splitlines()[0].endswith("/bin/linux/amd64/kubectl"), calls.read_text()
+    assert "kind" not in calls.read_text()
