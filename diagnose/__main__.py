@@ -116,20 +116,17 @@ def collect(args: argparse.Namespace, runner: Runner, stack: str, private: Path)
 
 
 def _safe(path: str, text: str, known: set[str]) -> str:
-    """A collected file as it may be written: parsed and redacted field by field where it is JSON or YAML."""
-    if path.endswith(".json"):
-        try:
-            return json.dumps(redact(json.loads(text), known), indent=2)
-        except ValueError:
-            pass
-    if path.endswith(".jsonl"):
-        lines = []
-        for line in text.splitlines():
-            try:
-                lines.append(json.dumps(redact(json.loads(line), known)))
-            except ValueError:
-                lines.append(scrub_text(line, known))
-        return "\n".join(lines) + "\n"
+    """A file of the archive as it may be written, whatever its name: parsed and redacted field by field where
+    it is JSON as a whole or YAML (a .yaml file); otherwise scrubbed as text, and each line that is JSON (a
+    structured log, `docker ps --format json`) redacted field by field as well. An API that answers with objects where text was expected (/readyz)
+    gets the same redaction as `kubectl get -o json`."""
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        pass
+    else:
+        if isinstance(parsed, dict | list):
+            return json.dumps(redact(parsed, known), indent=2)
     if path.endswith(".yaml"):
         import yaml
 
@@ -137,7 +134,14 @@ def _safe(path: str, text: str, known: set[str]) -> str:
             return yaml.safe_dump(redact(yaml.safe_load(text), known), sort_keys=False)
         except yaml.YAMLError:
             pass
-    return scrub_text(text, known)
+    lines = []
+    for line in scrub_text(text, known).split("\n"):  # as a whole first: a PEM block spans lines
+        try:
+            parsed = json.loads(line)
+        except ValueError:
+            parsed = None
+        lines.append(json.dumps(redact(parsed, known)) if isinstance(parsed, dict | list) else line)
+    return "\n".join(lines)
 
 
 def finding_lines(finding: Finding, known: set[str]) -> list[str]:
@@ -176,11 +180,13 @@ def summary(stack: str, findings: list[Finding], archive: str, known: set[str]) 
 
 def write_archive(path: Path, collected: Collected, text: str) -> Path:
     base = path.name.removesuffix(".tar.gz")
-    known = collected.secrets
-    files = {path_: _safe(path_, content, known) for path_, content in collected.files.items()}
-    files["summary.txt"] = text
-    files["findings.json"] = json.dumps(redact([f.__dict__ for f in collected.findings], known), indent=2)
-    files["calls.json"] = json.dumps(redact(collected.calls, known), indent=2)
+    written = {
+        **collected.files,
+        "summary.txt": text,
+        "findings.json": json.dumps([f.__dict__ for f in collected.findings]),
+        "calls.json": json.dumps(collected.calls),
+    }
+    files = {name: _safe(name, content, collected.secrets) for name, content in written.items()}
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
         for name, content in sorted(files.items()):

@@ -30,6 +30,7 @@ from shared_data import ROOT
 
 from diagnose import analyze, cluster_findings, host_findings
 from diagnose.analyze import Cluster
+from diagnose.collect import Collected
 from diagnose.redact import HIDDEN, redact, scrub_text
 from diagnose.runner import Runner
 from model.catalog import totals
@@ -606,6 +607,29 @@ def test_redaction_of_objects() -> None:
     # Kamaji's status names the Secrets that hold kubeconfigs: names, kept
     status = {"kubeconfig": {"admin": {"secretName": "tenant-a-admin-kubeconfig", "checksum": "f00d"}}}
     assert redact(status) == status
+
+
+def test_every_file_of_the_archive_gets_the_object_redaction(tmp_path: Path) -> None:
+    """Boundary: the archive on disk, whatever a call wrote to whichever file name. An API that answers
+    /readyz (readyz.txt) with objects, or a log of JSON lines, gets the field-by-field redaction the .json
+    files get: an env value under a secret-looking name is hidden, which text scrubbing alone would keep."""
+    from diagnose.__main__ import write_archive
+
+    pod = {"kind": "Pod", "spec": {"containers": [{"env": [{"name": "DB_PASSWORD", "value": "hunter5"}]}]}}
+    assert "hunter5" in scrub_text(json.dumps(pod)), "text scrubbing alone keeps it: the object redaction is needed"
+    collected = Collected(
+        files={
+            "tenants/tenant-a/readyz.txt": json.dumps({"kind": "List", "items": [pod]}, indent=1),
+            "management/logs/app.txt": "plain start\n" + json.dumps(pod) + "\n",
+            "stack/Pulumi.dev.yaml": "config:\n  gpulab:env:\n    - {name: API_KEY, value: hunter6}\n",
+        }
+    )
+    archive = write_archive(tmp_path / "diagnose-dev-x.tar.gz", collected, "summary\n")
+    with tarfile.open(archive) as tar:
+        files = {m.name.split("/", 1)[1]: tar.extractfile(m).read().decode() for m in tar.getmembers()}
+    assert "hunter5" not in "".join(files.values()) and "hunter6" not in "".join(files.values())
+    assert json.loads(files["tenants/tenant-a/readyz.txt"])["items"][0]["kind"] == "Pod", "still readable"
+    assert files["management/logs/app.txt"].startswith("plain start\n")
 
 
 def test_redaction_of_text() -> None:
