@@ -118,8 +118,8 @@ def collect(args: argparse.Namespace, runner: Runner, stack: str, private: Path)
 def _safe(path: str, text: str, known: set[str]) -> str:
     """A file of the archive as it may be written, whatever its name: parsed and redacted field by field where
     it is JSON as a whole or YAML (a .yaml file); otherwise scrubbed as text, and each line that is JSON (a
-    structured log, `docker ps --format json`) redacted field by field as well. An API that answers with objects where text was expected (/readyz)
-    gets the same redaction as `kubectl get -o json`."""
+    structured log, `docker ps --format json`) redacted field by field as well. An API that answers with
+    objects where text was expected (/readyz) gets the same redaction as `kubectl get -o json`."""
     try:
         parsed = json.loads(text)
     except ValueError:
