@@ -311,3 +311,26 @@ def test_plan_text_does_not_depend_on_the_order_resources_registered_in() -> Non
     assert messages.index(next(m for m in messages if "big-1" in m)) < messages.index(
         next(m for m in messages if "big-2" in m)
     )
+
+
+def test_plan_of_a_real_gpu_tenant_shows_no_mock_card_ids(capsys, tmp_path: Path) -> None:
+    """Boundary: `make plan` of a stack with `gpuMode: real`: a real card's id is its UUID, known only on its
+    node, so the plan (and the stack output it shows) lists the real tenant's cards without the mock's ids."""
+
+    def real(config: dict) -> None:
+        config["gpulab:management"] = {"mode": "existing"}
+        for i, tenant in enumerate(config["gpulab:tenants"]):
+            tenant.update(workerMode="ssh", workers=[{"host": f"10.0.0.{10 + i}"}])
+        config["gpulab:tenants"][0]["gpuMode"] = "real"
+
+    project = write_stack(tmp_path, real)
+    document = yaml.safe_load((project / "Pulumi.dev.yaml").read_text())
+    document["config"]["gpulab:managementKubeconfig"] = {"secure": "v1:AAAA"}
+    document["config"]["gpulab:sshPrivateKey"] = {"secure": "v1:BBBB"}
+    (project / "Pulumi.dev.yaml").write_text(yaml.safe_dump(document))
+    code, out, err = plan(capsys, project)
+    assert code == 0, out + err
+    [tenant_a] = [line for line in out.splitlines() if line.strip().startswith("tenant_a_gpus ")]
+    [tenant_b] = [line for line in out.splitlines() if line.strip().startswith("tenant_b_gpus ")]
+    assert "GPU-MOCK" not in tenant_a and '"type": "NVIDIA-A100-SXM4-80GB"' in tenant_a
+    assert "GPU-MOCK-tenant-b-0" in tenant_b, "a mock tenant keeps its simulated cards' ids"
