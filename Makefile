@@ -90,7 +90,7 @@ DIAGNOSE_HINT = { rc=$$?; echo "[gpulab] $@ failed: \`make diagnose STACK=$(STAC
 # Is STACK one of the project's stacks? One message for every target that reads Pulumi.$(STACK).yaml, before
 # anything is installed. Without a working $(PYTHON_HOST), preflight (up) or the venv (the others) says so.
 stack-file:
-	@if command -v $(PYTHON_HOST) >/dev/null; then $(PYTHON_HOST) scripts/stack_file.py "$(STACK)"; fi
+	@if command -v $(PYTHON_HOST) >/dev/null; then $(PYTHON_HOST) -m model.stack_file "$(STACK)"; fi
 
 # Input and host first: nothing is installed or created for a stack that does not exist or on a host that
 # cannot run the lab. The stack file is validated with gpulab's own loader, which needs ./venv (created here

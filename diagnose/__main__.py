@@ -26,7 +26,7 @@ from diagnose.collect import Collected, Collector, duration_seconds, read_sysctl
 from diagnose.redact import redact, scrub_text
 from diagnose.runner import STOP_SIGNALS, Runner
 from model.stack import ROOT, StackError, stack_config, stack_name
-from scripts.stack_file import stack_problem
+from model.stack_file import stack_problem
 
 
 def _remove_stale(reports: Path) -> None:
@@ -47,14 +47,14 @@ def collect(args: argparse.Namespace, runner: Runner, stack: str, private: Path)
     lab = None
     config_problem = ""
     try:
-        lab = stack_config(stack)
+        lab = stack_config(stack, args.project_dir)
     except StackError as error:
         config_problem = str(error)
     collector = Collector(runner, stack, lab, private, request_timeout=max(1.0, args.call_timeout - 2))
     out = collector.out
     if config_problem:
         out.findings.append(Finding("stack", f"stack {stack}", "config not readable", config_problem, "fix it"))
-    stack_file = ROOT / f"Pulumi.{stack}.yaml"
+    stack_file = args.project_dir / f"Pulumi.{stack}.yaml"
     if stack_file.is_file():
         out.files[f"stack/Pulumi.{stack}.yaml"] = stack_file.read_text(errors="replace")
 
@@ -204,9 +204,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--call-timeout", type=float, default=20.0, help="seconds for one call (20)")
     parser.add_argument("--kill-after", type=float, default=5.0, help="seconds from TERM to KILL (5)")
     parser.add_argument("--budget", type=float, default=600.0, help="seconds for the whole run (600)")
+    parser.add_argument("--project-dir", type=Path, default=ROOT, help=argparse.SUPPRESS)  # the tests' own stacks
     args = parser.parse_args(argv)
     stack = stack_name(args.stack)
-    if problem := stack_problem(stack, ROOT):
+    if problem := stack_problem(stack, args.project_dir):
         print(f"[gpulab] {problem}", file=sys.stderr)
         return 2
     if min(args.call_timeout, args.kill_after, args.budget) <= 0:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from model.config import CONFIG_KEYS, ConfigError, check_secrets, parse_config, stack_file_config
-from scripts.stack_file import stack_problem
+from model.stack_file import stack_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 # What Docker typically gives a new bridge network on a fresh host (kind's own defaults: the first free

@@ -822,7 +822,7 @@ class FakeLab:
         }
         env.pop("DOCKER_HOST", None)
         (tmp / "tmp").mkdir(exist_ok=True)
-        options = ["--reports", str(tmp / "reports"), *extra]
+        options = ["--reports", str(tmp / "reports"), "--project-dir", str(LAB_PROJECT), *extra]
         argv = [sys.executable, "-m", "diagnose", "--stack", "dev", *options]
         if make:  # the target itself; PATH on the command line, or the Makefile would put ./bin (real tools) first
             argv = ["make", "--no-print-directory", "-C", str(ROOT), "diagnose", "STACK=dev", f"PATH={env['PATH']}"]

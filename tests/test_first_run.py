@@ -214,7 +214,7 @@ def test_make_down_with_nothing_deployed_downloads_nothing(tmp_path: Path) -> No
     assert "downloading" not in result.stderr and "pulumi destroy" not in result.stdout
 
 
-def plan(capsys, project: Path = ROOT, stack: str = "dev") -> tuple[int, str, str]:
+def plan(capsys, project: Path = LAB_PROJECT, stack: str = "dev") -> tuple[int, str, str]:
     code = plan_main(["--stack", stack, "--project-dir", str(project)])
     captured = capsys.readouterr()
     return code, captured.out, captured.err

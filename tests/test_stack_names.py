@@ -19,7 +19,7 @@ from lab_harness import LAB_PROJECT
 from shared_data import ROOT
 from test_first_run import DOCKER_UP, fake_bin
 
-from scripts.stack_file import stack_problem, stacks
+from model.stack_file import stack_problem, stacks
 
 MISSING = "no-such-stack"
 # The one message, whatever stacks the checkout holds: `Stacks here: <list>.` is read, not expected.

@@ -3,7 +3,7 @@ stack name that is not, for every command that takes STACK (make plan, up, verif
 and python -m preview / diagnose).
 
 Standard library only: the Makefile runs it with the host's python3 before anything is installed.
-usage: python3 scripts/stack_file.py STACK [PROJECT_DIR]; exit 0 the file exists, 2 it does not (one line why).
+usage: python3 -m model.stack_file STACK [PROJECT_DIR]; exit 0 the file exists, 2 it does not (one line why).
 """
 
 from __future__ import annotations
