@@ -121,7 +121,7 @@ destroy:
 	pulumi destroy --yes --refresh --stack $(STACK)
 
 # GNU make exits 2 whenever a recipe fails, so through make a policy refusal and an invalid stack both
-# exit 2; the preview's last line says which. Scripts that need the difference run the preview itself:
+# exit 2; the preview's last line (before make's own Error line) says which. Scripts that need the difference run the preview itself:
 # `./venv/bin/python -m preview --stack NAME` exits 1 for a policy refusal and 2 for an invalid stack.
 plan: stack-file $(VENV)/.installed
 	@$(PY) scripts/secrets_check.py $(STACK)
