@@ -48,7 +48,7 @@ _gpulab_run_dir() {
     [ -d "$dir" ] && [ -O "$dir" ] || continue
     pid=${dir##*/gpulab-run.}
     pid=${pid%%.*}
-    kill -0 "$pid" 2>/dev/null && continue
+    [ -z "$(_gpulab_started "$pid")" ] || continue
     # Its run is gone (killed with KILL): end what it left running (a kubeadm join holding a lock, a hung
     # kubectl), then remove the directory; nobody else will.
     _gpulab_end_groups "$dir"
@@ -64,13 +64,14 @@ _gpulab_run_dir() {
 }
 
 # _gpulab_started PID: when the process started (field 22 of /proc/PID/stat, proc(5)), to tell it from a later
-# process that got the same id. Empty when there is no such process.
+# process that got the same id. Empty when it is gone, or has ended and waits to be reaped (state Z: a zombie
+# still answers kill -0).
 _gpulab_started() {
   local stat
   stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
   stat=${stat##*) } # after the command name, which may hold spaces and parentheses
   read -r -a stat <<<"$stat"
-  printf '%s' "${stat[19]}"
+  [ "${stat[0]}" = Z ] || printf '%s' "${stat[19]}"
 }
 
 # wait_for SECONDS WHAT COMMAND...
