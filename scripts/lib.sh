@@ -12,12 +12,25 @@
 # (../shared/notes/boundaries.md, Processes).
 
 # pulumi-command hands a Command's previous stdout and stderr to its update and delete in the
-# environment (PULUMI_COMMAND_STDOUT/STDERR). Keep them as plain shell variables: no child inherits them.
+# environment (PULUMI_COMMAND_STDOUT/STDERR); a state from before the kind record holds the management
+# kubeconfig there. `unset` keeps them from children, but a process's own environment stays readable in
+# /proc/PID/environ for its whole life (proc(5): the environment execve gave it). So a script that gets them
+# starts again without them (exec: same process), reading them from two here-strings (a pipe when short, bash
+# 5.1+; a deleted file otherwise). Kept as plain shell variables: no child inherits them. (The /bin/sh that
+# pulumi-command starts the script with keeps its copy: dash does not exec the last command of sh -c.)
+# A script run as `bash -c TEXT` over SSH ($0 is no file) only unsets them.
+if [ -n "${PULUMI_COMMAND_STDOUT+set}${PULUMI_COMMAND_STDERR+set}" ] && [ -f "$0" ]; then
+  exec env -u PULUMI_COMMAND_STDOUT -u PULUMI_COMMAND_STDERR GPULAB_PREVIOUS_ON_FDS=1 bash "$0" "$@" \
+    3<<<"${PULUMI_COMMAND_STDOUT-}" 4<<<"${PULUMI_COMMAND_STDERR-}"
+fi
 # shellcheck disable=SC2034 # read by the scripts that source this file
-GPULAB_PREVIOUS_STDOUT=${PULUMI_COMMAND_STDOUT-}
+GPULAB_PREVIOUS_STDOUT=${PULUMI_COMMAND_STDOUT-} GPULAB_PREVIOUS_STDERR=${PULUMI_COMMAND_STDERR-}
 # shellcheck disable=SC2034
-GPULAB_PREVIOUS_STDERR=${PULUMI_COMMAND_STDERR-}
-unset PULUMI_COMMAND_STDOUT PULUMI_COMMAND_STDERR
+if [ "${GPULAB_PREVIOUS_ON_FDS:-}" = 1 ]; then
+  GPULAB_PREVIOUS_STDOUT=$(cat <&3) GPULAB_PREVIOUS_STDERR=$(cat <&4)
+  exec 3<&- 4<&-
+fi
+unset PULUMI_COMMAND_STDOUT PULUMI_COMMAND_STDERR GPULAB_PREVIOUS_ON_FDS
 
 log() { printf '[gpulab] %s\n' "$*" >&2; }
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 from test_modes import run_remote
-from test_scripts import FAKES, ROOT, calls, run_script
+from test_scripts import FAKES, ROOT, calls, processes_of, run_script
 
 from components.shell import remote_script
 from components.tenant_worker import JOIN_TIMEOUT, join_token_ttl_minutes
@@ -74,17 +74,6 @@ def test_two_joins_on_one_machine_never_overlap(tmp_path: Path) -> None:
     assert second.returncode == 1, second_err
     assert "already a node of the cluster at https://10.0.0.5:6443, not of tenant tenant-b" in second_err
     assert "kubeadm reset" not in calls(tmp_path)
-
-
-def processes_of(tmp_path: Path) -> list[int]:
-    """The processes a test's scripts started (and their children): those with its FAKE_DIR in their environment."""
-    marker = f"\0FAKE_DIR={tmp_path}\0".encode()
-    found = []
-    for environ in Path("/proc").glob("[0-9]*/environ"):
-        with contextlib.suppress(OSError):
-            if marker in b"\0" + environ.read_bytes():
-                found.append(int(environ.parent.name))
-    return found
 
 
 def none_left(tmp_path: Path, seconds: float) -> bool:
