@@ -123,6 +123,23 @@ def test_a_rerun_after_a_join_killed_with_kill_ends_its_kubeadm_join(tmp_path: P
 
 
 @pytest.mark.usefixtures("leftovers_killed")
+def test_a_lock_another_tenant_holds_is_reported_with_its_holder(tmp_path: Path) -> None:
+    """Two tenants list one machine: the second's join waits its TIMEOUT for the lock, then says which tenant's join
+    holds it, since when, and which processes have the lock file open (/proc/PID/fd), not just "another join"."""
+    first = start_remote_join(tmp_path, "tenant-a", "10.0.0.5:6443", FAKE_JOIN_SLEEP="3")
+    wait_for_file(tmp_path / "joining")
+    second = start_remote_join(tmp_path, "tenant-b", "10.0.0.6:6443", timeout="1")
+    second.wait(timeout=30)
+    stderr = (tmp_path / "tenant-b.stderr").read_text()
+    assert second.returncode == 1, stderr
+    assert re.search(r"another gpulab join \(tenant tenant-a, pid \d+, since \S+Z\) has held the lock", stderr), stderr
+    assert re.search(r"pid \d+: .*kubeadm join --config", stderr), stderr
+    assert not (tmp_path / "overlaps").exists()
+    first.wait(timeout=30)
+    assert first.returncode == 0, (tmp_path / "tenant-a.stderr").read_text()
+
+
+@pytest.mark.usefixtures("leftovers_killed")
 def test_a_rerun_ends_the_join_a_cancelled_pulumi_up_left_running(tmp_path: Path) -> None:
     """Cancelling `pulumi up` kills the /bin/sh pulumi-command started for the join (Go's exec.CommandContext kills
     that one process), and the bash script under it goes on. The re-run of the same container's join ends it first:
