@@ -152,11 +152,21 @@ _gpulab_end_groups() {
   done
   ((${#groups[@]})) || return 0
   _gpulab_signal_groups TERM "${groups[@]}" || return 0
-  while _gpulab_signal_groups 0 "${groups[@]}" && ((waited < ${GPULAB_KILL_AFTER:-5} * 10)); do
+  # Until the leaders are gone (`timeout` waits for its program first). Not `kill -0` on the group: an ended
+  # process stays in it as a zombie until its parent, for an orphan init, reaps it.
+  while _gpulab_any_running "${groups[@]}" && ((waited < ${GPULAB_KILL_AFTER:-5} * 10)); do
     sleep 0.1
     waited=$((waited + 1))
   done
-  _gpulab_signal_groups KILL "${groups[@]}" || true
+  _gpulab_signal_groups KILL "${groups[@]}" || true # what is left in them
+}
+
+_gpulab_any_running() {
+  local pid
+  for pid in "$@"; do
+    [ -z "$(_gpulab_started "$pid")" ] || return 0
+  done
+  return 1
 }
 
 # _gpulab_signal_groups SIGNAL PGID...: succeeds if any group (or, before it made its group, its leader) got it.
