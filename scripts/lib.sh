@@ -3,13 +3,14 @@
 # stdout of a Command is its output (and for some, a secret), so nothing else may land there.
 #
 # Temporary files live in one private directory per run (GPULAB_RUN_DIR, mode 700), removed on
-# exit and on HUP/INT/TERM (bash runs the trap when the command it waits on returns); a directory
-# left by a run killed with KILL is removed by the next run.
-# Scripts register their own cleanup with on_exit instead of setting an EXIT trap.
+# exit and on HUP/INT/TERM (programs run as jobs the script waits for, so the trap runs at once); a
+# directory left by a run killed with KILL is removed by the next run, which first ends what that run
+# left running. Scripts register their own cleanup with on_exit instead of setting an EXIT trap.
 #
 # Every program a script starts is bounded in time (`bounded`, `kc`, `attempt`): a kubectl waiting on an
 # exec credential plugin, or a `docker exec` into a wedged container, would otherwise hang it forever
-# (../shared/notes/boundaries.md, Processes).
+# (../shared/notes/boundaries.md, Processes). And none outlives the script: it ends their process
+# groups when it ends, so its stdout closes with it.
 
 # pulumi-command hands a Command's previous stdout and stderr to its update and delete in the
 # environment (PULUMI_COMMAND_STDOUT/STDERR); a state from before the kind record holds the management

@@ -9,8 +9,9 @@
 # removed afterwards; and the token is deleted from the tenant once the join is over, failed or not.
 # A node already joined to this tenant is left alone; one joined elsewhere is an error naming that
 # API server; leftovers of a failed attempt are reset before the join is retried, and the files a run
-# killed with KILL left on the node's tmpfs are removed first. One join runs at a time per worker (a lock;
-# a re-run ends an earlier run of the same join that is still going). The token lives only a little longer than the join's bound (join_bound).
+# killed with KILL left on the node's tmpfs are removed first. One join runs at a time per worker (a lock; a
+# re-run ends an earlier run of the same join that is still going). The token lives only a little longer than
+# the join's bound (join_bound).
 # An SSH worker (JOIN_CONFIG_ON_STDIN=1) gets only the JoinConfiguration, made on the Pulumi host
 # (join-config.sh): no admin kubeconfig and no token creation on the machine.
 # stdin: tenant admin kubeconfig, or the JoinConfiguration. env: CONTAINER or NODE_NAME, TENANT,
@@ -135,9 +136,11 @@ if ! flock -n "$join_lock"; then
   if ! bounded $((timeout + 10)) flock -w "$timeout" "$join_lock"; then
     log "the join lock on $node ($join_lock_file) is still held by:"
     lock_holders >&2
-    die "another gpulab join (tenant ${holder_tenant:-unknown}, pid ${holder_pid:-unknown}, since" \
-      "${holder_since:-unknown}) has held the lock on $node for ${timeout}s; one machine can join one tenant" \
-      "only: check that no two tenants list this machine under gpulab:tenants[].workers"
+    holder="gpulab join (tenant ${holder_tenant:-unknown}, pid ${holder_pid:-unknown}, since ${holder_since:-unknown})"
+    [ "${holder_tenant:-}" != "${TENANT:-?}" ] ||
+      die "an earlier $holder still holds the lock on $node after ${timeout}s; end the processes above"
+    die "another $holder has held the lock on $node for ${timeout}s; one machine can join one tenant only:" \
+      "check that no two tenants list this machine under gpulab:tenants[].workers"
   fi
 fi
 # The file stays (removing a lock file another run has open would let two runs hold "the lock"); it holds no secret.
