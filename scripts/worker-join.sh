@@ -28,6 +28,7 @@ node_dir=/tmp
 [ -n "${CONTAINER:-}" ] || node_dir=${GPULAB_NODE_TMPFS:-/run}
 admin_conf="$node_dir/gpulab-admin.conf"
 join_conf="$node_dir/gpulab-join.yaml"
+join_pid="$node_dir/gpulab-join.pid"
 # kubeadm join waits up to 5 minutes for discovery and 4 for the kubelet's TLS bootstrap; the call is bounded
 # at join_bound, and the bootstrap token must outlive it.
 join_bound=$((2 * timeout + 60))
@@ -67,6 +68,30 @@ node_booted() {
 }
 
 server_of() { awk '$1 == "server:" { print $2; exit }'; }
+
+# The join writes its pid on the node (in the container's pid namespace), so that end_node_join can end it. In a
+# container it runs under docker exec, and the Docker daemon does not end an exec's process when its client goes
+# (moby/moby#9098; there is no API to, #35703): killing a run's docker exec leaves its kubeadm join going.
+join_on_node() {
+  # shellcheck disable=SC2016 # expanded on the node
+  on_node sh -c 'echo $$ >"$1" && exec kubeadm join --config "$2"' sh "$join_pid" "$join_conf"
+}
+
+# end_node_join: ends a kubeadm join still running on the node (TERM, KILL 5 s later), printing its pid.
+end_node_join() {
+  # shellcheck disable=SC2016 # expanded on the node
+  on_node sh -c 'p=$(cat "$1" 2>/dev/null) || exit 0
+    rm -f "$1"
+    case "$(tr "\0" " " <"/proc/$p/cmdline" 2>/dev/null)" in *"kubeadm join "*) ;; *) exit 0 ;; esac
+    kill -TERM "$p" 2>/dev/null || exit 0
+    i=0
+    while grep -q "^State:[[:space:]]*[^Z]" "/proc/$p/status" 2>/dev/null && [ "$i" -lt 50 ]; do # Z: ended
+      sleep 0.1
+      i=$((i + 1))
+    done
+    kill -KILL "$p" 2>/dev/null
+    echo "$p"' sh "$join_pid"
+}
 
 # Kamaji's soot controller creates the kubeadm RBAC after the control plane turns Ready; until
 # then token creation is Forbidden. Any failure is retried to the deadline; the last error is shown.
@@ -169,6 +194,9 @@ fi
 
 # kind waits for systemd in a node before using it; docker run returns as soon as PID 1 starts.
 wait_for "$timeout" "systemd to boot on $node" node_booted
+# With the lock held, a join still running on the node is an earlier run's that lost its script.
+ended=$(end_node_join) || die "cannot end a kubeadm join an earlier run left running on $node"
+[ -z "$ended" ] || log "ended a kubeadm join an earlier run left running on $node (pid $ended there)"
 # A run killed with KILL could not clean up: its admin kubeconfig and JoinConfiguration are still on the
 # node's tmpfs. Nothing else removes them (a container keeps /tmp until it is removed).
 if [ -n "${CONTAINER:-}" ]; then
@@ -235,7 +263,8 @@ if [ "$given_config" = 1 ] && [ -n "$expires" ]; then
 fi
 log "joining $node to tenant ${TENANT:-?}"
 join_errors="$GPULAB_RUN_DIR/join-errors"
-if ! NODE_CALL_TIMEOUT=$join_bound on_node kubeadm join --config "$join_conf" >/dev/null 2>"$join_errors"; then
+on_exit 'end_node_join >/dev/null 2>&1'
+if ! NODE_CALL_TIMEOUT=$join_bound join_on_node >/dev/null 2>"$join_errors"; then
   # kubeadm's own error output does not contain the token.
   sed 's/^/    /' "$join_errors" >&2
   die "kubeadm join failed on $node (see above); the next run resets the node and tries again"

@@ -180,9 +180,11 @@ def test_a_rerun_ends_the_join_a_cancelled_pulumi_up_left_running(tmp_path: Path
     assert none_left(tmp_path, 1), "the first run outlived the re-run"
 
 
+@pytest.mark.usefixtures("leftovers_killed")
 def test_a_join_killed_with_kill_leaves_its_secrets_only_until_the_next_run(tmp_path: Path) -> None:
-    """KILL skips every trap: the admin kubeconfig and the JoinConfiguration stay on the node's tmpfs. The next
-    run removes them, even when it finds nothing else to do."""
+    """KILL skips every trap: the admin kubeconfig and the JoinConfiguration stay on the node's tmpfs, and the
+    `kubeadm join` goes on in the container (the daemon does not end an exec's process when its client dies:
+    moby/moby#9098). The next run ends that join and removes the files, even when it finds nothing else to do."""
     env = {
         **os.environ,
         "PATH": f"{FAKES}:{os.environ['PATH']}",
@@ -218,6 +220,8 @@ def test_a_join_killed_with_kill_leaves_its_secrets_only_until_the_next_run(tmp_
     again = run_script("worker-join.sh", tmp_path, CONTAINER="tenant-a-worker", TENANT="tenant-a", FAKE_JOINED="1")
     assert again.returncode == 0, again.stderr
     assert not (left / "gpulab-admin.conf").exists() and not (left / "gpulab-join.yaml").exists()
+    assert "ended a kubeadm join an earlier run left running on tenant-a-worker" in again.stderr, again.stderr
+    assert none_left(tmp_path, 1), "the killed run's kubeadm join still runs in the container"
 
 
 def test_the_token_ttl_covers_the_worst_case_join() -> None:
