@@ -3,21 +3,35 @@
 # stdout of a Command is its output (and for some, a secret), so nothing else may land there.
 #
 # Temporary files live in one private directory per run (GPULAB_RUN_DIR, mode 700), removed on
-# exit and on HUP/INT/TERM (bash runs the trap when the command it waits on returns); a directory
-# left by a run killed with KILL is removed by the next run.
-# Scripts register their own cleanup with on_exit instead of setting an EXIT trap.
+# exit and on HUP/INT/TERM (programs run as jobs the script waits for, so the trap runs at once); a
+# directory left by a run killed with KILL is removed by the next run, which first ends what that run
+# left running. Scripts register their own cleanup with on_exit instead of setting an EXIT trap.
 #
 # Every program a script starts is bounded in time (`bounded`, `kc`, `attempt`): a kubectl waiting on an
 # exec credential plugin, or a `docker exec` into a wedged container, would otherwise hang it forever
-# (../shared/notes/boundaries.md, Processes).
+# (../shared/notes/boundaries.md, Processes). And none outlives the script: it ends their process
+# groups when it ends, so its stdout closes with it.
 
 # pulumi-command hands a Command's previous stdout and stderr to its update and delete in the
-# environment (PULUMI_COMMAND_STDOUT/STDERR). Keep them as plain shell variables: no child inherits them.
+# environment (PULUMI_COMMAND_STDOUT/STDERR); a state from before the kind record holds the management
+# kubeconfig there. `unset` keeps them from children, but a process's own environment stays readable in
+# /proc/PID/environ for its whole life (proc(5): the environment execve gave it). So a script that gets them
+# starts again without them (exec: same process), reading them from two here-strings (a pipe when short, bash
+# 5.1+; a deleted file otherwise). Kept as plain shell variables: no child inherits them. (The /bin/sh that
+# pulumi-command starts the script with keeps its copy: dash does not exec the last command of sh -c.)
+# A script run as `bash -c TEXT` over SSH ($0 is no file) only unsets them.
+if [ -n "${PULUMI_COMMAND_STDOUT+set}${PULUMI_COMMAND_STDERR+set}" ] && [ -f "$0" ]; then
+  exec env -u PULUMI_COMMAND_STDOUT -u PULUMI_COMMAND_STDERR GPULAB_PREVIOUS_ON_FDS=1 bash "$0" "$@" \
+    3<<<"${PULUMI_COMMAND_STDOUT-}" 4<<<"${PULUMI_COMMAND_STDERR-}"
+fi
 # shellcheck disable=SC2034 # read by the scripts that source this file
-GPULAB_PREVIOUS_STDOUT=${PULUMI_COMMAND_STDOUT-}
+GPULAB_PREVIOUS_STDOUT=${PULUMI_COMMAND_STDOUT-} GPULAB_PREVIOUS_STDERR=${PULUMI_COMMAND_STDERR-}
 # shellcheck disable=SC2034
-GPULAB_PREVIOUS_STDERR=${PULUMI_COMMAND_STDERR-}
-unset PULUMI_COMMAND_STDOUT PULUMI_COMMAND_STDERR
+if [ "${GPULAB_PREVIOUS_ON_FDS:-}" = 1 ]; then
+  GPULAB_PREVIOUS_STDOUT=$(cat <&3) GPULAB_PREVIOUS_STDERR=$(cat <&4)
+  exec 3<&- 4<&-
+fi
+unset PULUMI_COMMAND_STDOUT PULUMI_COMMAND_STDERR GPULAB_PREVIOUS_ON_FDS
 
 log() { printf '[gpulab] %s\n' "$*" >&2; }
 
@@ -32,8 +46,9 @@ on_exit() { GPULAB_EXIT_HOOKS+=("$1"); }
 
 _gpulab_cleanup() {
   local i
-  # An attempt still running (its job has a process group of its own, which a signal to ours missed).
-  [ -z "${GPULAB_ATTEMPT_GROUP:-}" ] || _gpulab_kill_group "$GPULAB_ATTEMPT_GROUP"
+  # An attempt still running, and every bounded call (each in a process group of its own, which a signal to
+  # ours misses): nothing this script started outlives it, and its stdout closes when it ends.
+  _gpulab_end_groups "$GPULAB_RUN_DIR" ${GPULAB_ATTEMPT_GROUP:+"$GPULAB_ATTEMPT_GROUP"}
   for ((i = ${#GPULAB_EXIT_HOOKS[@]} - 1; i >= 0; i--)); do # last registered runs first
     eval "${GPULAB_EXIT_HOOKS[$i]}" || true
   done
@@ -47,16 +62,31 @@ _gpulab_run_dir() {
     [ -d "$dir" ] && [ -O "$dir" ] || continue
     pid=${dir##*/gpulab-run.}
     pid=${pid%%.*}
-    kill -0 "$pid" 2>/dev/null || rm -rf "$dir" # its run is gone (killed): nobody else will remove it
+    [ -z "$(_gpulab_started "$pid")" ] || continue
+    # Its run is gone (killed with KILL): end what it left running (a kubeadm join holding a lock, a hung
+    # kubectl), then remove the directory; nobody else will.
+    _gpulab_end_groups "$dir"
+    rm -rf "$dir"
   done
   GPULAB_RUN_DIR=$(mktemp -d "$base/gpulab-run.$$.XXXXXX")
   chmod 700 "$GPULAB_RUN_DIR"
+  mkdir "$GPULAB_RUN_DIR/groups"
   trap _gpulab_cleanup EXIT
   trap 'exit 129' HUP
   trap 'exit 130' INT
   trap 'exit 143' TERM
 }
-_gpulab_run_dir
+
+# _gpulab_started PID: when the process started (field 22 of /proc/PID/stat, proc(5)), to tell it from a later
+# process that got the same id. Empty when it is gone, or has ended and waits to be reaped (state Z: a zombie
+# still answers kill -0).
+_gpulab_started() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+  stat=${stat##*) } # after the command name, which may hold spaces and parentheses
+  read -r -a stat <<<"$stat"
+  [ "${stat[0]}" = Z ] || printf '%s' "${stat[19]}"
+}
 
 # wait_for SECONDS WHAT COMMAND...
 # Runs COMMAND every GPULAB_POLL_INTERVAL seconds (default 2) until it succeeds, or fails once
@@ -87,27 +117,70 @@ wait_for() {
 }
 
 # bounded SECONDS COMMAND...: runs a program, stopped with TERM after SECONDS and with KILL
-# GPULAB_KILL_AFTER (5) seconds later, so one that ignores TERM ends too. `timeout` runs it in a process
-# group of its own: a signal to this script's group does not reach it, and its -k bound still holds.
+# GPULAB_KILL_AFTER (5) seconds later, so one that ignores TERM ends too. `timeout` runs it in a process group of
+# its own (coreutils timeout.c calls setpgid(0, 0) unless --foreground; --foreground would leave the program's
+# children untimed): a signal to this script's group, or to an attempt's, does not reach it. So the group is
+# recorded in the run directory, and whatever ends early (an attempt at its limit, the script on exit, HUP,
+# INT or TERM, the next run after a KILL) ends it. It runs as a job this shell waits for, so a signal to the
+# script is handled at once, not when the program is done.
 bounded() {
-  local limit=$1 rc=0
+  local limit=$1 rc=0 pid group
   shift
-  timeout --kill-after="${GPULAB_KILL_AFTER:-5}" "$limit" "$@" || rc=$?
+  timeout --kill-after="${GPULAB_KILL_AFTER:-5}" "$limit" "$@" 0<&0 & # 0<&0: a job keeps standard input
+  pid=$!
+  group="$GPULAB_RUN_DIR/groups/$pid"
+  _gpulab_started "$pid" >"$group"
+  wait "$pid" || rc=$?
+  rm -f "$group"
   # 124: stopped with TERM; 137: it ignored TERM and was killed.
   if ((rc == 124 || rc == 137)); then log "${1##*/} did not finish within ${limit}s; stopped it"; fi
   return "$rc"
 }
 
-# _gpulab_kill_group PGID: TERM the group, KILL what is left after GPULAB_KILL_AFTER seconds.
-_gpulab_kill_group() {
-  local group=$1 waited=0
-  kill -TERM -- "-$group" 2>/dev/null || return 0
-  while kill -0 -- "-$group" 2>/dev/null && ((waited < ${GPULAB_KILL_AFTER:-5} * 10)); do
+# _gpulab_end_groups RUN_DIR [PGID...]: end the process groups given and those of the bounded calls RUN_DIR
+# records, all at once: TERM, then KILL after GPULAB_KILL_AFTER seconds for what is left. A recorded group
+# whose leader is gone, or is another process by now (same id, another start time), is left alone.
+_gpulab_end_groups() {
+  local dir=$1 record pid started groups=() waited=0
+  shift
+  groups=("$@")
+  for record in "$dir"/groups/*; do
+    [ -f "$record" ] || continue
+    pid=${record##*/}
+    started=$(_gpulab_started "$pid")
+    [ -n "$started" ] && [ "$started" = "$(cat "$record")" ] && groups+=("$pid")
+    rm -f "$record"
+  done
+  ((${#groups[@]})) || return 0
+  _gpulab_signal_groups TERM "${groups[@]}" || return 0
+  # Until the leaders are gone (`timeout` waits for its program first). Not `kill -0` on the group: an ended
+  # process stays in it as a zombie until its parent, for an orphan init, reaps it.
+  while _gpulab_any_running "${groups[@]}" && ((waited < ${GPULAB_KILL_AFTER:-5} * 10)); do
     sleep 0.1
     waited=$((waited + 1))
   done
-  kill -KILL -- "-$group" 2>/dev/null || true
+  _gpulab_signal_groups KILL "${groups[@]}" || true # what is left in them
 }
+
+_gpulab_any_running() {
+  local pid
+  for pid in "$@"; do
+    [ -z "$(_gpulab_started "$pid")" ] || return 0
+  done
+  return 1
+}
+
+# _gpulab_signal_groups SIGNAL PGID...: succeeds if any group (or, before it made its group, its leader) got it.
+_gpulab_signal_groups() {
+  local signal=$1 pid found=1
+  shift
+  for pid in "$@"; do
+    { kill "-$signal" -- "-$pid" || kill "-$signal" "$pid"; } 2>/dev/null && found=0
+  done
+  return "$found"
+}
+
+_gpulab_run_dir
 
 # attempt SECONDS COMMAND...: COMMAND, ended after SECONDS. A program goes through `bounded`; a shell
 # function (a probe keeps access to the script's variables) runs as a background job with its own process
@@ -128,7 +201,7 @@ attempt() {
   while kill -0 "$pid" 2>/dev/null; do
     if ((ticks >= limit * 10)); then # tenths of a second: SECONDS ticks too coarsely for short limits
       echo "$1 did not finish within ${limit}s; stopped it" >&2
-      _gpulab_kill_group "$pid"
+      _gpulab_end_groups "$GPULAB_RUN_DIR" "$pid" # its group, and the bounded calls it made
       break
     fi
     sleep 0.1

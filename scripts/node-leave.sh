@@ -8,13 +8,15 @@ set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
 : "${NODE_NAME:?}"
+timeout=${TIMEOUT:-120}
 kubeconfig_from_stdin
 
-if ! probe_errors=$(kc get --raw=/readyz 2>&1 >/dev/null); then
+# The probe is bounded by this script's own TIMEOUT too (kc's default bound is 60 s).
+if ! probe_errors=$(GPULAB_CALL_TIMEOUT=$timeout kc get --raw=/readyz 2>&1 >/dev/null); then
   log "skipped removing node $NODE_NAME: its tenant API does not answer (${probe_errors:0:200}); " \
     "if the tenant was deleted by hand, the Node object went with it"
   exit 0
 fi
-bounded $((${TIMEOUT:-120} + 10)) kubectl --request-timeout="${TIMEOUT:-120}s" delete node "$NODE_NAME" \
-  --ignore-not-found --wait=true --timeout="${TIMEOUT:-120}s" >&2
+bounded $((timeout + 10)) kubectl --request-timeout="${timeout}s" delete node "$NODE_NAME" \
+  --ignore-not-found --wait=true --timeout="${timeout}s" >&2
 log "node $NODE_NAME removed from its tenant"

@@ -71,7 +71,7 @@ if ! $docker_only; then
   elif ! "$python" -c 'import venv, ensurepip' 2>/dev/null; then
     problem "$python has no venv/ensurepip module: install it (e.g. sudo apt-get install python3-venv)"
   fi
-  for tool in make curl tar sha256sum; do
+  for tool in make curl tar sha256sum flock; do
     command -v "$tool" >/dev/null || problem "$tool is missing: install it with your package manager (needed to fetch the pinned CLIs)"
   done
   wanted=

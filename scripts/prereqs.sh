@@ -21,6 +21,16 @@ esac
 # KIND_VERSION, KIND_SHA256, KUBECTL_VERSION, KUBECTL_SHA256, PULUMI_VERSION
 eval "$("${PYTHON:-python3}" -m model.versions)"
 
+# Two `make up` at once (two terminals, two stacks) install into the same ./bin: one at a time, or one would
+# delete the Pulumi archive the other is extracting. flock(1) (util-linux) locks the open file, which goes
+# when this script ends, however it ends; the second run then finds the tools in place and downloads nothing.
+command -v flock >/dev/null || die "flock is not installed; install util-linux"
+exec {bin_lock}>>"$bin/.install.lock"
+if ! flock -n "$bin_lock"; then
+  log "another gpulab run is installing tools into $bin; waiting up to 600s for it"
+  bounded 610 flock -w 600 "$bin_lock" || die "another gpulab run has been installing tools into $bin for 600s"
+fi
+
 # fetch URL FILE EXPECTED_SHA256 CHECKSUM_URL: download, verify against the pinned checksum (amd64)
 # or else against the checksum upstream publishes next to the file, then move into place.
 fetch() {

@@ -9,8 +9,9 @@
 # removed afterwards; and the token is deleted from the tenant once the join is over, failed or not.
 # A node already joined to this tenant is left alone; one joined elsewhere is an error naming that
 # API server; leftovers of a failed attempt are reset before the join is retried, and the files a run
-# killed with KILL left on the node's tmpfs are removed first. On a machine, one join runs at a time
-# (a lock on the machine). The token lives only a little longer than the join's bound (join_bound).
+# killed with KILL left on the node's tmpfs are removed first. One join runs at a time per worker (a lock; a
+# re-run ends an earlier run of the same join that is still going). The token lives only a little longer than
+# the join's bound (join_bound).
 # An SSH worker (JOIN_CONFIG_ON_STDIN=1) gets only the JoinConfiguration, made on the Pulumi host
 # (join-config.sh): no admin kubeconfig and no token creation on the machine.
 # stdin: tenant admin kubeconfig, or the JoinConfiguration. env: CONTAINER or NODE_NAME, TENANT,
@@ -27,6 +28,7 @@ node_dir=/tmp
 [ -n "${CONTAINER:-}" ] || node_dir=${GPULAB_NODE_TMPFS:-/run}
 admin_conf="$node_dir/gpulab-admin.conf"
 join_conf="$node_dir/gpulab-join.yaml"
+join_pid="$node_dir/gpulab-join.pid"
 # kubeadm join waits up to 5 minutes for discovery and 4 for the kubelet's TLS bootstrap; the call is bounded
 # at join_bound, and the bootstrap token must outlive it.
 join_bound=$((2 * timeout + 60))
@@ -67,6 +69,30 @@ node_booted() {
 
 server_of() { awk '$1 == "server:" { print $2; exit }'; }
 
+# The join writes its pid on the node (in the container's pid namespace), so that end_node_join can end it. In a
+# container it runs under docker exec, and the Docker daemon does not end an exec's process when its client goes
+# (moby/moby#9098; there is no API to, #35703): killing a run's docker exec leaves its kubeadm join going.
+join_on_node() {
+  # shellcheck disable=SC2016 # expanded on the node
+  on_node sh -c 'echo $$ >"$1" && exec kubeadm join --config "$2"' sh "$join_pid" "$join_conf"
+}
+
+# end_node_join: ends a kubeadm join still running on the node (TERM, KILL 5 s later), printing its pid.
+end_node_join() {
+  # shellcheck disable=SC2016 # expanded on the node
+  on_node sh -c 'p=$(cat "$1" 2>/dev/null) || exit 0
+    rm -f "$1"
+    case "$(tr "\0" " " <"/proc/$p/cmdline" 2>/dev/null)" in *"kubeadm join "*) ;; *) exit 0 ;; esac
+    kill -TERM "$p" 2>/dev/null || exit 0
+    i=0
+    while grep -q "^State:[[:space:]]*[^Z]" "/proc/$p/status" 2>/dev/null && [ "$i" -lt 50 ]; do # Z: ended
+      sleep 0.1
+      i=$((i + 1))
+    done
+    kill -KILL "$p" 2>/dev/null
+    echo "$p"' sh "$join_pid"
+}
+
 # Kamaji's soot controller creates the kubeadm RBAC after the control plane turns Ready; until
 # then token creation is Forbidden. Any failure is retried to the deadline; the last error is shown.
 token_description="gpulab: joins $node to tenant ${TENANT:-?}"
@@ -93,16 +119,57 @@ delete_stale_tokens() {
   done <<<"$listing"
 }
 
-# One join at a time on a machine. Two tenants' joins on one machine (one machine under two spellings of its
+# One join at a time per worker. Two tenants' joins on one machine (one machine under two spellings of its
 # address) would otherwise race: the second would overwrite the first's JoinConfiguration, or reset its
-# half-done join. The lock is on the machine itself, so every address that reaches it finds the same lock.
-if [ -z "${CONTAINER:-}" ]; then
-  command -v flock >/dev/null || die "flock is not installed on $node; install util-linux"
-  exec {join_lock}>"$node_dir/gpulab-join.lock"
-  bounded $((timeout + 10)) flock -w "$timeout" "$join_lock" ||
-    die "another gpulab join has been running on $node for ${timeout}s; one machine can join one tenant" \
-      "only: check that no two tenants list this machine under gpulab:tenants[].workers"
+# half-done join. So would a re-run and the run it replaces: cancelling `pulumi up` kills only the /bin/sh that
+# pulumi-command started, and the script goes on. A machine's lock is on the machine itself, so every address
+# that reaches it finds the same lock; a container's is on this host, where its joins run. The lock (flock(1),
+# util-linux) is held by the open file, so also by every process the run started: the `kubeadm join` of a run
+# killed with KILL holds it until lib.sh's next run ends it (it records the process groups of its calls).
+if [ -n "${CONTAINER:-}" ]; then
+  join_lock_file="${TMPDIR:-/tmp}/gpulab-join.$CONTAINER.lock"
+else
+  join_lock_file="$node_dir/gpulab-join.lock"
 fi
+command -v flock >/dev/null || die "flock is not installed on $(hostname); install util-linux"
+
+# lock_holders: the processes that have the lock file open (/proc/PID/fd, proc(5)), one per line; not this
+# script, nor the find that looked (which inherited the file, and is gone by the time the list is read).
+lock_holders() {
+  local fds fd pid
+  fds=$(find /proc/[0-9]*/fd -maxdepth 1 -lname "$join_lock_file" 2>/dev/null || true) # paths without spaces
+  for fd in $fds; do
+    pid=${fd#/proc/}
+    pid=${pid%%/*}
+    [ "$pid" != $$ ] && [ -e "/proc/$pid" ] || continue
+    printf '    pid %s: %s\n' "$pid" "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)"
+  done
+}
+
+exec {join_lock}>>"$join_lock_file"
+if ! flock -n "$join_lock"; then
+  # Who holds it, as the holder wrote it into the file: PID START_TIME TENANT SINCE.
+  read -r holder_pid holder_started holder_tenant holder_since <"$join_lock_file" || true
+  if [ "${holder_tenant:-}" = "${TENANT:-?}" ] && [ -n "${holder_pid:-}" ] &&
+    [ "$(_gpulab_started "$holder_pid")" = "${holder_started:-}" ]; then
+    # This very join, started earlier by a Pulumi run that is gone (Pulumi locks the stack: no other run of
+    # it can be going on). It ends its calls and removes its files and token on TERM (lib.sh).
+    log "an earlier run of this join (pid $holder_pid, since ${holder_since:-?}) is still running on $node: ending it"
+    kill -TERM "$holder_pid" 2>/dev/null || true
+  fi
+  log "waiting up to ${timeout}s for the join lock on $node ($join_lock_file)"
+  if ! bounded $((timeout + 10)) flock -w "$timeout" "$join_lock"; then
+    log "the join lock on $node ($join_lock_file) is still held by:"
+    lock_holders >&2
+    holder="gpulab join (tenant ${holder_tenant:-unknown}, pid ${holder_pid:-unknown}, since ${holder_since:-unknown})"
+    [ "${holder_tenant:-}" != "${TENANT:-?}" ] ||
+      die "an earlier $holder still holds the lock on $node after ${timeout}s; end the processes above"
+    die "another $holder has held the lock on $node for ${timeout}s; one machine can join one tenant only:" \
+      "check that no two tenants list this machine under gpulab:tenants[].workers"
+  fi
+fi
+# The file stays (removing a lock file another run has open would let two runs hold "the lock"); it holds no secret.
+printf '%s %s %s %s\n' $$ "$(_gpulab_started $$)" "${TENANT:-?}" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" >"$join_lock_file"
 
 given_config=${JOIN_CONFIG_ON_STDIN:-0}
 if [ "$given_config" = 1 ]; then
@@ -127,6 +194,9 @@ fi
 
 # kind waits for systemd in a node before using it; docker run returns as soon as PID 1 starts.
 wait_for "$timeout" "systemd to boot on $node" node_booted
+# With the lock held, a join still running on the node is an earlier run's that lost its script.
+ended=$(end_node_join) || die "cannot end a kubeadm join an earlier run left running on $node"
+[ -z "$ended" ] || log "ended a kubeadm join an earlier run left running on $node (pid $ended there)"
 # A run killed with KILL could not clean up: its admin kubeconfig and JoinConfiguration are still on the
 # node's tmpfs. Nothing else removes them (a container keeps /tmp until it is removed).
 if [ -n "${CONTAINER:-}" ]; then
@@ -193,7 +263,8 @@ if [ "$given_config" = 1 ] && [ -n "$expires" ]; then
 fi
 log "joining $node to tenant ${TENANT:-?}"
 join_errors="$GPULAB_RUN_DIR/join-errors"
-if ! NODE_CALL_TIMEOUT=$join_bound on_node kubeadm join --config "$join_conf" >/dev/null 2>"$join_errors"; then
+on_exit 'end_node_join >/dev/null 2>&1'
+if ! NODE_CALL_TIMEOUT=$join_bound join_on_node >/dev/null 2>"$join_errors"; then
   # kubeadm's own error output does not contain the token.
   sed 's/^/    /' "$join_errors" >&2
   die "kubeadm join failed on $node (see above); the next run resets the node and tries again"

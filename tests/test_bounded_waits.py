@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -193,3 +194,40 @@ def test_term_during_a_hung_probe_ends_the_script_promptly(fake_dir: Path) -> No
     assert process.returncode == 143
     assert not list(fake_dir.glob("gpulab-run.*")), "TERM left the run directory behind"
     no_wedged_process_outlives(fake_dir, 2 + 1 + 2)
+
+
+def _stdout_closes_within(process: subprocess.Popen, seconds: float) -> bool:
+    """Reads the script's stdout until end of file, for at most SECONDS: True when every writer has closed it."""
+    deadline = time.monotonic() + seconds
+    fd = process.stdout.fileno()
+    os.set_blocking(fd, False)
+    while (left := deadline - time.monotonic()) > 0:
+        readable, _, _ = select.select([fd], [], [], left)
+        if readable and os.read(fd, 65536) == b"":
+            return True
+    return False
+
+
+@pytest.mark.parametrize(
+    ("script", "env"),
+    [("wait-cert-manager.sh", {}), ("wait-kamaji.sh", {}), ("node-leave.sh", {"NODE_NAME": "n1"})],
+)
+def test_no_child_outlives_its_script(fake_dir: Path, script: str, env: dict[str, str]) -> None:
+    """Boundary: coreutils `timeout` runs its program in a process group of its own (timeout.c calls
+    setpgid(0, 0) unless --foreground), so killing an attempt's group missed the `timeout` inside kc; and a kubectl
+    wedged in an exec credential plugin ignores TERM. With calls bounded at 60 s and a wait of 1 s, the script
+    ends after its wait and the kill grace (1 s), and then nothing it started is left: its stdout is closed."""
+    process = subprocess.Popen(
+        ["bash", str(ROOT / "scripts" / script)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=environment(fake_dir, TIMEOUT="1", GPULAB_CALL_TIMEOUT="60", GPULAB_ATTEMPT_TIMEOUT="60", **env),
+    )
+    process.stdin.write(KUBECONFIG.encode())
+    process.stdin.close()
+    started = time.monotonic()
+    process.wait(timeout=30)
+    assert time.monotonic() - started < 1 + 1 + 2, "the script overran its wait and kill grace"
+    assert _stdout_closes_within(process, 1), f"a child of {script} still holds its stdout after it ended"
+    assert not wedged_processes(fake_dir), f"a hung kubectl outlived {script}"

@@ -334,3 +334,62 @@ def test_plan_of_a_real_gpu_tenant_shows_no_mock_card_ids(capsys, tmp_path: Path
     [tenant_b] = [line for line in out.splitlines() if line.strip().startswith("tenant_b_gpus ")]
     assert "GPU-MOCK" not in tenant_a and '"type": "NVIDIA-A100-SXM4-80GB"' in tenant_a
     assert "GPU-MOCK-tenant-b-0" in tenant_b, "a mock tenant keeps its simulated cards' ids"
+
+
+def test_two_make_ups_at_once_install_the_tools_once(tmp_path: Path) -> None:
+    """Two `make up` at once (two terminals, two stacks) share ./bin. Before, each downloaded the Pulumi archive to
+    bin/pulumi.tar.gz, extracted it and deleted it, so one deleted or overwrote the archive the other was
+    extracting. The stand-in tar takes a second and notes when two extract at once. Boundary: two processes of
+    one user in one project folder; flock(1) (util-linux) locks the open file, released when the holder ends."""
+    versions = subprocess.run(
+        [sys.executable, "-m", "model.versions"], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout
+    pins = dict(line.split("=", 1) for line in versions.split() if "=" in line)
+    pulumi_version = pins["PULUMI_VERSION"]
+    project = tmp_path / "project"
+    (project / "scripts").mkdir(parents=True)
+    for name in ("prereqs.sh", "lib.sh"):
+        shutil.copy(ROOT / "scripts" / name, project / "scripts" / name)
+    archive = tmp_path / "pulumi.tar.gz"
+    executable = tmp_path / "pulumi" / "pulumi"
+    executable.parent.mkdir()
+    executable.write_text(f"#!/usr/bin/env bash\necho v{pulumi_version}\n")
+    executable.chmod(0o755)
+    subprocess.run(["tar", "-czf", str(archive), "-C", str(tmp_path), "pulumi"], check=True)
+    digest = subprocess.run(["sha256sum", str(archive)], capture_output=True, text=True, check=True).stdout.split()[0]
+    fakes = fake_bin(
+        tmp_path / "fakes",
+        uname="echo x86_64",
+        docker="echo 27.0.0",
+        kind=f"echo 'kind {pins['KIND_VERSION']} go1.24 linux/amd64'",
+        kubectl=f"echo 'Client Version: {pins['KUBECTL_VERSION']}'",
+        curl=f"""url=${{*: -1}}; out=""
+while [ $# -gt 0 ]; do [ "$1" = -o ] && out=$2; shift; done
+echo "$url" >>{tmp_path}/downloads
+case "$url" in
+*checksums.txt) echo "{digest}  pulumi-v{pulumi_version}-linux-x64.tar.gz" ;;
+*) sleep 0.2; cp {archive} "$out" ;;
+esac""",
+        tar=f"""[ ! -e {tmp_path}/extracting ] || echo overlap >>{tmp_path}/overlaps
+touch {tmp_path}/extracting; sleep 1
+rc=0; {shutil.which("tar")} "$@" || rc=$?; rm -f {tmp_path}/extracting; exit $rc""",
+    )
+    env = {**os.environ, "PATH": f"{fakes}:{os.environ['PATH']}", "PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
+    runs = [
+        subprocess.Popen(
+            [BASH, str(project / "scripts" / "prereqs.sh")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**env, "TMPDIR": str(tmp_path)},
+        )
+        for _ in range(2)
+    ]
+    results = [run.communicate(timeout=60) for run in runs]
+    for run, (_, stderr) in zip(runs, results, strict=True):
+        assert run.returncode == 0, stderr
+    assert not (tmp_path / "overlaps").exists(), "two runs extracted the Pulumi archive at once"
+    archives = [url for url in (tmp_path / "downloads").read_text().split() if url.endswith(".tar.gz")]
+    assert len(archives) == 1, f"the archive was downloaded {len(archives)} times"
+    assert subprocess.run([project / "bin" / "pulumi"], capture_output=True, text=True).stdout == f"v{pulumi_version}\n"
+    assert not (project / "bin" / "pulumi.tar.gz").exists()

@@ -3,6 +3,7 @@ with KILL removed by the next, and a bootstrap token that outlives the worst-cas
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -11,9 +12,10 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 import yaml
 from test_modes import run_remote
-from test_scripts import FAKES, ROOT, calls, run_script
+from test_scripts import FAKES, ROOT, calls, processes_of, run_script
 
 from components.shell import remote_script
 from components.tenant_worker import JOIN_TIMEOUT, join_token_ttl_minutes
@@ -27,10 +29,11 @@ def material(endpoint: str, expires: datetime | None = None) -> str:
     return header + yaml.safe_dump(config)
 
 
-def start_remote_join(tmp_path: Path, tenant: str, endpoint: str, **env: str) -> subprocess.Popen:
+def start_remote_join(tmp_path: Path, tenant: str, endpoint: str, timeout: str = "20", **env: str) -> subprocess.Popen:
+    """The join as an SSH session runs it (sh -c ...), in a session of its own so a test can KILL all of it."""
     command = remote_script(
         "worker-join.sh",
-        {"NODE_NAME": "gpu-1", "TENANT": tenant, "TIMEOUT": "20", "JOIN_CONFIG_ON_STDIN": "1"},
+        {"NODE_NAME": "gpu-1", "TENANT": tenant, "TIMEOUT": timeout, "JOIN_CONFIG_ON_STDIN": "1"},
         sudo=False,
     )
     environment = {
@@ -46,7 +49,12 @@ def start_remote_join(tmp_path: Path, tenant: str, endpoint: str, **env: str) ->
     (tmp_path / f"{tenant}.stdin").write_text(material(endpoint))
     with (tmp_path / f"{tenant}.stdin").open() as stdin, (tmp_path / f"{tenant}.stderr").open("w") as stderr:
         return subprocess.Popen(
-            ["sh", "-c", command], stdin=stdin, stdout=subprocess.DEVNULL, stderr=stderr, env=environment
+            ["sh", "-c", command],
+            stdin=stdin,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            env=environment,
+            start_new_session=True,
         )
 
 
@@ -68,9 +76,115 @@ def test_two_joins_on_one_machine_never_overlap(tmp_path: Path) -> None:
     assert "kubeadm reset" not in calls(tmp_path)
 
 
+def none_left(tmp_path: Path, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while processes_of(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not processes_of(tmp_path)
+
+
+def wait_for_file(path: Path, seconds: float = 20) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert path.exists(), f"{path.name} never appeared"
+
+
+@pytest.fixture
+def leftovers_killed(tmp_path: Path):
+    """Whatever a test's scripts left running is killed when it ends, even when it fails."""
+    yield
+    for pid in processes_of(tmp_path):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.usefixtures("leftovers_killed")
+def test_a_rerun_after_a_join_killed_with_kill_ends_its_kubeadm_join(tmp_path: Path) -> None:
+    """KILL during an SSH join: the script dies, its `kubeadm join` does not. It runs under `timeout`, in a process
+    group of its own (coreutils timeout.c: setpgid(0, 0) unless --foreground), and holds the join lock (flock(1):
+    the lock belongs to the open file, which children inherit). An immediate re-run ends it, takes the lock at once
+    (not after its TIMEOUT, blaming a second tenant), joins alone, and leaves no JoinConfiguration (it holds the
+    token) on the machine's tmpfs."""
+    first = start_remote_join(tmp_path, "tenant-a", "10.0.0.5:6443", FAKE_JOIN_SLEEP="30")
+    wait_for_file(tmp_path / "joining")
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait(timeout=10)
+    started = time.monotonic()
+    again = start_remote_join(tmp_path, "tenant-a", "10.0.0.5:6443", timeout="3")
+    again.wait(timeout=30)
+    elapsed = time.monotonic() - started
+    stderr = (tmp_path / "tenant-a.stderr").read_text()
+    assert again.returncode == 0, stderr
+    assert elapsed < 3, f"the re-run waited {elapsed:.1f}s for the lock"
+    assert not (tmp_path / "overlaps").exists(), "the re-run joined while the killed run's kubeadm join still ran"
+    assert none_left(tmp_path, 1), "the killed run's kubeadm join outlived the re-run"
+    assert not (tmp_path / "gpulab-join.yaml").exists(), "a JoinConfiguration with its token stayed on the machine"
+
+
+@pytest.mark.usefixtures("leftovers_killed")
+def test_a_lock_another_tenant_holds_is_reported_with_its_holder(tmp_path: Path) -> None:
+    """Two tenants list one machine: the second's join waits its TIMEOUT for the lock, then says which tenant's join
+    holds it, since when, and which processes have the lock file open (/proc/PID/fd), not just "another join"."""
+    first = start_remote_join(tmp_path, "tenant-a", "10.0.0.5:6443", FAKE_JOIN_SLEEP="3")
+    wait_for_file(tmp_path / "joining")
+    second = start_remote_join(tmp_path, "tenant-b", "10.0.0.6:6443", timeout="1")
+    second.wait(timeout=30)
+    stderr = (tmp_path / "tenant-b.stderr").read_text()
+    assert second.returncode == 1, stderr
+    assert re.search(r"another gpulab join \(tenant tenant-a, pid \d+, since \S+Z\) has held the lock", stderr), stderr
+    assert re.search(r"pid \d+: .*kubeadm join --config", stderr), stderr
+    assert not (tmp_path / "overlaps").exists()
+    first.wait(timeout=30)
+    assert first.returncode == 0, (tmp_path / "tenant-a.stderr").read_text()
+
+
+@pytest.mark.usefixtures("leftovers_killed")
+def test_a_rerun_ends_the_join_a_cancelled_pulumi_up_left_running(tmp_path: Path) -> None:
+    """Cancelling `pulumi up` kills the /bin/sh pulumi-command started for the join (Go's exec.CommandContext kills
+    that one process), and the bash script under it goes on. The re-run of the same container's join ends it first:
+    the two never join the container at once, and the first's files are not removed under it."""
+    env = {
+        **os.environ,
+        "PATH": f"{FAKES}:{os.environ['PATH']}",
+        "FAKE_DIR": str(tmp_path),
+        "TMPDIR": str(tmp_path),
+        "GPULAB_POLL_INTERVAL": "0.05",
+        "GPULAB_KILL_AFTER": "1",
+        "CONTAINER": "tenant-a-worker",
+        "TENANT": "tenant-a",
+        "FAKE_JOIN_SLEEP": "30",
+    }
+    from test_scripts import KUBECONFIG
+
+    first = subprocess.Popen(
+        ["sh", "-c", f"bash {ROOT / 'scripts' / 'worker-join.sh'}"],  # as pulumi-command runs a Command
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        text=True,
+    )
+    first.stdin.write(KUBECONFIG)
+    first.stdin.close()
+    wait_for_file(tmp_path / "joining")
+    first.kill()  # the /bin/sh only
+    first.wait(timeout=10)
+    started = time.monotonic()
+    again = run_script("worker-join.sh", tmp_path, CONTAINER="tenant-a-worker", TENANT="tenant-a", TIMEOUT="3")
+    elapsed = time.monotonic() - started
+    assert again.returncode == 0, again.stderr
+    assert not (tmp_path / "overlaps").exists(), "two kubeadm joins ran in one container at once"
+    assert "an earlier run of this join" in again.stderr, again.stderr
+    assert elapsed < 3, f"the re-run took {elapsed:.1f}s"
+    assert none_left(tmp_path, 1), "the first run outlived the re-run"
+
+
+@pytest.mark.usefixtures("leftovers_killed")
 def test_a_join_killed_with_kill_leaves_its_secrets_only_until_the_next_run(tmp_path: Path) -> None:
-    """KILL skips every trap: the admin kubeconfig and the JoinConfiguration stay on the node's tmpfs. The next
-    run removes them, even when it finds nothing else to do."""
+    """KILL skips every trap: the admin kubeconfig and the JoinConfiguration stay on the node's tmpfs, and the
+    `kubeadm join` goes on in the container (the daemon does not end an exec's process when its client dies:
+    moby/moby#9098). The next run ends that join and removes the files, even when it finds nothing else to do."""
     env = {
         **os.environ,
         "PATH": f"{FAKES}:{os.environ['PATH']}",
@@ -106,6 +220,8 @@ def test_a_join_killed_with_kill_leaves_its_secrets_only_until_the_next_run(tmp_
     again = run_script("worker-join.sh", tmp_path, CONTAINER="tenant-a-worker", TENANT="tenant-a", FAKE_JOINED="1")
     assert again.returncode == 0, again.stderr
     assert not (left / "gpulab-admin.conf").exists() and not (left / "gpulab-join.yaml").exists()
+    assert "ended a kubeadm join an earlier run left running on tenant-a-worker" in again.stderr, again.stderr
+    assert none_left(tmp_path, 1), "the killed run's kubeadm join still runs in the container"
 
 
 def test_the_token_ttl_covers_the_worst_case_join() -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -87,6 +89,17 @@ def run_script(name: str, tmp_path: Path, stdin: str = KUBECONFIG, **env: str) -
     )
 
 
+def processes_of(tmp_path: Path) -> list[int]:
+    """The processes a test's scripts started (and their children): those with its FAKE_DIR in their environment."""
+    marker = f"\0FAKE_DIR={tmp_path}\0".encode()
+    found = []
+    for environ in Path("/proc").glob("[0-9]*/environ"):
+        with contextlib.suppress(OSError):
+            if marker in b"\0" + environ.read_bytes():
+                found.append(int(environ.parent.name))
+    return found
+
+
 def calls(tmp_path: Path) -> str:
     return (tmp_path / "calls").read_text() if (tmp_path / "calls").exists() else ""
 
@@ -160,8 +173,10 @@ def test_join_never_prints_the_token(tmp_path: Path) -> None:
     assert result.returncode == 0
     assert TOKEN not in result.stdout + result.stderr
     assert result.stdout == ""
-    leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith("gpulab-")]
+    # The join lock stays (removing a lock file another run has open would let two runs hold it); no secret in it.
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith("gpulab-") and p.suffix != ".lock"]
     assert leftovers == [], f"temporary files left behind: {leftovers}"
+    assert "token" not in (tmp_path / "gpulab-join.tenant-a-worker.lock").read_text()
 
 
 def test_join_gives_up_at_its_deadline_and_says_why(tmp_path: Path) -> None:
@@ -600,6 +615,44 @@ ENVIRONMENT_CASES = {
     "load-images.sh": {"NODE": "n", "IMAGES": "busybox:1.37.0", "PLATFORM": "linux/amd64", "TIMEOUT": "1"},
     "pull-image.sh": {"IMAGE": "busybox:1.37.0", "TAGGED": "busybox:1.37.0", "PLATFORM": "linux/amd64"},
 }
+
+
+def test_a_legacy_kubeconfig_stays_out_of_the_scripts_own_environment(tmp_path: Path) -> None:
+    """A state from before the kind record hands the management kubeconfig to kind-delete.sh as
+    PULUMI_COMMAND_STDOUT. `unset` keeps it from children, but a process's own environment stays readable in
+    /proc/PID/environ for its whole life (proc(5): the initial environment, as passed to execve): the script
+    starts again without it. Looked at while `kind delete cluster` runs."""
+    process = subprocess.Popen(
+        ["bash", str(ROOT / "scripts" / "kind-delete.sh")],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={
+            **os.environ,
+            "PATH": f"{FAKES}:{os.environ['PATH']}",
+            "FAKE_DIR": str(tmp_path),
+            "TMPDIR": str(tmp_path),
+            "FAKE_KIND_CLUSTERS": "gpulab",
+            "FAKE_KIND_DELETE_SLEEP": "3",
+            "PULUMI_COMMAND_STDOUT": legacy_kubeconfig(),
+            **KIND,
+        },
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while not (tmp_path / "kind-deleting").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert (tmp_path / "kind-deleting").exists(), "kind delete never started"
+        running = processes_of(tmp_path)
+        assert process.pid in running
+        for pid in running:
+            with contextlib.suppress(OSError):
+                assert b"TEGACY-CLIENT-KEY" not in Path(f"/proc/{pid}/environ").read_bytes(), f"in pid {pid}'s"
+    finally:
+        _, stderr = process.communicate(timeout=30)
+    assert process.returncode == 0, stderr
+    assert "deleted kind cluster gpulab" in stderr, "the legacy record (its CA) no longer reached the script"
 
 
 @pytest.mark.parametrize("script", sorted(ENVIRONMENT_CASES))
