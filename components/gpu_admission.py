@@ -283,8 +283,12 @@ def deny_validations(tenant: Tenant) -> list[dict]:
         )
     validations.append(
         {
+            # Read through variables.template (the Pod itself): the API server type-checks each validation
+            # against every matched kind, and `object.spec.schedulerName` is no field of a Deployment's spec
+            # (a warning in the policy's status.typeChecking; tests/real judge that).
             "expression": "object.kind != 'Pod' || size(variables.gpu) == 0 || "
-            f"(has(object.spec.schedulerName) && object.spec.schedulerName == {_q(HAMI_SCHEDULER)})",
+            "(has(variables.template.spec.schedulerName) && "
+            f"variables.template.spec.schedulerName == {_q(HAMI_SCHEDULER)})",
             "reason": "Forbidden",
             "message": f"a GPU pod must be scheduled by {HAMI_SCHEDULER}: HAMi's webhook did not handle this one "
             "(it was unavailable, or the pod opted out), so HAMi's card accounting and quota would be bypassed; "

@@ -36,6 +36,30 @@ def quota_hard(tenant: Tenant) -> dict[str, str]:
     return hard
 
 
+QUOTA_NAME = "gpulab-gpu-quota"
+
+
+def namespace_objects(tenant: Tenant) -> list[dict]:
+    """The tenant's namespaces (labelled with the tenant) and the GPU ResourceQuota in each, as Kubernetes
+    objects: what TenantNamespaces creates, and what tests/real applies to a real API server."""
+    objects: list[dict] = []
+    hard = quota_hard(tenant)
+    for name in tenant.namespaces:
+        objects.append(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {TENANT_LABEL: tenant.name}}}
+        )
+        if hard:
+            objects.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "ResourceQuota",
+                    "metadata": {"name": QUOTA_NAME, "namespace": name},
+                    "spec": {"hard": hard},
+                }
+            )
+    return objects
+
+
 def inventory_document(tenant: Tenant, lab: LabConfig, cards: list[Card], node_name: str) -> dict:
     """What the tenant's GPU node(s) offer and allow; read by the policy pack and by tenant users.
     `cards` lists every card; with several GPU nodes, `nodes` says which node holds which (by id) and
@@ -97,20 +121,20 @@ class TenantNamespaces(pulumi.ComponentResource):
         )
         self.namespaces = []
         self.quotas = []
-        hard = quota_hard(tenant)
-        for namespace_name in tenant.namespaces:
-            namespace = k8s.core.v1.Namespace(
-                f"{former}-ns-{namespace_name}",
-                metadata={"name": namespace_name, "labels": {TENANT_LABEL: tenant.name}},
-                opts=child,
-            )
-            self.namespaces.append(namespace)
-            if hard:
+        namespaces: dict[str, k8s.core.v1.Namespace] = {}
+        for document in namespace_objects(tenant):
+            metadata = document["metadata"]
+            if document["kind"] == "Namespace":
+                namespace = k8s.core.v1.Namespace(f"{former}-ns-{metadata['name']}", metadata=metadata, opts=child)
+                namespaces[metadata["name"]] = namespace
+                self.namespaces.append(namespace)
+            else:  # the namespace's quota, created after it (its namespace read from the Namespace resource)
+                namespace = namespaces[metadata["namespace"]]
                 self.quotas.append(
                     k8s.core.v1.ResourceQuota(
-                        f"{former}-quota-{namespace_name}",
-                        metadata={"name": "gpulab-gpu-quota", "namespace": namespace.metadata.name},
-                        spec={"hard": hard},
+                        f"{former}-quota-{metadata['namespace']}",
+                        metadata={**metadata, "namespace": namespace.metadata.name},
+                        spec=document["spec"],
                         opts=child,
                     )
                 )

@@ -154,28 +154,48 @@ def _pod_spec(obj: dict) -> dict | None:
 
 def admitted(obj: dict, webhook: bool = True) -> dict:
     """`obj` as a validating admission policy sees it: canonical quantities; for a Pod, requests defaulted
-    from limits and (with `webhook`) HAMi's mutation (pkg/device/nvidia/device.go MutateAdmission)."""
+    from limits and (with `webhook`) HAMi's mutation (hami_webhook), after which the API server defaults the
+    object again (apiserver webhook/mutating/dispatcher.go: Default after the patch), so the card count the
+    webhook adds to the limits reaches the requests too."""
+    obj = _defaulted(obj)
+    if webhook and obj.get("kind") == "Pod":
+        obj = _defaulted(hami_webhook(obj))
+    return obj
+
+
+def _defaulted(obj: dict) -> dict:
+    """Canonical quantities, and a Pod's requests defaulted from its limits (SetDefaults_Pod; not a template's)."""
     obj = copy.deepcopy(obj)
-    spec = _pod_spec(obj) or {}
     is_pod = obj.get("kind") == "Pod"
-    asks_gpu = False
-    for field in ("containers", "initContainers"):
-        for container in spec.get(field) or []:
-            resources = container.get("resources") or {}
-            for section in ("limits", "requests"):
-                if isinstance(resources.get(section), dict):
-                    resources[section] = {k: canonical_quantity(str(v)) for k, v in resources[section].items()}
-            if not is_pod or not resources:
-                continue
-            limits = resources.get("limits") or {}
+    for container in _containers(_pod_spec(obj) or {}):
+        resources = container.get("resources") or {}
+        for section in ("limits", "requests"):
+            if isinstance(resources.get(section), dict):
+                resources[section] = {k: canonical_quantity(str(v)) for k, v in resources[section].items()}
+        if is_pod and resources:
             requests = resources.setdefault("requests", {})
-            for key, value in limits.items():
+            for key, value in (resources.get("limits") or {}).items():
                 requests.setdefault(key, value)
-            asks_share = any(key in limits for key in HAMI_KEYS[1:]) and "nvidia.com/gpu" not in limits
-            if webhook and field == "containers" and asks_share:
-                limits["nvidia.com/gpu"] = "1"  # to the limits only (MutateAdmission)
-            asks_gpu = asks_gpu or any(key in limits for key in HAMI_KEYS)
-    if is_pod and webhook and asks_gpu:
+    return obj
+
+
+def _containers(spec: dict, fields: tuple[str, ...] = ("containers", "initContainers")) -> list[dict]:
+    return [container for field in fields for container in spec.get(field) or []]
+
+
+def hami_webhook(obj: dict) -> dict:
+    """A Pod as HAMi's mutating webhook leaves it (pkg/device/nvidia/device.go MutateAdmission): an app
+    container that asks memory or cores but no card count gets `nvidia.com/gpu: 1` in its limits, and a pod
+    asking any GPU resource gets schedulerName hami-scheduler. Other kinds pass unchanged."""
+    obj = copy.deepcopy(obj)
+    if obj.get("kind") != "Pod":
+        return obj
+    spec = obj.get("spec") or {}
+    for container in _containers(spec, ("containers",)):
+        limits = (container.get("resources") or {}).get("limits") or {}
+        if any(key in limits for key in HAMI_KEYS[1:]) and "nvidia.com/gpu" not in limits:
+            limits["nvidia.com/gpu"] = "1"
+    if any(key in ((c.get("resources") or {}).get("limits") or {}) for c in _containers(spec) for key in HAMI_KEYS):
         spec["schedulerName"] = "hami-scheduler"
     return obj
 

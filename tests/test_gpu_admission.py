@@ -136,7 +136,11 @@ def test_quantities_reach_the_policy_in_canonical_form() -> None:
     assert limits["resources"]["limits"] == {
         "nvidia.com/gpumem": "90k", "nvidia.com/gpucores": "10", "nvidia.com/gpu": "1"
     }, "HAMi's webhook adds the card count"  # fmt: skip
-    assert limits["resources"]["requests"] == {"nvidia.com/gpumem": "90k", "nvidia.com/gpucores": "10"}
+    # The API server defaults the pod again after a mutating webhook (apiserver mutating/dispatcher.go), so the
+    # card count reaches the requests too: the tenant quota's requests.nvidia.com/gpu counts it.
+    assert limits["resources"]["requests"] == {
+        "nvidia.com/gpumem": "90k", "nvidia.com/gpucores": "10", "nvidia.com/gpu": "1"
+    }  # fmt: skip
 
 
 def test_kubectl_shows_the_reason_hami_would_give() -> None:
