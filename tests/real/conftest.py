@@ -1,0 +1,180 @@
+"""The real tier: the real Kubernetes programs (`make tools`) judge gpulab's layers.
+
+`make test-real` runs it (GPULAB_REAL=1) and stops with one line when a program is missing. Anywhere else
+(`make test`, a bare pytest) every case skips with one line: it starts a control plane of its own, which
+a suite spread over several workers would start once per worker.
+
+One control plane serves the session: tenant-a of Pulumi.dev.yaml as the program would set it up (its
+namespaces and quota, its admission policies, its GPU node with the inventory the program writes), read
+through the project's own config loader and object builders.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from cel_harness import hami_webhook
+from shared_data import ROOT
+
+from components.gpu_admission import policy_objects
+from components.tenant_namespaces import QUOTA_NAME, namespace_objects
+from model.catalog import GPU_RESOURCE, gpu_capacity, register_annotation
+from model.config import Tenant
+from model.config.loading import load_stack_file
+from model.names import DENY_POLICY, WARN_POLICY
+from tests.acceptance.helpers import gpu_pod, wait_until
+from tests.real import cluster as kwok
+from tests.real.cluster import NOT_BUILT, POLL, Cluster
+
+REQUESTED = os.environ.get("GPULAB_REAL") == "1"
+TENANT = "tenant-a"
+# Where the double is compared with the API server: a namespace without quota, so that only the policies judge.
+JUDGED_NAMESPACE = "gpulab-judged"
+WAIT = 90  # seconds for any one condition of the setup
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    real = [item for item in items if "tests/real/" in str(item.fspath).replace("\\", "/")]
+    for item in real:
+        item.add_marker(pytest.mark.real)
+    missing = kwok.missing_programs(kwok.bin_dir())
+    if real and REQUESTED and missing:
+        # Asked for and impossible: a failure, never a vacuous pass.
+        raise pytest.UsageError(f"{NOT_BUILT} ({', '.join(missing)} missing in {kwok.bin_dir()})")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _real_programs() -> None:
+    """Skips every case with one line (a skip raised here is reported once, at this line, for all of them)."""
+    if kwok.missing_programs(kwok.bin_dir()):
+        pytest.skip(NOT_BUILT)
+    if not REQUESTED:
+        pytest.skip("the real programs judge with `make test-real`")
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    started = kwok.create(tmp_path_factory.mktemp("real"), kwok.bin_dir())
+    try:
+        kwok.wait_ready(started, WAIT)
+        yield started
+    finally:
+        problems = kwok.delete(started)
+        assert not problems, "\n".join(problems)
+
+
+@dataclass
+class TenantLab:
+    tenant: Tenant
+    deny: dict  # the ValidatingAdmissionPolicies as the program builds them
+    warn: dict
+    namespace: str  # the tenant's own namespace, with its quota
+    node: str
+    legacy: dict  # a Deployment created before the policies (user's spelling), which they would refuse now
+    judged: str = JUDGED_NAMESPACE  # where requests are judged by the policies alone
+
+    def __repr__(self) -> str:  # short, in a failing case's report
+        return f"TenantLab({self.tenant.name}, namespace={self.namespace}, judged={self.judged})"
+
+
+def legacy_deployment(image: str) -> dict:
+    """A 90000 MB Deployment from before the policies existed: retiring it must still work."""
+    pod = gpu_pod("legacy", image, gpumem=90000, gpucores=30)  # a template: HAMi's webhook mutates Pods only
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "legacy", "namespace": JUDGED_NAMESPACE, "labels": {"app": "legacy"}},
+        # paused: the deployment controller creates no ReplicaSet, which the policies would refuse meanwhile.
+        "spec": {
+            "replicas": 3,
+            "paused": True,
+            "selector": {"matchLabels": {"app": "legacy"}},
+            "template": {"metadata": {"labels": {"app": "legacy"}}, "spec": pod["spec"]},
+        },
+    }
+
+
+@pytest.fixture(scope="session")
+def tenant_lab(cluster: Cluster) -> TenantLab:
+    lab = load_stack_file(ROOT / "Pulumi.dev.yaml")
+    tenant = next(t for t in lab.tenants if t.name == TENANT)
+    [namespace] = tenant.namespaces
+    apply = ("apply", "--server-side", "--field-manager=gpulab", "-f", "-")
+    cluster.ok(
+        *apply,
+        stdin=[
+            *namespace_objects(tenant),
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": JUDGED_NAMESPACE}},
+        ],
+    )
+    node = add_gpu_node(cluster, tenant)
+    legacy = legacy_deployment(lab.versions.workload_image)
+    cluster.ok("create", "-f", "-", stdin=legacy)
+    objects = policy_objects(tenant)
+    cluster.ok(*apply, stdin=objects)
+    policies = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ValidatingAdmissionPolicy"}
+
+    # What must hold before a case can be judged, each a condition of the real cluster.
+    def type_checked(name: str) -> bool:
+        policy = cluster.get("validatingadmissionpolicy", name) or {}
+        return policy.get("status", {}).get("observedGeneration") == policy.get("metadata", {}).get("generation")
+
+    for name in policies:
+        wait_until(lambda name=name: type_checked(name), WAIT, f"the API server to type-check {name}", interval=POLL)
+    # A policy is enforced once the admission plugin's informer has it and its binding: a GPU init container
+    # (refused by the deny policy) and 120 % cores (a warning of the advice policy) show it.
+    probe = hami_webhook(gpu_pod("probe", "x", gpumem=1000, gpucores=120))
+    probe["spec"]["initContainers"] = [{"name": "init", "image": "x", "resources": {"limits": {GPU_RESOURCE: "1"}}}]
+    dry_run = ("create", "--dry-run=server", "-n", JUDGED_NAMESPACE, "-f", "-")
+
+    def enforced() -> str:
+        stderr = cluster.kubectl(*dry_run, stdin=probe).stderr
+        return stderr if f"'{DENY_POLICY}'" in stderr and f"'{WARN_POLICY}'" in stderr else ""
+
+    wait_until(enforced, WAIT, f"{DENY_POLICY} to deny and {WARN_POLICY} to warn at admission", interval=POLL)
+    quota = ("resourcequota", "-n", namespace, QUOTA_NAME)
+    wait_until(
+        lambda: (cluster.get(*quota) or {}).get("status", {}).get("hard"),
+        WAIT,
+        f"the quota controller to fill status.hard of {namespace}/{QUOTA_NAME}",
+        interval=POLL,
+    )
+    for each in (namespace, JUDGED_NAMESPACE):
+        wait_until(
+            lambda each=each: cluster.get("serviceaccount", "-n", each, "default"),
+            WAIT,
+            f"service account {each}/default (every Pod create needs it)",
+            interval=POLL,
+        )
+    return TenantLab(tenant, policies[DENY_POLICY], policies[WARN_POLICY], namespace, node, legacy)
+
+
+def add_gpu_node(cluster: Cluster, tenant: Tenant) -> str:
+    """The tenant's GPU node as a KWOK node: registered bare (as a kubelet registers), then given its cards by
+    the script the program runs for that (scripts/apply-gpu-inventory.sh: register annotation + capacity).
+    Allocatable is what a device plugin reports through the kubelet; with neither here, it is set alike."""
+    [gpu_node] = tenant.gpu_nodes()
+    cluster.ok("create", "-f", "-", stdin={"apiVersion": "v1", "kind": "Node", "metadata": {"name": gpu_node.name}})
+    environment = {
+        "NODE_NAME": gpu_node.name,
+        "REGISTER_JSON": register_annotation(gpu_node.cards),
+        "GPU_CAPACITY": str(gpu_capacity(gpu_node.cards)),
+    }
+    script = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "apply-gpu-inventory.sh")],
+        input=cluster.kubeconfig.read_text(),
+        env={**cluster.env(), **environment},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert script.returncode == 0, f"apply-gpu-inventory.sh failed ({script.returncode}): {script.stderr}"
+    patch = {"status": {"allocatable": {GPU_RESOURCE: str(gpu_capacity(gpu_node.cards))}}}
+    cluster.ok("patch", "node", gpu_node.name, "--subresource=status", "--type=merge", "-p", json.dumps(patch))
+    return gpu_node.name
