@@ -1,8 +1,8 @@
 """The real tier: the real Kubernetes programs (`make tools`) judge gpulab's layers.
 
 `make test-real` runs it (GPULAB_REAL=1) and stops with one line when a program is missing. Anywhere else
-(`make test`, a bare pytest) every case skips with one line: it starts a control plane of its own, which
-a suite spread over several workers would start once per worker.
+(`make test`, a bare pytest) the tier skips with one line: it starts a control plane of its own, which a
+suite spread over several workers would start once per worker, and it is no part of `make test`'s budget.
 
 One control plane serves the session: tenant-a of Pulumi.dev.yaml as the program would set it up (its
 namespaces and quota, its admission policies, its GPU node with the inventory the program writes), read
@@ -40,21 +40,21 @@ WAIT = 90  # seconds for any one condition of the setup
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     real = [item for item in items if "tests/real/" in str(item.fspath).replace("\\", "/")]
+    if not real:
+        return
     for item in real:
         item.add_marker(pytest.mark.real)
     missing = kwok.missing_programs(kwok.bin_dir())
-    if real and REQUESTED and missing:
+    if REQUESTED and missing:
         # Asked for and impossible: a failure, never a vacuous pass.
         raise pytest.UsageError(f"{NOT_BUILT} ({', '.join(missing)} missing in {kwok.bin_dir()})")
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _real_programs() -> None:
-    """Skips every case with one line (a skip raised here is reported once, at this line, for all of them)."""
-    if kwok.missing_programs(kwok.bin_dir()):
-        pytest.skip(NOT_BUILT)
     if not REQUESTED:
-        pytest.skip("the real programs judge with `make test-real`")
+        # One line in the summary for the whole tier: its first case skips, the others are deselected.
+        reason = NOT_BUILT if missing else "the real programs judge with `make test-real`"
+        real[0].add_marker(pytest.mark.skip(reason=f"{reason} ({len(real)} cases)"))
+        rest = {id(item) for item in real[1:]}
+        config.hook.pytest_deselected(items=real[1:])
+        items[:] = [item for item in items if id(item) not in rest]
 
 
 @pytest.fixture(scope="session")
