@@ -95,10 +95,11 @@ deploy: prereqs policy-venv stack
 down:
 	@$(PYTHON_HOST) scripts/stack_state.py $(STACK) && $(MAKE) --no-print-directory destroy || [ $$? = 3 ]
 
+# The secrets check reads the stack with ./venv's loader, so it runs once prereqs has made ./venv.
 destroy:
-	@$(PYTHON_HOST) scripts/secrets_check.py $(STACK)
 	bash scripts/preflight.sh --docker-only
 	@$(MAKE) --no-print-directory prereqs
+	@$(PYTHON_HOST) scripts/secrets_check.py $(STACK)
 	@# --refresh first drops from the state what was deleted by hand: a worker container (the Docker provider
 	@# stops a container before removing it and fails on one that is gone) and, through deleteUnreachable,
 	@# the objects of a kind cluster or tenant that no longer answers.

@@ -36,30 +36,6 @@ def quota_hard(tenant: Tenant) -> dict[str, str]:
     return hard
 
 
-QUOTA_NAME = "gpulab-gpu-quota"
-
-
-def namespace_objects(tenant: Tenant) -> list[dict]:
-    """The tenant's namespaces (labelled with the tenant) and the GPU ResourceQuota in each, as Kubernetes
-    objects: what TenantNamespaces creates, and what tests/real applies to a real API server."""
-    objects: list[dict] = []
-    hard = quota_hard(tenant)
-    for name in tenant.namespaces:
-        objects.append(
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {TENANT_LABEL: tenant.name}}}
-        )
-        if hard:
-            objects.append(
-                {
-                    "apiVersion": "v1",
-                    "kind": "ResourceQuota",
-                    "metadata": {"name": QUOTA_NAME, "namespace": name},
-                    "spec": {"hard": hard},
-                }
-            )
-    return objects
-
-
 def inventory_document(tenant: Tenant, lab: LabConfig, cards: list[Card], node_name: str) -> dict:
     """What the tenant's GPU node(s) offer and allow; read by the policy pack and by tenant users.
     `cards` lists every card; with several GPU nodes, `nodes` says which node holds which (by id) and
@@ -82,6 +58,39 @@ def inventory_document(tenant: Tenant, lab: LabConfig, cards: list[Card], node_n
         document["nodeSchedulerPolicy"] = lab.scheduling.node_scheduler_policy
         document["nodes"] = [{"name": node.name, "cards": [card.id for card in node.cards]} for node in gpu_nodes]
     return document
+
+
+def tenant_objects(
+    tenant: Tenant, lab: LabConfig, cards: list[Card], node_name: str
+) -> tuple[list[dict], dict[str, dict], dict]:
+    """The tenant's namespaces, their quotas (by namespace) and the inventory ConfigMap, as Kubernetes
+    objects: what this component creates, and what the process-mode lab applies."""
+    namespaces = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {TENANT_LABEL: tenant.name}}}
+        for name in tenant.namespaces
+    ]
+    hard = quota_hard(tenant)
+    quotas = {
+        name: {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": "gpulab-gpu-quota", "namespace": name},
+            "spec": {"hard": hard},
+        }
+        for name in tenant.namespaces
+        if hard
+    }
+    inventory = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": INVENTORY_CONFIGMAP,
+            "namespace": INVENTORY_NAMESPACE,
+            "labels": {TENANT_LABEL: tenant.name, INVENTORY_LABEL: "true"},
+        },
+        "data": {"inventory.json": json.dumps(inventory_document(tenant, lab, cards, node_name), indent=2)},
+    }
+    return namespaces, quotas, inventory
 
 
 def former_parents(gpu_node: HamiGpuNode) -> list[pulumi.Alias]:
@@ -121,35 +130,25 @@ class TenantNamespaces(pulumi.ComponentResource):
         )
         self.namespaces = []
         self.quotas = []
-        namespaces: dict[str, k8s.core.v1.Namespace] = {}
-        for document in namespace_objects(tenant):
-            metadata = document["metadata"]
-            if document["kind"] == "Namespace":
-                namespace = k8s.core.v1.Namespace(f"{former}-ns-{metadata['name']}", metadata=metadata, opts=child)
-                namespaces[metadata["name"]] = namespace
-                self.namespaces.append(namespace)
-            else:  # the namespace's quota, created after it (its namespace read from the Namespace resource)
-                namespace = namespaces[metadata["namespace"]]
+        namespaces, quotas, inventory = tenant_objects(tenant, lab, gpu_node.cards, worker.node_name)
+        for namespace_object in namespaces:
+            namespace_name = namespace_object["metadata"]["name"]
+            namespace = k8s.core.v1.Namespace(
+                f"{former}-ns-{namespace_name}", metadata=namespace_object["metadata"], opts=child
+            )
+            self.namespaces.append(namespace)
+            quota = quotas.get(namespace_name)
+            if quota:
                 self.quotas.append(
                     k8s.core.v1.ResourceQuota(
-                        f"{former}-quota-{metadata['namespace']}",
-                        metadata={**metadata, "namespace": namespace.metadata.name},
-                        spec=document["spec"],
+                        f"{former}-quota-{namespace_name}",
+                        # The namespace's output, not its name: the quota waits for the namespace.
+                        metadata={**quota["metadata"], "namespace": namespace.metadata.name},
+                        spec=quota["spec"],
                         opts=child,
                     )
                 )
         k8s.core.v1.ConfigMap(
-            f"{former}-inventory-document",
-            metadata={
-                "name": INVENTORY_CONFIGMAP,
-                "namespace": INVENTORY_NAMESPACE,
-                "labels": {TENANT_LABEL: tenant.name, INVENTORY_LABEL: "true"},
-            },
-            data={
-                "inventory.json": json.dumps(
-                    inventory_document(tenant, lab, gpu_node.cards, worker.node_name), indent=2
-                )
-            },
-            opts=child,
+            f"{former}-inventory-document", metadata=inventory["metadata"], data=inventory["data"], opts=child
         )
         self.register_outputs({"namespaces": list(tenant.namespaces)})

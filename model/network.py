@@ -96,17 +96,27 @@ def host_problem(host: str) -> str | None:
     return None
 
 
+def host_address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The IP address a host is written as (an IPv4-mapped IPv6 address as the IPv4 one); None for a hostname."""
+    try:
+        ip = ipaddress.ip_address(host.partition("%")[0])
+    except ValueError:
+        return None
+    return ip.ipv4_mapped if ip.version == 6 and ip.ipv4_mapped else ip
+
+
 def canonical_host(host: str) -> str:
     """One spelling per machine: IPv6 compressed and lower-case, an IPv4-mapped IPv6 address as the IPv4
-    address, a hostname lower-case."""
-    address, sep, zone = host.partition("%")
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return host.lower().rstrip(".")
-    if ip.version == 6 and ip.ipv4_mapped:
-        return str(ip.ipv4_mapped)
-    return str(ip) + (f"%{zone}" if sep else "")
+    address, a hostname lower-case. `localhost` and every loopback address (127.0.0.0/8, ::1) are the machine
+    gpulab runs on, whichever is written."""
+    ip = host_address(host)
+    if ip is None:
+        name = host.lower().rstrip(".")
+        return "localhost" if name == "localhost" else name
+    if ip.is_loopback:
+        return "localhost"
+    _, sep, zone = host.partition("%")
+    return str(ip) + (f"%{zone}" if sep and ip.version == 6 else "")
 
 
 class PoolError(ValueError):

@@ -56,23 +56,40 @@ class _BoundedLoader(yaml.SafeLoader):
 
     def compose_document(self):
         document = super().compose_document()
-        if document is not None and _expanded_size(document, {}) > MAX_NODES:
-            raise YamlError(f"expands to more than {MAX_NODES} values through aliases: refused as an alias bomb")
+        if document is not None:
+            values, characters = _expanded_size(document, {})
+            if values > MAX_NODES:
+                raise YamlError(f"expands to more than {MAX_NODES} values through aliases: refused as an alias bomb")
+            if characters > MAX_BYTES:
+                # Without aliases a document holds no more characters than its file; aliases may not make it
+                # larger than the largest file read (a long value aliased many times is slow to validate).
+                raise YamlError(
+                    f"aliases (*name) expand it to more than {MAX_BYTES} characters, more than a file gpulab "
+                    "reads: refused as an alias bomb; alias shorter values, or fewer times"
+                )
         return document
 
 
-def _expanded_size(node: yaml.Node, sizes: dict[int, int]) -> int:
-    """Values a node stands for with every alias expanded (memoised: shared nodes are counted fast)."""
+_TOO_BIG = (MAX_NODES + 1, MAX_BYTES + 1)
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, tuple[int, int]]) -> tuple[int, int]:
+    """(values, characters of scalars) a node stands for with every alias expanded (memoised: shared nodes are
+    counted fast)."""
     if id(node) in sizes:
         return sizes[id(node)]
-    sizes[id(node)] = MAX_NODES + 1  # a cycle (recursive alias) counts as too big
+    sizes[id(node)] = _TOO_BIG  # a cycle (recursive alias) counts as too big
     if isinstance(node, yaml.SequenceNode):
-        size = 1 + sum(_expanded_size(child, sizes) for child in node.value)
+        children = node.value
     elif isinstance(node, yaml.MappingNode):
-        size = 1 + sum(_expanded_size(k, sizes) + _expanded_size(v, sizes) for k, v in node.value)
+        children = [child for pair in node.value for child in pair]
     else:
-        size = 1
-    sizes[id(node)] = min(size, MAX_NODES + 1)
+        children = []
+    values, characters = 1, len(node.value) if isinstance(node, yaml.ScalarNode) else 0
+    for child in children:
+        child_values, child_characters = _expanded_size(child, sizes)
+        values, characters = values + child_values, characters + child_characters
+    sizes[id(node)] = (min(values, _TOO_BIG[0]), min(characters, _TOO_BIG[1]))
     return sizes[id(node)]
 
 

@@ -47,7 +47,7 @@ def validate(plain: dict[str, Any], secrets: dict[str, str], source: str = "the 
     try:
         # With the assumed kind network, so that a tenant range inside it is reported with every other problem.
         lab = parse_config(
-            {key: value for key, value in plain.items() if key in CONFIG_KEYS},
+            plain,
             source=source,
             kind_subnet=ASSUMED_KIND_IPAM[0]["subnet"],
         )

@@ -136,7 +136,9 @@ def module_time(go: str, wrapper_dir: Path, module: str, env: dict[str, str]) ->
     modules first, so a missing proxy is reported here, in one line, before any compiler runs."""
     download = run_go(go, ["mod", "download"], wrapper_dir, env, timeout=1800)
     if download.returncode != 0:
-        first = next((line for line in download.stderr.splitlines() if line.strip()), "no message")
+        # go prints a "go: downloading M V" line per module before the error itself.
+        errors = [line for line in download.stderr.splitlines() if line.strip() and "go: downloading " not in line]
+        first = errors[0] if errors else "no message"
         raise ToolsError(
             f"could not download the modules of tools/{wrapper_dir.name} (GOPROXY={env.get('GOPROXY') or 'default'}): "
             f"{first[:300]}. make tools needs the Go module proxy; make test does not"
@@ -148,7 +150,9 @@ def module_time(go: str, wrapper_dir: Path, module: str, env: dict[str, str]) ->
     return time_value or "1970-01-01T00:00:00Z"
 
 
-def build(program: Program, go: str, bin_dir: Path, env: dict[str, str], date: str, version: str) -> None:
+def build(
+    program: Program, go: str, wrapper_dir: Path, bin_dir: Path, env: dict[str, str], date: str, version: str
+) -> None:
     values = placeholders(version, date)
     ldflags = " ".join(flag.format(**values) for flag in program.ldflags)
     partial = bin_dir / f".{program.name}.partial"
@@ -159,11 +163,11 @@ def build(program: Program, go: str, bin_dir: Path, env: dict[str, str], date: s
         args += ["-ldflags", ldflags]
     args.append(program.package)
     build_env = dict(env, CGO_ENABLED="1" if program.cgo else "0")
-    result = run_go(go, args, TOOLS / program.wrapper, build_env, timeout=3600)
+    result = run_go(go, args, wrapper_dir, build_env, timeout=3600)
     if result.returncode != 0:
         partial.unlink(missing_ok=True)
         tail = "\n".join(result.stderr.strip().splitlines()[-15:])
-        raise RuntimeError(f"go build {program.package} failed in tools/{program.wrapper}:\n{tail}")
+        raise RuntimeError(f"go build {program.package} failed in tools/{wrapper_dir.name}:\n{tail}")
     expected = program.expect.format(**values)
     shown = subprocess.run([str(partial), *program.version_args], capture_output=True, text=True, timeout=60)
     answer = (shown.stdout + shown.stderr).strip()
@@ -188,9 +192,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="make tools", description=__doc__.splitlines()[0])
     parser.add_argument("--bin", type=Path, default=ROOT / "bin", help="where the programs go (default ./bin)")
     parser.add_argument("--go", default=os.environ.get("GO", "go"), help="the go command (default: go on PATH)")
+    parser.add_argument("--tools", type=Path, default=TOOLS, help="the wrapper modules and programs.toml")
     parser.add_argument("only", nargs="*", help="build only these programs (default: all)")
     args = parser.parse_args(argv)
-    programs, unavailable = load_manifest()
+    programs, unavailable = load_manifest(args.tools / "programs.toml")
     known = {p.name for p in programs}
     unknown = [name for name in args.only if name not in known]
     if unknown:
@@ -210,13 +215,13 @@ def main(argv: list[str] | None = None) -> int:
             fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             go_text, go_tuple = go_version(args.go)
-            needed = max(go_line((TOOLS / w / "go.mod").read_text()) for w in {p.wrapper for p in selected})
+            needed = max(go_line((args.tools / w / "go.mod").read_text()) for w in {p.wrapper for p in selected})
             if go_tuple < needed:
                 raise ToolsError(
                     f"{go_text} is older than go{'.'.join(map(str, needed))}, which the wrappers in tools/ need: "
                     "install a newer Go, or let it fetch one (GOTOOLCHAIN=auto)"
                 )
-            built = build_all(selected, args.go, args.bin, go_text)
+            built = build_all(selected, args.go, args.bin, args.tools, go_text)
         except ToolsError as problem:
             say(str(problem))
             return 2
@@ -232,24 +237,24 @@ def main(argv: list[str] | None = None) -> int:
         f"in {elapsed:.0f} s; {megabytes(disk_usage(args.bin))} on disk"
     )
     if built:
-        caches = {
-            name: Path(run_go(args.go, ["env", name], ROOT, dict(os.environ), 60).stdout.strip())
+        # Where, not how big: measuring a module cache of gigabytes takes longer than a warm build.
+        caches = [
+            f"{name} {run_go(args.go, ['env', name], ROOT, dict(os.environ), 60).stdout.strip()}"
             for name in ("GOMODCACHE", "GOCACHE")
-        }
-        summary += "; Go caches: " + ", ".join(f"{n} {p} ({megabytes(disk_usage(p))})" for n, p in caches.items())
-        summary += " (remove with `go clean -modcache -cache`)"
+        ]
+        summary += f"; Go caches: {', '.join(caches)} (remove with `go clean -modcache -cache`)"
     say(summary)
     return 0
 
 
-def build_all(programs: list[Program], go: str, bin_dir: Path, go_text: str) -> int:
+def build_all(programs: list[Program], go: str, bin_dir: Path, tools: Path, go_text: str) -> int:
     # go.sum must already hold every checksum (-mod=readonly); our own repository's commit is not stamped
     # into the programs (-buildvcs=false), so a gpulab commit never changes what was built.
     env = dict(os.environ, GOFLAGS=f"{os.environ.get('GOFLAGS', '')} -mod=readonly -buildvcs=false".strip())
     dates: dict[str, tuple[str, str]] = {}
     built = 0
     for program in programs:
-        wrapper_dir = TOOLS / program.wrapper
+        wrapper_dir = tools / program.wrapper
         key = build_key(program, go_text, wrapper_dir)
         key_file = bin_dir / ".tools" / f"{program.name}.key"
         version = required_version((wrapper_dir / "go.mod").read_text(), program.source)
@@ -260,7 +265,7 @@ def build_all(programs: list[Program], go: str, bin_dir: Path, go_text: str) -> 
             dates[program.wrapper] = (version, module_time(go, wrapper_dir, program.source, env))
         say(f"{program.name} {version}: building from tools/{program.wrapper}")
         start = time.monotonic()
-        build(program, go, bin_dir, env, dates[program.wrapper][1], version)
+        build(program, go, wrapper_dir, bin_dir, env, dates[program.wrapper][1], version)
         key_file.write_text(key)
         built += 1
         say(f"{program.name} {version}: built in {time.monotonic() - start:.0f} s")

@@ -4,7 +4,13 @@
 secrets are ones gpulab generates (tenant kubeconfigs) for a lab on the same machine. Secrets a
 user typed in (`pulumi config set --secret`: SSH private keys, an existing cluster's kubeconfig)
 are another matter: encrypted with an empty passphrase they are readable by anyone with
-Pulumi.<stack>.yaml. Stdlib only: runs before anything is installed.
+Pulumi.<stack>.yaml.
+
+The stack file is read by gpulab's own reader (model.config.read_stack_file, as the Pulumi CLI reads it),
+so every YAML spelling of a `secure:` value the config sees is seen here too. That reader needs ./venv: the
+host's python3 (`make up` runs this before ./venv exists) hands over to ./venv's python when there is one;
+without one this check waits for the run of it that `make up` and `make down` make once ./venv exists, before
+any pulumi command.
 
 The passphrase is found as the Pulumi CLI finds it (pulumi pkg/secrets/passphrase, readPassphrase):
 PULUMI_CONFIG_PASSPHRASE when it is in the environment at all, even empty; otherwise the contents of
@@ -16,17 +22,11 @@ usage: python3 scripts/secrets_check.py STACK [PROJECT_DIR]; exit 0 fine, 2 refu
 from __future__ import annotations
 
 import os
-import re
 import sys
 from pathlib import Path
 
-# `secure` as a mapping key in block or flow style, bare or quoted: `secure: v1:...`, `{secure: ...}`,
-# `"secure": ...`, `{ 'secure' : ...}`. A false match only asks for a passphrase; a miss would not.
-SECURE = re.compile(r"""(?:^|[\s{,\[])(?:secure|"secure"|'secure')\s*:(?:\s|$)""")
-# A top-level config key (`  gpulab:sshKey:`, quoted or not), which every secret below it belongs to.
-KEY = re.compile(r"""^ {1,4}(["']?)([A-Za-z0-9_.-]+:[A-Za-z0-9_.\-\[\]]+)\1\s*:""")
-PROVIDER = re.compile(r"^secretsprovider:\s*[\"']?([^\s\"']+)")
-COMMENT = re.compile(r"(?:^|\s)#.*$")
+ROOT = Path(__file__).resolve().parent.parent
+VENV_PYTHON = ROOT / "venv" / "bin" / "python"
 
 PASSPHRASE, PASSPHRASE_FILE = "PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE"
 HOW = (
@@ -35,17 +35,18 @@ HOW = (
 
 
 def typed_secrets(stack_file: Path) -> tuple[list[str], str]:
-    """The config keys holding typed-in secrets in a stack file, and its secrets provider."""
-    keys: list[str] = []
-    provider, current = "passphrase", "a config value"
-    for line in stack_file.read_text(errors="replace").splitlines():
-        if match := PROVIDER.match(line):
-            provider = match.group(1)
-        if match := KEY.match(line):
-            current = match.group(2)
-        if SECURE.search(COMMENT.sub("", line)) and current not in keys:
-            keys.append(current)
-    return keys, provider
+    """The config keys holding typed-in secrets in a stack file (a `secure:` value, or one inside the key's
+    value), and its secrets provider. Raises model.config.ConfigError for a file the loader cannot read."""
+    from model import redact
+    from model.config.loading import PROJECT, holds_secure, read_stack_file
+
+    document, config = read_stack_file(stack_file)
+    keys = []
+    for key, value in config.items():
+        if holds_secure(value):
+            namespace, _, name = key.rpartition(":")
+            keys.append(f"{redact.key_part(namespace or PROJECT)}:{redact.key_part(name)}")
+    return keys, str(document.get("secretsprovider") or "passphrase")
 
 
 def passphrase(environ: dict[str, str]) -> tuple[str, str | None]:
@@ -83,7 +84,19 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
         return 2
     if not stack_file.is_file():
         return 0  # nothing typed in yet; the commands that need the file say so themselves
-    keys, provider = typed_secrets(stack_file)
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))  # run as a file: gpulab's packages are beside scripts/
+    try:
+        from model.config import ConfigError
+    except ImportError:  # the host's python3, without gpulab's packages
+        if VENV_PYTHON.is_file() and Path(sys.prefix).resolve() != VENV_PYTHON.parent.parent.resolve():
+            os.execv(VENV_PYTHON, [str(VENV_PYTHON), __file__, *argv])
+        return 0  # no ./venv yet: make up and make down check again once it exists, before any pulumi command
+    try:
+        keys, provider = typed_secrets(stack_file)
+    except ConfigError as error:
+        print(f"[gpulab] refusing to run: {stack_file.name}: {error}", file=sys.stderr)
+        return 2
     if not keys or phrase or not provider.startswith("passphrase"):
         return 0
     print(

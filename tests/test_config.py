@@ -54,7 +54,7 @@ def with_tenant(**changes) -> dict:
         ),
         (
             lambda: with_tenant(gpus=[{"model": "L4", "count": 0}]),
-            ["gpulab:tenants[0].gpus[0].count = 0", "greater than 0"],
+            ["gpulab:tenants[0].gpus[0].count = 0", "must be at least 1; write 1 or more"],
         ),
         (lambda: with_tenant(gpus=[{"model": "L4", "count": -2}]), ["gpulab:tenants[0].gpus[0].count = -2"]),
         (lambda: with_tenant(gpus=[]), ["gpulab:tenants[0].gpus"]),
@@ -97,7 +97,7 @@ def with_tenant(**changes) -> dict:
         ),
         (
             lambda: with_tenant(workloads=[{"name": "x", "gpucores": 101}]),
-            ["gpucores = 101", "less than or equal to 100"],
+            ["gpucores = 101", "must be at most 100; write 100 or less"],
         ),
         (lambda: with_tenant(surprise=1), ["gpulab:tenants[0].surprise: is not a key of gpulab"]),
         (lambda: {**reference(), "management": {"metallbPoolSize": 0}}, ["gpulab:management.metallbPoolSize = 0"]),

@@ -4,6 +4,7 @@ and the policy pack beside each other on it, the tools on top. Checked on the im
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -72,3 +73,12 @@ def test_no_source_file_outside_tests_is_longer_than_500_lines() -> None:
 def test_the_design_cards_top_level_is_there() -> None:
     for name in ("Pulumi.yaml", "Pulumi.dev.yaml", "__main__.py", "components", "policies", "tests"):
         assert (ROOT / name).exists(), name
+
+
+@pytest.mark.parametrize("stack", ["Pulumi.dev.yaml", "tests/fixtures/lab/Pulumi.dev.yaml"])
+def test_the_paths_a_stack_file_points_to_exist(stack: str) -> None:
+    """The reference stack is where a user starts reading: every project path its comments name is there."""
+    comments = " ".join(line.partition("#")[2] for line in (ROOT / stack).read_text().splitlines())
+    paths = [path.rstrip(".") for path in re.findall(r"\b(?:model|components|policies|scripts)/[\w/.]*", comments)]
+    assert paths, comments
+    assert [path for path in paths if not (ROOT / path).exists()] == []

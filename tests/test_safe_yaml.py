@@ -103,3 +103,34 @@ def test_a_syntax_error_is_one_line_that_quotes_nothing(loader, text) -> None:
         return
     assert "\n" not in message and message.startswith("in.yaml: not valid YAML at line "), message
     assert SECRET[4:20] not in message, message
+
+
+# --- issue 30 item 6: aliases may not make a document larger than a file gpulab would read ---
+
+
+def test_a_long_value_aliased_many_times_is_refused_within_seconds(tmp_path) -> None:
+    """Boundary: a stack file as written, read by make plan's loader. A 1 MiB name used by 100 tenants (99
+    aliases, within MAX_ALIASES) expands to 100 MiB, which validation and redaction took 17 s to walk (and a
+    9 MiB one minutes); the refusal comes after the file is read (0.3 s for the long name alone)."""
+    import time
+
+    from model.config import ConfigError, load_stack_file
+
+    tenant = "{name: %s, gpus: [{model: L4, count: 1}]}"
+    lines = ["config:", "  gpulab:tenants:", "    - " + tenant % ("&n " + "x" * 2**20)]
+    lines += ["    - " + tenant % "*n"] * 99
+    path = tmp_path / "Pulumi.dev.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    start = time.monotonic()
+    with pytest.raises(ConfigError) as raised:
+        load_stack_file(path)
+    assert time.monotonic() - start < 2, "refused within a couple of seconds"
+    assert str(raised.value) == (
+        f"aliases (*name) expand it to more than {safe_yaml.MAX_BYTES} characters, more than a file gpulab "
+        "reads: refused as an alias bomb; alias shorter values, or fewer times"
+    )
+
+
+def test_aliases_within_the_size_of_a_file_still_work() -> None:
+    text = "a: &v " + "x" * 2**20 + "\nb: [*v, *v, *v]\n"
+    assert len(safe_yaml.load_stack(text, "f")["b"][2]) == 2**20

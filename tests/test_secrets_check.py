@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
@@ -9,6 +11,8 @@ from pathlib import Path
 
 import pytest
 from shared_data import ROOT
+
+from scripts import secrets_check
 
 SCRIPT = ROOT / "scripts" / "secrets_check.py"
 WITH_SECRET = """config:
@@ -20,16 +24,14 @@ WITH_SECRET = """config:
 
 
 def check(tmp_path: Path, text: str | None, **env: str) -> subprocess.CompletedProcess:
+    """The script's main() in this process (the Makefile runs the same main() as a file: see
+    test_the_hosts_python_hands_the_check_to_the_venv for that boundary)."""
     if text is not None:
         (tmp_path / "Pulumi.dev.yaml").write_text(text)
     environment = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_CONFIG_PASSPHRASE")}
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), "dev", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        env={**environment, **env},
-        timeout=30,
-    )
+    with contextlib.redirect_stderr(io.StringIO()) as stderr:
+        code = secrets_check.main(["dev", str(tmp_path)], {**environment, **env})
+    return subprocess.CompletedProcess(["secrets_check.py", "dev"], code, "", stderr.getvalue())
 
 
 def test_typed_secret_with_empty_passphrase_is_refused(tmp_path: Path) -> None:
@@ -139,3 +141,71 @@ def test_make_up_and_plan_run_the_check_before_anything_is_deployed_or_planned()
         actions = ("pulumi up", "pulumi destroy", "-m preview")
         action = next(i for i, line in enumerate(lines) if any(word in line for word in actions))
         assert first < action, (target, lines)
+
+
+# --- issue 30 item 5: the guard reads the file as the loader does (safe_yaml.load_stack), not by its lines ---
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'config:\n  gpulab:sshPrivateKey: {"secure":"v1:AAAABBBB:CCCC"}\n',  # JSON-style flow, no space after `:`
+        "config:\n  gpulab:sshPrivateKey:\n    ? secure\n    : v1:AAAABBBB:CCCC\n",  # an explicit key
+        'config:\n  gpulab:sshPrivateKey:\n    "\\x73ecure": v1:AAAABBBB:CCCC\n',  # an escaped key
+        'config:\n  gpulab:sshPrivateKey: {"secur\\u0065": v1:AAAABBBB:CCCC}\n',
+        "config: {gpulab:sshPrivateKey: {secure: v1:AAAABBBB:CCCC}}\n",  # the whole config in flow style
+        "config:\n  gpulab:sshPrivateKey: &k\n    secure: v1:AAAABBBB:CCCC\n  gpulab:boxKey: *k\n",
+    ],
+    ids=["json-flow", "explicit-key", "escaped-key", "unicode-escape", "flow-config", "alias"],
+)
+def test_every_spelling_the_loader_reads_as_secure_is_a_secret(tmp_path: Path, text: str) -> None:
+    """Boundary: the stack file as written (by a person or another tool), which the Pulumi CLI reads as YAML."""
+    from model.config import stack_file_config
+
+    (tmp_path / "Pulumi.dev.yaml").write_text(text)
+    assert "sshPrivateKey" in stack_file_config(tmp_path / "Pulumi.dev.yaml")[1], "the loader sees a secret"
+    result = check(tmp_path, text, PULUMI_CONFIG_PASSPHRASE="")
+    assert result.returncode == 2, (text, result.stderr)
+    assert "holds secrets you set (gpulab:sshPrivateKey" in result.stderr
+    assert "AAAABBBB" not in result.stderr
+
+
+def test_a_secret_of_another_namespace_counts_too(tmp_path: Path) -> None:
+    result = check(tmp_path, "config:\n  aws:secretKey: {secure: v1:AAAABBBB:CCCC}\n", PULUMI_CONFIG_PASSPHRASE="")
+    assert result.returncode == 2 and "holds secrets you set (aws:secretKey)" in result.stderr
+
+
+def test_a_secure_word_in_a_value_is_not_a_secret(tmp_path: Path) -> None:
+    text = "config:\n  gpulab:note: 'secure: not really'\n  gpulab:tags: [secure, {secure: 1, other: 2}]\n"
+    assert check(tmp_path, text, PULUMI_CONFIG_PASSPHRASE="").returncode == 0
+
+
+def test_a_stack_file_the_loader_cannot_read_is_refused_with_its_one_line(tmp_path: Path) -> None:
+    result = check(tmp_path, "config:\n  gpulab:sshPrivateKey: {secure: [\n", PULUMI_CONFIG_PASSPHRASE="")
+    assert result.returncode == 2
+    assert "Pulumi.dev.yaml: not valid YAML at line" in result.stderr and len(result.stderr.splitlines()) == 1
+
+
+def test_the_hosts_python_hands_the_check_to_the_venv(tmp_path: Path) -> None:
+    """Boundary: `make up` runs the check with the host's python3 (PYTHON_HOST), which may lack PyYAML and pydantic
+    (-S: no site-packages); with ./venv present the venv's python reads the file."""
+    host_python = Path(sys.base_prefix) / "bin" / "python3"
+    (tmp_path / "Pulumi.dev.yaml").write_text(WITH_SECRET)
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_CONFIG_PASSPHRASE")}
+    result = subprocess.run(
+        [str(host_python), "-S", str(SCRIPT), "dev", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env={**environment, "PULUMI_CONFIG_PASSPHRASE": ""},
+        timeout=30,
+    )
+    assert result.returncode == 2 and "holds secrets you set (gpulab:sshPrivateKey)" in result.stderr, result.stderr
+
+
+def test_make_down_checks_once_the_venv_exists() -> None:
+    """Boundary: the Makefile's destroy recipe (`make -n`): without ./venv the host's python3 cannot read the
+    stack, so the check runs after prereqs has made ./venv, and before pulumi destroy."""
+    dry = subprocess.run(["make", "-n", "destroy"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    lines = dry.stdout.splitlines()
+    order = [next(i for i, line in enumerate(lines) if word in line) for word in ("prereqs.sh", "secrets_check.py")]
+    assert order == sorted(order), lines

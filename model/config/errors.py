@@ -4,6 +4,7 @@ truncated by model.redact) and the fix."""
 from __future__ import annotations
 
 import difflib
+import re
 import types
 import typing
 from typing import Any
@@ -111,6 +112,66 @@ def _suggestion(loc: tuple[int | str, ...]) -> str:
     return f"; the keys here are: {', '.join(known)}"
 
 
+# Examples of a list or mapping key's value, for the messages that say what to write instead.
+_EXAMPLES = {
+    "gpus": "[{model: L4, count: 1}]",
+    "nodes": "[{name: gpu-1, gpus: [{model: L4, count: 1}]}]",
+    "namespaces": "[gpu-workloads]",
+    "workers": "[{host: 10.0.0.21, user: ubuntu}]",
+    "workloads": "[{name: trainer-1, gpumem: 20000, gpucores: 30}]",
+    "host": "10.0.0.21",
+}
+
+
+def _example(loc: tuple[int | str, ...]) -> str:
+    """`, e.g. EXAMPLE` for the key at `loc`, or for one entry of it (`gpus[0]`: `{model: L4, count: 1}`)."""
+    names = [part for part in loc if isinstance(part, str)]
+    if not names or names[-1] not in _EXAMPLES:
+        return ""
+    example = _EXAMPLES[names[-1]]
+    return f", e.g. {example[1:-1] if isinstance(loc[-1], int) and example.startswith('[') else example}"
+
+
+def _instead(item: Any) -> str | None:
+    """pydantic's own message for a bound or type error (`Input should be greater than 0`), said as what to
+    write instead; None for the errors gpulab words itself."""
+    kind, ctx, loc = item["type"], item.get("ctx") or {}, tuple(item["loc"])
+    if kind in ("greater_than", "greater_than_equal"):
+        least = ctx["gt"] + 1 if kind == "greater_than" else ctx["ge"]  # every bounded field is an integer
+        return f"must be at least {least}; write {least} or more"
+    if kind in ("less_than", "less_than_equal"):
+        most = ctx["lt"] - 1 if kind == "less_than" else ctx["le"]
+        return f"must be at most {most}; write {most} or less"
+    if kind == "string_too_short":
+        return f"must not be empty; write a value{_example(loc)}"
+    if kind == "too_short":
+        least = ctx["min_length"]
+        return f"must list at least {least} {'entry' if least == 1 else 'entries'}{_example(loc)}"
+    if kind == "too_long":
+        return f"lists {ctx['actual_length']} entries; list at most {ctx['max_length']}"
+    if kind in ("int_type", "int_parsing", "int_from_float"):
+        return "must be a whole number, e.g. 1"
+    if kind == "string_type":
+        return "must be a string (one value, quoted if it looks like a number or a list)"
+    if kind in ("bool_type", "bool_parsing"):
+        return "must be true or false"
+    if kind == "literal_error":
+        choices = re.findall(r"'([^']*)'", ctx["expected"])  # pydantic's `'spread' or 'binpack'`
+        return f"must be one of: {', '.join(choices)}"
+    if kind == "list_type":
+        return f"must be a list (`[a, b]`, or one `- ` line per entry){_example(loc)}"
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        return f"must be a mapping of keys (`key: value`){_example(loc)}"
+    if kind not in ("value_error", "assertion_error"):
+        return f"is not what this key takes ({item['msg']}); see the table in README.md's Configuration section"
+    return None
+
+
+def unknown_key(loc: tuple[int | str, ...]) -> str:
+    """The line for a key no model has, with the known key it is closest to."""
+    return problem_line(_key_path(loc), f"is not a key of gpulab{_suggestion(loc)}")
+
+
 def _field_problem(item: Any, source: str) -> str:
     loc = tuple(item["loc"])
     key = _key_path(loc) or "<root>"
@@ -120,15 +181,15 @@ def _field_problem(item: Any, source: str) -> str:
             key,
             "declare at least one tenant, e.g. [{name: tenant-a, gpus: [{model: A100-80GB, count: 1}]}] "
             f"in {source} (see Pulumi.dev.yaml)",
-            item.get("input", NO_VALUE),
+            NO_VALUE if item["type"] == "missing" else item["input"],  # a missing key's input is the whole config
         )
     if item["type"] == "missing":
         return problem_line(key, f"is required but missing; set it in {source}")
     if item["type"] == "extra_forbidden":
-        return problem_line(key, f"is not a key of gpulab{_suggestion(loc)}")
+        return unknown_key(loc)
     if item["type"] in ("value_error", "assertion_error") and not isinstance(item.get("input"), str | int):
         return problem_line(key, message)
-    return problem_line(key, message, item.get("input"))
+    return problem_line(key, _instead(item) or message, item.get("input"))
 
 
 def format_errors(error: ValidationError, source: str = "the stack file") -> list[str]:

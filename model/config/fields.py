@@ -3,6 +3,7 @@ of (GPU cards and nodes, limits, quota, workloads, SSH workers)."""
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import typing
 from typing import Annotated, Literal, NamedTuple
@@ -25,7 +26,7 @@ from model.catalog import (
     Card,
 )
 from model.config.errors import at
-from model.network import canonical_host, host_problem
+from model.network import canonical_host, host_address, host_problem
 
 # Kamaji requires TenantControlPlane names to be DNS-1035 labels (internal/webhook/handlers/tcp_name.go);
 # 40 characters leaves room for the suffixes gpulab adds (container, namespace and secret names).
@@ -195,6 +196,11 @@ class SshWorker(ConfigModel):
         if problem := host_problem(value):
             raise ValueError(problem)
         return value
+
+    @property
+    def address(self) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+        """The machine's IP address when `host` is one (None for a hostname)."""
+        return host_address(self.host)
 
     @property
     def machine(self) -> tuple[str, int]:

@@ -10,9 +10,7 @@ from typing import Any
 from model import redact, safe_yaml
 from model.config.errors import PROJECT, ConfigError, error_message, problem_line
 from model.config.lab import LabConfig
-from model.config.parse import parse_config
-
-CONFIG_KEYS = ("management", "tenants", "scheduling", "versions")
+from model.config.parse import CONFIG_KEYS, parse_config
 
 
 def required_secrets(lab: LabConfig) -> dict[str, str]:
@@ -52,7 +50,15 @@ def load_config() -> LabConfig:
     import pulumi
 
     config = pulumi.Config(PROJECT)
-    raw = {key: config.get_object(key) for key in CONFIG_KEYS}
+    # Every `gpulab:` key the engine passed (PULUMI_CONFIG, or set in-process as the mocks do), so that an unknown
+    # one is refused, not dropped; secrets stay out (check_secrets below is about them).
+    keys = {*pulumi.runtime.config.CONFIG.get(), *pulumi.runtime.config.get_config_env()}
+    names = [key.split(":", 1)[1] for key in sorted(keys) if key.startswith(f"{PROJECT}:")]
+    raw = {
+        name: config.get_object(name) if name in CONFIG_KEYS else config.get(name)
+        for name in names
+        if not pulumi.runtime.is_config_secret(f"{PROJECT}:{name}")
+    }
     try:
         lab = parse_config(
             {key: value for key, value in raw.items() if value is not None}, source=f"Pulumi.{pulumi.get_stack()}.yaml"
@@ -74,11 +80,11 @@ def secret(key: str):
     return pulumi.Config(PROJECT).require_secret(key)
 
 
-def stack_file_config(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
-    """(`gpulab:*` values without the prefix, secret keys -> placeholder) of a stack file, read as the Pulumi CLI
-    reads it: YAML 1.2 with duplicate keys refused (safe_yaml.load_stack), and a key without a namespace taken
-    as the project's (sdk/go/common/workspace/loaders.go, stackConfigNamespacedWithProject). Raises ConfigError
-    with one line, which the caller prefixes with the file's name."""
+def read_stack_file(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the document, its `config:` mapping) of a stack file, read as the Pulumi CLI reads it: YAML 1.2 with
+    duplicate keys refused (safe_yaml.load_stack). The one reader of stack files, for the config and for the
+    secrets guard (scripts/secrets_check.py). Raises ConfigError with one line, which the caller prefixes with
+    the file's name."""
     try:
         document = safe_yaml.load_stack(safe_yaml.read_text(path), path.name)
     except safe_yaml.YamlError as error:
@@ -86,14 +92,44 @@ def stack_file_config(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
     document = {} if document is None else document
     if not isinstance(document, dict):
         raise ConfigError(f"must be a mapping with a `config:` key, not a {type(document).__name__}")
+    # A config key dedented out of `config:` is a key of the file itself, which holds no config.
+    outside = [key for key in document if isinstance(key, str) and key.startswith(f"{PROJECT}:")]
+    if outside:
+        keys = ", ".join(f"{PROJECT}:{redact.key_part(key.removeprefix(f'{PROJECT}:'))}" for key in outside)
+        raise ConfigError(
+            f"{keys}: {'is' if len(outside) == 1 else 'are'} outside `config:`, so it is no config key; "
+            "indent it under `config:`"
+        )
     config = document.get("config") or {}
     if not isinstance(config, dict):
         raise ConfigError(f"`config` must be a mapping of `{PROJECT}:<key>: value`")
-    plain: dict[str, Any] = {}
-    secrets: dict[str, str] = {}
-    for key, value in config.items():
+    for key in config:
         if not isinstance(key, str):
             raise ConfigError(f"config keys must be strings like `{PROJECT}:tenants`, not {redact.shown(key)}")
+    return document, config
+
+
+def is_secure(value: object) -> bool:
+    """A `secure:` value (`pulumi config set --secret`), however the YAML spells it: a mapping whose only key is
+    `secure` (sdk/go/common/resource/config/value.go, isSecureValue)."""
+    return isinstance(value, dict) and set(value) == {"secure"}
+
+
+def holds_secure(value: object) -> bool:
+    """Whether a config value is, or contains (`pulumi config set --path --secret`), a `secure:` value."""
+    if is_secure(value):
+        return True
+    children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return any(holds_secure(child) for child in children)
+
+
+def stack_file_config(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
+    """(`gpulab:*` values without the prefix, secret keys -> placeholder) of a stack file (read_stack_file), a key
+    without a namespace taken as the project's (sdk/go/common/workspace/loaders.go,
+    stackConfigNamespacedWithProject). Raises ConfigError with one line."""
+    plain: dict[str, Any] = {}
+    secrets: dict[str, str] = {}
+    for key, value in read_stack_file(path)[1].items():
         namespace, _, name = key.rpartition(":")
         if namespace not in ("", PROJECT):
             continue  # another namespace's key (e.g. kubernetes:...)
@@ -101,7 +137,7 @@ def stack_file_config(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
             raise ConfigError(
                 f"{PROJECT}:{redact.key_part(name)} is set twice (with and without `{PROJECT}:`); keep one"
             )
-        if isinstance(value, dict) and set(value) == {"secure"}:
+        if is_secure(value):
             secrets[name] = "<secret>"  # encrypted in the file; the program only passes it on
         else:
             plain[name] = value
@@ -111,4 +147,4 @@ def stack_file_config(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
 def load_stack_file(path: Path) -> LabConfig:
     """Validate the `gpulab:*` keys of a `Pulumi.<stack>.yaml` (used by the offline checker and the report)."""
     plain, _ = stack_file_config(path)
-    return parse_config({key: value for key, value in plain.items() if key in CONFIG_KEYS}, source=path.name)
+    return parse_config(plain, source=path.name)

@@ -12,7 +12,8 @@ from pydantic import (
 )
 
 from model.config.cross_field import across_tenants
-from model.config.errors import ConfigError, error_message, format_errors, problem_line
+from model.config.errors import ConfigError, error_message, format_errors, problem_line, unknown_key
+from model.config.fields import SshWorker
 from model.config.lab import LabConfig, Management
 from model.config.tenant import Tenant
 from model.versions import Versions
@@ -66,17 +67,44 @@ def _cross_field_lines(raw: dict[str, Any], error: ValidationError, kind_subnet:
     ]
 
 
+# The top-level `gpulab:` keys of the lab itself.
+CONFIG_KEYS = tuple(field.alias or name for name, field in LabConfig.model_fields.items())
+
+
+def _named_secrets(raw: dict[str, Any]) -> set[object]:
+    """The keys this config names as holding secrets, read loosely (the config may not validate): such a key is
+    the secret's own, and check_secrets reports it when it is missing or set in plain text."""
+    names: set[object] = {
+        Management.model_fields["kubeconfig_secret"].default,
+        SshWorker.model_fields["private_key_secret"].default,
+    }
+    management, tenants = raw.get("management"), raw.get("tenants")
+    if isinstance(management, dict):
+        names.add(management.get("kubeconfigSecret"))
+    for tenant in tenants if isinstance(tenants, list) else []:
+        workers = tenant.get("workers") if isinstance(tenant, dict) else None
+        names.update(worker.get("privateKeySecret") for worker in workers or [] if isinstance(worker, dict))
+    return names
+
+
 def parse_config(raw: dict[str, Any], source: str = "the stack file", kind_subnet: str | None = None) -> LabConfig:
-    """Validate the `gpulab:*` config keys (without the prefix); raises ConfigError with every problem.
+    """Validate the `gpulab:*` config keys (without the prefix): every plain key of the stack, so that a misspelled
+    one is refused rather than dropped (secret ones are the caller's: check_secrets). Raises ConfigError with
+    every problem.
 
     `source` names the stack file in messages; `kind_subnet` (make plan's assumed kind network) adds the check
     that tenants' ranges stay outside it, which `pulumi up` makes once the network exists."""
     context = {"kind_subnet": kind_subnet} if kind_subnet else None
+    known = {key: value for key, value in raw.items() if key in CONFIG_KEYS}
+    secret_names = _named_secrets(known)
+    lines = [unknown_key((key,)) for key in raw if key not in CONFIG_KEYS and key not in secret_names]
     try:
-        return LabConfig.model_validate(raw, context=context)
+        lab = LabConfig.model_validate(known, context=context)
     except ValidationError as error:
-        lines = format_errors(error, source) + _cross_field_lines(raw, error, kind_subnet)
-        raise ConfigError(error_message(sorted(dict.fromkeys(lines), key=_by_key))) from None
+        lines += format_errors(error, source) + _cross_field_lines(known, error, kind_subnet)
+    if lines:
+        raise ConfigError(error_message(sorted(dict.fromkeys(lines), key=_by_key)))
+    return lab
 
 
 def _by_key(line: str) -> list[object]:

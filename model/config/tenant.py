@@ -184,6 +184,17 @@ class Tenant(ConfigModel):
                 f"overlaps serviceCidr {self.service_cidr}; pick disjoint ranges, "
                 "e.g. podCidr 10.244.0.0/16 and serviceCidr 10.96.0.0/16",
             )
+        for j, worker in enumerate(self.workers if self.worker_mode == "ssh" else []):
+            for key, network in (("podCidr", pod), ("serviceCidr", service)):
+                if worker.address is not None and worker.address in network:
+                    # The node's own address would be routed to pods (or taken by kube-proxy for services).
+                    add(
+                        f"{key} workers",
+                        f"workers[{j}].host",
+                        worker.host,
+                        f"is inside the tenant's {key} {network}, so the tenant would route the node's own address "
+                        f"into the cluster; pick a {key} that does not hold any worker's address",
+                    )
         nodes = len(self.worker_node_names())
         if nodes > 2 ** (NODE_POD_PREFIX - pod.prefixlen):
             add(

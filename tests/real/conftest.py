@@ -4,29 +4,33 @@
 (`make test`, a bare pytest) the tier skips with one line: it starts a control plane of its own, which a
 suite spread over several workers would start once per worker, and it is no part of `make test`'s budget.
 
-One control plane serves the session: tenant-a of Pulumi.dev.yaml as the program would set it up (its
-namespaces and quota, its admission policies, its GPU node with the inventory the program writes), read
-through the project's own config loader and object builders.
+One control plane (the process lab's, on 127.0.0.1) serves the judges: tenant-a of Pulumi.dev.yaml as the
+program would set it up (its namespace, quota and inventory, its admission policies, its GPU node with the
+inventory the program's script writes), read through the project's own config loader and object builders.
+test_process_lab.py runs the process lab's own tenants.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from cel_harness import hami_webhook
 from shared_data import ROOT
 
 from components.gpu_admission import policy_objects
-from components.tenant_namespaces import QUOTA_NAME, namespace_objects
-from model.catalog import GPU_RESOURCE, gpu_capacity, register_annotation
+from components.hami import HAMI_NAMESPACE
+from components.tenant_namespaces import tenant_objects
+from model.catalog import GPU_RESOURCE, REGISTER_ANNOTATION, Card, gpu_capacity, register_annotation
 from model.config import Tenant
 from model.config.loading import load_stack_file
 from model.names import DENY_POLICY, WARN_POLICY
+from process_lab.commands import run
+from process_lab.gpu_nodes import node_object, node_status
 from tests.acceptance.helpers import gpu_pod, wait_until
 from tests.real import cluster as kwok
 from tests.real.cluster import NOT_BUILT, POLL, Cluster
@@ -44,7 +48,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     for item in real:
         item.add_marker(pytest.mark.real)
-    missing = kwok.missing_programs(kwok.bin_dir())
+    missing = kwok.missing()
     if REQUESTED and missing:
         # Asked for and impossible: a failure, never a vacuous pass.
         raise pytest.UsageError(f"{NOT_BUILT} ({', '.join(missing)} missing in {kwok.bin_dir()})")
@@ -59,7 +63,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    started = kwok.create(tmp_path_factory.mktemp("real"), kwok.bin_dir())
+    started = kwok.create(tmp_path_factory.mktemp("real"))
     try:
         kwok.wait_ready(started, WAIT)
         yield started
@@ -73,7 +77,8 @@ class TenantLab:
     tenant: Tenant
     deny: dict  # the ValidatingAdmissionPolicies as the program builds them
     warn: dict
-    namespace: str  # the tenant's own namespace, with its quota
+    namespace: str  # the tenant's own namespace
+    quota: dict  # its ResourceQuota as the program builds it
     node: str
     legacy: dict  # a Deployment created before the policies (user's spelling), which they would refuse now
     judged: str = JUDGED_NAMESPACE  # where requests are judged by the policies alone
@@ -101,18 +106,17 @@ def legacy_deployment(image: str) -> dict:
 
 @pytest.fixture(scope="session")
 def tenant_lab(cluster: Cluster) -> TenantLab:
+    """Tenant-a as the program sets it up, through its own builders: namespace, quota and inventory
+    (tenant_objects), its GPU node and the inventory script, then the admission policies (policy_objects)."""
     lab = load_stack_file(ROOT / "Pulumi.dev.yaml")
     tenant = next(t for t in lab.tenants if t.name == TENANT)
     [namespace] = tenant.namespaces
+    [gpu_node] = tenant.gpu_nodes()
+    namespaces, quotas, inventory = tenant_objects(tenant, lab, gpu_node.cards, gpu_node.name)
+    judged = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": JUDGED_NAMESPACE}}
     apply = ("apply", "--server-side", "--field-manager=gpulab", "-f", "-")
-    cluster.ok(
-        *apply,
-        stdin=[
-            *namespace_objects(tenant),
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": JUDGED_NAMESPACE}},
-        ],
-    )
-    node = add_gpu_node(cluster, tenant)
+    cluster.ok(*apply, stdin=[*namespaces, *quotas.values(), inventory, judged])
+    add_gpu_node(cluster, gpu_node.name, gpu_node.cards)
     legacy = legacy_deployment(lab.versions.workload_image)
     cluster.ok("create", "-f", "-", stdin=legacy)
     objects = policy_objects(tenant)
@@ -137,11 +141,12 @@ def tenant_lab(cluster: Cluster) -> TenantLab:
         return stderr if f"'{DENY_POLICY}'" in stderr and f"'{WARN_POLICY}'" in stderr else ""
 
     wait_until(enforced, WAIT, f"{DENY_POLICY} to deny and {WARN_POLICY} to warn at admission", interval=POLL)
-    quota = ("resourcequota", "-n", namespace, QUOTA_NAME)
+    quota = quotas[namespace]
+    where = ("resourcequota", "-n", namespace, quota["metadata"]["name"])
     wait_until(
-        lambda: (cluster.get(*quota) or {}).get("status", {}).get("hard"),
+        lambda: (cluster.get(*where) or {}).get("status", {}).get("hard"),
         WAIT,
-        f"the quota controller to fill status.hard of {namespace}/{QUOTA_NAME}",
+        f"the quota controller to fill status.hard of {namespace}/{quota['metadata']['name']}",
         interval=POLL,
     )
     for each in (namespace, JUDGED_NAMESPACE):
@@ -151,30 +156,36 @@ def tenant_lab(cluster: Cluster) -> TenantLab:
             f"service account {each}/default (every Pod create needs it)",
             interval=POLL,
         )
-    return TenantLab(tenant, policies[DENY_POLICY], policies[WARN_POLICY], namespace, node, legacy)
+    return TenantLab(tenant, policies[DENY_POLICY], policies[WARN_POLICY], namespace, quota, gpu_node.name, legacy)
 
 
-def add_gpu_node(cluster: Cluster, tenant: Tenant) -> str:
-    """The tenant's GPU node as a KWOK node: registered bare (as a kubelet registers), then given its cards by
-    the script the program runs for that (scripts/apply-gpu-inventory.sh: register annotation + capacity).
-    Allocatable is what a device plugin reports through the kubelet; with neither here, it is set alike."""
-    [gpu_node] = tenant.gpu_nodes()
-    cluster.ok("create", "-f", "-", stdin={"apiVersion": "v1", "kind": "Node", "metadata": {"name": gpu_node.name}})
+def add_gpu_node(cluster: Cluster, name: str, cards: list[Card]) -> None:
+    """The GPU node as the lab gets it: registered (the process lab's KWOK node, without the register
+    annotation) with the status its kubelet and device plugin report (node_status), then given its cards by
+    the script the program runs once the node has joined (scripts/apply-gpu-inventory.sh: annotation +
+    capacity), fed as the program feeds it (components/mock_gpu_node.py)."""
+    node = node_object(name, cards)
+    del node["metadata"]["annotations"][REGISTER_ANNOTATION]
+    cluster.ok("create", "-f", "-", stdin=node)
+    cluster.ok("patch", "node", name, "--subresource=status", "--type=merge", "-p", json.dumps(node_status(cards)))
     environment = {
-        "NODE_NAME": gpu_node.name,
-        "REGISTER_JSON": register_annotation(gpu_node.cards),
-        "GPU_CAPACITY": str(gpu_capacity(gpu_node.cards)),
+        "NODE_NAME": name,
+        "REGISTER_JSON": register_annotation(cards),
+        "GPU_CAPACITY": str(gpu_capacity(cards)),
+        "HAMI_NAMESPACE": HAMI_NAMESPACE,
     }
-    script = subprocess.run(
-        ["bash", str(ROOT / "scripts" / "apply-gpu-inventory.sh")],
-        input=cluster.kubeconfig.read_text(),
+    script = run(
+        ["bash", ROOT / "scripts" / "apply-gpu-inventory.sh"],
         env={**cluster.env(), **environment},
-        capture_output=True,
-        text=True,
+        what="scripts/apply-gpu-inventory.sh",
         timeout=120,
+        stdin=cluster.kubeconfig.read_text(),
         check=False,
     )
     assert script.returncode == 0, f"apply-gpu-inventory.sh failed ({script.returncode}): {script.stderr}"
-    patch = {"status": {"allocatable": {GPU_RESOURCE: str(gpu_capacity(gpu_node.cards))}}}
-    cluster.ok("patch", "node", gpu_node.name, "--subresource=status", "--type=merge", "-p", json.dumps(patch))
-    return gpu_node.name
+
+
+@pytest.fixture(scope="session")
+def real_bin() -> Path:
+    """The folder of the real programs (test_process_lab's control planes)."""
+    return kwok.bin_dir()

@@ -8,7 +8,6 @@ from __future__ import annotations
 from cel_harness import admitted, hami_webhook, run_policy
 from shared_data import ROOT
 
-from components.tenant_namespaces import QUOTA_NAME
 from model.config.loading import load_stack_file
 from model.names import DENY_POLICY, WARN_POLICY
 from tests.acceptance.helpers import gpu_pod, wait_until
@@ -47,6 +46,6 @@ def test_three_20000_mb_30_percent_pods_are_admitted_and_counted_by_the_quota(cl
     # The card count HAMi's webhook puts in the limits reaches the requests (here by the API server's defaulting
     # of what we send; in a lab by the defaulting that follows a mutating webhook, apiserver dispatcher.go),
     # so the tenant's requests.nvidia.com/gpu quota counts each pod.
-    quota = ("resourcequota", "-n", tenant_lab.namespace, QUOTA_NAME)
+    quota = ("resourcequota", "-n", tenant_lab.namespace, tenant_lab.quota["metadata"]["name"])
     used = lambda: cluster.get(*quota)["status"].get("used", {}).get("requests.nvidia.com/gpu")  # noqa: E731
     wait_until(lambda: used() == "3", 30, "the quota to count 3 GPUs in use", interval=POLL)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import ipaddress
 import json
 
-from components.tenant_namespaces import QUOTA_NAME, quota_hard
+from components.tenant_namespaces import quota_hard
 from model.catalog import GPU_RESOURCE, REGISTER_ANNOTATION, gpu_capacity, register_annotation
 from tests.acceptance.helpers import wait_until
 from tests.real.cluster import POLL, listening
@@ -32,7 +32,7 @@ def test_the_api_server_type_checks_the_policies_without_a_warning(cluster, tena
 
 
 def test_the_quota_controller_reads_the_tenants_quota(cluster, tenant_lab) -> None:
-    quota = cluster.get("resourcequota", "-n", tenant_lab.namespace, QUOTA_NAME)
+    quota = cluster.get("resourcequota", "-n", tenant_lab.namespace, tenant_lab.quota["metadata"]["name"])
     assert quota["status"]["hard"] == quota_hard(tenant_lab.tenant)
 
 

@@ -1,0 +1,234 @@
+"""HAMi's scheduler extender and webhook (`hami-scheduler`, HAMi's cmd/scheduler) as a local process.
+
+The wiring follows HAMi v2.8.3's chart (notes/hami.md section 1): one binary serves the extender (`/filter`,
+`/bind`) and the mutating webhook (`/webhook`) over TLS on `--http_bind`; the tenant's kube-scheduler gets a
+`hami-scheduler` profile and an extender at that address, with every HAMi resource `ignoredByScheduler`
+(`templates/scheduler/configmapnew.yaml`); the webhook is a MutatingWebhookConfiguration by URL with the
+chart's settings (`templates/scheduler/webhook.yaml`). TLS is made per tenant with openssl: a CA, and a
+server certificate for 127.0.0.1 that the API server checks against the webhook's caBundle.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+from model.catalog import GPU_RESOURCE, GPUCORES_RESOURCE, GPUMEM_PERCENTAGE_RESOURCE, GPUMEM_RESOURCE
+from model.config import LabConfig
+from process_lab.commands import ProcessLabError, run
+
+SCHEDULER_NAME = "hami-scheduler"
+MANAGED_RESOURCES = (
+    GPU_RESOURCE,
+    GPUMEM_RESOURCE,
+    GPUCORES_RESOURCE,
+    GPUMEM_PERCENTAGE_RESOURCE,
+    "nvidia.com/priority",
+)
+# HAMi v2.8.3 pkg/scheduler/scheduler.go: logged when the registration loop takes a node's devices in.
+NODE_ADDED = re.compile(r'"Node device added" nodeName="([^"]+)"')
+
+
+def make_tls(folder: Path) -> tuple[Path, Path, Path]:
+    """A CA and a 127.0.0.1 server certificate (EC P-256, 2 days): (ca.crt, tls.crt, tls.key)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    os.chmod(folder, 0o700)
+    ca_key, ca_crt = folder / "ca.key", folder / "ca.crt"
+    key, csr, crt, ext = folder / "tls.key", folder / "tls.csr", folder / "tls.crt", folder / "san.ext"
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    env = dict(os.environ)
+    run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            *ec,
+            "-keyout",
+            ca_key,
+            "-out",
+            ca_crt,
+            "-days",
+            "2",
+            "-subj",
+            "/CN=gpulab-hami-ca",
+        ],
+        env=env,
+        what="making HAMi's CA (openssl)",
+    )
+    run(
+        ["openssl", "req", *ec, "-keyout", key, "-out", csr, "-subj", "/CN=127.0.0.1"],
+        env=env,
+        what="making HAMi's server key (openssl)",
+    )
+    ext.write_text("subjectAltName=IP:127.0.0.1\n")
+    run(
+        [
+            "openssl",
+            "x509",
+            "-req",
+            "-in",
+            csr,
+            "-CA",
+            ca_crt,
+            "-CAkey",
+            ca_key,
+            "-CAcreateserial",
+            "-out",
+            crt,
+            "-days",
+            "2",
+            "-extfile",
+            ext,
+        ],
+        env=env,
+        what="signing HAMi's server certificate (openssl)",
+    )
+    return ca_crt, crt, key
+
+
+def scheduler_config(port: int) -> str:
+    """kube-scheduler's config: the default profile, and `hami-scheduler` with HAMi as extender. The extender
+    is interested only in pods that ask a managed resource, so other pods are scheduled as usual."""
+    managed = "\n".join(f"  - {{name: {name}, ignoredByScheduler: true}}" for name in MANAGED_RESOURCES)
+    return f"""apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection:
+  leaderElect: false
+profiles:
+- schedulerName: default-scheduler
+- schedulerName: {SCHEDULER_NAME}
+extenders:
+- urlPrefix: https://127.0.0.1:{port}
+  filterVerb: filter
+  bindVerb: bind
+  enableHTTPS: true
+  tlsConfig:
+    insecure: true
+  nodeCacheCapable: true
+  weight: 1
+  httpTimeout: 30s
+  managedResources:
+{managed}
+"""
+
+
+def webhook_object(port: int, ca_pem: bytes) -> dict:
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": "hami-webhook"},
+        "webhooks": [
+            {
+                "name": "vgpu.hami.io",
+                "clientConfig": {
+                    "url": f"https://127.0.0.1:{port}/webhook",
+                    "caBundle": base64.b64encode(ca_pem).decode(),
+                },
+                "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"]}],
+                "failurePolicy": "Ignore",
+                "matchPolicy": "Equivalent",
+                "sideEffects": "None",
+                "timeoutSeconds": 10,
+                "admissionReviewVersions": ["v1beta1"],
+                "reinvocationPolicy": "Never",
+                "objectSelector": {
+                    "matchExpressions": [{"key": "hami.io/webhook", "operator": "NotIn", "values": ["ignore"]}]
+                },
+            }
+        ],
+    }
+
+
+def device_config(split_count: int) -> str:
+    """The chart's generated `nvidia:` device config (notes/hami.md section 1); the scheduler reads the
+    cards themselves from each node's register annotation."""
+    values = {
+        "resourceCountName": GPU_RESOURCE,
+        "resourceMemoryName": GPUMEM_RESOURCE,
+        "resourceMemoryPercentageName": GPUMEM_PERCENTAGE_RESOURCE,
+        "resourceCoreName": GPUCORES_RESOURCE,
+        "resourcePriorityName": "nvidia.com/priority",
+        "overwriteEnv": False,
+        "defaultMemory": 0,
+        "defaultCores": 0,
+        "defaultGPUNum": 1,
+        "deviceSplitCount": split_count,
+        "deviceMemoryScaling": 1,
+        "deviceCoreScaling": 1,
+    }
+    return "nvidia:\n" + "".join(f"  {key}: {json.dumps(value)}\n" for key, value in values.items())
+
+
+class HamiScheduler:
+    """One tenant's hami-scheduler process, its log in `folder`."""
+
+    def __init__(self, binary: Path, folder: Path, port: int, metrics_port: int) -> None:
+        self.binary, self.folder, self.port, self.metrics_port = binary, folder, port, metrics_port
+        self.log = folder / "hami-scheduler.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self, kubeconfig: Path, lab: LabConfig, split_count: int, ca_crt: Path, crt: Path, key: Path) -> None:
+        config = self.folder / "device-config.yaml"
+        config.write_text(device_config(split_count))
+        scheduling = lab.scheduling
+        argv = [
+            str(self.binary),
+            f"--http_bind=127.0.0.1:{self.port}",
+            # Its default is :9395 on every interface: a second tenant could not start, and the lab listens
+            # on loopback only.
+            f"--metrics-bind-address=127.0.0.1:{self.metrics_port}",
+            f"--cert_file={crt}",
+            f"--key_file={key}",
+            f"--scheduler-name={SCHEDULER_NAME}",
+            f"--node-scheduler-policy={scheduling.node_scheduler_policy}",
+            f"--gpu-scheduler-policy={scheduling.gpu_scheduler_policy}",
+            f"--device-config-file={config}",
+            "--leader-elect=false",
+            # As the Docker lab's mock mode; BindTimeRole releases the lock well before it expires.
+            f"--node-lock-timeout={scheduling.node_lock_timeout}",
+            "--debug",
+            "-v=4",
+        ]
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen(
+                argv,
+                env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+
+    def wait_for_nodes(self, nodes: list[str], timeout: float = 60) -> None:
+        """Until HAMi has taken every GPU node's cards in (its registration loop runs on node add and every 15 s)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.process is not None and self.process.poll() is not None:
+                tail = self.log.read_text(errors="replace").splitlines()[-3:]
+                raise ProcessLabError(f"hami-scheduler exited ({self.process.returncode}): {' '.join(tail)[:600]}")
+            seen = set(NODE_ADDED.findall(self.log.read_text(errors="replace"))) if self.log.exists() else set()
+            waiting = [node for node in nodes if node not in seen]
+            if not waiting:
+                return
+            if time.monotonic() > deadline:
+                raise ProcessLabError(
+                    f"hami-scheduler did not register GPU node(s) {', '.join(waiting)} within {timeout:.0f} s "
+                    f"(waited for 'Node device added' in {self.log})"
+                )
+            time.sleep(0.2)
+
+    def stop(self, timeout: float = 10) -> None:
+        """TERM, then KILL after `timeout`: the process and anything it started (its own session)."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        os.killpg(self.process.pid, 15)
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, 9)
+            self.process.wait(timeout)
