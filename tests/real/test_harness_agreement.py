@@ -41,6 +41,7 @@ class Case:
     obj: dict
     webhook: bool = True  # HAMi's webhook handled the Pod (as the harness assumes unless told)
     change: Callable[[dict], None] | None = None  # an UPDATE of the legacy Deployment by this change
+    retires: bool = False  # an UPDATE that retires the workload: it must be admitted, whatever the limits
 
     def __repr__(self) -> str:
         return self.id
@@ -113,7 +114,7 @@ def corpus() -> list[Case]:
     ]
     # UPDATEs of a Deployment the policy would refuse today (created before it): retiring it is never judged,
     # changing what HAMi reads is, and one request written another way is no change.
-    cases += [Case(f"update-{name}", {}, change=change) for name, change in sorted(RETIRING.items())]
+    cases += [Case(f"update-{name}", {}, change=change, retires=True) for name, change in sorted(RETIRING.items())]
     cases += [Case(f"update-{name}", {}, change=change) for name, change in sorted(GPU_CHANGES.items())]
     for spelling in ("90k", "9e4"):
         cases.append(Case(f"update-same-gpumem-{spelling}", {}, change=lambda d, s=spelling: respelled(d, s)))
@@ -216,6 +217,8 @@ def test_the_harness_judges_as_the_api_server(cluster, tenant_lab, case: Case) -
         case.change(obj)
     real, double = judge(cluster, tenant_lab, obj, case.webhook, old)
     assert_agree(real, double)
+    if case.retires:
+        assert real.shown is None, "a workload admitted earlier can always be retired"
 
 
 def test_the_corpus_covers_both_verdicts_warnings_and_updates(cluster, tenant_lab) -> None:
