@@ -46,8 +46,14 @@ class ControlPlane:
 
     @property
     def env(self) -> dict[str, str]:
-        # kubectl (which kwokctl also calls) from ./bin; kwokctl's state in our folder, never ~/.kwok.
-        return {**os.environ, "PATH": f"{self.bin_dir}:{os.environ.get('PATH', '')}", "KWOK_WORKDIR": str(self.workdir)}
+        # kubectl (which kwokctl also calls) from ./bin; kwokctl's state and kubectl's discovery cache in our
+        # folder, never ~/.kwok or ~/.kube/cache.
+        return {
+            **os.environ,
+            "PATH": f"{self.bin_dir}:{os.environ.get('PATH', '')}",
+            "KWOK_WORKDIR": str(self.workdir),
+            "KUBECACHEDIR": str(self.workdir / "kube-cache"),
+        }
 
     @property
     def cluster_dir(self) -> Path:

@@ -23,6 +23,14 @@ def test_every_program_of_the_cluster_listens_on_loopback_only(cluster) -> None:
     assert not outside, f"listening outside loopback: {outside}"
 
 
+def test_kwokctl_and_kubectl_keep_their_state_in_the_runs_folder(cluster) -> None:
+    """Nothing in ~/.kwok or ~/.kube: the cluster, its pids and logs, and kubectl's discovery cache are here."""
+    workdir = cluster.plane.workdir
+    assert cluster.plane.cluster_dir.is_relative_to(workdir) and (cluster.plane.cluster_dir / "pids").is_dir()
+    assert cluster.env()["KUBECACHEDIR"] == str(workdir / "kube-cache")
+    assert any((workdir / "kube-cache").iterdir()), "kubectl cached its discovery there"
+
+
 def test_the_api_server_type_checks_the_policies_without_a_warning(cluster, tenant_lab) -> None:
     """Warnings land in status.typeChecking (per matched kind); the policies must type-check for every kind."""
     for policy in (tenant_lab.deny, tenant_lab.warn):

@@ -79,7 +79,7 @@ def share(gpumem: object, cores: object = 30) -> dict:
 
 
 def corpus() -> list[Case]:
-    """A representative sample of what test_gpu_admission.py judges with the harness (54 requests, 13 of them UPDATEs)."""
+    """A representative sample of what test_gpu_admission.py judges with the harness: 54 requests, 13 UPDATEs."""
     cases = [Case(f"fixture-{o['kind']}-{o['metadata']['name']}", o) for o in FIXTURES]
     # One request written in every spelling the API server canonicalises (20000 -> "20k", "2e4" -> "20e3").
     for spelling in (20000, "20000", "2e4", "20k", "1024Mi", 90000, "90k", "8192e1"):
