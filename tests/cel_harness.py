@@ -2,17 +2,18 @@
 
 Kubernetes' CEL adds libraries to the CEL standard; the ones the policies use are implemented here,
 following their documented behaviour (k8s.io/apiserver/pkg/cel/library): `quantity(string)`,
-`.isInteger()` and `.asInteger()` (an error when the value is not an integer or overflows int64), the
-lists library's `.sum()` and `.max()`, and the strings library's `.split(sep)`, `.join(sep)` and
-`.upperAscii()`. A validation whose expression raises an error counts as failed, as with
-`failurePolicy: Fail`.
+`.isInteger()` and `.asInteger()` (false / an error for a value the API server holds as an inf.Dec, however
+small: see _held), `.isGreaterThan()`, the lists library's `.sum()` and `.max()`, and the strings library's
+`.split(sep)`, `.join(sep)` and `.upperAscii()`. A validation whose expression raises an error counts as
+failed, as with `failurePolicy: Fail`.
 
 What reaches a policy is not what the user wrote (`admitted`): the API server stores quantities in
-canonical form (`Quantity.String()`, apimachinery pkg/api/resource/quantity.go CanonicalizeBytes:
-20000 -> "20k", 81920 -> "81920", "1024Mi" -> "1Gi"), defaults a Pod's requests from its limits
-(SetDefaults_Pod; not a template's), and HAMi's mutating webhook has set a GPU Pod's schedulerName and
-`nvidia.com/gpu: 1` where only memory or cores were asked. `run_policy` returns the failures in
-validation order: the API server shows only the first (dispatcher.go, deniedDecisions[0]).
+canonical form unless the text already looks canonical (canonical_quantity: 20000 -> "20k", 81920 ->
+"81920", "1024Mi" -> "1Gi", but "30e0" stays), defaults a Pod's requests from its limits (SetDefaults_Pod;
+not a template's), and HAMi's mutating webhook has set a GPU Pod's schedulerName and `nvidia.com/gpu: 1`
+where only memory or cores were asked, after which the Pod is defaulted again. `run_policy` returns the
+failures in validation order: the API server shows only the first (dispatcher.go, deniedDecisions[0]).
+tests/real compares all of this with the real API server (`make test-real`).
 """
 
 from __future__ import annotations
