@@ -25,7 +25,7 @@ export PULUMI_SKIP_UPDATE_CHECK := true
 export PATH := $(CURDIR)/bin:$(VENV)/bin:$(PATH)
 
 .PHONY: help up down plan verify report check test lint bench prereqs policy-venv stack upstream-data clean deploy destroy \
-	diagnose lab-exists lint-python tools test-real
+	diagnose lab-exists lint-python stack-file tools test-real
 
 help:
 	@echo "make up             preflight (Linux, Docker, tools, disk), then venv, pinned kind/kubectl/pulumi in ./bin, pulumi up"
@@ -69,8 +69,17 @@ policies/venv/.installed: policies/requirements.txt
 	policies/venv/bin/python -m pip install --quiet -r policies/requirements.txt
 	touch $@
 
+# The pinned CLIs into ./bin: kind only for a stack with a kind management cluster (or one preview cannot read).
+# A failed download is named by prereqs.sh; the line after it says what to do.
 prereqs: $(VENV)/.installed
-	PYTHON=$(PY) bash scripts/prereqs.sh
+	@tools=$$($(PY) -m preview --stack "$(STACK)" --validate 2>/dev/null) || tools="kind kubectl pulumi"; \
+	case " $$tools " in *" kind "*) need_kind=yes ;; *) need_kind=no ;; esac; \
+	NEED_KIND=$$need_kind PYTHON=$(PY) bash scripts/prereqs.sh || { \
+	  eval "$$($(PY) -m model.versions)"; \
+	  echo "[gpulab] could not install the pinned kind $$KIND_VERSION, kubectl $$KUBECTL_VERSION and Pulumi CLI" \
+	    "v$$PULUMI_VERSION into ./bin; the line above names what failed. Check that this host reaches github.com," \
+	    "dl.k8s.io and get.pulumi.com (behind a proxy: export https_proxy), or put these versions on PATH;" \
+	    "then run the same make command again" >&2; exit 1; }
 
 policy-venv: policies/venv/.installed
 
@@ -78,18 +87,29 @@ stack: prereqs
 	mkdir -p -m 700 .state
 	pulumi stack select --create $(STACK)
 
-# When up or verify fails: one line pointing at make diagnose, and the step's own exit code.
+# When pulumi up or the acceptance suite fails on a lab: one line pointing at make diagnose, and the step's
+# own exit code. Not before: a failed preflight, venv or download says itself what to do (nothing to diagnose).
 DIAGNOSE_HINT = { rc=$$?; echo "[gpulab] $@ failed: \`make diagnose STACK=$(STACK)\` tells why (summary + reports/diagnose-*.tar.gz)" >&2; exit $$rc; }
 
-# Preflight first: nothing is installed or created on a host that cannot run the lab.
-up:
-	@PYTHON_HOST=$(PYTHON_HOST) STACK=$(STACK) VENV=$(VENV) bash scripts/preflight.sh || $(DIAGNOSE_HINT)
-	@$(PYTHON_HOST) scripts/secrets_check.py $(STACK) || $(DIAGNOSE_HINT)
-	@$(MAKE) --no-print-directory deploy || $(DIAGNOSE_HINT)
+# Is STACK one of the project's stacks? One message for every target that reads Pulumi.$(STACK).yaml, before
+# anything is installed. Without a working $(PYTHON_HOST), preflight (up) or the venv (the others) says so.
+stack-file:
+	@if command -v $(PYTHON_HOST) >/dev/null; then $(PYTHON_HOST) -m model.stack_file "$(STACK)"; fi
+
+# Input and host first: nothing is installed or created for a stack that does not exist or on a host that
+# cannot run the lab. The stack file is validated with gpulab's own loader, which needs ./venv (created here
+# if missing), before any CLI is downloaded.
+up: stack-file
+	@PYTHON_HOST=$(PYTHON_HOST) STACK=$(STACK) VENV=$(VENV) bash scripts/preflight.sh
+	@$(PYTHON_HOST) scripts/secrets_check.py $(STACK)
+	@$(MAKE) --no-print-directory $(VENV)/.installed
+	@$(PY) -m preview --stack "$(STACK)" --validate >/dev/null
+	@$(MAKE) --no-print-directory deploy
 
 deploy: prereqs policy-venv stack
 	@$(PYTHON_HOST) scripts/secrets_check.py $(STACK)
-	pulumi up --yes --stack $(STACK) --policy-pack policies
+	@echo "pulumi up --yes --stack $(STACK) --policy-pack policies"
+	@pulumi up --yes --stack $(STACK) --policy-pack policies || $(DIAGNOSE_HINT)
 
 # Nothing deployed: say so, download nothing. Otherwise Docker must answer before pulumi destroy runs.
 down:
@@ -106,9 +126,9 @@ destroy:
 	pulumi destroy --yes --refresh --stack $(STACK)
 
 # GNU make exits 2 whenever a recipe fails, so through make a policy refusal and an invalid stack both
-# exit 2; the preview's last line says which. Scripts that need the difference run the preview itself:
+# exit 2; the preview's last line (before make's own Error line) says which. Scripts that need the difference run the preview itself:
 # `./venv/bin/python -m preview --stack NAME` exits 1 for a policy refusal and 2 for an invalid stack.
-plan: $(VENV)/.installed
+plan: stack-file $(VENV)/.installed
 	@$(PY) scripts/secrets_check.py $(STACK)
 	$(PY) -m preview --stack $(STACK)
 
@@ -120,19 +140,19 @@ lab-exists:
 	  exit 1; \
 	fi
 
-verify: lab-exists $(VENV)/.installed
+verify: stack-file lab-exists $(VENV)/.installed
 	@$(PY) -m model.stack $(STACK) || $(DIAGNOSE_HINT)
 	@GPULAB_ACCEPTANCE=1 GPULAB_STACK=$(STACK) $(PY) -m pytest tests/acceptance -m acceptance -o addopts="" -rs -v \
 	  --junitxml=reports/acceptance.xml || $(DIAGNOSE_HINT)
 
 # Every call bounded; exit 1 when something is not ready. DIAGNOSE_ARGS: e.g. --call-timeout 10.
-diagnose: $(VENV)/.installed
+diagnose: stack-file $(VENV)/.installed
 	PYTHONDONTWRITEBYTECODE=1 $(PY) -m diagnose --stack $(STACK) $(DIAGNOSE_ARGS)
 
-report: lab-exists $(VENV)/.installed
+report: stack-file lab-exists $(VENV)/.installed
 	GPULAB_STACK=$(STACK) $(PY) -m report --png reports/allocation.png
 
-check: $(VENV)/.installed
+check: stack-file $(VENV)/.installed
 	@test -n "$(TENANT)" -a -n "$(FILES)" || { echo "usage: make check TENANT=name FILES='a.yaml ...' [LIVE=1]" >&2; exit 2; }
 	$(PY) -m policies check --tenant "$(TENANT)" --stack "$(STACK)" $(if $(LIVE),--live) $(FILES)
 

@@ -45,7 +45,13 @@ for tenant in lab.tenants:
     pulumi.export(f"{prefix}_kubeconfig", control_plane.kubeconfig)
     pulumi.export(f"{prefix}_endpoint", control_plane.endpoint)
     pulumi.export(f"{prefix}_node", worker.node_name)
-    gpu_summary = {"cards": [card.__dict__ for card in gpus.cards], "advertised": gpus.advertised}
+    # A real card's id is its UUID, which only its node knows: real cards are listed without the catalog's
+    # placeholder (GPU-MOCK-...), and a node's cards by their index on it.
+    real = tenant.gpu_mode == "real"
+    cards = [{key: value for key, value in card.__dict__.items() if not (real and key == "id")} for card in gpus.cards]
+    gpu_summary = {"cards": cards, "advertised": gpus.advertised}
     if len(gpu_nodes := tenant.gpu_nodes()) > 1:  # which node holds which card (one node: as always)
-        gpu_summary["nodes"] = [{"name": node.name, "cards": [card.id for card in node.cards]} for node in gpu_nodes]
+        gpu_summary["nodes"] = [
+            {"name": node.name, "cards": [card.index if real else card.id for card in node.cards]} for node in gpu_nodes
+        ]
     pulumi.export(f"{prefix}_gpus", gpu_summary)

@@ -252,21 +252,32 @@ class TenantWorker(pulumi.ComponentResource):
             host=worker.host, user=worker.user, port=worker.port, private_key=secret(worker.private_key_secret)
         )
         sudo = worker.user != "root"
+        # Named after the node, which carries the tenant: `<tenant>-worker-0-check` for a default-named worker
+        # (it was `<tenant>-worker-<tenant>-worker-0-check`; the alias keeps such a stack's resources), and
+        # `<tenant>-worker-<name>-check` for a named one, as always.
+        prefix = node_name if node_name.startswith(f"{name}-") else f"{name}-{node_name}"
+
+        def named(suffix: str, **options: Any) -> dict[str, Any]:
+            former = [pulumi.Alias(name=f"{name}-{node_name}-{suffix}")] if prefix != f"{name}-{node_name}" else []
+            return {
+                "resource_name": f"{prefix}-{suffix}",
+                "opts": pulumi.ResourceOptions(parent=self, aliases=former, **options),
+            }
+
         check = command.remote.Command(
-            f"{name}-{node_name}-check",
+            **named("check"),
             connection=connection,
             create=remote_script(
                 "ssh-node-check.sh", {"KUBERNETES_VERSION": tenant.kubernetes_version, "NODE": node_name}, sudo
             ),
             add_previous_output_in_env=False,
             logging=command.remote.Logging.STDERR,
-            opts=pulumi.ResourceOptions(parent=self),
         )
         # The machine gets only a JoinConfiguration, made here with the tenant's admin kubeconfig (which
         # stays on the Pulumi host); the token it carries is deleted once the machine has joined.
         material = script_command(
-            f"{name}-{node_name}-join-config",
-            "join-config.sh",
+            **named("join-config", depends_on=[check, control_plane.api_ready]),
+            create="join-config.sh",
             stdin=control_plane.kubeconfig,
             environment={
                 "NODE_NAME": node_name,
@@ -276,10 +287,9 @@ class TenantWorker(pulumi.ComponentResource):
                 "TIMEOUT": str(JOIN_TIMEOUT),
                 "PYTHON": sys.executable,
             },
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[check, control_plane.api_ready]),
         )
         join = command.remote.Command(
-            f"{name}-{node_name}-join",
+            **named("join", depends_on=[check, material], additional_secret_outputs=["stdout"]),
             connection=connection,
             create=remote_script(
                 "worker-join.sh",
@@ -288,7 +298,7 @@ class TenantWorker(pulumi.ComponentResource):
                     "TENANT": tenant.name,
                     "TIMEOUT": str(JOIN_TIMEOUT),
                     "JOIN_CONFIG_ON_STDIN": "1",
-                    "JOIN_CONFIG_RESOURCE": f"{name}-{node_name}-join-config",
+                    "JOIN_CONFIG_RESOURCE": f"{prefix}-join-config",
                 },
                 sudo,
             ),
@@ -296,23 +306,18 @@ class TenantWorker(pulumi.ComponentResource):
             stdin=pulumi.Output.secret(material.stdout),  # the token: secret in the state and logs
             add_previous_output_in_env=False,
             logging=command.remote.Logging.STDERR,
-            opts=pulumi.ResourceOptions(
-                parent=self, depends_on=[check, material], additional_secret_outputs=["stdout"]
-            ),
         )
         script_command(
-            f"{name}-{node_name}-join-token-delete",
-            "delete-token.sh",
+            **named("join-token-delete", depends_on=[join]),
+            create="delete-token.sh",
             stdin=control_plane.kubeconfig,
             environment={"TOKEN_ID": material.stdout.apply(token_id_of), "TENANT": tenant.name},
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[join]),
         )
         # Destroy removes the Node object from the tenant before the machine resets (it depends on the join).
         return script_command(
-            f"{name}-{node_name}-leave",
-            None,
+            **named("leave", depends_on=[join]),
+            create=None,
             delete="node-leave.sh",
             stdin=control_plane.kubeconfig,
             environment={"NODE_NAME": node_name, "TIMEOUT": "120"},
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[join]),
         )

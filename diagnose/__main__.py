@@ -26,8 +26,7 @@ from diagnose.collect import Collected, Collector, duration_seconds, read_sysctl
 from diagnose.redact import redact, scrub_text
 from diagnose.runner import STOP_SIGNALS, Runner
 from model.stack import ROOT, StackError, stack_config, stack_name
-
-STACK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}", re.ASCII)
+from model.stack_file import stack_problem
 
 
 def _remove_stale(reports: Path) -> None:
@@ -48,14 +47,14 @@ def collect(args: argparse.Namespace, runner: Runner, stack: str, private: Path)
     lab = None
     config_problem = ""
     try:
-        lab = stack_config(stack)
+        lab = stack_config(stack, args.project_dir)
     except StackError as error:
         config_problem = str(error)
     collector = Collector(runner, stack, lab, private, request_timeout=max(1.0, args.call_timeout - 2))
     out = collector.out
     if config_problem:
         out.findings.append(Finding("stack", f"stack {stack}", "config not readable", config_problem, "fix it"))
-    stack_file = ROOT / f"Pulumi.{stack}.yaml"
+    stack_file = args.project_dir / f"Pulumi.{stack}.yaml"
     if stack_file.is_file():
         out.files[f"stack/Pulumi.{stack}.yaml"] = stack_file.read_text(errors="replace")
 
@@ -117,20 +116,17 @@ def collect(args: argparse.Namespace, runner: Runner, stack: str, private: Path)
 
 
 def _safe(path: str, text: str, known: set[str]) -> str:
-    """A collected file as it may be written: parsed and redacted field by field where it is JSON or YAML."""
-    if path.endswith(".json"):
-        try:
-            return json.dumps(redact(json.loads(text), known), indent=2)
-        except ValueError:
-            pass
-    if path.endswith(".jsonl"):
-        lines = []
-        for line in text.splitlines():
-            try:
-                lines.append(json.dumps(redact(json.loads(line), known)))
-            except ValueError:
-                lines.append(scrub_text(line, known))
-        return "\n".join(lines) + "\n"
+    """A file of the archive as it may be written, whatever its name: parsed and redacted field by field where
+    it is JSON as a whole or YAML (a .yaml file); otherwise scrubbed as text, and each line that is JSON (a
+    structured log, `docker ps --format json`) redacted field by field as well. An API that answers with
+    objects where text was expected (/readyz) gets the same redaction as `kubectl get -o json`."""
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        pass
+    else:
+        if isinstance(parsed, dict | list):
+            return json.dumps(redact(parsed, known), indent=2)
     if path.endswith(".yaml"):
         import yaml
 
@@ -138,7 +134,14 @@ def _safe(path: str, text: str, known: set[str]) -> str:
             return yaml.safe_dump(redact(yaml.safe_load(text), known), sort_keys=False)
         except yaml.YAMLError:
             pass
-    return scrub_text(text, known)
+    lines = []
+    for line in scrub_text(text, known).split("\n"):  # as a whole first: a PEM block spans lines
+        try:
+            parsed = json.loads(line)
+        except ValueError:
+            parsed = None
+        lines.append(json.dumps(redact(parsed, known)) if isinstance(parsed, dict | list) else line)
+    return "\n".join(lines)
 
 
 def finding_lines(finding: Finding, known: set[str]) -> list[str]:
@@ -177,11 +180,13 @@ def summary(stack: str, findings: list[Finding], archive: str, known: set[str]) 
 
 def write_archive(path: Path, collected: Collected, text: str) -> Path:
     base = path.name.removesuffix(".tar.gz")
-    known = collected.secrets
-    files = {path_: _safe(path_, content, known) for path_, content in collected.files.items()}
-    files["summary.txt"] = text
-    files["findings.json"] = json.dumps(redact([f.__dict__ for f in collected.findings], known), indent=2)
-    files["calls.json"] = json.dumps(redact(collected.calls, known), indent=2)
+    written = {
+        **collected.files,
+        "summary.txt": text,
+        "findings.json": json.dumps([f.__dict__ for f in collected.findings]),
+        "calls.json": json.dumps(collected.calls),
+    }
+    files = {name: _safe(name, content, collected.secrets) for name, content in written.items()}
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
         for name, content in sorted(files.items()):
@@ -199,15 +204,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--call-timeout", type=float, default=20.0, help="seconds for one call (20)")
     parser.add_argument("--kill-after", type=float, default=5.0, help="seconds from TERM to KILL (5)")
     parser.add_argument("--budget", type=float, default=600.0, help="seconds for the whole run (600)")
+    parser.add_argument("--project-dir", type=Path, default=ROOT, help=argparse.SUPPRESS)  # the tests' own stacks
     args = parser.parse_args(argv)
     stack = stack_name(args.stack)
-    if not STACK_NAME.fullmatch(stack):
-        problem = f"stack name {stack[:60]!r} is not valid; use letters, digits, '-', '_', '.'"
-        print(f"[gpulab] diagnose: {problem}", file=sys.stderr)
-        return 2
-    if not (ROOT / f"Pulumi.{stack}.yaml").is_file():
-        known = ", ".join(sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in ROOT.glob("Pulumi.*.yaml")))
-        print(f"[gpulab] diagnose: no Pulumi.{stack}.yaml in {ROOT}: STACK names one of {known}", file=sys.stderr)
+    if problem := stack_problem(stack, args.project_dir):
+        print(f"[gpulab] {problem}", file=sys.stderr)
         return 2
     if min(args.call_timeout, args.kill_after, args.budget) <= 0:
         print("[gpulab] diagnose: --call-timeout, --kill-after and --budget must be positive", file=sys.stderr)

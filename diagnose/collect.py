@@ -26,6 +26,8 @@ from model.catalog import totals
 from model.config import LabConfig
 from model.names import DENY_POLICY, WARN_POLICY
 
+PROJECT = Path(__file__).resolve().parent.parent
+
 LOG_TAIL = 50
 MAX_LOGGED_PODS = 15  # per cluster: the logs of this many not-ready pods
 SECRET_OUTPUT = "[secret]"
@@ -191,7 +193,10 @@ class Collector:
             )
             if result.problem.endswith("not found on PATH"):
                 fix = (
-                    "`make up` installs the pinned Pulumi CLI into ./bin; run `make diagnose`, which puts ./bin on PATH"
+                    "the pinned Pulumi CLI is in ./bin: run `make diagnose`, which puts ./bin on PATH"
+                    if (PROJECT / "bin" / "pulumi").is_file()
+                    else "no Pulumi CLI on PATH or in ./bin, so `make up` never reached `pulumi up` in this folder: "
+                    "run `make up`; its own output names what stops it (a preflight problem, a download)"
                 )
             self.out.findings.append(Finding("stack", f"stack {self.stack}", "no lab outputs", why, fix))
         return outputs

@@ -46,8 +46,9 @@ def stack_outputs(stack: str | None = None) -> dict[str, Any]:
     return outputs
 
 
-def stack_config(stack: str | None = None) -> LabConfig:
-    path = ROOT / f"Pulumi.{stack_name(stack)}.yaml"
+def stack_config(stack: str | None = None, project: Path | None = None) -> LabConfig:
+    """The stack's config from Pulumi.<stack>.yaml in `project` (this checkout by default)."""
+    path = (project or ROOT) / f"Pulumi.{stack_name(stack)}.yaml"
     try:
         return load_stack_file(path)
     except (OSError, ConfigError) as error:

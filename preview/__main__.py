@@ -5,7 +5,8 @@ under the project's Pulumi mocks, and prints per component and per tenant the re
 create, the outputs it would export (secret ones as [secret]), the MetalLB pool it would carve from
 an assumed kind network, and the policy pack's verdicts. No Docker, no Pulumi CLI, no network.
 
-Exit codes: 0 the stack would deploy, 1 a mandatory policy refuses it, 2 invalid configuration.
+Exit codes: 0 the stack would deploy, 1 a mandatory policy refuses it, 2 no such stack or invalid configuration.
+`--validate` only validates the stack file and prints the CLIs it needs (`make up`, before any download).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from model.config import CONFIG_KEYS, ConfigError, check_secrets, parse_config, stack_file_config
+from model.stack_file import stack_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 # What Docker typically gives a new bridge network on a fresh host (kind's own defaults: the first free
@@ -33,10 +35,11 @@ class PlanError(Exception):
     """Invalid input: exit 2 with this message."""
 
 
-def stack_config(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
-    """(`gpulab:*` config without the prefix, secret keys -> placeholder) from a stack file."""
-    if not path.is_file():
-        raise PlanError(f"{path} does not exist; pick a stack with STACK=NAME (make plan STACK=prod)")
+def stack_config(stack: str, project_dir: Path = ROOT) -> tuple[dict[str, Any], dict[str, str]]:
+    """(`gpulab:*` config without the prefix, secret keys -> placeholder) from a stack's file."""
+    if problem := stack_problem(stack, project_dir):
+        raise PlanError(problem)
+    path = project_dir / f"Pulumi.{stack}.yaml"
     try:
         return stack_file_config(path)  # as the Pulumi CLI reads it (YAML 1.2, duplicate keys refused)
     except ConfigError as error:
@@ -77,10 +80,12 @@ def gpu_summary(tenant) -> tuple[str, list[str]]:
 
 
 def tree(program, lab) -> list[str]:
-    """Resources grouped by top-level component: the management cluster, then each tenant's."""
+    """Resources grouped by top-level component: the management cluster, then each tenant's. Siblings by name
+    (then type): the mocks see registrations in whatever order the program's outputs resolve, and two plans of
+    one stack must diff clean."""
     children: dict[str, list] = {}
     tops = []
-    for registration in program.registrations.values():
+    for registration in sorted(program.registrations.values(), key=lambda r: (r.name, r.type)):
         if registration.type == "pulumi:pulumi:Stack":
             continue
         parent = program.registrations.get(registration.parent)
@@ -138,7 +143,7 @@ def plan(stack: str, project_dir: Path = ROOT) -> tuple[int, list[str]]:
     from preview.harness import LabMocks, run_program
     from preview.pack import is_mandatory, run_pack
 
-    plain, secrets = stack_config(project_dir / f"Pulumi.{stack}.yaml")
+    plain, secrets = stack_config(stack, project_dir)
     lab = validate(plain, secrets, f"Pulumi.{stack}.yaml")
     import pulumi
 
@@ -179,9 +184,22 @@ def plan(stack: str, project_dir: Path = ROOT) -> tuple[int, list[str]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="make plan", description=__doc__.split("\n\n")[0])
     parser.add_argument("--stack", default="dev", help="stack whose Pulumi.<STACK>.yaml to preview (dev)")
+    parser.add_argument(
+        "--validate",
+        action="store_true",
+        help="only validate the stack file, as `make up` does before it downloads anything; print the CLIs it "
+        "needs (kind only for a kind management cluster)",
+    )
     parser.add_argument("--project-dir", type=Path, default=ROOT, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if problem := stack_problem(args.stack, args.project_dir):
+        print(f"[gpulab] {problem}", file=sys.stderr)
+        return 2
     try:
+        if args.validate:
+            lab = validate(*stack_config(args.stack, args.project_dir), f"Pulumi.{args.stack}.yaml")
+            print(" ".join(["kind"] * (lab.management.mode == "kind") + ["kubectl", "pulumi"]))
+            return 0
         code, lines = plan(args.stack, args.project_dir)
     except PlanError as error:
         print(f"error: {error}", file=sys.stderr)

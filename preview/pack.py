@@ -24,9 +24,10 @@ def options() -> PolicyResourceOptions:
 
 
 def program_resources(program: Program) -> list[PolicyResource]:
-    """Every custom resource the program registered, with its inputs as props and its provider."""
+    """Every custom resource the program registered, with its inputs as props and its provider, by URN (the
+    order they registered in changes from run to run, and with it the order of the policies' messages)."""
     found = []
-    for registration in program.registrations.values():
+    for registration in sorted(program.registrations.values(), key=lambda r: r.urn):
         if not registration.custom or registration.type.startswith("pulumi:"):
             continue
         provider = program.provider_of(registration)

@@ -2,7 +2,8 @@
 # Installs kind, kubectl and the Pulumi CLI into ./bin at the versions pinned in model/versions.py
 # when the ones on PATH are missing or differ. Nothing else is touched. scripts/preflight.sh has
 # already checked the host (Linux, Docker, tools, disk) before make gets here.
-# env: PYTHON (the venv's python, to read the pins)
+# env: PYTHON (the venv's python, to read the pins),
+#      NEED_KIND (no: the stack has no kind management cluster, so kind is not installed; default yes)
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -41,7 +42,8 @@ fetch() {
   mv "$partial" "$file"
 }
 
-if [ "$(kind version 2>/dev/null | awk '{print $2}')" != "$KIND_VERSION" ]; then
+need_kind=${NEED_KIND:-yes}
+if [ "$need_kind" = yes ] && [ "$(kind version 2>/dev/null | awk '{print $2}')" != "$KIND_VERSION" ]; then
   sha=""
   [ "$arch" = amd64 ] && sha=$KIND_SHA256
   url="https://github.com/kubernetes-sigs/kind/releases/download/$KIND_VERSION/kind-linux-$arch"
@@ -65,4 +67,6 @@ if [ "$(pulumi version 2>/dev/null)" != "v$PULUMI_VERSION" ]; then
   rm -f "$bin/pulumi.tar.gz"
 fi
 
-log "prerequisites: $(docker version --format 'docker {{.Server.Version}}'), $(kind version | awk '{print "kind", $2}'), kubectl $KUBECTL_VERSION, pulumi $(pulumi version)"
+kind_found=
+[ "$need_kind" = yes ] && kind_found="$(kind version | awk '{print "kind", $2}'), "
+log "prerequisites: $(docker version --format 'docker {{.Server.Version}}'), ${kind_found}kubectl $KUBECTL_VERSION, pulumi $(pulumi version)"

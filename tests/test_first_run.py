@@ -149,12 +149,16 @@ def test_preflight_asks_no_docker_of_an_existing_cluster_with_ssh_workers(
     assert result.returncode == 1 and "Docker daemon is not reachable" in result.stderr
 
 
-def test_make_up_without_docker_stops_fast_and_creates_nothing(tmp_path: Path) -> None:
+def test_make_up_without_docker_stops_fast_and_creates_nothing(
+    tmp_path: Path, project_stack_file: tuple[str, Path]
+) -> None:
+    name, path = project_stack_file
+    path.write_text((LAB_PROJECT / "Pulumi.dev.yaml").read_text())
     fakes = fake_bin(tmp_path / "fakes", docker=DOCKER_DOWN)
     venv = tmp_path / "venv"
     started = time.monotonic()
     result = subprocess.run(
-        ["make", "--no-print-directory", "up", f"VENV={venv}"],
+        ["make", "--no-print-directory", "up", f"VENV={venv}", f"STACK={name}"],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -162,7 +166,7 @@ def test_make_up_without_docker_stops_fast_and_creates_nothing(tmp_path: Path) -
         timeout=60,
     )
     assert result.returncode != 0
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 10  # 2 s measured; 5 s was missed once at load 13 on 2 cores
     assert "Docker daemon is not reachable" in result.stderr
     assert not venv.exists() and not (ROOT / ".state" / "stacks-created-by-test").exists()
 
@@ -210,7 +214,7 @@ def test_make_down_with_nothing_deployed_downloads_nothing(tmp_path: Path) -> No
     assert "downloading" not in result.stderr and "pulumi destroy" not in result.stdout
 
 
-def plan(capsys, project: Path = ROOT, stack: str = "dev") -> tuple[int, str, str]:
+def plan(capsys, project: Path = LAB_PROJECT, stack: str = "dev") -> tuple[int, str, str]:
     code = plan_main(["--stack", stack, "--project-dir", str(project)])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
@@ -280,4 +284,53 @@ def test_plan_wants_referenced_secrets_set_as_secrets(capsys, tmp_path: Path) ->
 @pytest.mark.parametrize("stack", ["nope"])
 def test_plan_of_a_missing_stack_file(capsys, stack: str) -> None:
     code, _, err = plan(capsys, stack=stack)
-    assert code == 2 and "Pulumi.nope.yaml does not exist" in err
+    assert code == 2 and "no stack 'nope': there is no Pulumi.nope.yaml in " in err
+
+
+def test_plan_text_does_not_depend_on_the_order_resources_registered_in() -> None:
+    """Boundary: the plan users diff from run to run, against the order in which the program's resources
+    reach the mocks (asynchronous: it changed between runs). The same program, registrations reversed,
+    prints the same resource tree and the same policy messages, in the same order."""
+    import copy
+    import dataclasses
+
+    from lab_harness import lab_config, shared_program
+
+    from preview.__main__ import stack_config, tree, validate
+    from preview.pack import run_pack
+
+    config = copy.deepcopy(lab_config())
+    big = [{"name": f"big-{i}", "gpumem": 90000} for i in (1, 2)]  # two refusals: messages from two resources
+    config["tenants"][0]["workloads"] += big
+    program = shared_program(config)
+    backwards = dataclasses.replace(program, registrations=dict(reversed(program.registrations.items())))
+    lab = validate(*stack_config("dev", LAB_PROJECT))
+    assert tree(backwards, lab) == tree(program, lab)
+    assert run_pack(backwards) == run_pack(program)
+    messages = run_pack(program)["gpu-request-limits"]
+    assert messages.index(next(m for m in messages if "big-1" in m)) < messages.index(
+        next(m for m in messages if "big-2" in m)
+    )
+
+
+def test_plan_of_a_real_gpu_tenant_shows_no_mock_card_ids(capsys, tmp_path: Path) -> None:
+    """Boundary: `make plan` of a stack with `gpuMode: real`: a real card's id is its UUID, known only on its
+    node, so the plan (and the stack output it shows) lists the real tenant's cards without the mock's ids."""
+
+    def real(config: dict) -> None:
+        config["gpulab:management"] = {"mode": "existing"}
+        for i, tenant in enumerate(config["gpulab:tenants"]):
+            tenant.update(workerMode="ssh", workers=[{"host": f"10.0.0.{10 + i}"}])
+        config["gpulab:tenants"][0]["gpuMode"] = "real"
+
+    project = write_stack(tmp_path, real)
+    document = yaml.safe_load((project / "Pulumi.dev.yaml").read_text())
+    document["config"]["gpulab:managementKubeconfig"] = {"secure": "v1:AAAA"}
+    document["config"]["gpulab:sshPrivateKey"] = {"secure": "v1:BBBB"}
+    (project / "Pulumi.dev.yaml").write_text(yaml.safe_dump(document))
+    code, out, err = plan(capsys, project)
+    assert code == 0, out + err
+    [tenant_a] = [line for line in out.splitlines() if line.strip().startswith("tenant_a_gpus ")]
+    [tenant_b] = [line for line in out.splitlines() if line.strip().startswith("tenant_b_gpus ")]
+    assert "GPU-MOCK" not in tenant_a and '"type": "NVIDIA-A100-SXM4-80GB"' in tenant_a
+    assert "GPU-MOCK-tenant-b-0" in tenant_b, "a mock tenant keeps its simulated cards' ids"

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 import yaml
-from lab_harness import lab_config, make_tenant, reference_program, run_program
+from lab_harness import LAB_PROJECT, lab_config, make_tenant, reference_program, run_program
 from shared_data import HAMI_CHART, KAMAJI_CHART, ROOT, SAFE_LOADER, upstream_path
 
 from model.config import parse_config
@@ -206,12 +206,15 @@ def test_images_already_in_the_node_or_run_by_docker_are_not_loaded(lab) -> None
 
 
 def test_the_command_prints_one_reference_per_line(capsys) -> None:
-    assert main(["--stack", "dev"]) == 0
+    assert main(["--stack", "dev", "--project-dir", str(LAB_PROJECT)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines == sorted(set(lines)) and len(lines) == 24
     assert all(ImageRef.parse(line).full == line for line in lines), "fully qualified"
     result = subprocess.run(
-        [sys.executable, "-m", "model.images", "--stack", "dev"], capture_output=True, text=True, cwd=ROOT
+        [sys.executable, "-m", "model.images", "--stack", "dev", "--project-dir", str(LAB_PROJECT)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
     )
     assert result.returncode == 0 and result.stdout.splitlines() == lines and result.stderr == ""
 

@@ -62,6 +62,24 @@ def test_make_help_lists_every_target_readme_tells_users_to_run() -> None:
     assert not missing, f"README tells users to run these, `make help` does not list them: {sorted(missing)}"
 
 
+def test_readme_use_it_lists_exactly_the_targets_of_make_help() -> None:
+    """Boundary: README's "Use it" block, `make help  # every target`, against `make help` itself."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("## Use it", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
+    assert "make help               # every target" in block
+    assert make_targets_in(f"```\n{block}```\n") - {"help"} == help_targets()
+
+
+def test_readme_runs_gpulab_s_modules_with_the_venv_s_python() -> None:
+    """Boundary: the commands README shows for gpulab's own modules, spelled one way (the venv's python has
+    gpulab's dependencies and finds it from any folder; a bare `python` may be the host's)."""
+    readme = (ROOT / "README.md").read_text()
+    modules = "policies|preview|diagnose|report|model"
+    assert re.findall(rf"venv/bin/python -m (?:{modules})\b", readme), "the pattern lost track"
+    bare = re.findall(rf"(?<![\w/.])(?:\./)?(?:python3?|\./venv/bin/python) -m (?:{modules})\b", readme)
+    assert not bare, bare
+
+
 def make_plan(stack: str, path: Path, change) -> subprocess.CompletedProcess:
     document = yaml.safe_load((LAB_PROJECT / "Pulumi.dev.yaml").read_text())
     change(document["config"])
@@ -97,21 +115,26 @@ def test_make_plan_fails_on_an_invalid_stack_naming_the_key(project_stack_file: 
 
 
 @pytest.mark.parametrize("target", ["verify", "report"])
-def test_without_a_lab_verify_and_report_say_so_before_installing_anything(tmp_path: Path, target: str) -> None:
+def test_without_a_lab_verify_and_report_say_so_before_installing_anything(
+    tmp_path: Path, target: str, project_stack_file: tuple[str, Path]
+) -> None:
+    """Through make, as README says: exit 2 (make's own code for a failed recipe) and one line of ours."""
+    name, path = project_stack_file
+    path.write_text((LAB_PROJECT / "Pulumi.dev.yaml").read_text())
     venv = tmp_path / "venv"
     started = time.monotonic()
     result = subprocess.run(
-        ["make", "--no-print-directory", target, f"VENV={venv}", "STACK=never-deployed"],
+        ["make", "--no-print-directory", target, f"VENV={venv}", f"STACK={name}"],
         cwd=ROOT,
         capture_output=True,
         text=True,
         env={**os.environ, "PULUMI_BACKEND_URL": f"file://{tmp_path}"},
         timeout=60,
     )
-    assert result.returncode != 0
+    assert result.returncode == 2
     assert time.monotonic() - started < 5
     lines = [line for line in result.stderr.splitlines() if not line.startswith("make: ***")]
-    assert lines == [
-        f"[gpulab] no lab: stack 'never-deployed' has nothing deployed in {tmp_path}; run `make up` first"
-    ], result.stderr
+    assert lines == [f"[gpulab] no lab: stack '{name}' has nothing deployed in {tmp_path}; run `make up` first"], (
+        result.stderr
+    )
     assert not venv.exists(), "nothing installed only to say there is no lab"

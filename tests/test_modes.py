@@ -134,7 +134,7 @@ def test_existing_cluster_with_ssh_workers_and_real_gpus() -> None:
         key = f"{tenant.replace('-', '_')}_kubeconfig"
         assert program.exports[key] == tenant_kubeconfig(tenant) and key in program.secret_exports
 
-    join = program.named("tenant-a-worker-tenant-a-worker-0-join")
+    join = program.named("tenant-a-worker-0-join")
     assert join.type == "command:remote:Command"
     assert join.inputs["connection"]["host"] == "10.0.0.21" and join.inputs["connection"]["user"] == "ubuntu"
     assert join.inputs["connection"]["privateKey"] == SSH_KEY and "connection" in join.secret_inputs
@@ -144,9 +144,9 @@ def test_existing_cluster_with_ssh_workers_and_real_gpus() -> None:
     # The JoinConfiguration (with its token) is never handed to another run's environment.
     for remote in program.of_type("command:remote:Command"):
         assert remote.inputs.get("addPreviousOutputInEnv") is False, remote.name
-    root_join = program.named("tenant-b-worker-tenant-b-worker-0-join")
+    root_join = program.named("tenant-b-worker-0-join")
     assert root_join.inputs["create"].startswith("env "), "no sudo for root"
-    check = program.named("tenant-a-worker-tenant-a-worker-0-check")
+    check = program.named("tenant-a-worker-0-check")
     assert program.depends_on(join, check)
 
     label = program.named("tenant-a-gpus-gpu-label")
@@ -311,15 +311,33 @@ def test_remote_join_runs_kubeadm_on_the_machine_itself(tmp_path: Path) -> None:
 def test_ssh_workers_get_join_material_not_the_admin_kubeconfig() -> None:
     config = ssh_tenant(lab_config())
     program = shared_program(config, secrets={"sshPrivateKey": SSH_KEY})
-    material = program.named("tenant-a-worker-tenant-a-worker-0-join-config")
-    join = program.named("tenant-a-worker-tenant-a-worker-0-join")
-    delete = program.named("tenant-a-worker-tenant-a-worker-0-join-token-delete")
+    material = program.named("tenant-a-worker-0-join-config")
+    join = program.named("tenant-a-worker-0-join")
+    delete = program.named("tenant-a-worker-0-join-token-delete")
     assert material.type == "command:local:Command" and material.inputs["create"] == "bash scripts/join-config.sh"
     assert material.inputs["stdin"] == tenant_kubeconfig("tenant-a"), "made on the Pulumi host"
     assert join.inputs.get("stdin") != tenant_kubeconfig("tenant-a"), "the machine never gets the admin kubeconfig"
     assert "JOIN_CONFIG_ON_STDIN=1" in join.inputs["create"] and "stdin" in join.secret_inputs
     assert program.depends_on(join, material) and program.depends_on(delete, join)
     assert delete.inputs["create"] == "bash scripts/delete-token.sh"
+
+
+def test_ssh_worker_resources_name_the_node_once() -> None:
+    """Boundary: the names `make plan` and `pulumi up` show, and the URNs in a stack's state. A default-named
+    worker's resources carry its node name once (`tenant-a-worker-0-check`), each with an alias to the name it
+    had (`tenant-a-worker-tenant-a-worker-0-check`), so a deployed stack keeps them; a named worker's
+    resources keep their names (tests/snapshots: unchanged)."""
+    config = ssh_tenant(lab_config(), workers=[{"host": "10.0.0.21"}, {"host": "10.0.0.22", "name": "gpu-box"}])
+    program = shared_program(config, secrets={"sshPrivateKey": SSH_KEY})
+    names = sorted(r.name for r in program.registrations.values() if r.name.startswith("tenant-a-worker-"))
+    assert "tenant-a-worker-0-check" in names and "tenant-a-worker-gpu-box-check" in names
+    assert not [name for name in names if name.count("tenant-a") > 1], names
+    for suffix in ("check", "join-config", "join", "join-token-delete", "leave"):
+        renamed = program.named(f"tenant-a-worker-0-{suffix}")
+        assert [alias.get("name") for alias in renamed.aliases] == [f"tenant-a-worker-tenant-a-worker-0-{suffix}"]
+        assert not program.named(f"tenant-a-worker-gpu-box-{suffix}").aliases
+    join = program.named("tenant-a-worker-0-join")
+    assert "JOIN_CONFIG_RESOURCE=tenant-a-worker-0-join-config" in join.inputs["create"]
 
 
 L4_REGISTERED = [
