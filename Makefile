@@ -176,8 +176,9 @@ test: lint-python
 	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(PYCACHE) \
 	  $(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal --basetemp "$$base"
 
-# The real tier (tests/real): one kwokctl control plane of the programs in GPULAB_BIN (default ./bin, what
-# `make tools` builds) judges the admission layer and the CEL double. One process: one control plane.
+# The real tier (tests/real): kwokctl control planes of the programs in GPULAB_BIN (default ./bin, what
+# `make tools` builds) judge the admission layer and the CEL double, and run the process lab's tenants.
+# One pytest process, no workers: each control plane is started once.
 # GPULAB_REAL=1: missing programs fail the run (under `make test` the tier skips with one line).
 test-real: $(VENV)/.installed
 	@base=$$(mktemp -d "$${TMPDIR:-/tmp}/gpulab-real.XXXXXX"); trap 'rm -rf "$$base"' EXIT; \
