@@ -25,7 +25,7 @@ export PULUMI_SKIP_UPDATE_CHECK := true
 export PATH := $(CURDIR)/bin:$(VENV)/bin:$(PATH)
 
 .PHONY: help up down plan verify report check test lint bench prereqs policy-venv stack upstream-data clean deploy destroy \
-	diagnose lab-exists lint-python stack-file tools
+	diagnose lab-exists lint-python stack-file tools test-real
 
 help:
 	@echo "make up             preflight (Linux, Docker, tools, disk), then venv, pinned kind/kubectl/pulumi in ./bin, pulumi up"
@@ -36,6 +36,8 @@ help:
 	@echo "make check          TENANT=name FILES='a.yaml b.yaml' [LIVE=1]: do these manifests fit the tenant (now)?"
 	@echo "make down           pulumi destroy; says so and exits 0 when nothing is deployed"
 	@echo "make test           lint + offline unit, policy and script tests (no Docker); what CI runs"
+	@echo "make test-real      the real Kubernetes programs (make tools; GPULAB_BIN=dir) judge the admission layer"
+	@echo "                    and the CEL test double (tests/real); fails when the programs are missing"
 	@echo "make upstream-data  get the upstream schemas/charts the tests validate against (sha256-checked); uses"
 	@echo "                    GPULAB_UPSTREAM or ../shared/upstream when complete, downloads only what is missing"
 	@echo "make tools          build the real upstream programs (kube-apiserver, etcd, kwok, pulumi...) from pinned"
@@ -173,6 +175,15 @@ test: lint-python
 	echo "pytest -n $(TEST_WORKERS) --dist worksteal --basetemp $$base"; \
 	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(PYCACHE) \
 	  $(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal --basetemp "$$base"
+
+# The real tier (tests/real): kwokctl control planes of the programs in GPULAB_BIN (default ./bin, what
+# `make tools` builds) judge the admission layer and the CEL double, and run the process lab's tenants.
+# One pytest process, no workers: each control plane is started once.
+# GPULAB_REAL=1: missing programs fail the run (under `make test` the tier skips with one line).
+test-real: $(VENV)/.installed
+	@base=$$(mktemp -d "$${TMPDIR:-/tmp}/gpulab-real.XXXXXX"); trap 'rm -rf "$$base"' EXIT; \
+	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(PYCACHE) GPULAB_REAL=1 \
+	  $(PY) -m pytest tests/real -m real -p no:xdist -o addopts="" -rs --durations=5 --basetemp "$$base"
 
 # The real programs, from the wrapper Go modules in tools/ (programs.toml): a second run builds nothing.
 tools:

@@ -68,20 +68,25 @@ def _q(text: str) -> str:
 
 
 def _value(map_expr: str, key: str, cap: int = VALUE_CAP) -> str:
-    """A quantity as an int, -1 when absent. `isInteger()` first: `asInteger()` errors for values beyond
-    int64 (the API server holds them as inf.Dec); those, and values above `cap`, read as `cap`."""
+    """A quantity as an int, -1 when absent. `isInteger()` first: `asInteger()` errors for values the API server
+    holds as an inf.Dec (beyond int64, and from about 1.1e14 written with a large binary suffix or 19 digits);
+    those, and values above `cap`, read as `cap`: more than any card, node or limit holds either way."""
     q = f"quantity({map_expr}[{_q(key)}])"
     return f"({_q(key)} in {map_expr} ? ({q}.isInteger() && {q}.asInteger() < {cap} ? {q}.asInteger() : {cap}) : -1)"
 
 
 def _beyond_int64(container: str) -> str:
-    """True if one of the container's HAMi quantities is beyond int64."""
+    """True if one of the container's HAMi quantities is beyond int64. Compared by value: `isInteger()` is also
+    false for values the API server holds as an inf.Dec though int64 holds them ("1Pi", 19 digits such as
+    9223372036854775807: apimachinery ParseQuantity's fast path takes at most 18), which are no more than
+    large (_value reads them as its cap)."""
     checks = []
     for section in ("limits", "requests"):
         where = f"{container}.resources.{section}"
+        beyond = f"quantity({where}[k]).isGreaterThan(quantity({_q(str(INT64_MAX))}))"
         checks.append(
             f"(has({container}.resources) && has({where}) && "
-            f"{json.dumps(list(HAMI_KEYS))}.exists(k, k in {where} && !quantity({where}[k]).isInteger()))"
+            f"{json.dumps(list(HAMI_KEYS))}.exists(k, k in {where} && {beyond}))"
         )
     return " || ".join(checks)
 
@@ -283,8 +288,12 @@ def deny_validations(tenant: Tenant) -> list[dict]:
         )
     validations.append(
         {
+            # Read through variables.template (the Pod itself): the API server type-checks each validation
+            # against every matched kind, and `object.spec.schedulerName` is no field of a Deployment's spec
+            # (a warning in the policy's status.typeChecking; tests/real judge that).
             "expression": "object.kind != 'Pod' || size(variables.gpu) == 0 || "
-            f"(has(object.spec.schedulerName) && object.spec.schedulerName == {_q(HAMI_SCHEDULER)})",
+            "(has(variables.template.spec.schedulerName) && "
+            f"variables.template.spec.schedulerName == {_q(HAMI_SCHEDULER)})",
             "reason": "Forbidden",
             "message": f"a GPU pod must be scheduled by {HAMI_SCHEDULER}: HAMi's webhook did not handle this one "
             "(it was unavailable, or the pod opted out), so HAMi's card accounting and quota would be bypassed; "

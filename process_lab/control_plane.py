@@ -1,9 +1,12 @@
 """A tenant's control plane as local processes: `kwokctl create cluster --runtime binary` with ./bin's programs.
 
-kwokctl starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok-controller on
-127.0.0.1 ports it picks free, each with its log under the cluster's folder in KWOK_WORKDIR, and writes an
-admin kubeconfig. Its binary runtime takes a local path for every program (kwokctl create cluster --help:
-a value that is not an http URL is a file), so nothing is downloaded.
+kwokctl starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok-controller on ports
+it picks free, each with its log under the cluster's folder in KWOK_WORKDIR, and writes an admin kubeconfig.
+It binds them all to 0.0.0.0 unless its configuration says otherwise (KwokctlConfiguration
+`options.bindAddress`, default "0.0.0.0": kwok pkg/apis/config/v1alpha1/kwokctl_configuration_types.go), so
+every cluster is created with a configuration that says 127.0.0.1 (tests/real checks every listening
+socket). Its binary runtime takes a local path for every program (kwokctl create cluster --help: a value
+that is not an http URL is a file), so nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -17,6 +20,12 @@ from process_lab.commands import ProcessLabError, run
 
 # kwokctl reads `kube-apiserver --version` to choose the API server's flags: `make tools` sets it.
 PROGRAMS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "etcd", "kwokctl", "kubectl")
+LOOPBACK_ONLY = """\
+apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokctlConfiguration
+options:
+  bindAddress: 127.0.0.1
+"""
 
 
 def missing_programs(bin_dir: Path) -> list[str]:
@@ -37,8 +46,14 @@ class ControlPlane:
 
     @property
     def env(self) -> dict[str, str]:
-        # kubectl (which kwokctl also calls) from ./bin; kwokctl's state in our folder, never ~/.kwok.
-        return {**os.environ, "PATH": f"{self.bin_dir}:{os.environ.get('PATH', '')}", "KWOK_WORKDIR": str(self.workdir)}
+        # kubectl (which kwokctl also calls) from ./bin; kwokctl's state and kubectl's discovery cache in our
+        # folder, never ~/.kwok or ~/.kube/cache.
+        return {
+            **os.environ,
+            "PATH": f"{self.bin_dir}:{os.environ.get('PATH', '')}",
+            "KWOK_WORKDIR": str(self.workdir),
+            "KUBECACHEDIR": str(self.workdir / "kube-cache"),
+        }
 
     @property
     def cluster_dir(self) -> Path:
@@ -49,7 +64,9 @@ class ControlPlane:
         if missing:
             raise ProcessLabError(f"{', '.join(missing)} not in {self.bin_dir}: run `make tools` first")
         self.workdir.mkdir(parents=True, exist_ok=True)
-        argv: list[str | Path] = [self.bin_dir / "kwokctl", "create", "cluster", "--name", self.name]
+        config = self.workdir / f"{self.name}.kwokctl.yaml"
+        config.write_text(LOOPBACK_ONLY)
+        argv: list[str | Path] = [self.bin_dir / "kwokctl", "-c", config, "create", "cluster", "--name", self.name]
         argv += ["--runtime", "binary", "--kubeconfig", self.kubeconfig, "--wait", f"{int(timeout)}s"]
         for flag, program in (
             ("--kube-apiserver-binary", "kube-apiserver"),
@@ -74,6 +91,7 @@ class ControlPlane:
             argv = [self.bin_dir / "kwokctl", "delete", "cluster", "--name", self.name, "--kubeconfig", self.kubeconfig]
             run(argv, env=self.env, what=f"deleting control plane {self.name}", timeout=timeout)
         self.kubeconfig.unlink(missing_ok=True)
+        (self.workdir / f"{self.name}.kwokctl.yaml").unlink(missing_ok=True)
 
     def kubectl(self, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 30):
         argv = [self.bin_dir / "kubectl", "--kubeconfig", self.kubeconfig, "--request-timeout", f"{int(timeout)}s"]

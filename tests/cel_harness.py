@@ -2,23 +2,25 @@
 
 Kubernetes' CEL adds libraries to the CEL standard; the ones the policies use are implemented here,
 following their documented behaviour (k8s.io/apiserver/pkg/cel/library): `quantity(string)`,
-`.isInteger()` and `.asInteger()` (an error when the value is not an integer or overflows int64), the
-lists library's `.sum()` and `.max()`, and the strings library's `.split(sep)`, `.join(sep)` and
-`.upperAscii()`. A validation whose expression raises an error counts as failed, as with
-`failurePolicy: Fail`.
+`.isInteger()` and `.asInteger()` (false / an error for a value the API server holds as an inf.Dec, however
+small: see _held), `.isGreaterThan()`, the lists library's `.sum()` and `.max()`, and the strings library's
+`.split(sep)`, `.join(sep)` and `.upperAscii()`. A validation whose expression raises an error counts as
+failed, as with `failurePolicy: Fail`.
 
 What reaches a policy is not what the user wrote (`admitted`): the API server stores quantities in
-canonical form (`Quantity.String()`, apimachinery pkg/api/resource/quantity.go CanonicalizeBytes:
-20000 -> "20k", 81920 -> "81920", "1024Mi" -> "1Gi"), defaults a Pod's requests from its limits
-(SetDefaults_Pod; not a template's), and HAMi's mutating webhook has set a GPU Pod's schedulerName and
-`nvidia.com/gpu: 1` where only memory or cores were asked. `run_policy` returns the failures in
-validation order: the API server shows only the first (dispatcher.go, deniedDecisions[0]).
+canonical form unless the text already looks canonical (canonical_quantity: 20000 -> "20k", 81920 ->
+"81920", "1024Mi" -> "1Gi", but "30e0" stays), defaults a Pod's requests from its limits (SetDefaults_Pod;
+not a template's), and HAMi's mutating webhook has set a GPU Pod's schedulerName and `nvidia.com/gpu: 1`
+where only memory or cores were asked, after which the Pod is defaulted again. `run_policy` returns the
+failures in validation order: the API server shows only the first (dispatcher.go, deniedDecisions[0]).
+tests/real compares all of this with the real API server (`make test-real`).
 """
 
 from __future__ import annotations
 
 import copy
 import functools
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -27,12 +29,15 @@ import celpy
 from celpy import celtypes
 from shared_data import json_key
 
-from model.quantity import BINARY_SI, INT64_MAX, QuantityError, parse_quantity, suffix_of
+from model.quantity import BINARY_SI, INT64_MAX, QuantityError, parse_quantity
 
 
 @dataclass(frozen=True)
 class Quantity:
     value: Fraction
+    # What Quantity.AsInt64() answers, which `isInteger()`/`asInteger()` use (apiserver pkg/cel/library/quantity.go):
+    # None unless the API server holds the value as an int64 with a scale >= 0 that fits (see _held).
+    int64: int | None
 
 
 def _quantity(text: Any) -> Quantity:
@@ -44,19 +49,83 @@ def _quantity(text: Any) -> Quantity:
 @functools.lru_cache(maxsize=4096)
 def _parsed(text: str) -> Quantity:
     try:
-        return Quantity(parse_quantity(text))
+        value = _value(text)
     except QuantityError as error:
         raise ValueError(f"quantities must match the regular expression: {error}") from None
+    held = _held(text)
+    if held is None or held.scale < 0 or abs(held.value * 10**held.scale) > INT64_MAX:
+        return Quantity(value, None)
+    return Quantity(value, held.value * 10**held.scale)
+
+
+def _value(text: str) -> Fraction:
+    """The value ParseQuantity gives `text`: exact, except that a binary one beyond int64 is capped to it ("8Ei"
+    reads 9223372036854775807: `The max is just a simple cap`, apimachinery quantity.go)."""
+    value = parse_quantity(text)
+    if _number_and_suffix(text)[1] in BINARY_SI and abs(value) > INT64_MAX:
+        return INT64_MAX if value > 0 else -INT64_MAX
+    return Fraction(value)
+
+
+@dataclass(frozen=True)
+class _Held:
+    """A quantity the API server holds as an int64 (value x 10^scale), and whether it keeps the text as written."""
+
+    value: int
+    scale: int
+    kept: bool
+
+
+DECIMAL_EXPONENTS = {"m": -3, "": 0, "k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}
+BINARY_EXPONENTS = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+
+
+def _held(text: str) -> _Held | None:
+    """How apimachinery's ParseQuantity holds `text` (pkg/api/resource/quantity.go): as an int64 only on its fast
+    path (at most 18 digits for a decimal value, fewer under a large binary suffix, a scale down to nano),
+    else as an inf.Dec (None), whose AsInt64() fails whatever the value: `isInteger()` is false for "1Pi"
+    and for 9223372036854775807. On the fast path the text is kept as written when it looks canonical
+    (a decimal scale that is a multiple of 3, no leading zero, no trailing "000"; a binary mantissa that is
+    not a multiple of 8): "030k", "+1" and "30e0" stay as they are."""
+    if text == "0":
+        return _Held(0, 0, kept=True)
+    number, suffix = _number_and_suffix(text)
+    unsigned = number.lstrip("+-")
+    whole, _, denom = unsigned.partition(".")
+    num = whole.lstrip("0") or "0"
+    sign = -1 if number.startswith("-") else 1
+    if suffix in BINARY_EXPONENTS:
+        exponent = BINARY_EXPONENTS[suffix]
+        if denom or 15 - len(num) - exponent * 3 // 10 - 1 < 0 or int(num) << exponent > INT64_MAX:
+            return None
+        return _Held(sign * (int(num) << exponent), 0, kept=int(num) & 7 != 0)
+    exponent = DECIMAL_EXPONENTS[suffix] if suffix in DECIMAL_EXPONENTS else int(suffix[1:])
+    shifted, scale = num + denom, exponent - len(denom)
+    if 18 - len(shifted) < 0 or scale < -9:
+        return None
+    return _Held(sign * int(shifted), scale, kept=scale % 3 == 0 and not shifted.endswith("000") and shifted[0] != "0")
+
+
+def _number_and_suffix(text: str) -> tuple[str, str]:
+    """(number, suffix) of a quantity string; the suffix includes an exponent (`e3`)."""
+    index = 1 if text[:1] in ("+", "-") else 0
+    while index < len(text) and (text[index].isdigit() or text[index] == "."):
+        index += 1
+    return text[:index], text[index:]
 
 
 def _as_integer(quantity: Quantity) -> celtypes.IntType:
-    if quantity.value.denominator != 1 or abs(quantity.value) > INT64_MAX:
+    if quantity.int64 is None:
         raise ValueError("cannot convert value to integer")
-    return celtypes.IntType(int(quantity.value))
+    return celtypes.IntType(quantity.int64)
 
 
 def _is_integer(quantity: Quantity) -> celtypes.BoolType:
-    return celtypes.BoolType(quantity.value.denominator == 1 and abs(quantity.value) <= INT64_MAX)
+    return celtypes.BoolType(quantity.int64 is not None)
+
+
+def _is_greater_than(quantity: Quantity, other: Quantity) -> celtypes.BoolType:
+    return celtypes.BoolType(quantity.value > other.value)
 
 
 def _join(values: Any, separator: Any) -> celtypes.StringType:
@@ -85,6 +154,7 @@ FUNCTIONS = {
     "quantity": _quantity,
     "asInteger": _as_integer,
     "isInteger": _is_integer,
+    "isGreaterThan": _is_greater_than,
     "join": _join,
     "sum": _sum,
     "max": _max,
@@ -108,23 +178,32 @@ def evaluate(expression: str, activation: dict[str, Any]) -> Any:
     return result
 
 
-DECIMAL_SUFFIX = {-9: "n", -6: "u", -3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
+DECIMAL_SUFFIX = {exponent: suffix for suffix, exponent in DECIMAL_EXPONENTS.items()}
 
 
 def canonical_quantity(text: str) -> str:
-    """The string the API server stores for a quantity (CanonicalizeBytes): the format follows the suffix
-    written (binary, decimal exponent, else decimal SI); the mantissa loses trailing zeros down to an
-    exponent that is a multiple of 3 (decimal) or of 1024 (binary, for whole values of at least 1024)."""
-    value = parse_quantity(text.strip())
+    """The string the API server stores for a quantity. ParseQuantity keeps a text that looks canonical as
+    written (_held); the defaulting of every resource list rounds a value up to milli precision
+    (SetDefaults_ResourceList, RoundUp(-3)), which, like a value held as an inf.Dec, drops the text. Otherwise
+    CanonicalizeBytes: the format follows the suffix written (binary, decimal exponent, else decimal SI); the
+    mantissa loses trailing zeros down to an exponent that is a multiple of 3 (decimal) or of 1024 (binary,
+    for whole values of at least 1024)."""
+    text = text.strip()
+    held = _held(text)
+    if held is not None and held.kept and held.scale >= -3:
+        return text
+    value = _value(text)
+    if value * 1000 != int(value * 1000):  # rounded up (away from zero) to milli precision
+        value = Fraction(math.ceil(abs(value) * 1000), 1000) * (1 if value > 0 else -1)
     if value == 0:
         return "0"
-    suffix = suffix_of(text.strip())
+    suffix = _number_and_suffix(text)[1]
     if suffix in BINARY_SI and abs(value) >= 1024 and value.denominator == 1:
         mantissa, power = int(value), 0
         while mantissa % 1024 == 0 and power < 6:
             mantissa, power = mantissa // 1024, power + 1
         return f"{mantissa}{['', 'Ki', 'Mi', 'Gi', 'Ti', 'Pi', 'Ei'][power]}"
-    exponent_form = suffix == "" and "e" in text.strip().lower()
+    exponent_form = suffix[:1] in ("e", "E")
     exponent = 0
     while value.denominator != 1:
         value, exponent = value * 10, exponent - 1
@@ -154,28 +233,48 @@ def _pod_spec(obj: dict) -> dict | None:
 
 def admitted(obj: dict, webhook: bool = True) -> dict:
     """`obj` as a validating admission policy sees it: canonical quantities; for a Pod, requests defaulted
-    from limits and (with `webhook`) HAMi's mutation (pkg/device/nvidia/device.go MutateAdmission)."""
+    from limits and (with `webhook`) HAMi's mutation (hami_webhook), after which the API server defaults the
+    object again (apiserver webhook/mutating/dispatcher.go: Default after the patch), so the card count the
+    webhook adds to the limits reaches the requests too."""
+    obj = _defaulted(obj)
+    if webhook and obj.get("kind") == "Pod":
+        obj = _defaulted(hami_webhook(obj))
+    return obj
+
+
+def _defaulted(obj: dict) -> dict:
+    """Canonical quantities, and a Pod's requests defaulted from its limits (SetDefaults_Pod; not a template's)."""
     obj = copy.deepcopy(obj)
-    spec = _pod_spec(obj) or {}
     is_pod = obj.get("kind") == "Pod"
-    asks_gpu = False
-    for field in ("containers", "initContainers"):
-        for container in spec.get(field) or []:
-            resources = container.get("resources") or {}
-            for section in ("limits", "requests"):
-                if isinstance(resources.get(section), dict):
-                    resources[section] = {k: canonical_quantity(str(v)) for k, v in resources[section].items()}
-            if not is_pod or not resources:
-                continue
-            limits = resources.get("limits") or {}
+    for container in _containers(_pod_spec(obj) or {}):
+        resources = container.get("resources") or {}
+        for section in ("limits", "requests"):
+            if isinstance(resources.get(section), dict):
+                resources[section] = {k: canonical_quantity(str(v)) for k, v in resources[section].items()}
+        if is_pod and resources:
             requests = resources.setdefault("requests", {})
-            for key, value in limits.items():
+            for key, value in (resources.get("limits") or {}).items():
                 requests.setdefault(key, value)
-            asks_share = any(key in limits for key in HAMI_KEYS[1:]) and "nvidia.com/gpu" not in limits
-            if webhook and field == "containers" and asks_share:
-                limits["nvidia.com/gpu"] = "1"  # to the limits only (MutateAdmission)
-            asks_gpu = asks_gpu or any(key in limits for key in HAMI_KEYS)
-    if is_pod and webhook and asks_gpu:
+    return obj
+
+
+def _containers(spec: dict, fields: tuple[str, ...] = ("containers", "initContainers")) -> list[dict]:
+    return [container for field in fields for container in spec.get(field) or []]
+
+
+def hami_webhook(obj: dict) -> dict:
+    """A Pod as HAMi's mutating webhook leaves it (pkg/device/nvidia/device.go MutateAdmission): an app
+    container that asks memory or cores but no card count gets `nvidia.com/gpu: 1` in its limits, and a pod
+    asking any GPU resource gets schedulerName hami-scheduler. Other kinds pass unchanged."""
+    obj = copy.deepcopy(obj)
+    if obj.get("kind") != "Pod":
+        return obj
+    spec = obj.get("spec") or {}
+    for container in _containers(spec, ("containers",)):
+        limits = (container.get("resources") or {}).get("limits") or {}
+        if any(key in limits for key in HAMI_KEYS[1:]) and "nvidia.com/gpu" not in limits:
+            limits["nvidia.com/gpu"] = "1"
+    if any(key in ((c.get("resources") or {}).get("limits") or {}) for c in _containers(spec) for key in HAMI_KEYS):
         spec["schedulerName"] = "hami-scheduler"
     return obj
 

@@ -130,13 +130,39 @@ def test_quantities_reach_the_policy_in_canonical_form() -> None:
     for written, stored in (
         (20000, "20k"), ("20000", "20k"), (90000, "90k"), (81920, "81920"), (1000, "1k"), ("2e4", "20e3"),
         ("1.5k", "1500"), ("1024Mi", "1Gi"), (30, "30"), (100, "100"), (0, "0"),
+        # Read from the real API server (tests/real): a text that looks canonical is kept as written, a value
+        # is rounded up to milli precision, a binary one beyond int64 is capped.
+        ("30e0", "30e0"), ("1e3", "1e3"), ("12e2", "1200"), ("020k", "020k"), ("+1", "+1"), ("12Ki", "12Ki"),
+        ("1024Ki", "1Mi"), ("15e-4", "2e-3"), ("1.5e-9", "1e-3"), ("8Ei", "9223372036854775807"),
     ):  # fmt: skip
         assert canonical_quantity(str(written)) == stored, written
     limits = admitted(gpu_pod({"nvidia.com/gpumem": 90000, "nvidia.com/gpucores": 10}))["spec"]["containers"][0]
     assert limits["resources"]["limits"] == {
         "nvidia.com/gpumem": "90k", "nvidia.com/gpucores": "10", "nvidia.com/gpu": "1"
     }, "HAMi's webhook adds the card count"  # fmt: skip
-    assert limits["resources"]["requests"] == {"nvidia.com/gpumem": "90k", "nvidia.com/gpucores": "10"}
+    # The API server defaults the pod again after a mutating webhook (apiserver mutating/dispatcher.go), so the
+    # card count reaches the requests too: the tenant quota's requests.nvidia.com/gpu counts it.
+    assert limits["resources"]["requests"] == {
+        "nvidia.com/gpumem": "90k", "nvidia.com/gpucores": "10", "nvidia.com/gpu": "1"
+    }  # fmt: skip
+
+
+def test_is_integer_follows_how_the_api_server_holds_a_quantity() -> None:
+    """`isInteger()` is false for a value held as an inf.Dec, however small (apimachinery ParseQuantity's fast
+    path: at most 18 digits, fewer under a large binary suffix); read from the real API server (tests/real)."""
+    from cel_harness import evaluate
+
+    for text, integer in (
+        ("1Ti", True),
+        ("100Ti", False),
+        ("1Pi", False),
+        ("999999999999999999", True),
+        ("1000000000000000000", False),
+        ("1e18", True),
+        ("1000m", False),
+        (str(2**63 - 1), False),
+    ):
+        assert evaluate(f"quantity('{text}').isInteger()", {}) == integer, text
 
 
 def test_kubectl_shows_the_reason_hami_would_give() -> None:

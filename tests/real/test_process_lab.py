@@ -68,7 +68,7 @@ def reference(real_bin: Path, tmp_path_factory: pytest.TempPathFactory):
         for tenant in tenants.values():
             tenant.down()
     # Destroy leaves nothing: no process of either cluster, no kubeconfig.
-    leftovers = subprocess.run(["pgrep", "-af", str(folder)], capture_output=True, text=True).stdout
+    leftovers = subprocess.run(["pgrep", "-af", str(folder)], capture_output=True, text=True, timeout=30).stdout
     assert leftovers == "", f"processes left behind: {leftovers}"
     assert not list(folder.rglob("*.kubeconfig"))
 

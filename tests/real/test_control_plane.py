@@ -1,0 +1,61 @@
+"""The control plane itself, and what the program puts in it before any workload: the boundaries are
+kwokctl's binary runtime (loopback only, nothing left after delete: the session fixture asserts that),
+the API server's compile-time type checking of our policies (cel-python checks none of it), the quota
+controller reading our ResourceQuota, and a KWOK node carrying the inventory the program's script writes."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+
+from components.tenant_namespaces import quota_hard
+from model.catalog import GPU_RESOURCE, REGISTER_ANNOTATION, gpu_capacity, register_annotation
+from tests.acceptance.helpers import wait_until
+from tests.real.cluster import POLL, listening
+
+
+def test_every_program_of_the_cluster_listens_on_loopback_only(cluster) -> None:
+    pids = cluster.pids()
+    assert set(pids) == {"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok-controller"}
+    addresses = listening(pids.values())
+    assert addresses, "the control plane listens somewhere (else this test would see nothing)"
+    outside = sorted(a for a in addresses if not ipaddress.ip_address(a.rsplit(":", 1)[0].strip("[]")).is_loopback)
+    assert not outside, f"listening outside loopback: {outside}"
+
+
+def test_kwokctl_and_kubectl_keep_their_state_in_the_runs_folder(cluster) -> None:
+    """Nothing in ~/.kwok or ~/.kube: the cluster, its pids and logs, and kubectl's discovery cache are here."""
+    workdir = cluster.plane.workdir
+    assert cluster.plane.cluster_dir.is_relative_to(workdir) and (cluster.plane.cluster_dir / "pids").is_dir()
+    assert cluster.env()["KUBECACHEDIR"] == str(workdir / "kube-cache")
+    assert any((workdir / "kube-cache").iterdir()), "kubectl cached its discovery there"
+
+
+def test_the_api_server_type_checks_the_policies_without_a_warning(cluster, tenant_lab) -> None:
+    """Warnings land in status.typeChecking (per matched kind); the policies must type-check for every kind."""
+    for policy in (tenant_lab.deny, tenant_lab.warn):
+        status = cluster.get("validatingadmissionpolicy", policy["metadata"]["name"])["status"]
+        assert status.get("observedGeneration") == 1
+        assert not status.get("typeChecking", {}).get("expressionWarnings"), json.dumps(status, indent=1)[:3000]
+
+
+def test_the_quota_controller_reads_the_tenants_quota(cluster, tenant_lab) -> None:
+    quota = cluster.get("resourcequota", "-n", tenant_lab.namespace, tenant_lab.quota["metadata"]["name"])
+    assert quota["status"]["hard"] == quota_hard(tenant_lab.tenant)
+
+
+def test_the_gpu_node_is_ready_under_kwok_with_the_cards_the_program_wrote(cluster, tenant_lab) -> None:
+    """KWOK's node stages take the node Ready and keep the annotation, capacity and allocatable given to it
+    (HAMi reads the annotation, and registers the node while allocatable nvidia.com/gpu > 0)."""
+
+    def ready() -> dict | None:
+        node = cluster.get("node", tenant_lab.node)
+        conditions = {c["type"]: c["status"] for c in node["status"].get("conditions", [])}
+        return node if conditions.get("Ready") == "True" else None
+
+    node = wait_until(ready, 60, f"KWOK to report node {tenant_lab.node} Ready", interval=POLL)
+    [gpu_node] = tenant_lab.tenant.gpu_nodes()
+    assert node["metadata"]["annotations"][REGISTER_ANNOTATION] == register_annotation(gpu_node.cards)
+    count = str(gpu_capacity(gpu_node.cards))
+    assert node["status"]["capacity"][GPU_RESOURCE] == count
+    assert node["status"]["allocatable"][GPU_RESOURCE] == count
