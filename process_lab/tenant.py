@@ -45,16 +45,21 @@ class TenantLab:
         all_cards = [card for node in nodes for card in node.cards]
         namespaces, quotas, inventory = tenant_objects(self.tenant, self.lab, all_cards, nodes[0].name)
         objects = [*policy_objects(self.tenant), *namespaces, *quotas.values(), inventory]
-        objects += [node_object(node.name, node.cards) for node in nodes]
         if self.hami:
             objects.append(webhook_object(self.hami.port, ca_crt.read_bytes()))
         self.control_plane.apply(objects)
+        # HAMi first, then the nodes: it takes a node in on the node's add event when its allocatable
+        # nvidia.com/gpu is already above 0 (about 2 s); otherwise only on its 15 s registration tick.
+        if self.hami:
+            self.hami.start(self.control_plane.kubeconfig, self.lab, self.tenant.split_count, ca_crt, crt, key)
+            self.bind_time.start()
+        # A Node keeps the status it is created with (kubelets create theirs so), so HAMi's add event already
+        # sees the cards; the status patch covers a node that existed before (apply leaves status alone).
+        self.control_plane.apply([{**node_object(node.name, node.cards), **node_status(node.cards)} for node in nodes])
         for node in nodes:
             status = json.dumps(node_status(node.cards))
             self.control_plane.kubectl("patch", "node", node.name, "--subresource=status", "--type=merge", "-p", status)
         if self.hami:
-            self.hami.start(self.control_plane.kubeconfig, self.lab, self.tenant.split_count, ca_crt, crt, key)
-            self.bind_time.start()
             self.hami.wait_for_nodes([node.name for node in nodes])
 
     def down(self) -> None:
