@@ -72,8 +72,8 @@ class NodeFailure:
 
     @property
     def reason(self) -> str:
-        """The reason names over all nodes (a pod that fits nowhere gets one event per reason)."""
-        names = sorted({failure.reason for failure in self.failures.values()})
+        """The reason names over all nodes, each once (a pod that fits nowhere gets one event per reason)."""
+        names = sorted({name for failure in self.failures.values() for name in failure.reasons})
         return ", ".join(names)
 
     def events(self) -> list[str]:

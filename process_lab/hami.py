@@ -34,6 +34,14 @@ MANAGED_RESOURCES = (
 NODE_ADDED = re.compile(r'"Node device added" nodeName="([^"]+)"')
 
 
+def find_hami_scheduler(bin_dir: Path) -> Path | None:
+    """HAMi's scheduler binary: $GPULAB_HAMI_SCHEDULER, else <bin_dir>/hami-scheduler; None when neither is
+    executable (the Go module proxy refuses HAMi, so `make tools` cannot build it: tools/README.md)."""
+    given = os.environ.get("GPULAB_HAMI_SCHEDULER")
+    candidate = Path(given) if given else bin_dir / "hami-scheduler"
+    return candidate if os.access(candidate, os.X_OK) else None
+
+
 def make_tls(folder: Path) -> tuple[Path, Path, Path]:
     """A CA and a 127.0.0.1 server certificate (EC P-256, 2 days): (ca.crt, tls.crt, tls.key)."""
     folder.mkdir(parents=True, exist_ok=True)

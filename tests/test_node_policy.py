@@ -276,6 +276,22 @@ def test_node_insufficient_device_is_per_node() -> None:
     assert "node b: container c0 asks 2 cards x 1000 MB, 10% cores; asks 2 cards, the node has 1" in finding.message
 
 
+def test_a_reason_two_nodes_share_is_named_once() -> None:
+    """Found by the differential against the real HAMi (tests/real/test_hami_differential.py, seed 1):
+    HAMi posts one FilteringFailed event per reason, whatever the number of nodes it concerns, so the
+    finding names each reason once; it said `CardInsufficientCore, CardInsufficientMemory,
+    CardInsufficientMemory` when node a failed for both and node b for memory."""
+    from dataclasses import replace
+
+    from policies.gpu_fit import CardUse
+
+    use = (CardUse(1, 1000, 100), CardUse(1, 20000, 0), CardUse(1, 20000, 0))
+    busy = replace(inventory({"a": 2, "b": 1}), card_usage=use)
+    (finding,) = evaluate_tenant(busy, workloads(pod("p", (1, 10000, 10))))
+    assert finding.reason == "CardInsufficientCore, CardInsufficientMemory"
+    assert "1 nodes CardInsufficientCore(a); 2 nodes CardInsufficientMemory(a,b)" in finding.message
+
+
 def test_a_cut_order_walk_is_said_never_hidden(monkeypatch) -> None:
     import functools
 
