@@ -49,10 +49,12 @@ class Scenario:
 def _container(rng: random.Random, index: int, most_cards: int) -> dict[str, Any]:
     limits: dict[str, str] = {}
     if rng.random() < 0.8:
-        limits[GPU_RESOURCE] = str(rng.choice([1, 1, 1, 2, 2, 3, most_cards + 1]) if most_cards > 1 else 1)
+        # Now and then more cards than any node has (NodeInsufficientDevice), else at most that many.
+        count = most_cards + 1 if rng.random() < 0.05 else rng.choice([n for n in (1, 1, 1, 2, 3) if n <= most_cards])
+        limits[GPU_RESOURCE] = str(count)
     memory = rng.random()
     if memory < 0.45:
-        limits[GPUMEM_RESOURCE] = str(rng.choice([1000, 2000, 4000, 8000, 12000, 16000, 20000, 30000, 45000, 90000]))
+        limits[GPUMEM_RESOURCE] = str(rng.choice([1000, 2000, 4000, 8000, 12000, 16000, 20000, 30000, 45000]))
     elif memory < 0.65:
         limits[GPUMEM_PERCENTAGE_RESOURCE] = str(rng.choice([10, 25, 50, 75, 100]))
     if rng.random() < 0.6:
@@ -114,7 +116,7 @@ def random_scenario(seed: int) -> Scenario:
             for key, value in (
                 ("gpumem", rng.choice([None, 20000, 40960, 100000])),
                 ("gpucores", rng.choice([None, 60, 150, 300])),
-                ("gpus", rng.choice([None, 2, 4, 8])),
+                ("gpus", rng.choice([None, 3, 6, 12])),
             )
             if value is not None
         }
@@ -206,7 +208,8 @@ def observe(control_plane: ControlPlane, name: str, timeout: float = 30) -> Outc
         annotation = (pod["metadata"].get("annotations") or {}).get(ALLOCATED)
         if pod["status"].get("phase") == "Running" and annotation:
             return Outcome(True, pod["spec"].get("nodeName"), allocated_cards(annotation))
-        selector = f"involvedObject.name={name},reason=FilteringFailed"
+        # By uid: a pod of the same name from an earlier scenario on this control plane left its events.
+        selector = f"involvedObject.uid={pod['metadata']['uid']},reason=FilteringFailed"
         events = control_plane.get("events", "-n", NAMESPACE, "--field-selector", selector)["items"]
         reasons = filtering_reasons(events)
         if reasons and reasons == seen:
