@@ -96,7 +96,9 @@ def random_scenario(seed: int) -> Scenario:
         tenant["nodes"] = [{"gpus": gpus} for gpus in nodes]
         node_names = [f"{TENANT}-worker-{i}" for i in range(len(nodes))]
         card_ids = [
-            f"GPU-MOCK-{name}-{i}" for name, gpus in zip(node_names, nodes) for i in range(sum(e["count"] for e in gpus))
+            f"GPU-MOCK-{name}-{i}"
+            for name, gpus in zip(node_names, nodes, strict=True)
+            for i in range(sum(e["count"] for e in gpus))
         ]
     if rng.random() < 0.3:
         tenant["splitCount"] = rng.choice([1, 2, 3, 4])
@@ -116,7 +118,7 @@ def random_scenario(seed: int) -> Scenario:
             for key, value in (
                 ("gpumem", rng.choice([None, 20000, 40960, 100000])),
                 ("gpucores", rng.choice([None, 60, 150, 300])),
-                ("gpus", rng.choice([None, 3, 6, 12])),
+                ("gpus", rng.choice([None, None, 4, 12])),
             )
             if value is not None
         }
