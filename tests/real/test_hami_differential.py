@@ -101,7 +101,6 @@ def test_checker_agrees_with_real_hami(real_bin: Path, tmp_path: Path) -> None:
             )
             for line in found:
                 print(f"  {line}")
-        assert lab is None or lab.bind_time is None or lab.bind_time.errors == []
     finally:
         if lab is not None:
             lab.down()
@@ -109,4 +108,5 @@ def test_checker_agrees_with_real_hami(real_bin: Path, tmp_path: Path) -> None:
     leftovers = subprocess.run(["pgrep", "-af", str(tmp_path)], capture_output=True, text=True, timeout=10).stdout
     assert leftovers == "", f"processes left behind: {leftovers}"
     assert scenarios, "no scenario ran within the budget"
+    assert lab is not None and lab.bind_time is not None and lab.bind_time.errors == []
     assert disagreements == [], "\n".join(disagreements)
