@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -102,6 +103,10 @@ class SharedLab:
         return run_pods(scenario, self.lab, project), time.monotonic() - begun
 
 
+def interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 @pytest.fixture(scope="module")
 def shared(real_bin: Path, tmp_path_factory: pytest.TempPathFactory):
     hami = find_hami_scheduler(real_bin)
@@ -109,11 +114,17 @@ def shared(real_bin: Path, tmp_path_factory: pytest.TempPathFactory):
         pytest.skip("no hami-scheduler (GPULAB_HAMI_SCHEDULER or <bin>/hami-scheduler): HAMi is not on the proxy")
     folder = tmp_path_factory.mktemp("differential")
     lab = SharedLab(real_bin, hami, folder)
+    # kwokctl's processes are not this process's children: a TERM (a CI timeout) must end them too, so it
+    # unwinds like Ctrl-C, through pytest's teardown.
+    previous = signal.signal(signal.SIGTERM, interrupt)
     try:
         yield lab
     finally:
-        if lab.lab is not None:
-            lab.lab.down()
+        try:
+            if lab.lab is not None:
+                lab.lab.down()
+        finally:
+            signal.signal(signal.SIGTERM, previous)
     leftovers = subprocess.run(["pgrep", "-af", str(folder)], capture_output=True, text=True, timeout=10).stdout
     assert leftovers == "", f"processes left behind: {leftovers}"
     assert lab.lab is None or lab.lab.bind_time is None or lab.lab.bind_time.errors == []
