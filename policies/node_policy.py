@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from policies.gpu_fit import ContainerFailure, Node, PodRequest, _f32
+from policies.gpu_fit import NODE_INSUFFICIENT_DEVICE, ContainerFailure, Node, PodRequest, _f32
 
 WEIGHT = 10  # pkg/util/types.go `Weight`
 MAX_TIE_RUNS = 2_000  # greedy runs (ties branch) per simulated arrival order before giving up
@@ -72,16 +72,25 @@ class NodeFailure:
 
     @property
     def reason(self) -> str:
-        """The reason names over all nodes (a pod that fits nowhere gets one event per reason)."""
-        names = sorted({failure.reason for failure in self.failures.values()})
+        """The reason names over all nodes, each once, as HAMi's events name them (one event per reason);
+        NodeInsufficientDevice only when no node has another (HAMi then names none: `no available node`)."""
+        names = sorted(self._by_reason()) or [NODE_INSUFFICIENT_DEVICE]
         return ", ".join(names)
 
-    def events(self) -> list[str]:
-        """HAMi's FilteringFailed events: `<n> nodes <Reason>(<node>,...)`, node names sorted."""
+    def _by_reason(self) -> dict[str, list[str]]:
+        # HAMi keeps a node's reasons through ParseReason (`<n>/<m> <Reason>`); fitInDevices returns a bare
+        # NodeInsufficientDevice, which it drops: no event names it (v2.8.3 pkg/scheduler/score.go:65-67,
+        # 170-171; pkg/device/common/common.go:50-65).
         by_reason: dict[str, list[str]] = {}
         for name, failure in self.failures.items():
             for reason in failure.reasons:
-                by_reason.setdefault(reason, []).append(name)
+                if reason != NODE_INSUFFICIENT_DEVICE:
+                    by_reason.setdefault(reason, []).append(name)
+        return by_reason
+
+    def events(self) -> list[str]:
+        """HAMi's FilteringFailed events: `<n> nodes <Reason>(<node>,...)`, node names sorted."""
+        by_reason = self._by_reason()
         return [
             f"{len(found)} nodes {reason}({','.join(sorted(found))})" for reason, found in sorted(by_reason.items())
         ]

@@ -45,15 +45,25 @@ class BindTimeRole:
         self._stop.set()
         self._thread.join(timeout)
 
+    def _annotate(self, *args: str) -> bool:
+        """True once annotated; False if the object is gone; ProcessLabError on any other failure."""
+        result = self.control_plane.kubectl("annotate", *args, check=False)
+        if result.returncode == 0:
+            return True
+        if "NotFound" in result.stderr:
+            return False
+        raise ProcessLabError(f"kubectl annotate {' '.join(args)}: {result.stderr.strip()[:300]}")
+
     def _loop(self) -> None:
         kubectl = self.control_plane.kubectl
         while not self._stop.is_set():
             try:
                 pods = json.loads(kubectl("get", "pods", "--all-namespaces", "-o", "json", timeout=10).stdout)
                 for namespace, name, node in pods_to_finish(pods["items"]):
-                    kubectl("annotate", "pod", "-n", namespace, name, "--overwrite", f"{BIND_PHASE}=success")
-                    kubectl("annotate", "node", node, f"{NODE_LOCK}-")
-                    self.finished.append(f"{namespace}/{name}")
+                    # A pod or node deleted since the list (TenantLab.renew) needs no finishing.
+                    done = self._annotate("pod", "-n", namespace, name, "--overwrite", f"{BIND_PHASE}=success")
+                    if done and self._annotate("node", node, f"{NODE_LOCK}-"):
+                        self.finished.append(f"{namespace}/{name}")
             except ProcessLabError as problem:  # an API server restarting: say so, try again next round
                 self.errors.append(str(problem))
             self._stop.wait(self.interval)

@@ -14,6 +14,7 @@ import base64
 import json
 import os
 import re
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -32,6 +33,14 @@ MANAGED_RESOURCES = (
 )
 # HAMi v2.8.3 pkg/scheduler/scheduler.go: logged when the registration loop takes a node's devices in.
 NODE_ADDED = re.compile(r'"Node device added" nodeName="([^"]+)"')
+
+
+def find_hami_scheduler(bin_dir: Path) -> Path | None:
+    """HAMi's scheduler binary: $GPULAB_HAMI_SCHEDULER, else <bin_dir>/hami-scheduler; None when neither is
+    executable (the Go module proxy refuses HAMi, so `make tools` cannot build it: tools/README.md)."""
+    given = os.environ.get("GPULAB_HAMI_SCHEDULER")
+    candidate = Path(given) if given else bin_dir / "hami-scheduler"
+    return candidate if os.access(candidate, os.X_OK) else None
 
 
 def make_tls(folder: Path) -> tuple[Path, Path, Path]:
@@ -204,13 +213,35 @@ class HamiScheduler:
                 start_new_session=True,
             )
 
+    def _exited(self) -> ProcessLabError | None:
+        if self.process is not None and self.process.poll() is not None:
+            tail = self.log.read_text(errors="replace").splitlines()[-3:]
+            return ProcessLabError(f"hami-scheduler exited ({self.process.returncode}): {' '.join(tail)[:600]}")
+        return None
+
+    def wait_ready(self, timeout: float = 30) -> None:
+        """Until HAMi serves HTTPS: its cmd/scheduler/main.go listens only after its informers synced and
+        it counts as started. A node added before then is taken in on the next 15 s registration tick,
+        not on its add event (pkg/scheduler/scheduler.go RegisterFromNodeAnnotations skips the
+        notification while not started), so create GPU nodes after this."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if (exited := self._exited()) is not None:
+                raise exited
+            with socket.socket() as probe:
+                probe.settimeout(1)
+                if probe.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            if time.monotonic() > deadline:
+                raise ProcessLabError(f"hami-scheduler did not listen on 127.0.0.1:{self.port} within {timeout:.0f} s")
+            time.sleep(0.1)
+
     def wait_for_nodes(self, nodes: list[str], timeout: float = 60) -> None:
         """Until HAMi has taken every GPU node's cards in (its registration loop runs on node add and every 15 s)."""
         deadline = time.monotonic() + timeout
         while True:
-            if self.process is not None and self.process.poll() is not None:
-                tail = self.log.read_text(errors="replace").splitlines()[-3:]
-                raise ProcessLabError(f"hami-scheduler exited ({self.process.returncode}): {' '.join(tail)[:600]}")
+            if (exited := self._exited()) is not None:
+                raise exited
             seen = set(NODE_ADDED.findall(self.log.read_text(errors="replace"))) if self.log.exists() else set()
             waiting = [node for node in nodes if node not in seen]
             if not waiting:

@@ -9,7 +9,6 @@ kubectl, kwokctl's process management, HAMi's extender/webhook/registration. Not
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -18,18 +17,12 @@ import pytest
 
 from model.config.loading import load_stack_file
 from process_lab.commands import ProcessLabError
+from process_lab.hami import find_hami_scheduler
 from process_lab.tenant import TenantLab
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.real
 SHARE = {"nvidia.com/gpumem": "20000", "nvidia.com/gpucores": "30"}
-
-
-def hami_binary(bin_dir: Path) -> Path | None:
-    """HAMi's scheduler is not served by the Go module proxy here (tools/README.md): use one if given."""
-    given = os.environ.get("GPULAB_HAMI_SCHEDULER")
-    candidate = Path(given) if given else bin_dir / "hami-scheduler"
-    return candidate if os.access(candidate, os.X_OK) else None
 
 
 def gpu_pod(name: str, namespace: str, limits: dict[str, str]) -> dict:
@@ -57,7 +50,7 @@ def wait_for(what: str, check, timeout: float = 30, interval: float = 0.25):
 def reference(real_bin: Path, tmp_path_factory: pytest.TempPathFactory):
     lab = load_stack_file(ROOT / "Pulumi.dev.yaml")
     folder = tmp_path_factory.mktemp("process-lab")
-    hami = hami_binary(real_bin)
+    hami = find_hami_scheduler(real_bin)
     tenants = {t.name: TenantLab(t, lab, real_bin, folder / t.name, hami) for t in lab.tenants}
     started = time.monotonic()
     try:

@@ -1,0 +1,87 @@
+"""The offline parts of the differential against the real HAMi (process_lab/differential.py): its scenarios
+are stacks gpulab's loader takes, and it reads HAMi's and the API server's answers as they are written
+(the strings below are copied from the real programs' output in tests/real/test_hami_differential.py runs)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from model.config import ConfigError, load_stack_file
+from policies.checker import main as check
+from process_lab.differential import (
+    Outcome,
+    allocated_cards,
+    compare,
+    denial,
+    filtering_reasons,
+    predicted,
+    random_scenario,
+)
+
+
+def test_scenarios_are_stacks_the_loader_takes_and_replay_from_their_seed(tmp_path: Path) -> None:
+    refused = 0
+    for seed in range(40):
+        scenario = random_scenario(seed)
+        assert random_scenario(seed) == scenario
+        assert 1 <= len(scenario.pods) <= 12
+        assert all(1 <= len(pod["spec"]["containers"]) <= 2 for pod in scenario.pods)
+        stack = tmp_path / f"Pulumi.s{seed}.yaml"
+        stack.write_text(scenario.stack_file())
+        try:
+            lab = load_stack_file(stack)
+        except ConfigError:
+            refused += 1
+            continue
+        assert 1 <= len(lab.tenants[0].gpu_nodes()) <= 4
+    assert refused < 10  # most draws are valid configs, so the real run spends its time on HAMi
+
+
+def test_the_checkers_json_is_read_as_the_cli_writes_it(tmp_path: Path, capsys) -> None:
+    scenario = random_scenario(1)
+    (tmp_path / "Pulumi.diff.yaml").write_text(scenario.stack_file())
+    (tmp_path / "none.json").write_text('{"items": []}')
+    pod = tmp_path / "pod.json"
+    pod.write_text(
+        '{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "gpu-workloads"}, "spec":'
+        ' {"containers": [{"name": "c0", "image": "busybox", "resources": {"limits": {"nvidia.com/gpumem": "1000"}}}]}}'
+    )
+    argv = ["--tenant", "tenant-d", "--stack", "diff", "--project-dir", str(tmp_path), "--output", "json"]
+    assert check([*argv, "--usage-from", str(tmp_path / "none.json"), str(pod)]) == 0
+    outcome = predicted(json.loads(capsys.readouterr().out))
+    assert outcome.placed and outcome.node and outcome.node.startswith("tenant-d-worker")
+    assert len(outcome.cards) == 1 and len(outcome.cards[0]) == 1
+
+
+def test_hamis_annotation_and_events_and_the_api_servers_denials() -> None:
+    assert allocated_cards("GPU-A,NVIDIA,20000,30:;GPU-B,NVIDIA,100,0:GPU-C,NVIDIA,100,0:;") == [
+        ["GPU-A"],
+        ["GPU-B", "GPU-C"],
+    ]
+    events = [
+        {"message": "1 nodes CardTypeMismatch(tenant-d-worker-1)"},
+        {"message": "2 nodes ResourceQuotaNotFit(tenant-d-worker-0,tenant-d-worker-1)"},
+        {"message": "no available node, 2 nodes do not meet"},
+    ]
+    assert filtering_reasons(events) == {"CardTypeMismatch", "ResourceQuotaNotFit"}
+    quota = denial('pods "p1" is forbidden: exceeded quota: gpulab-gpu-quota, requested: requests.nvidia.com/gpu=1')
+    assert quota.reasons == {"ExceededQuota"}
+    policy = denial(
+        "ValidatingAdmissionPolicy 'gpulab-gpu-requests' with binding 'gpulab-gpu-requests' denied request: "
+        "NodeInsufficientDevice: a container asks for more cards"
+    )
+    assert policy.reasons == {"NodeInsufficientDevice"} and policy.first_only
+
+
+def test_what_counts_as_agreement() -> None:
+    both = frozenset({"CardInsufficientMemory", "NodeInsufficientDevice"})
+    checker = Outcome(False, reasons=both)
+    # The API server names only the first denying validation: one of the checker's reasons is agreement.
+    assert compare(checker, Outcome(False, reasons=frozenset({"NodeInsufficientDevice"}), first_only=True)) is None
+    # HAMi names every reason (one event each): the same set is needed.
+    assert compare(checker, Outcome(False, reasons=frozenset({"NodeInsufficientDevice"}))) is not None
+    placed = Outcome(True, "n1", [["GPU-1"]], tied=frozenset({"n1", "n2"}))
+    assert compare(placed, Outcome(True, "n2", [["GPU-9"]])) is None  # a tie HAMi breaks either way
+    assert compare(placed, Outcome(True, "n1", [["GPU-2"]])) is not None
+    assert compare(placed, Outcome(False, reasons=frozenset({"CardInsufficientCore"}))) is not None
