@@ -23,9 +23,19 @@ unexport PULUMI_CONFIG_PASSPHRASE
 endif
 export PULUMI_SKIP_UPDATE_CHECK := true
 export PATH := $(CURDIR)/bin:$(VENV)/bin:$(PATH)
+# The stack's runtime (scripts/stack_runtime.py): docker, or process (runtime: process, e.g. STACK=sim), whose
+# programs are the ones `make tools` built: no Docker preflight and no download; the engine finds the Kubernetes
+# provider in ./bin and must never fetch one (docs/process-lab.md).
+RUNTIME := $(shell $(PYTHON_HOST) scripts/stack_runtime.py "$(STACK)" 2>/dev/null || echo docker)
+ifeq ($(RUNTIME),process)
+TOOLS := process-tools
+export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION := true
+else
+TOOLS := prereqs
+endif
 
 .PHONY: help up down plan verify report check test lint bench prereqs policy-venv stack upstream-data clean deploy destroy \
-	diagnose lab-exists lint-python stack-file tools test-real
+	diagnose lab-exists lint-python stack-file tools test-real process-tools
 
 help:
 	@echo "make up             preflight (Linux, Docker, tools, disk), then venv, pinned kind/kubectl/pulumi in ./bin, pulumi up"
@@ -47,6 +57,8 @@ help:
 	@echo "make policy-venv    the policy pack's own venv (policies/venv), for pulumi preview --policy-pack policies"
 	@echo "make clean          remove venv, policies/venv, bin, reports, caches (never .state: destroy first)"
 	@echo "STACK=NAME picks another Pulumi.NAME.yaml (default dev)."
+	@echo "STACK=sim           the reference lab as local processes (runtime: process): make up/down use the programs"
+	@echo "                    of make tools, no Docker (HAMi: GPULAB_HAMI_SCHEDULER; docs/process-lab.md)"
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt policies/requirements.txt
 	@$(PYTHON_HOST) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "gpulab needs Python 3.11 or newer")'
@@ -83,7 +95,7 @@ prereqs: $(VENV)/.installed
 
 policy-venv: policies/venv/.installed
 
-stack: prereqs
+stack: $(TOOLS)
 	mkdir -p -m 700 .state
 	pulumi stack select --create $(STACK)
 
@@ -100,13 +112,23 @@ stack-file:
 # cannot run the lab. The stack file is validated with gpulab's own loader, which needs ./venv (created here
 # if missing), before any CLI is downloaded.
 up: stack-file
+ifeq ($(RUNTIME),process)
+	@$(MAKE) --no-print-directory $(VENV)/.installed
+	@$(PY) -m preview --stack "$(STACK)" --validate >/dev/null
+	@$(MAKE) --no-print-directory deploy
+else
 	@PYTHON_HOST=$(PYTHON_HOST) STACK=$(STACK) VENV=$(VENV) bash scripts/preflight.sh
 	@$(PYTHON_HOST) scripts/secrets_check.py $(STACK)
 	@$(MAKE) --no-print-directory $(VENV)/.installed
 	@$(PY) -m preview --stack "$(STACK)" --validate >/dev/null
 	@$(MAKE) --no-print-directory deploy
+endif
 
-deploy: prereqs policy-venv stack
+# Process mode's preflight: every program `pulumi up` will start is built (one line each if not).
+process-tools: $(VENV)/.installed
+	@$(PY) -m process_lab.preflight
+
+deploy: $(TOOLS) policy-venv stack
 	@$(PYTHON_HOST) scripts/secrets_check.py $(STACK)
 	@echo "pulumi up --yes --stack $(STACK) --policy-pack policies"
 	@pulumi up --yes --stack $(STACK) --policy-pack policies || $(DIAGNOSE_HINT)
@@ -117,8 +139,12 @@ down:
 
 # The secrets check reads the stack with ./venv's loader, so it runs once prereqs has made ./venv.
 destroy:
+ifeq ($(RUNTIME),process)
+	@$(MAKE) --no-print-directory process-tools
+else
 	bash scripts/preflight.sh --docker-only
 	@$(MAKE) --no-print-directory prereqs
+endif
 	@$(PYTHON_HOST) scripts/secrets_check.py $(STACK)
 	@# --refresh first drops from the state what was deleted by hand: a worker container (the Docker provider
 	@# stops a container before removing it and fails on one that is gone) and, through deleteUnreachable,

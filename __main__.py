@@ -4,8 +4,9 @@ config -> images pulled once on the host -> management cluster (kind, cert-manag
        -> per tenant: control plane -> GPU admission policy (the pack's per-pod rules, in the tenant)
                                     -> worker -> GPU node (mock or real) -> namespaces, quota, inventory
                                                                          -> GPU workloads
-Tenants are independent sub-graphs, so Pulumi builds them in parallel. The model (model/) is plain
-Python; the components here build on it.
+Tenants are independent sub-graphs, so Pulumi builds them in parallel. In process mode (runtime: process)
+the same graph runs on local processes: kwokctl's control planes, KWOK nodes, hami-scheduler. The model
+(model/) is plain Python; the components here build on it.
 """
 
 import pulumi
@@ -24,8 +25,9 @@ from model.config import load_config
 lab = load_config()  # validates everything before a single resource is declared
 
 images = ImageCache("images", lab)  # pulled once on the host, loaded into each node before it runs them
-management = ManagementCluster("management", lab, images)
-pulumi.export("management_kubeconfig", management.kubeconfig)
+management = ManagementCluster("management", lab, images)  # process mode (runtime: process): no cluster
+if management.kubeconfig is not None:
+    pulumi.export("management_kubeconfig", management.kubeconfig)
 if management.metallb_pool is not None:
     pulumi.export("metallb_pool", management.metallb_pool)
 if management.kind_subnet is not None:

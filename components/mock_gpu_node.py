@@ -12,6 +12,7 @@ from __future__ import annotations
 import pulumi
 
 from components.hami import HAMI_NAMESPACE, HamiGpuNode, gpu_node_ready
+from components.process_resources import GpuInventory
 from components.shell import script_command
 from components.tenant_control_plane import TenantControlPlane
 from components.tenant_worker import TenantWorker
@@ -32,6 +33,9 @@ class MockGpuNode(HamiGpuNode):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpulab:index:MockGpuNode", name, tenant, lab, control_plane, worker, opts)
+        if self.process_lab is not None:
+            self._kwok_inventory(tenant)
+            return
         previous: pulumi.Resource = self.hami
         for prefix, node in self._node_prefixes(tenant):
             # The register annotation and capacity written from config. One inventory write at a time:
@@ -51,4 +55,25 @@ class MockGpuNode(HamiGpuNode):
             )
             ready_opts = pulumi.ResourceOptions(parent=self, depends_on=[previous])
             self.readies.append(gpu_node_ready(prefix, node.name, totals(node.cards), control_plane, ready_opts))
+        self._finish()
+
+    def _kwok_inventory(self, tenant: Tenant) -> None:
+        """Process mode: the same annotation and capacity on each KWOK node (no device plugin advertises them),
+        each ready once HAMi has taken its cards in."""
+        assert self.process_lab is not None
+        for prefix, node in self._node_prefixes(tenant):
+            self.readies.append(
+                GpuInventory(
+                    f"{prefix}-inventory",
+                    {
+                        "cluster": f"gpulab-{tenant.name}",
+                        "bin_dir": str(self.process_lab.bin_dir),
+                        "folder": self.process_lab.tenant_folder(tenant.name),
+                        "node": node.name,
+                        "register": register_annotation(node.cards),
+                        "capacity": totals(node.cards),
+                    },
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[self.hami]),
+                )
+            )
         self._finish()

@@ -14,6 +14,7 @@ import pulumi_command as command
 import pulumi_kubernetes as k8s
 
 from components.management_cluster import KAMAJI_DATASTORE, ManagementCluster
+from components.process_resources import ProcessControlPlane, ProcessLab
 from components.shell import script_command
 from model.config import Tenant
 from model.names import KAMAJI_MAX_ANNOTATION, TENANT_LABEL
@@ -118,6 +119,9 @@ class TenantControlPlane(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpulab:index:TenantControlPlane", name, None, opts)
+        if management.process_lab is not None:
+            self._local_processes(name, tenant, management.process_lab)
+            return
         in_management = pulumi.ResourceOptions(parent=self, provider=management.provider)
 
         namespace = k8s.core.v1.Namespace(
@@ -175,5 +179,27 @@ class TenantControlPlane(pulumi.ComponentResource):
             kubeconfig=self.kubeconfig,
             delete_unreachable=True,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.api_ready]),
+        )
+        self.register_outputs({"kubeconfig": self.kubeconfig, "endpoint": self.endpoint})
+
+    def _local_processes(self, name: str, tenant: Tenant, lab: ProcessLab) -> None:
+        """Process mode: etcd, kube-apiserver, kube-controller-manager and kube-scheduler (with HAMi's
+        extender) as local processes on 127.0.0.1, by kwokctl (components/process_resources.py)."""
+        self.processes = ProcessControlPlane(
+            f"{name}-processes",
+            cluster=f"gpulab-{tenant.name}",
+            bin_dir=str(lab.bin_dir),
+            folder=lab.tenant_folder(tenant.name),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.tenant_control_plane = None  # type: ignore[assignment]
+        self.api_ready = self.processes  # type: ignore[assignment]  # kwokctl --wait: the API answers
+        self.kubeconfig = pulumi.Output.secret(self.processes.kubeconfig)
+        self.endpoint = self.processes.endpoint.apply(lambda url: url.removeprefix("https://"))
+        self.provider = k8s.Provider(
+            f"{name}-provider",
+            kubeconfig=self.kubeconfig,
+            delete_unreachable=True,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.processes]),
         )
         self.register_outputs({"kubeconfig": self.kubeconfig, "endpoint": self.endpoint})

@@ -105,6 +105,12 @@ class LabMocks(pulumi.runtime.Mocks):
         elif args.typ == "kubernetes:core/v1:Secret" and args.resource_id:
             tenant = args.resource_id.split("/", 1)[1].removesuffix("-admin-kubeconfig")
             outputs["data"] = {"admin.conf": base64.b64encode(tenant_kubeconfig(tenant).encode()).decode()}
+        elif args.typ == "pulumi-python:dynamic:Resource" and args.name.endswith("-processes"):
+            # Process mode's control plane (components/process_resources.py) returns kwokctl's kubeconfig.
+            self._endpoints += 1
+            outputs["endpoint"] = f"https://127.0.0.1:{32000 + self._endpoints}"
+            outputs["kubeconfig"] = tenant_kubeconfig(args.inputs["name"])
+            outputs["hami_port"], outputs["hami_metrics_port"] = 31000 + self._endpoints, 30000 + self._endpoints
         return f"{args.name}-id", outputs
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
@@ -256,7 +262,8 @@ def run_program(
     mocks.monitor = monitor  # reachable even when the program raises
     settings.ROOT.set(None)  # a fresh root Stack: exports of earlier runs must not leak in
     pulumi.runtime.set_mocks(mocks, project="gpulab", stack="dev", preview=preview, monitor=monitor)
-    values = {f"gpulab:{key}": json.dumps(value) for key, value in config.items()}
+    # As the engine passes a stack file's config: a string as it is, anything else as JSON.
+    values = {f"gpulab:{key}": value if isinstance(value, str) else json.dumps(value) for key, value in config.items()}
     values |= {f"gpulab:{key}": value for key, value in {**(plain or {}), **(secrets or {})}.items()}
     pulumi.runtime.set_all_config(values, secret_keys=[f"gpulab:{key}" for key in secrets or {}])
     settings.SETTINGS.rpc_manager.clear()

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import socket
 import subprocess
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -19,11 +23,21 @@ def run(
     timeout: float = 60,
     stdin: str | None = None,
     check: bool = True,
+    detach: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """Run argv to its end within `timeout` seconds; ProcessLabError names `what` when it fails or hangs."""
+    """Run argv to its end within `timeout` seconds; ProcessLabError names `what` when it fails or hangs.
+
+    `detach`: in a session of its own, so that what it leaves running (kwokctl's control plane) outlives
+    the caller's process group, which the Pulumi engine kills with a dynamic provider's process."""
     try:
         result = subprocess.run(
-            [str(arg) for arg in argv], env=dict(env), input=stdin, capture_output=True, text=True, timeout=timeout
+            [str(arg) for arg in argv],
+            env=dict(env),
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            start_new_session=detach,
         )
     except subprocess.TimeoutExpired as expired:
         raise ProcessLabError(f"{what}: no answer within {timeout:.0f} s ({Path(str(argv[0])).name})") from expired
@@ -31,3 +45,71 @@ def run(
         message = (result.stderr or result.stdout).strip().splitlines()
         raise ProcessLabError(f"{what} failed (exit {result.returncode}): {' '.join(message[-3:])[:600]}")
     return result
+
+
+_HANDED_OUT: set[int] = set()
+
+
+def free_port() -> int:
+    """A port free on 127.0.0.1 now (the kernel's choice) and never handed out before by this process: two
+    control planes created at once (Pulumi creates tenants in parallel) must not pick the same one, as
+    kwokctl's own choice does (it takes the highest free port below 32767 for each, at the same moment)."""
+    while True:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
+
+
+def start_detached(argv: Sequence[str | Path], *, env: Mapping[str, str], log: Path) -> int:
+    """Start a long-running program in a session of its own, output to `log`; its pid."""
+    with open(log, "ab") as out:
+        process = subprocess.Popen(
+            [str(arg) for arg in argv],
+            env=dict(env),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    return process.pid
+
+
+def is_ours(pid: int, marker: str) -> bool:
+    """Whether `pid` still runs a program of ours: its command line names `marker` (a folder of the lab), so a
+    pid the kernel gave to something else since is never signalled."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return False
+    return marker in cmdline
+
+
+def stop_session(pid: int, marker: str, timeout: float = 10) -> None:
+    """TERM the session `start_detached` made, KILL what is left after `timeout` seconds; gone already is fine."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if not is_ours(pid, marker):
+            return
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                reaped, _ = os.waitpid(pid, os.WNOHANG)  # our child (tests): reap it
+            except ChildProcessError:
+                reaped = 0
+            if reaped or not is_ours(pid, marker) or _zombie(pid):
+                return
+            time.sleep(0.1)
+    raise ProcessLabError(f"process {pid} ({marker}) still runs after TERM and KILL")
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")
+    except (OSError, IndexError):
+        return True

@@ -16,7 +16,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from process_lab.commands import ProcessLabError, run
+from process_lab.commands import ProcessLabError, free_port, run
 
 # kwokctl reads `kube-apiserver --version` to choose the API server's flags: `make tools` sets it.
 PROGRAMS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "etcd", "kwokctl", "kubectl")
@@ -26,6 +26,22 @@ kind: KwokctlConfiguration
 options:
   bindAddress: 127.0.0.1
 """
+# Every port of the binary runtime (KwokctlConfiguration options, kwok v0.8.0
+# pkg/apis/config/v1alpha1/kwokctl_configuration_types.go). Left to kwokctl, two clusters created at the
+# same moment get the same ports: it takes the highest free one below 32767 for each.
+PORT_OPTIONS = (
+    "kubeApiserverPort",
+    "etcdPort",
+    "etcdPeerPort",
+    "kubeControllerManagerPort",
+    "kubeSchedulerPort",
+    "kwokControllerPort",
+)
+
+
+def kwokctl_configuration() -> str:
+    """Loopback only, on ports chosen free now."""
+    return LOOPBACK_ONLY + "".join(f"  {option}: {free_port()}\n" for option in PORT_OPTIONS)
 
 
 def missing_programs(bin_dir: Path) -> list[str]:
@@ -65,7 +81,7 @@ class ControlPlane:
             raise ProcessLabError(f"{', '.join(missing)} not in {self.bin_dir}: run `make tools` first")
         self.workdir.mkdir(parents=True, exist_ok=True)
         config = self.workdir / f"{self.name}.kwokctl.yaml"
-        config.write_text(LOOPBACK_ONLY)
+        config.write_text(kwokctl_configuration())
         argv: list[str | Path] = [self.bin_dir / "kwokctl", "-c", config, "create", "cluster", "--name", self.name]
         argv += ["--runtime", "binary", "--kubeconfig", self.kubeconfig, "--wait", f"{int(timeout)}s"]
         for flag, program in (
@@ -83,6 +99,7 @@ class ControlPlane:
             env=self.env,
             what=f"starting control plane {self.name} (kwokctl create cluster)",
             timeout=timeout + 30,
+            detach=True,
         )
 
     def delete(self, timeout: float = 60) -> None:

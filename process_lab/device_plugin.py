@@ -9,8 +9,12 @@ pod bound by HAMi, from a polling thread with a bounded call each time.
 
 from __future__ import annotations
 
+import argparse
 import json
+import signal
+import sys
 import threading
+from pathlib import Path
 
 from process_lab.commands import ProcessLabError
 from process_lab.control_plane import ControlPlane
@@ -67,3 +71,29 @@ class BindTimeRole:
             except ProcessLabError as problem:  # an API server restarting: say so, try again next round
                 self.errors.append(str(problem))
             self._stop.wait(self.interval)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m process_lab.device_plugin NAME BIN_DIR KWOK_WORKDIR`: the role for one tenant's control plane,
+    as its own process (process mode under Pulumi), until TERM."""
+    parser = argparse.ArgumentParser(prog="python -m process_lab.device_plugin", description=main.__doc__)
+    parser.add_argument("name")
+    parser.add_argument("bin_dir", type=Path)
+    parser.add_argument("workdir", type=Path)
+    args = parser.parse_args(argv)
+    role = BindTimeRole(ControlPlane(args.name, args.bin_dir, args.workdir))
+    signal.signal(signal.SIGTERM, lambda *_: role._stop.set())
+    finished = errors = 0
+    role.start()
+    while role._thread.is_alive():
+        role._thread.join(1)
+        for pod in role.finished[finished:]:
+            print(f"bind finished: {pod}", flush=True)
+        for error in role.errors[errors:]:
+            print(f"error (retried): {error}", flush=True)
+        finished, errors = len(role.finished), len(role.errors)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

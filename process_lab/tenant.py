@@ -7,24 +7,16 @@ components.tenant_namespaces.tenant_objects, model.catalog), applied here with t
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 
 from components.gpu_admission import policy_objects
 from components.tenant_namespaces import tenant_objects
 from model.config import LabConfig, Tenant
-from process_lab.commands import ProcessLabError
+from process_lab.commands import ProcessLabError, free_port
 from process_lab.control_plane import ControlPlane
 from process_lab.device_plugin import BindTimeRole
 from process_lab.gpu_nodes import node_object, node_status
 from process_lab.hami import HamiScheduler, make_tls, scheduler_config, webhook_object
-
-
-def free_port() -> int:
-    """A port free on 127.0.0.1 now (the kernel's choice), for HAMi's HTTPS server."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 class TenantLab:

@@ -131,6 +131,9 @@ class Scheduling(ConfigModel):
 
 
 class LabConfig(ConfigModel):
+    # docker: the lab in containers (kind, Kamaji, kindest/node workers). process: every tenant as local
+    # processes from `make tools` (kwokctl's control plane, KWOK nodes, hami-scheduler): docs/process-lab.md.
+    runtime: Literal["docker", "process"] = "docker"
     management: Management = Management()
     tenants: list[Tenant] = Field(min_length=1, max_length=MAX_TENANTS)
     scheduling: Scheduling = Scheduling()
@@ -138,11 +141,39 @@ class LabConfig(ConfigModel):
 
     @model_validator(mode="after")
     def _across_tenants(self, info: ValidationInfo) -> LabConfig:
+        if self.runtime == "process":  # first: the docker-mode rules' fixes (use workerMode: ssh) would mislead
+            self._process_runtime()
         kind_subnet = info.context.get("kind_subnet") if info.context else None
         problems = across_tenants(self.management, list(enumerate(self.tenants)), self.versions, kind_subnet)
         if problems:
             raise KeyedError(problems)
         return self
+
+    def _process_runtime(self) -> None:
+        """Process mode has no containers and no machines: only what runs as local processes."""
+        fix = "set runtime: docker for it, or remove it from this stack"
+        if self.management.mode != "kind":
+            raise at(
+                "management.mode",
+                f"is for a cluster of yours; runtime: process needs no management cluster; {fix}",
+                self.management.mode,
+            )
+        problems: list[tuple[str, object, str]] = []
+        for i, tenant in enumerate(self.tenants):
+            if tenant.worker_mode != "container":
+                problems.append(
+                    (f"tenants[{i}].workerMode", tenant.worker_mode, f"runtime: process runs KWOK nodes only; {fix}")
+                )
+            if tenant.gpu_mode != "mock":
+                problems.append(
+                    (f"tenants[{i}].gpuMode", tenant.gpu_mode, f"runtime: process simulates every card; {fix}")
+                )
+        if problems:
+            raise KeyedError(problems)
+
+    @property
+    def process_mode(self) -> bool:
+        return self.runtime == "process"
 
     def worker_image(self, tenant: Tenant) -> str | None:
         return tenant.worker_image or self.versions.worker_node_images.get(tenant.kubernetes_version)

@@ -4,6 +4,7 @@ secret keys the config refers to, checked set and secret."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,17 @@ def check_secrets(lab: LabConfig, is_set, is_secret) -> None:
         raise ConfigError(error_message(problems))
 
 
+def _value(text: str | None) -> object:
+    """A config value as the engine passes it: an object or list as JSON, a plain string (`runtime: process`)
+    as itself. Validation then says what the key takes."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
 def load_config() -> LabConfig:
     """Read and validate the stack config inside a Pulumi program."""
     import pulumi
@@ -55,7 +67,7 @@ def load_config() -> LabConfig:
     keys = {*pulumi.runtime.config.CONFIG.get(), *pulumi.runtime.config.get_config_env()}
     names = [key.split(":", 1)[1] for key in sorted(keys) if key.startswith(f"{PROJECT}:")]
     raw = {
-        name: config.get_object(name) if name in CONFIG_KEYS else config.get(name)
+        name: _value(config.get(name)) if name in CONFIG_KEYS else config.get(name)
         for name in names
         if not pulumi.runtime.is_config_secret(f"{PROJECT}:{name}")
     }

@@ -1,0 +1,252 @@
+"""The resources of process mode (`runtime: process`): local processes, created and deleted by the engine.
+
+Each is a Pulumi dynamic resource whose provider runs process_lab's code (the same code `make test-real`
+runs) in the engine's Python provider process. That process lives in a process group the engine kills
+when it closes the provider (pulumi sdk/go/common/util/cmdutil: RegisterProcessGroup, KillChildren), so
+every program meant to outlive `pulumi up` starts in a session of its own (process_lab.commands). Every
+delete finds what to stop from the resource's own state: a later `pulumi destroy` is another process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pulumi
+from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider, UpdateResult
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class ProcessLab:
+    """Where a process-mode stack's programs come from (`make tools`, or GPULAB_BIN) and where its tenants'
+    processes keep their state, logs and keys (.state/process/<stack>/<tenant>, removed by destroy)."""
+
+    bin_dir: Path
+    folder: Path
+    hami_binary: Path | None
+
+    @classmethod
+    def for_stack(cls, stack: str) -> ProcessLab:
+        from process_lab.hami import find_hami_scheduler
+
+        bin_dir = Path(os.environ.get("GPULAB_BIN") or ROOT / "bin").resolve()
+        return cls(bin_dir, ROOT / ".state" / "process" / stack, find_hami_scheduler(bin_dir))
+
+    def tenant_folder(self, tenant: str) -> str:
+        return str(self.folder / tenant)
+
+    def check(self) -> None:
+        """Before the first process starts: every program is there (pulumi.RunError naming the fix if not)."""
+        from process_lab.control_plane import missing_programs
+
+        missing = missing_programs(self.bin_dir) + ([] if self.hami_binary else ["hami-scheduler"])
+        if missing:
+            raise pulumi.RunError(
+                f"runtime: process needs {', '.join(missing)} in {self.bin_dir}: run `make tools` "
+                "(hami-scheduler: the Go module proxy refuses HAMi, so build HAMi v2.8.3's cmd/scheduler and set "
+                "GPULAB_HAMI_SCHEDULER to it; docs/process-lab.md)"
+            )
+
+
+def _replace_on(olds: dict[str, Any], news: dict[str, Any], keys: tuple[str, ...]) -> DiffResult:
+    """A change of any of `keys` replaces the resource (processes are restarted, never patched in place)."""
+    changed = [key for key in keys if olds.get(key) != news.get(key)]
+    return DiffResult(changes=bool(changed), replaces=changed, delete_before_replace=True)
+
+
+class ControlPlaneProvider(ResourceProvider):
+    """A tenant's control plane by kwokctl (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
+    kwok-controller), with HAMi's extender in its kube-scheduler: HAMi's ports and TLS are chosen here,
+    before the scheduler starts, and used by HamiProvider."""
+
+    KEYS = ("name", "bin_dir", "folder")
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        from process_lab.commands import free_port
+        from process_lab.control_plane import ControlPlane
+        from process_lab.hami import make_tls, scheduler_config
+
+        folder = Path(props["folder"])
+        folder.mkdir(parents=True, exist_ok=True)
+        os.chmod(folder, 0o700)
+        hami_port, metrics_port = free_port(), free_port()
+        make_tls(folder / "tls")
+        config = folder / "kube-scheduler.yaml"
+        config.write_text(scheduler_config(hami_port))
+        control_plane = ControlPlane(props["name"], Path(props["bin_dir"]), folder / "kwok")
+        control_plane.create(config)
+        kubeconfig = control_plane.kubeconfig.read_text()
+        server = next(line.split()[-1] for line in kubeconfig.splitlines() if line.strip().startswith("server:"))
+        outs = {
+            **props,
+            "kubeconfig": kubeconfig,
+            "endpoint": server,
+            "hami_port": hami_port,
+            "hami_metrics_port": metrics_port,
+        }
+        return CreateResult(id_=str(folder), outs=outs)
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        return _replace_on(olds, news, self.KEYS)
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        from process_lab.control_plane import ControlPlane
+
+        folder = Path(props["folder"])
+        ControlPlane(props["name"], Path(props["bin_dir"]), folder / "kwok").delete()
+        shutil.rmtree(folder, ignore_errors=True)  # TLS keys, scheduler config, logs: nothing stays
+
+
+class ProcessControlPlane(pulumi.dynamic.Resource):
+    kubeconfig: pulumi.Output[str]
+    endpoint: pulumi.Output[str]
+    hami_port: pulumi.Output[int]
+    hami_metrics_port: pulumi.Output[int]
+    folder: pulumi.Output[str]
+
+    def __init__(self, name: str, cluster: str, bin_dir: str, folder: str, opts: pulumi.ResourceOptions) -> None:
+        props = {"name": cluster, "bin_dir": bin_dir, "folder": folder}
+        outs = dict.fromkeys(("kubeconfig", "endpoint", "hami_port", "hami_metrics_port"))
+        secret = pulumi.ResourceOptions(additional_secret_outputs=["kubeconfig"])
+        super().__init__(ControlPlaneProvider(), name, {**props, **outs}, pulumi.ResourceOptions.merge(opts, secret))
+
+
+def _control_plane(props: dict[str, Any]):
+    from process_lab.control_plane import ControlPlane
+
+    return ControlPlane(props["cluster"], Path(props["bin_dir"]), Path(props["folder"]) / "kwok")
+
+
+class KwokNodesProvider(ResourceProvider):
+    """A tenant's worker nodes as KWOK nodes (kwok-controller manages every node: its heartbeats, its pods)."""
+
+    KEYS = ("cluster", "bin_dir", "folder", "nodes")
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        from process_lab.gpu_nodes import node_object, node_status
+
+        control_plane = _control_plane(props)
+        control_plane.apply([{**node_object(name, []), **node_status([])} for name in props["nodes"]])
+        for name in props["nodes"]:
+            status = json.dumps(node_status([]))
+            control_plane.kubectl("patch", "node", name, "--subresource=status", "--type=merge", "-p", status)
+        control_plane.kubectl("wait", "--for=condition=Ready", "--timeout=60s", *(f"node/{n}" for n in props["nodes"]))
+        return CreateResult(id_=f"{props['cluster']}/nodes", outs=props)
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        return _replace_on(olds, news, self.KEYS)
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        control_plane = _control_plane(props)
+        if control_plane.kubeconfig.exists():  # gone with its control plane otherwise
+            control_plane.kubectl("delete", "node", "--ignore-not-found", *props["nodes"], timeout=60)
+
+
+class KwokNodes(pulumi.dynamic.Resource):
+    def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions) -> None:
+        super().__init__(KwokNodesProvider(), name, props, opts)
+
+
+class HamiProvider(ResourceProvider):
+    """hami-scheduler (extender and webhook) and the device plugin's bind-time part, as local processes, and
+    HAMi's MutatingWebhookConfiguration by URL (process_lab.hami)."""
+
+    KEYS = ("cluster", "bin_dir", "folder", "hami_binary", "hami_port", "hami_metrics_port", "settings")
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        from process_lab.commands import start_detached
+        from process_lab.hami import HamiScheduler, webhook_object
+
+        folder = Path(props["folder"])
+        control_plane = _control_plane(props)
+        tls = folder / "tls"
+        control_plane.apply([webhook_object(int(props["hami_port"]), (tls / "ca.crt").read_bytes())])
+        hami = HamiScheduler(
+            Path(props["hami_binary"]), folder, int(props["hami_port"]), int(props["hami_metrics_port"])
+        )
+        settings = props["settings"]
+        lab = SimpleNamespace(scheduling=SimpleNamespace(**settings))  # what HamiScheduler.start reads
+        split_count = int(settings["split_count"])
+        hami.start(control_plane.kubeconfig, lab, split_count, tls / "ca.crt", tls / "tls.crt", tls / "tls.key")
+        hami.wait_ready()
+        argv = [
+            sys.executable,
+            "-m",
+            "process_lab.device_plugin",
+            control_plane.name,
+            props["bin_dir"],
+            folder / "kwok",
+        ]
+        bind_time = start_detached(argv, env=os.environ, log=folder / "bind-time.log")
+        return CreateResult(
+            id_=f"{props['cluster']}/hami", outs={**props, "hami_pid": hami.process.pid, "bind_time_pid": bind_time}
+        )
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        return _replace_on(olds, news, self.KEYS)
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        from process_lab.commands import stop_session
+
+        folder = props["folder"]
+        for key in ("bind_time_pid", "hami_pid"):
+            if props.get(key):
+                stop_session(int(props[key]), folder)
+        control_plane = _control_plane(props)
+        if control_plane.kubeconfig.exists():
+            control_plane.kubectl("delete", "mutatingwebhookconfiguration", "hami-webhook", "--ignore-not-found")
+
+
+class HamiProcesses(pulumi.dynamic.Resource):
+    hami_pid: pulumi.Output[int]
+
+    def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions) -> None:
+        super().__init__(HamiProvider(), name, {**props, "hami_pid": None, "bind_time_pid": None}, opts)
+
+
+class GpuInventoryProvider(ResourceProvider):
+    """One GPU node's cards: HAMi's register annotation and the node's capacity (as the Docker lab's
+    apply-gpu-inventory.sh and mock device plugin write them), then the wait until HAMi has taken them in."""
+
+    KEYS = ("cluster", "bin_dir", "folder", "node", "register", "capacity")
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        from model.catalog import REGISTER_ANNOTATION
+        from process_lab.gpu_nodes import HOST_CAPACITY
+        from process_lab.hami import HamiScheduler
+
+        control_plane = _control_plane(props)
+        node = props["node"]
+        control_plane.kubectl("annotate", "node", node, "--overwrite", f"{REGISTER_ANNOTATION}={props['register']}")
+        capacity = {**HOST_CAPACITY, **{key: str(value) for key, value in props["capacity"].items()}}
+        status = json.dumps({"status": {"capacity": capacity, "allocatable": capacity}})
+        control_plane.kubectl("patch", "node", node, "--subresource=status", "--type=merge", "-p", status)
+        # HAMi takes a node in on its add event or its 15 s registration tick (notes/process-lab.md).
+        HamiScheduler(Path(), Path(props["folder"]), 0, 0).wait_for_nodes([node])
+        return CreateResult(id_=f"{props['cluster']}/{node}/inventory", outs=props)
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        return _replace_on(olds, news, self.KEYS)
+
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        return UpdateResult(outs=self.create(news).outs)
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        from model.catalog import REGISTER_ANNOTATION
+
+        control_plane = _control_plane(props)
+        if control_plane.kubeconfig.exists():
+            control_plane.kubectl("annotate", "node", props["node"], f"{REGISTER_ANNOTATION}-", check=False)
+
+
+class GpuInventory(pulumi.dynamic.Resource):
+    def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions) -> None:
+        super().__init__(GpuInventoryProvider(), name, props, opts)

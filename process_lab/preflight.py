@@ -1,0 +1,56 @@
+"""What `make up` checks for a process-mode stack before `pulumi up`: every program it runs is built.
+
+The control planes' programs and the Pulumi engine with its Python language host and the Kubernetes
+provider come from `make tools` (./bin, or GPULAB_BIN); HAMi's scheduler from GPULAB_HAMI_SCHEDULER or
+./bin/hami-scheduler, since the Go module proxy refuses HAMi (tools/README.md). One line per missing
+fix, each saying what to do; exit 1 if any is missing.
+Usage: python -m process_lab.preflight
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from process_lab.control_plane import missing_programs
+from process_lab.hami import find_hami_scheduler
+
+ROOT = Path(__file__).resolve().parents[1]
+# The engine, the language host that runs gpulab's Python program (and its two scripts), and the provider.
+ENGINE = (
+    "pulumi",
+    "pulumi-language-python",
+    "pulumi-language-python-exec",
+    "pulumi-resource-pulumi-python",
+    "pulumi-resource-kubernetes",
+)
+
+
+def bin_dir() -> Path:
+    return Path(os.environ.get("GPULAB_BIN") or ROOT / "bin").resolve()
+
+
+def problems(tools: Path) -> list[str]:
+    lines = []
+    missing = [*missing_programs(tools), *(name for name in ENGINE if not os.access(tools / name, os.X_OK))]
+    if missing:
+        lines.append(f"not built in {tools}: {', '.join(missing)}: run `make tools` (from pinned Go modules)")
+    if find_hami_scheduler(tools) is None:
+        lines.append(
+            f"hami-scheduler is not in {tools} and GPULAB_HAMI_SCHEDULER is not set: build HAMi v2.8.3's "
+            "cmd/scheduler (the Go module proxy refuses HAMi; docs/process-lab.md says how) and set "
+            "GPULAB_HAMI_SCHEDULER to the binary"
+        )
+    return lines
+
+
+def main() -> int:
+    found = problems(bin_dir())
+    for line in found:
+        print(f"[gpulab] {line}", file=sys.stderr)
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,244 @@
+"""Process mode (`runtime: process`, Pulumi.sim.yaml): the program's graph on local processes, its config
+rules, and the process plumbing its dynamic providers stand on (issue 28).
+
+Boundaries each test stands for:
+- the Pulumi engine: the program under Pulumi mocks, as `pulumi up --stack sim` registers it (the real engine
+  ran it in the process lab: docs/process-lab.md);
+- kwokctl v0.8.0: left to itself it gives two clusters created at the same moment the same ports (seen with
+  the real kwokctl under `pulumi up`, where Pulumi creates tenants in parallel), so gpulab chooses every port;
+- the engine's process group: the engine kills a dynamic provider's process group when it closes the
+  provider, and programs may ignore TERM, so long-running processes start in a session of their own and
+  stop with TERM, then KILL.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from lab_harness import ROOT, run_program
+
+from model.config import ConfigError, parse_config
+from process_lab.commands import free_port, is_ours, start_detached, stop_session
+from process_lab.control_plane import PORT_OPTIONS, PROGRAMS, kwokctl_configuration
+
+DYNAMIC = "pulumi-python:dynamic:Resource"
+
+
+def sim_config() -> dict:
+    document = yaml.safe_load((ROOT / "Pulumi.sim.yaml").read_text())["config"]
+    return {key.split(":", 1)[1]: value for key, value in document.items()}
+
+
+@pytest.fixture
+def built_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A ./bin with every program process mode needs (empty executables: the program only checks they exist)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in (*PROGRAMS, "hami-scheduler"):
+        (bin_dir / name).write_text("#!/bin/sh\nexit 0\n")
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("GPULAB_BIN", str(bin_dir))
+    monkeypatch.delenv("GPULAB_HAMI_SCHEDULER", raising=False)
+    return bin_dir
+
+
+# --- config -----------------------------------------------------------------------------------------------
+
+
+def test_the_sim_stack_is_the_reference_case_of_the_dev_stack() -> None:
+    """Pulumi.sim.yaml runs the seed's case: the same tenants, cards, limits, quotas and namespaces as dev."""
+    dev = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"]
+    sim = yaml.safe_load((ROOT / "Pulumi.sim.yaml").read_text())["config"]
+    keys = ("name", "gpus", "limits", "quota", "namespaces", "workloads")
+    assert [{k: t.get(k) for k in keys} for t in sim["gpulab:tenants"]] == [
+        {k: t.get(k) for k in keys} for t in dev["gpulab:tenants"]
+    ]
+    assert sim["gpulab:runtime"] == "process" and "gpulab:runtime" not in dev
+    assert parse_config(sim_config()).process_mode
+
+
+@pytest.mark.parametrize(
+    ("change", "key", "value"),
+    [
+        (
+            lambda c: c["tenants"][1].update(workerMode="ssh", workers=[{"host": "10.0.0.2"}]),
+            "tenants[1].workerMode",
+            "ssh",
+        ),
+        (lambda c: c["tenants"][0].update(gpuMode="real"), "tenants[0].gpuMode", "real"),
+        (lambda c: c.update(runtime="podman"), "runtime", "podman"),
+    ],
+)
+def test_what_process_mode_cannot_run_is_refused_by_key_and_value(change, key: str, value: str) -> None:
+    config = sim_config()
+    change(config)
+    with pytest.raises(ConfigError) as raised:
+        parse_config(config)
+    message = str(raised.value)
+    assert f"gpulab:{key}" in message and value in message, message
+
+
+def test_a_management_cluster_of_ones_own_is_refused_in_process_mode() -> None:
+    config = sim_config()
+    config["management"] = {"mode": "existing", "kubeconfigSecret": "mgmtKubeconfig"}
+    with pytest.raises(ConfigError) as raised:
+        parse_config(config)
+    assert "gpulab:management.mode" in str(raised.value) and "runtime: docker" in str(raised.value)
+
+
+# --- the program's graph -------------------------------------------------------------------------------------
+
+
+def test_process_mode_creates_processes_and_no_container_kind_or_command(built_tools: Path) -> None:
+    program = run_program(sim_config())
+    types = {r.type for r in program.registrations.values()}
+    assert not [t for t in types if t.startswith(("docker:", "command:"))], sorted(types)
+    dynamic = [r for r in program.registrations.values() if r.type == DYNAMIC]
+    per_kind: dict[str, list[str]] = {}
+    for resource in dynamic:
+        per_kind.setdefault(resource.name.rsplit("-", 1)[-1], []).append(resource.name)
+    assert {kind: len(names) for kind, names in per_kind.items()} == {
+        "processes": 2,
+        "nodes": 2,
+        "hami": 2,
+        "inventory": 2,
+    }, per_kind
+    for resource in dynamic:
+        assert resource.inputs["bin_dir"] == str(built_tools)
+        assert resource.inputs["folder"].endswith(("/tenant-a", "/tenant-b"))
+
+
+def test_each_tenant_builds_in_order_processes_nodes_hami_inventory(built_tools: Path) -> None:
+    """Explicit dependencies: nodes after the API answers, HAMi after the nodes, each inventory after HAMi."""
+    program = run_program(sim_config())
+    by_name = {r.name: r for r in program.registrations.values() if r.type == DYNAMIC}
+    for tenant in ("tenant-a", "tenant-b"):
+        chain = [
+            next(r for n, r in by_name.items() if tenant in n and n.endswith(part))
+            for part in ("processes", "nodes", "hami", "inventory")
+        ]
+        for before, after in itertools.pairwise(chain):
+            assert program.depends_on(after, before), f"{after.name} does not wait for {before.name}"
+
+
+def test_kubeconfigs_stay_secret_and_there_is_no_management_kubeconfig(built_tools: Path) -> None:
+    program = run_program(sim_config())
+    assert "management_kubeconfig" not in program.exports
+    assert {"tenant_a_kubeconfig", "tenant_b_kubeconfig"} <= program.secret_exports
+    control_planes = [r for r in program.registrations.values() if r.name.endswith("-processes")]
+    assert all("kubeconfig" in r.additional_secret_outputs for r in control_planes)
+
+
+def test_pulumi_up_without_the_programs_names_make_tools(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("GPULAB_BIN", str(tmp_path))
+    monkeypatch.delenv("GPULAB_HAMI_SCHEDULER", raising=False)
+    with pytest.raises(Exception, match=r"runtime: process needs kube-apiserver.*make tools"):
+        run_program(sim_config())
+
+
+# --- the plumbing ------------------------------------------------------------------------------------------
+
+
+def test_free_ports_are_never_handed_out_twice() -> None:
+    ports = [free_port() for _ in range(300)]
+    assert len(set(ports)) == len(ports)
+
+
+def test_two_control_planes_created_at_once_share_no_port() -> None:
+    """kwokctl's own choice gave both tenants 32761-32766; gpulab names every port of the binary runtime."""
+    first, second = (yaml.safe_load(kwokctl_configuration())["options"] for _ in range(2))
+    assert first["bindAddress"] == "127.0.0.1"
+    ports = [first[o] for o in PORT_OPTIONS] + [second[o] for o in PORT_OPTIONS]
+    assert len(set(ports)) == 2 * len(PORT_OPTIONS) and all(isinstance(p, int) for p in ports)
+
+
+def _ignores_term(marker: Path) -> list[str]:
+    return ["bash", "-c", f"trap '' TERM; while :; do sleep 0.1; done # {marker}"]
+
+
+def test_a_detached_program_outlives_its_starter_and_stops_even_when_it_ignores_term(tmp_path: Path) -> None:
+    """The engine kills the provider's process group: a detached program is in a session of its own."""
+    starter = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys, os; from pathlib import Path; from process_lab.commands import start_detached;"
+            f"print(start_detached({_ignores_term(tmp_path)!r}, env=os.environ, log=Path({str(tmp_path / 'log')!r})))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+        start_new_session=True,
+    )
+    pid = int(starter.stdout)
+    try:
+        assert os.getsid(pid) == pid, "in a session of its own"
+        assert is_ours(pid, str(tmp_path))
+        stop_session(pid, str(tmp_path), timeout=1)
+        assert not is_ours(pid, str(tmp_path))
+    finally:
+        if is_ours(pid, str(tmp_path)):
+            os.killpg(pid, 9)
+
+
+def test_a_pid_that_is_no_longer_ours_is_never_signalled(tmp_path: Path) -> None:
+    """After a reboot or a long time, the pid in state may belong to another program: its command line decides."""
+    other = start_detached(["sleep", "30"], env=os.environ, log=tmp_path / "log")
+    try:
+        stop_session(other, str(tmp_path / "lab-folder"), timeout=1)
+        assert Path(f"/proc/{other}").exists() and not is_ours(other, str(tmp_path / "lab-folder"))
+    finally:
+        os.killpg(other, 9)
+        os.waitpid(other, 0)
+
+
+# --- make up / make down STACK=sim ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("  gpulab:runtime: process", "process"),
+        ("  'gpulab:runtime': \"process\"  # local processes", "process"),
+        ("  gpulab:runtime: docker", "docker"),
+        ("  gpulab:runtimes: process", "docker"),
+        ("# gpulab:runtime: process", "docker"),
+    ],
+)
+def test_make_reads_the_runtime_from_the_stack_file(tmp_path: Path, line: str, expected: str) -> None:
+    from scripts.stack_runtime import runtime
+
+    (tmp_path / "Pulumi.x.yaml").write_text(f"config:\n{line}\n  gpulab:tenants: []\n")
+    assert runtime(tmp_path / "Pulumi.x.yaml") == expected
+    assert runtime(tmp_path / "Pulumi.none.yaml") == "docker"
+
+
+def test_make_up_and_down_in_process_mode_ask_for_the_built_programs_not_docker_or_downloads() -> None:
+    env = {**os.environ, "MAKEFLAGS": "", "PULUMI_BACKEND_URL": "file:///nonexistent"}
+    for target in ("up", "destroy"):
+        plan = subprocess.run(
+            ["make", "-n", target, "STACK=sim"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+        ).stdout
+        assert "process_lab.preflight" in plan, plan
+        assert "preflight.sh" not in plan and "prereqs.sh" not in plan, plan
+    docker = subprocess.run(["make", "-n", "up"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert "scripts/preflight.sh" in docker.stdout
+
+
+def test_the_preflight_names_make_tools_once_and_hami_separately(tmp_path: Path, monkeypatch) -> None:
+    from process_lab.preflight import ENGINE, problems
+
+    monkeypatch.delenv("GPULAB_HAMI_SCHEDULER", raising=False)
+    found = problems(tmp_path)
+    assert len(found) == 2 and "make tools" in found[0] and "GPULAB_HAMI_SCHEDULER" in found[1], found
+    for name in (*PROGRAMS, *ENGINE, "hami-scheduler"):
+        (tmp_path / name).write_text("#!/bin/sh\n")
+        (tmp_path / name).chmod(0o755)
+    assert problems(tmp_path) == []
