@@ -29,7 +29,7 @@ def stack_outputs(stack: str | None = None) -> dict[str, Any]:
     name = stack_name(stack)
     pulumi = shutil.which("pulumi")
     if pulumi is None:
-        raise StackError("the Pulumi CLI is not on PATH: run `make up` on a Linux Docker host first")
+        raise StackError("the Pulumi CLI is not on PATH: run `make up` (make tools first for a process-mode stack)")
     result = subprocess.run(
         [pulumi, "stack", "output", "--json", "--show-secrets", "--stack", name],
         capture_output=True,
@@ -41,7 +41,7 @@ def stack_outputs(stack: str | None = None) -> dict[str, Any]:
         reason = (result.stderr.strip().splitlines() or ["unknown error"])[-1]
         raise StackError(f"cannot read outputs of stack {name!r} ({reason}): run `make up` first")
     outputs = json.loads(result.stdout or "{}")
-    if "management_kubeconfig" not in outputs:
+    if not any(key.endswith("_kubeconfig") for key in outputs):  # process mode has no management_kubeconfig
         raise StackError(f"stack {name!r} has no lab outputs (never deployed, or destroyed): run `make up`")
     return outputs
 

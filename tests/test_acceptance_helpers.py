@@ -186,7 +186,7 @@ def test_acceptance_without_a_lab_fails_and_says_how_to_get_one(tmp_path) -> Non
 @pytest.mark.parametrize(
     ("fake_pulumi", "line"),
     [
-        (None, "the Pulumi CLI is not on PATH: run `make up` on a Linux Docker host first"),
+        (None, "the Pulumi CLI is not on PATH: run `make up` (make tools first for a process-mode stack)"),
         ("echo 'error: no stack named dev found' >&2; exit 255", "cannot read outputs of stack 'dev'"),
         ("echo '{}'", "stack 'dev' has no lab outputs (never deployed, or destroyed): run `make up`"),
         # Whichever tenant the checkout's Pulumi.dev.yaml names first (users edit it): its output is missing.

@@ -28,9 +28,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 class Lab:
     config: LabConfig
     outputs: dict[str, Any]
-    management: Any  # kubernetes ApiClient
+    management: Any  # kubernetes ApiClient; None in process mode (runtime: process)
     tenants: dict[str, Any]  # tenant name -> ApiClient
     kubeconfigs: dict[str, dict]
+
+    def needs_containers(self, what: str) -> None:
+        """Skip, in one line, a check of what only the Docker lab has (process mode runs no container)."""
+        if self.config.process_mode:
+            pytest.skip(f"not applicable in process mode (runtime: process): {what}")
 
 
 @pytest.fixture(scope="session")
@@ -48,10 +53,11 @@ def lab() -> Lab:
     from model.kube_client import api_client  # keys in memory, never in $TMPDIR
 
     kubeconfigs = {t.name: yaml.safe_load(outputs[f"{t.output_stem}_kubeconfig"]) for t in config.tenants}
+    management = outputs.get("management_kubeconfig")  # none in process mode
     return Lab(
         config=config,
         outputs=outputs,
-        management=api_client(yaml.safe_load(outputs["management_kubeconfig"])),
+        management=api_client(yaml.safe_load(management)) if management else None,
         tenants={name: api_client(kc) for name, kc in kubeconfigs.items()},
         kubeconfigs=kubeconfigs,
     )
