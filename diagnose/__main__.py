@@ -61,7 +61,8 @@ def collect(args: argparse.Namespace, runner: Runner, stack: str, private: Path)
     docker_info = collector.tools()
     outputs = collector.stack_outputs()
 
-    kind_mode = lab is None or lab.management.mode == "kind"
+    process_mode = lab is not None and lab.process_mode  # local processes: no kind, Docker or host sysctls
+    kind_mode = (lab is None or lab.management.mode == "kind") and not process_mode
     name = lab.management.name if lab else "gpulab"
     clusters = collector.kind_clusters() if kind_mode else None
     out.findings += host_findings.kind_findings(clusters, name)
@@ -102,8 +103,11 @@ def collect(args: argparse.Namespace, runner: Runner, stack: str, private: Path)
             )
         expected = [f"{name}-control-plane"] if kind_mode else []
         expected += [n for t in lab.tenants if t.worker_mode == "container" for n in t.worker_node_names()]
-        if docker_info is not None:
+        if docker_info is not None and not process_mode:
             out.findings += collector.docker(expected, lab.management.network_name)
+        if process_mode:
+            collector.process_logs(args.project_dir / ".state" / "process" / stack)
+            return out
 
     # Host kernel settings: /proc/sys is the Docker host's only when the daemon runs here.
     local = os.environ.get("DOCKER_HOST", "unix://").startswith("unix://")

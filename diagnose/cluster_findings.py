@@ -404,8 +404,11 @@ def tenant_findings(
     now: datetime,
     lock_timeout_seconds: float,
     namespaces: tuple[str, ...] = (),
+    process_mode: bool = False,
 ) -> list[Finding]:
-    """`namespaces`: the tenant's GPU workload namespaces (a Deployment there may have no pod at all)."""
+    """`namespaces`: the tenant's GPU workload namespaces (a Deployment there may have no pod at all).
+    `process_mode`: HAMi and the device plugin's part are local processes (their logs are in the archive),
+    not workloads in the tenant."""
     if not cluster.answered:
         return [
             Finding(
@@ -420,8 +423,8 @@ def tenant_findings(
         ]
     pods = pod_findings(cluster)
     covered = {f.component.split(" (")[0] for f in pods}
-    expected = [(kind, HAMI_NAMESPACE, name) for kind, name in TENANT_COMPONENTS]
-    if mock:
+    expected = [] if process_mode else [(kind, HAMI_NAMESPACE, name) for kind, name in TENANT_COMPONENTS]
+    if mock and not process_mode:
         expected.append((MOCK_PLUGIN[0], HAMI_NAMESPACE, MOCK_PLUGIN[1]))
     found = node_findings(cluster)
     found += pods

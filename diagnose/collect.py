@@ -125,6 +125,14 @@ class Collector:
 
     # --- sections ---
 
+    def process_logs(self, folder: Path, limit: int = 256 * 1024) -> None:
+        """Process mode: every log of the stack's processes (kwokctl's control plane, hami-scheduler, the
+        bind-time role), the last `limit` bytes of each, under process/ in the archive (redacted like the rest)."""
+        for log in sorted(folder.rglob("*.log")) if folder.is_dir() else []:
+            with open(log, "rb") as handle:
+                handle.seek(max(0, log.stat().st_size - limit))
+                self.out.files[f"process/{log.relative_to(folder)}"] = handle.read().decode(errors="replace")
+
     def tools(self) -> dict[str, Any] | None:
         self.call("tools/docker-version.json", ["docker", "version", "--format", "{{json .}}"])
         info = self.call("tools/docker-info.json", ["docker", "info", "--format", "{{json .}}"])
@@ -308,6 +316,7 @@ def tenant_expectations(lab: LabConfig, tenant_name: str) -> dict[str, Any]:
         "expected_capacity": totals(tenant.cards()) if mock else None,
         "policies": [DENY_POLICY, WARN_POLICY],
         "namespaces": tuple(tenant.namespaces),
+        "process_mode": lab.process_mode,
     }
 
 

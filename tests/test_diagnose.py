@@ -1182,3 +1182,45 @@ def test_registry_and_forge_tokens_in_logs_are_hidden(token: str) -> None:
     the long ones the generic rule catches."""
     text = f"pull failed: auth {token} rejected"
     assert token not in scrub_text(text)
+
+
+# --- process mode (runtime: process) ---------------------------------------------------------------------
+
+
+def test_process_mode_expects_no_hami_or_node_agent_workloads_in_the_tenant() -> None:
+    """HAMi, the device plugin's part and the node agents are local processes there, not workloads."""
+    objects = healthy_tenant("tenant-a")
+    objects["pods"] = [p for p in objects["pods"] if p["metadata"]["namespace"] != "kube-system"]
+    objects["workloads"], objects["webhooks"], objects["endpointslices"] = [], [], []
+    from diagnose.collect import tenant_expectations
+
+    expectations = tenant_expectations(LAB, "tenant-a")
+    docker = cluster_findings.tenant_findings(
+        Cluster("tenant-a", objects=objects, logs={}), **expectations, now=NOW, lock_timeout_seconds=2
+    )
+    assert any(f.reason == "Deployment not found" for f in docker)
+    expectations["process_mode"] = True
+    process = cluster_findings.tenant_findings(
+        Cluster("tenant-a", objects=objects, logs={}), **expectations, now=NOW, lock_timeout_seconds=2
+    )
+    assert process == []
+
+
+def test_process_mode_puts_the_tail_of_every_process_log_in_the_archive(tmp_path: Path) -> None:
+    from diagnose.collect import Collector
+
+    state = tmp_path / "process" / "sim"
+    (state / "tenant-a" / "kwok" / "clusters" / "gpulab-tenant-a" / "logs").mkdir(parents=True)
+    (state / "tenant-a" / "hami.log").write_text("start\n" + "x" * 100 + "\nlast line\n")
+    (state / "tenant-a" / "kwok" / "clusters" / "gpulab-tenant-a" / "logs" / "kube-apiserver.log").write_text("up\n")
+    (state / "tenant-a" / "tls.key").write_text("never archived")
+    collector = Collector(Runner(5, 1, 30), "sim", None, tmp_path, request_timeout=3)
+    collector.process_logs(state, limit=20)
+    files = collector.out.files
+    assert set(files) == {
+        "process/tenant-a/hami.log",
+        "process/tenant-a/kwok/clusters/gpulab-tenant-a/logs/kube-apiserver.log",
+    }
+    assert (
+        files["process/tenant-a/hami.log"].endswith("last line\n") and "start" not in files["process/tenant-a/hami.log"]
+    )
