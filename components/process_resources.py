@@ -9,6 +9,7 @@ delete finds what to stop from the resource's own state: a later `pulumi destroy
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -75,6 +76,7 @@ class ControlPlaneProvider(ResourceProvider):
         from process_lab.hami import make_tls, scheduler_config
 
         folder = Path(props["folder"])
+        self._clear(props)  # what an interrupted `pulumi up` left: processes and files without a state record
         folder.mkdir(parents=True, exist_ok=True)
         os.chmod(folder, 0o700)
         hami_port, metrics_port = free_port(), free_port()
@@ -98,11 +100,24 @@ class ControlPlaneProvider(ResourceProvider):
         return _replace_on(olds, news, self.KEYS)
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
+        self._clear(props)
+
+    @staticmethod
+    def _clear(props: dict[str, Any]) -> None:
+        """Stop the cluster (kwokctl), then every process still naming the tenant's folder (HAMi and the
+        bind-time role too, when killed by hand or never recorded), then remove the folder: TLS keys,
+        scheduler config, logs, kubeconfig. Nothing stays; a tenant already gone (reboot) is fine."""
+        from process_lab.commands import stop_all
         from process_lab.control_plane import ControlPlane
 
         folder = Path(props["folder"])
-        ControlPlane(props["name"], Path(props["bin_dir"]), folder / "kwok").delete()
-        shutil.rmtree(folder, ignore_errors=True)  # TLS keys, scheduler config, logs: nothing stays
+        if folder.exists():
+            ControlPlane(props["name"], Path(props["bin_dir"]), folder / "kwok").delete()
+        stop_all(f"{folder}/")  # the slash: tenant-a's sweep must not match tenant-ab's paths
+        shutil.rmtree(folder, ignore_errors=True)
+        for parent in (folder.parent, folder.parent.parent):  # .state/process/<stack>, .state/process
+            with contextlib.suppress(OSError):
+                parent.rmdir()  # only when empty: another tenant or stack may still run
 
 
 class ProcessControlPlane(pulumi.dynamic.Resource):
@@ -194,12 +209,13 @@ class HamiProvider(ResourceProvider):
         return _replace_on(olds, news, self.KEYS)
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
-        from process_lab.commands import stop_session
+        from process_lab.commands import stop_all, stop_session
 
         folder = props["folder"]
         for key in ("bind_time_pid", "hami_pid"):
             if props.get(key):
                 stop_session(int(props[key]), folder)
+        stop_all(f"{folder}/tls/", timeout=5)  # a HAMi an interrupted create started (its TLS files)
         control_plane = _control_plane(props)
         if control_plane.kubeconfig.exists():
             control_plane.kubectl("delete", "mutatingwebhookconfiguration", "hami-webhook", "--ignore-not-found")

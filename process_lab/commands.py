@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -106,6 +107,31 @@ def stop_session(pid: int, marker: str, timeout: float = 10) -> None:
                 return
             time.sleep(0.1)
     raise ProcessLabError(f"process {pid} ({marker}) still runs after TERM and KILL")
+
+
+def pids_of(marker: str) -> list[int]:
+    """Every process (but this one) whose command line names `marker`, a lab's own folder."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        pid = int(entry.name) if entry.name.isdigit() else os.getpid()
+        if pid != os.getpid() and is_ours(pid, marker) and not _zombie(pid):
+            found.append(pid)
+    return found
+
+
+def stop_all(marker: str, timeout: float = 10) -> None:
+    """TERM, then KILL after `timeout` seconds, every process that names `marker`: what an interrupted
+    `pulumi up` started without recording it, or what outlived a kill by hand. None left, or ProcessLabError."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids_of(marker):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+        deadline = time.monotonic() + timeout
+        while pids_of(marker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if not pids_of(marker):
+            return
+    raise ProcessLabError(f"processes {pids_of(marker)} ({marker}) still run after TERM and KILL")
 
 
 def _zombie(pid: int) -> bool:

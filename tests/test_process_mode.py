@@ -13,6 +13,7 @@ Boundaries each test stands for:
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import subprocess
@@ -242,3 +243,27 @@ def test_the_preflight_names_make_tools_once_and_hami_separately(tmp_path: Path,
         (tmp_path / name).write_text("#!/bin/sh\n")
         (tmp_path / name).chmod(0o755)
     assert problems(tmp_path) == []
+
+
+def test_a_sweep_stops_every_process_of_a_tenant_folder_and_nothing_of_another(tmp_path: Path) -> None:
+    """After `pulumi up` was killed halfway (a HAMi started, never recorded) or processes were killed by
+    hand, delete and re-create find what to stop by folder; tenant-a's sweep spares tenant-ab."""
+    from process_lab.commands import pids_of, stop_all
+
+    mine, other = tmp_path / "tenant-a", tmp_path / "tenant-ab"
+    started = [
+        start_detached(_ignores_term(mine / "tls" / "tls.crt"), env=os.environ, log=tmp_path / "1.log"),
+        start_detached(["bash", "-c", f"sleep 30; : {mine}/kwok/x"], env=os.environ, log=tmp_path / "2.log"),
+        start_detached(["bash", "-c", f"sleep 30; : {other}/kwok/x"], env=os.environ, log=tmp_path / "3.log"),
+    ]
+    try:
+        # A shell's child is briefly a copy of it, command line included, until it execs: a superset then.
+        assert set(started[:2]) <= set(pids_of(f"{mine}/"))
+        stop_all(f"{mine}/", timeout=1)
+        assert pids_of(f"{mine}/") == [] and started[2] in pids_of(f"{other}/")
+    finally:
+        for pid in started:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, 9)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
