@@ -121,9 +121,9 @@ def collect(args: argparse.Namespace, runner: Runner, stack: str, private: Path)
 
 def _safe(path: str, text: str, known: set[str]) -> str:
     """A file of the archive as it may be written, whatever its name: parsed and redacted field by field where
-    it is JSON as a whole or YAML (a .yaml file); otherwise scrubbed as text, and each line that is JSON (a
-    structured log, `docker ps --format json`) redacted field by field as well. An API that answers with
-    objects where text was expected (/readyz) gets the same redaction as `kubectl get -o json`."""
+    it is JSON as a whole or YAML (a .yaml file, or an API object in YAML); otherwise scrubbed as text, and
+    each line that is JSON (a structured log, `docker ps --format json`) redacted field by field as well. An
+    API that answers with objects where text was expected (/readyz) gets the redaction of `kubectl get -o json`."""
     try:
         parsed = json.loads(text)
     except ValueError:
@@ -131,13 +131,15 @@ def _safe(path: str, text: str, known: set[str]) -> str:
     else:
         if isinstance(parsed, dict | list):
             return json.dumps(redact(parsed, known), indent=2)
-    if path.endswith(".yaml"):
-        import yaml
+    import yaml
 
-        try:
-            return yaml.safe_dump(redact(yaml.safe_load(text), known), sort_keys=False)
-        except yaml.YAMLError:
-            pass
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError:
+        document = None
+    # A .yaml file, or API objects in YAML whatever the file's name (/readyz answering with a Pod's manifest).
+    if path.endswith(".yaml") or (isinstance(document, dict) and {"kind", "apiVersion"} & set(document)):
+        return yaml.safe_dump(redact(document, known), sort_keys=False)
     lines = []
     for line in scrub_text(text, known).split("\n"):  # as a whole first: a PEM block spans lines
         try:

@@ -25,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import yaml
 from lab_harness import LAB_PROJECT
 from shared_data import ROOT
 
@@ -620,6 +621,13 @@ def test_every_file_of_the_archive_gets_the_object_redaction(tmp_path: Path) -> 
     collected = Collected(
         files={
             "tenants/tenant-a/readyz.txt": json.dumps({"kind": "List", "items": [pod]}, indent=1),
+            "tenants/tenant-b/readyz.txt": yaml.safe_dump(
+                {
+                    **pod,
+                    "apiVersion": "v1",
+                    "spec": {"containers": [{"env": [{"name": "DB_PASSWORD", "value": "hunter7"}]}]},
+                }
+            ),  # objects in YAML (issue 30 item 18)
             "management/logs/app.txt": "plain start\n" + json.dumps(pod) + "\n",
             "stack/Pulumi.dev.yaml": "config:\n  gpulab:env:\n    - {name: API_KEY, value: hunter6}\n",
         }
@@ -627,7 +635,8 @@ def test_every_file_of_the_archive_gets_the_object_redaction(tmp_path: Path) -> 
     archive = write_archive(tmp_path / "diagnose-dev-x.tar.gz", collected, "summary\n")
     with tarfile.open(archive) as tar:
         files = {m.name.split("/", 1)[1]: tar.extractfile(m).read().decode() for m in tar.getmembers()}
-    assert "hunter5" not in "".join(files.values()) and "hunter6" not in "".join(files.values())
+    for value in ("hunter5", "hunter6", "hunter7"):
+        assert value not in "".join(files.values()), value
     assert json.loads(files["tenants/tenant-a/readyz.txt"])["items"][0]["kind"] == "Pod", "still readable"
     assert files["management/logs/app.txt"].startswith("plain start\n")
 

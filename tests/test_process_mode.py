@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from lab_harness import ROOT, run_program
+from lab_harness import LAB_PROJECT, ROOT, run_program
 
 from model.config import ConfigError, parse_config
 from process_lab.commands import free_port, is_ours, start_detached, stop_session
@@ -32,7 +32,8 @@ DYNAMIC = "pulumi-python:dynamic:Resource"
 
 
 def sim_config() -> dict:
-    document = yaml.safe_load((ROOT / "Pulumi.sim.yaml").read_text())["config"]
+    """The tests' own copy of Pulumi.sim.yaml (users edit the checkout's stack files)."""
+    document = yaml.safe_load((LAB_PROJECT / "Pulumi.sim.yaml").read_text())["config"]
     return {key.split(":", 1)[1]: value for key, value in document.items()}
 
 
@@ -54,8 +55,8 @@ def built_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_the_sim_stack_is_the_reference_case_of_the_dev_stack() -> None:
     """Pulumi.sim.yaml runs the seed's case: the same tenants, cards, limits, quotas and namespaces as dev."""
-    dev = yaml.safe_load((ROOT / "Pulumi.dev.yaml").read_text())["config"]
-    sim = yaml.safe_load((ROOT / "Pulumi.sim.yaml").read_text())["config"]
+    dev = yaml.safe_load((LAB_PROJECT / "Pulumi.dev.yaml").read_text())["config"]
+    sim = yaml.safe_load((LAB_PROJECT / "Pulumi.sim.yaml").read_text())["config"]
     keys = ("name", "gpus", "limits", "quota", "namespaces", "workloads")
     assert [{k: t.get(k) for k in keys} for t in sim["gpulab:tenants"]] == [
         {k: t.get(k) for k in keys} for t in dev["gpulab:tenants"]

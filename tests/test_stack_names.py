@@ -120,19 +120,26 @@ def test_make_up_of_an_invalid_stack_stops_before_any_download(
     assert "make diagnose" not in result.stderr, "nothing was deployed: there is nothing to diagnose"
 
 
+def remove_what_make_up_left_in_bin() -> None:
+    """./bin as a failed download leaves it: its install lock (scripts/prereqs.sh) and nothing else, so that
+    the next test that needs no ./bin does not skip."""
+    (ROOT / "bin" / ".install.lock").unlink(missing_ok=True)
+    if (ROOT / "bin").is_dir() and not any((ROOT / "bin").iterdir()):
+        (ROOT / "bin").rmdir()
+
+
 def test_make_up_after_a_failed_download_says_what_helps(tmp_path: Path, project_stack_file: tuple[str, Path]) -> None:
     """Boundary: `make up` where the pinned CLIs cannot be downloaded (a curl that fails): the hint names the
     download and what to do about it, not `make diagnose` (there is no lab yet)."""
-    if (ROOT / "bin").exists():
-        pytest.skip("./bin exists here: `make up` may find the pinned CLIs in it and download nothing")
+    if any(path.name != ".install.lock" for path in (ROOT / "bin").glob("*")):
+        pytest.skip("./bin holds programs here: `make up` may find the pinned CLIs in it and download nothing")
     name, path = project_stack_file
     path.write_text((LAB_PROJECT / "Pulumi.dev.yaml").read_text())
     fakes = fake_bin(tmp_path / "fakes", docker=DOCKER_UP, df=ROOMY_DF, curl="exit 7")
     try:
         result = make("up", f"STACK={name}", env={"PATH": f"{fakes}:/usr/bin:/bin"}, timeout=120)
     finally:
-        if (ROOT / "bin").is_dir() and not any((ROOT / "bin").iterdir()):
-            (ROOT / "bin").rmdir()
+        remove_what_make_up_left_in_bin()
     assert result.returncode == 2, result.stderr
     lines = own_lines(result.stderr)
     assert any("download failed: https://" in line for line in lines), result.stderr
@@ -186,8 +193,8 @@ def test_make_up_of_an_existing_cluster_with_ssh_workers_downloads_no_kind(
 ) -> None:
     """Boundary: `make up` of a stack with an existing management cluster and SSH workers (no Docker here):
     the first download it tries is kubectl's, never kind's (a curl that records every call and fails)."""
-    if (ROOT / "bin").exists():
-        pytest.skip("./bin exists here: `make up` may find the pinned CLIs in it and download nothing")
+    if any(path.name != ".install.lock" for path in (ROOT / "bin").glob("*")):
+        pytest.skip("./bin holds programs here: `make up` may find the pinned CLIs in it and download nothing")
     name, path = project_stack_file
     document = yaml.safe_load((LAB_PROJECT / "Pulumi.dev.yaml").read_text())
     config = document["config"]
@@ -204,8 +211,7 @@ def test_make_up_of_an_existing_cluster_with_ssh_workers_downloads_no_kind(
             "up", f"STACK={name}", env={"PATH": f"{fakes}:/usr/bin:/bin", "PULUMI_CONFIG_PASSPHRASE": "x"}, timeout=120
         )
     finally:
-        if (ROOT / "bin").is_dir() and not any((ROOT / "bin").iterdir()):
-            (ROOT / "bin").rmdir()
+        remove_what_make_up_left_in_bin()
     assert result.returncode == 2, result.stderr
     assert calls.read_text().splitlines()[0].endswith("/bin/linux/amd64/kubectl"), calls.read_text()
     assert "kind" not in calls.read_text()
