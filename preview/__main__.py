@@ -54,7 +54,12 @@ def validate(plain: dict[str, Any], secrets: dict[str, str], source: str = "the 
             source=source,
             kind_subnet=ASSUMED_KIND_IPAM[0]["subnet"],
         )
-        check_secrets(lab, is_set=lambda key: key in secrets or key in plain, is_secret=lambda key: key in secrets)
+        check_secrets(
+            lab,
+            is_set=lambda key: key in secrets or key in plain,
+            is_secret=lambda key: key in secrets,
+            secret_keys=secrets,
+        )
     except ConfigError as error:
         raise PlanError(str(error)) from None
     return lab

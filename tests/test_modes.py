@@ -74,6 +74,9 @@ def test_existing_mode_needs_its_kubeconfig_as_a_secret() -> None:
         run_program(config, secrets={"sshPrivateKey": SSH_KEY})
     with pytest.raises(pulumi.RunError, match=r"gpulab:managementKubeconfig: holds .* in plain text"):
         run_program(config, secrets={"sshPrivateKey": SSH_KEY}, plain={"managementKubeconfig": MANAGEMENT_KUBECONFIG})
+    misspelled = re.escape("gpulab:managementKubeconfig: is not set (gpulab:managementKubeconfg is set: a misspelling")
+    with pytest.raises(pulumi.RunError, match=misspelled):  # as the engine passes secrets to the program
+        run_program(config, secrets={"sshPrivateKey": SSH_KEY, "managementKubeconfg": MANAGEMENT_KUBECONFIG})
 
 
 def test_ssh_mode_needs_workers_hosts_and_a_key() -> None:

@@ -189,3 +189,11 @@ def test_every_message_says_what_to_write(capsys, tmp_path, old, new, line) -> N
     for pydantic_words in ("Input should", "List should", "should have at least", "after validation", "Value error"):
         assert pydantic_words not in err, err
     assert_one_format(err)
+
+
+def test_a_missing_secret_set_under_a_misspelled_name_is_named(capsys, tmp_path) -> None:
+    """Issue 30 review: `gpulab:sshPrivatKey: {secure: ...}` was dropped without a word; the missing key's
+    message now names the misspelled secret that is set."""
+    ssh = TENANT_A.replace("gpus:", "workerMode: ssh\n      workers: [{host: 10.0.0.21}]\n      gpus:")
+    err = refused(capsys, tmp_path, f"config:\n  gpulab:sshPrivatKey:\n    secure: v1:AAAA\n  gpulab:tenants:\n{ssh}")
+    assert "gpulab:sshPrivateKey: is not set (gpulab:sshPrivatKey is set: a misspelling of sshPrivateKey?)" in err, err

@@ -4,7 +4,9 @@ secret keys the config refers to, checked set and secret."""
 
 from __future__ import annotations
 
+import difflib
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -25,14 +27,19 @@ def required_secrets(lab: LabConfig) -> dict[str, str]:
     return needed
 
 
-def check_secrets(lab: LabConfig, is_set, is_secret) -> None:
-    """Every secret the config refers to is set, and set as a secret; raises ConfigError."""
+def check_secrets(lab: LabConfig, is_set, is_secret, secret_keys: Iterable[str] = ()) -> None:
+    """Every secret the config refers to is set, and set as a secret; raises ConfigError. `secret_keys`: the
+    secret keys the stack holds, so that a missing one set under a misspelled name is named (a secret key is
+    never refused for being unknown: the config may name any key for a secret)."""
     problems = []
     for key, holds in required_secrets(lab).items():
         if not is_set(key):
+            close = difflib.get_close_matches(key, [k for k in secret_keys if k != key], n=1, cutoff=0.8)
+            hint = f" ({PROJECT}:{close[0]} is set: a misspelling of {key}?)" if close else ""
             problems.append(
                 problem_line(
-                    key, f"is not set; it must hold {holds}: pulumi config set --secret {PROJECT}:{key} < FILE"
+                    key,
+                    f"is not set{hint}; it must hold {holds}: pulumi config set --secret {PROJECT}:{key} < FILE",
                 )
             )
         elif not is_secret(key):
@@ -79,6 +86,7 @@ def load_config() -> LabConfig:
             lab,
             is_set=lambda key: config.get(key) is not None,
             is_secret=lambda key: pulumi.runtime.is_config_secret(f"{PROJECT}:{key}"),
+            secret_keys=[name for name in names if pulumi.runtime.is_config_secret(f"{PROJECT}:{name}")],
         )
         return lab
     except ConfigError as error:
