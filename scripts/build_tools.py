@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import dataclasses
 import fcntl
 import hashlib
 import json
@@ -150,10 +151,22 @@ def go_version(go: str) -> tuple[str, tuple[int, int, int]]:
     return text, (int(match[1]), int(match[2]), int(match[3] or 0))
 
 
-def build_key(program: Program, go_text: str, wrapper_dir: Path) -> str:
+def key_fields(item: Program | ModuleFile) -> dict[str, object]:
+    """The item's fields, without those left at their default: a field added to the manifest's schema does not
+    change the key of a program that does not use it (so it is not rebuilt)."""
+    values = {}
+    for spec in dataclasses.fields(item):
+        value = getattr(item, spec.name)
+        default = spec.default_factory() if spec.default_factory is not dataclasses.MISSING else spec.default
+        if value != default:
+            values[spec.name] = value
+    return values
+
+
+def build_key(program: Program | ModuleFile, go_text: str, wrapper_dir: Path) -> str:
     digest = hashlib.sha256()
     for part in (
-        json.dumps(program.__dict__, sort_keys=True),
+        json.dumps(key_fields(program), sort_keys=True),
         go_text,
         os.environ.get("GOOS", ""),
         os.environ.get("GOARCH", ""),
