@@ -5,12 +5,9 @@ only when its wrapper's go.mod/go.sum, its entry in tools/programs.toml or the G
 key of each build is kept in bin/.tools/NAME.key. Every built program must report its pinned version (its
 own `--version`, or, for a program that prints none, the module version and flags in its Go build info).
 
-Two upstream steps besides `go build` (tools/README.md says why each is needed):
-- files: a script a program needs beside it is copied out of a pinned module's zip, after the zip's hash is
-  checked against the wrapper's go.sum (Go's h1 hash), so it is exactly what that release published;
-- generate: a module whose go:embed files upstream generates before building (gitignored, so not in the
-  module zip) is unpacked from its hash-checked zip into .cache/tools/WRAPPER/module, upstream's own
-  generator (a file of that module) is run there, and the build uses that copy (-modfile with a replace).
+Besides `go build` (why: tools/README.md): `files` are copied out of a pinned module's zip once its hash equals
+go.sum's; `generate` unpacks such a zip into .cache/tools/WRAPPER/module, runs upstream's generator there and
+builds from that copy (-modfile with a replace), for go:embed files upstream generates and does not publish.
 
 Exit codes: 0 all built or up to date, 1 a build failed, 2 Go or the module proxy is missing (one line).
 """
@@ -61,9 +58,8 @@ class Program:
     source: str
     # The release a pseudo-version pin is (for the placeholders); "" when the pin is the release itself.
     release: str = ""
-    # "run": `program VERSION_ARGS` must print `expect`; "buildinfo": `go version -m` must show the pinned module
-    # (Go leaves -ldflags out of the build info of a -trimpath build, golang/go#52372) and the program's bytes
-    # must contain each of `contains`.
+    # "run": `program VERSION_ARGS` prints `expect`; "buildinfo": `go version -m` shows the pinned module (it has
+    # no -ldflags for a -trimpath build, golang/go#52372) and the program's bytes hold each of `contains`.
     check: str = "run"
     contains: tuple[str, ...] = ()
     # go:embed files upstream generates before building: {"generator": PATH, "dir": PATH, "env": {...},
@@ -244,14 +240,6 @@ def module_zip(go: str, wrapper_dir: Path, module: str, version: str, env: dict[
     return zip_path
 
 
-def zip_member(zip_path: Path, module: str, version: str, path: str) -> bytes:
-    with zipfile.ZipFile(zip_path) as archive:
-        try:
-            return archive.read(f"{module}@{version}/{path}")
-        except KeyError:
-            raise RuntimeError(f"{module}@{version} has no file {path}") from None
-
-
 def extract_module(zip_path: Path, module: str, version: str, dest: Path) -> None:
     """Unpack the module zip into DEST (emptied first), writable, without the `MODULE@VERSION/` prefix."""
     prefix = f"{module}@{version}/"
@@ -324,9 +312,7 @@ def parse_buildinfo(text: str) -> tuple[dict[str, str], dict[str, str]]:
             modules[parts[1]] = parts[2]
         elif parts[0] == "build" and len(parts) >= 2:
             key, _, value = parts[1].partition("=")
-            if value.startswith('"'):
-                value = json.loads(value)
-            settings[key] = value
+            settings[key] = json.loads(value) if value.startswith('"') else value
     return modules, settings
 
 
@@ -393,7 +379,10 @@ def build(
 
 def copy_module_file(item: ModuleFile, zip_path: Path, version: str, bin_dir: Path) -> None:
     """Copy ITEM out of the (hash-checked) zip of the module version the wrapper pins."""
-    content = zip_member(zip_path, item.module, version, item.path)
+    with zipfile.ZipFile(zip_path) as archive:
+        if (member := f"{item.module}@{version}/{item.path}") not in archive.namelist():
+            raise RuntimeError(f"{item.module}@{version} has no file {item.path}")
+        content = archive.read(member)
     partial = bin_dir / f".{item.name}.partial"
     partial.write_bytes(content)
     partial.chmod(item.mode)
