@@ -3,7 +3,7 @@
 Only the Go module proxy is used (the Go tools verify every module against go.sum). A program is rebuilt
 only when its wrapper's go.mod/go.sum, its entry in tools/programs.toml or the Go toolchain changed: the
 key of each build is kept in bin/.tools/NAME.key. Every built program must report its pinned version (its
-own `--version`, or, for a program that prints none, the module version and flags in its Go build info).
+own `--version`, or, for a program that prints none, the pinned module version in its Go build info).
 
 Besides `go build` (why: tools/README.md): `files` are copied out of a pinned module's zip once its hash equals
 go.sum's; `generate` unpacks such a zip into .cache/tools/WRAPPER/module, runs upstream's generator there and
