@@ -2,7 +2,12 @@
 
 Only the Go module proxy is used (the Go tools verify every module against go.sum). A program is rebuilt
 only when its wrapper's go.mod/go.sum, its entry in tools/programs.toml or the Go toolchain changed: the
-key of each build is kept in bin/.tools/NAME.key. Every built program must report its pinned version.
+key of each build is kept in bin/.tools/NAME.key. Every built program must report its pinned version (its
+own `--version`, or, for a program that prints none, the pinned module version in its Go build info).
+
+Besides `go build` (why: tools/README.md): `files` are copied out of a pinned module's zip once its hash equals
+go.sum's; `generate` unpacks such a zip into .cache/tools/WRAPPER/module, runs upstream's generator there and
+builds from that copy (-modfile with a replace), for go:embed files upstream generates and does not publish.
 
 Exit codes: 0 all built or up to date, 1 a build failed, 2 Go or the module proxy is missing (one line).
 """
@@ -10,6 +15,8 @@ Exit codes: 0 all built or up to date, 1 a build failed, 2 Go or the module prox
 from __future__ import annotations
 
 import argparse
+import base64
+import dataclasses
 import fcntl
 import hashlib
 import json
@@ -20,12 +27,14 @@ import subprocess
 import sys
 import time
 import tomllib
-from dataclasses import dataclass
+import zipfile
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ROOT / "tools"
 MANIFEST = TOOLS / "programs.toml"
+CACHE = ROOT / ".cache" / "tools"
 # The oldest Go that builds every wrapper (the highest `go` line among their go.mod files).
 REQUIRE = re.compile(r"^\s*(?:require\s+)?(\S+)\s+(v\S+)", re.MULTILINE)
 GO_LINE = re.compile(r"^go\s+(\d+)\.(\d+)(?:\.(\d+))?\s*$", re.MULTILINE)
@@ -47,29 +56,55 @@ class Program:
     tags: tuple[str, ...]
     ldflags: tuple[str, ...]
     source: str
+    # The release a pseudo-version pin is (for the placeholders); "" when the pin is the release itself.
+    release: str = ""
+    # "run": `program VERSION_ARGS` prints `expect`; "buildinfo": `go version -m` shows the pinned module (it has
+    # no -ldflags for a -trimpath build, golang/go#52372) and the program's bytes hold each of `contains`.
+    check: str = "run"
+    contains: tuple[str, ...] = ()
+    # go:embed files upstream generates before building: {"generator": PATH, "dir": PATH, "env": {...},
+    # "outputs": [...]}, paths inside the source module.
+    generate: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ModuleFile:
+    """A file copied out of a pinned module's zip into bin/ (a script a program runs beside it)."""
+
+    name: str
+    wrapper: str
+    module: str
+    path: str
+    mode: int = 0o755
 
 
 def say(message: str) -> None:
     print(f"[tools] {message}", file=sys.stderr, flush=True)
 
 
-def load_manifest(path: Path = MANIFEST) -> tuple[list[Program], dict[str, str]]:
+def load_manifest(path: Path = MANIFEST) -> tuple[list[Program | ModuleFile], dict[str, str]]:
     data = tomllib.loads(path.read_text())
     unavailable = dict(data.pop("unavailable", {}))
-    programs = []
+    programs: list[Program | ModuleFile] = []
     for wrapper, table in data.items():
-        for name, entry in table["programs"].items():
+        for name, entry in table.get("files", {}).items():
+            programs.append(ModuleFile(name=name, wrapper=wrapper, module=entry["module"], path=entry["path"]))
+        for name, entry in table.get("programs", {}).items():
             programs.append(
                 Program(
                     name=name,
                     wrapper=wrapper,
                     package=entry["package"],
-                    version_args=tuple(entry["version_args"]),
-                    expect=entry["expect"],
+                    version_args=tuple(entry.get("version_args", ())),
+                    expect=entry.get("expect", ""),
                     cgo=bool(table.get("cgo", False)),
                     tags=tuple(table.get("tags", ())),
                     ldflags=tuple(table.get("ldflags", ())),
                     source=table["source"],
+                    release=table.get("release", ""),
+                    check=entry.get("check", "run"),
+                    contains=tuple(entry.get("contains", ())),
+                    generate=dict(table.get("generate", {})),
                 )
             )
     return programs, unavailable
@@ -112,10 +147,22 @@ def go_version(go: str) -> tuple[str, tuple[int, int, int]]:
     return text, (int(match[1]), int(match[2]), int(match[3] or 0))
 
 
-def build_key(program: Program, go_text: str, wrapper_dir: Path) -> str:
+def key_fields(item: Program | ModuleFile) -> dict[str, object]:
+    """The item's fields, without those left at their default: a field added to the manifest's schema does not
+    change the key of a program that does not use it (so it is not rebuilt)."""
+    values = {}
+    for spec in dataclasses.fields(item):
+        value = getattr(item, spec.name)
+        default = spec.default_factory() if spec.default_factory is not dataclasses.MISSING else spec.default
+        if value != default:
+            values[spec.name] = value
+    return values
+
+
+def build_key(program: Program | ModuleFile, go_text: str, wrapper_dir: Path) -> str:
     digest = hashlib.sha256()
     for part in (
-        json.dumps(program.__dict__, sort_keys=True),
+        json.dumps(key_fields(program), sort_keys=True),
         go_text,
         os.environ.get("GOOS", ""),
         os.environ.get("GOARCH", ""),
@@ -150,13 +197,155 @@ def module_time(go: str, wrapper_dir: Path, module: str, env: dict[str, str]) ->
     return time_value or "1970-01-01T00:00:00Z"
 
 
+def go_sum_hash(go_sum: str, module: str, version: str) -> str:
+    """The h1 hash go.sum holds for MODULE VERSION's zip (not its go.mod line)."""
+    for line in go_sum.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0] == module and parts[1] == version:
+            return parts[2]
+    raise RuntimeError(f"go.sum holds no hash of {module} {version}")
+
+
+def zip_h1(zip_path: Path) -> str:
+    """Go's h1 hash of a module zip (golang.org/x/mod/sumdb/dirhash, Hash1 over HashZip's file list): base64 of
+    the SHA-256 of the lines `SHA256HEX  NAME\n`, one per file, sorted by name."""
+    summary = hashlib.sha256()
+    with zipfile.ZipFile(zip_path) as archive:
+        for name in sorted(info.filename for info in archive.infolist()):
+            if "\n" in name:
+                raise RuntimeError(f"{zip_path}: a file name with a newline ({name!r})")
+            summary.update(f"{hashlib.sha256(archive.read(name)).hexdigest()}  {name}\n".encode())
+    return "h1:" + base64.b64encode(summary.digest()).decode()
+
+
+def module_zip(go: str, wrapper_dir: Path, module: str, version: str, env: dict[str, str]) -> Path:
+    """The zip of MODULE@VERSION in Go's module cache, once its h1 hash equals the one in the wrapper's go.sum
+    (Go checks that when it downloads; this checks the zip as it is now, before anything is read from it)."""
+    download = run_go(go, ["mod", "download", "-json", f"{module}@{version}"], wrapper_dir, env, timeout=1800)
+    try:
+        info = json.loads(download.stdout)
+    except json.JSONDecodeError:
+        info = {}
+    if download.returncode != 0 or info.get("Error") or not info.get("Zip"):
+        problem = info.get("Error") or download.stderr.strip() or "no answer"
+        raise ToolsError(f"could not download {module}@{version} in tools/{wrapper_dir.name}: {problem[:300]}")
+    expected = go_sum_hash((wrapper_dir / "go.sum").read_text(), module, version)
+    zip_path = Path(info["Zip"])
+    actual = zip_h1(zip_path)
+    if actual != expected:
+        raise RuntimeError(
+            f"{zip_path} hashes to {actual}, but tools/{wrapper_dir.name}/go.sum says {module} {version} is "
+            f"{expected}: the module cache holds something else than that release (`go clean -modcache`)"
+        )
+    return zip_path
+
+
+def extract_module(zip_path: Path, module: str, version: str, dest: Path) -> None:
+    """Unpack the module zip into DEST (emptied first), writable, without the `MODULE@VERSION/` prefix."""
+    prefix = f"{module}@{version}/"
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    with zipfile.ZipFile(zip_path) as archive:
+        for info in archive.infolist():
+            relative = info.filename.removeprefix(prefix)
+            parts = Path(relative).parts
+            if not info.filename.startswith(prefix) or relative.startswith("/") or ".." in parts or not parts:
+                raise RuntimeError(f"{zip_path}: {info.filename!r} is not a file of {module}@{version}")
+            if info.is_dir():
+                continue
+            target = dest / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(archive.read(info))
+
+
+def replaced_go_mod(go_mod: str, module: str, directory: Path) -> str:
+    """The wrapper's go.mod with MODULE replaced by DIRECTORY: what the build of a generated copy reads."""
+    note = "// Added by make tools: the copy with upstream's generated files."
+    return f"{go_mod.rstrip()}\n\n{note}\nreplace {module} => {directory}\n"
+
+
+def prepare_generated(
+    program: Program, go: str, wrapper_dir: Path, cache: Path, env: dict[str, str], pin: str, values: dict[str, str]
+) -> Path:
+    """Unpack the pinned module, run upstream's generator in it, and return the go.mod to build it with."""
+    spec = program.generate
+    work = cache / program.wrapper
+    module_dir = (work / "module").resolve()
+    extract_module(module_zip(go, wrapper_dir, program.source, pin, env), program.source, pin, module_dir)
+    build_dir = work / "build"
+    build_dir.mkdir(parents=True, exist_ok=True)
+    modfile = (build_dir / "go.mod").resolve()
+    modfile.write_text(replaced_go_mod((wrapper_dir / "go.mod").read_text(), program.source, module_dir))
+    shutil.copyfile(wrapper_dir / "go.sum", build_dir / "go.sum")
+    generator = (work / "generate").resolve()
+    built = run_go(
+        go,
+        ["build", "-trimpath", "-modfile", str(modfile), "-o", str(generator), str(module_dir / spec["generator"])],
+        wrapper_dir,
+        dict(env, CGO_ENABLED="0"),
+        timeout=3600,
+    )
+    if built.returncode != 0:
+        tail = "\n".join(built.stderr.strip().splitlines()[-15:])
+        raise RuntimeError(f"go build {spec['generator']} of {program.source} failed:\n{tail}")
+    where = module_dir / spec["dir"]
+    generator_env = dict(env, **{key: value.format(**values) for key, value in spec.get("env", {}).items()})
+    ran = subprocess.run([str(generator)], cwd=where, env=generator_env, capture_output=True, text=True, timeout=600)
+    missing = [name for name in spec["outputs"] if not (where / name).is_file() or not (where / name).stat().st_size]
+    if ran.returncode != 0 or missing:
+        raise RuntimeError(
+            f"upstream's generator {spec['generator']} did not write {', '.join(missing) or 'its files'} "
+            f"(exit {ran.returncode}): {(ran.stderr or ran.stdout).strip()[:300]}"
+        )
+    return modfile
+
+
+def parse_buildinfo(text: str) -> tuple[dict[str, str], dict[str, str]]:
+    """`go version -m` output: {module: version} for the main module and every dependency, and the build
+    settings ({"-ldflags": "...", "CGO_ENABLED": "0", ...}, quotes removed)."""
+    modules: dict[str, str] = {}
+    settings: dict[str, str] = {}
+    for line in text.splitlines():
+        parts = line.strip().split("\t")
+        if parts[0] in ("mod", "dep") and len(parts) >= 3:
+            modules[parts[1]] = parts[2]
+        elif parts[0] == "build" and len(parts) >= 2:
+            key, _, value = parts[1].partition("=")
+            settings[key] = json.loads(value) if value.startswith('"') else value
+    return modules, settings
+
+
+def check_buildinfo(program: Program, binary: Path, go: str, env: dict[str, str], pin: str, values: dict) -> None:
+    """For a program without a version flag: its build info names the pinned module, its bytes hold `contains`."""
+    shown = run_go(go, ["version", "-m", str(binary)], binary.parent, env, timeout=60)
+    modules, _ = parse_buildinfo(shown.stdout)
+    if shown.returncode != 0 or modules.get(program.source) != pin:
+        found = modules.get(program.source, "no version") if shown.returncode == 0 else shown.stderr.strip()[:200]
+        raise RuntimeError(f"{program.name}: `go version -m` shows {program.source} {found}, not the pin {pin}")
+    content = binary.read_bytes()
+    for text in (pattern.format(**values) for pattern in program.contains):
+        if text.encode() not in content:
+            what = "the generated files it embeds are not" if program.generate else "it is not"
+            raise RuntimeError(f"{program.name} does not contain {text!r}: {what} what tools/programs.toml pins")
+
+
 def build(
-    program: Program, go: str, wrapper_dir: Path, bin_dir: Path, env: dict[str, str], date: str, version: str
+    program: Program,
+    go: str,
+    wrapper_dir: Path,
+    bin_dir: Path,
+    env: dict[str, str],
+    date: str,
+    version: str,
+    cache: Path = CACHE,
 ) -> None:
-    values = placeholders(version, date)
+    values = placeholders(program.release or version, date)
     ldflags = " ".join(flag.format(**values) for flag in program.ldflags)
     partial = bin_dir / f".{program.name}.partial"
     args = ["build", "-trimpath", "-o", str(partial)]
+    if program.generate:
+        args += ["-modfile", str(prepare_generated(program, go, wrapper_dir, cache, env, version, values))]
     if program.tags:
         args += ["-tags", ",".join(program.tags)]
     if ldflags:
@@ -168,6 +357,14 @@ def build(
         partial.unlink(missing_ok=True)
         tail = "\n".join(result.stderr.strip().splitlines()[-15:])
         raise RuntimeError(f"go build {program.package} failed in tools/{wrapper_dir.name}:\n{tail}")
+    if program.check == "buildinfo":
+        try:
+            check_buildinfo(program, partial, go, env, version, values)
+        except RuntimeError:
+            partial.unlink(missing_ok=True)
+            raise
+        partial.replace(bin_dir / program.name)
+        return
     expected = program.expect.format(**values)
     shown = subprocess.run([str(partial), *program.version_args], capture_output=True, text=True, timeout=60)
     answer = (shown.stdout + shown.stderr).strip()
@@ -178,6 +375,18 @@ def build(
             "its version variables (ldflags in tools/programs.toml) no longer match upstream's"
         )
     partial.replace(bin_dir / program.name)
+
+
+def copy_module_file(item: ModuleFile, zip_path: Path, version: str, bin_dir: Path) -> None:
+    """Copy ITEM out of the (hash-checked) zip of the module version the wrapper pins."""
+    with zipfile.ZipFile(zip_path) as archive:
+        if (member := f"{item.module}@{version}/{item.path}") not in archive.namelist():
+            raise RuntimeError(f"{item.module}@{version} has no file {item.path}")
+        content = archive.read(member)
+    partial = bin_dir / f".{item.name}.partial"
+    partial.write_bytes(content)
+    partial.chmod(item.mode)
+    partial.replace(bin_dir / item.name)
 
 
 def disk_usage(path: Path) -> int:
@@ -193,6 +402,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bin", type=Path, default=ROOT / "bin", help="where the programs go (default ./bin)")
     parser.add_argument("--go", default=os.environ.get("GO", "go"), help="the go command (default: go on PATH)")
     parser.add_argument("--tools", type=Path, default=TOOLS, help="the wrapper modules and programs.toml")
+    parser.add_argument(
+        "--cache", type=Path, default=CACHE, help="unpacked modules with generated files (default .cache/tools)"
+    )
     parser.add_argument("only", nargs="*", help="build only these programs (default: all)")
     args = parser.parse_args(argv)
     programs, unavailable = load_manifest(args.tools / "programs.toml")
@@ -221,7 +433,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"{go_text} is older than go{'.'.join(map(str, needed))}, which the wrappers in tools/ need: "
                     "install a newer Go, or let it fetch one (GOTOOLCHAIN=auto)"
                 )
-            built = build_all(selected, args.go, args.bin, args.tools, go_text)
+            built = build_all(selected, args.go, args.bin, args.tools, go_text, args.cache)
         except ToolsError as problem:
             say(str(problem))
             return 2
@@ -247,7 +459,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def build_all(programs: list[Program], go: str, bin_dir: Path, tools: Path, go_text: str) -> int:
+def build_all(
+    programs: list[Program | ModuleFile], go: str, bin_dir: Path, tools: Path, go_text: str, cache: Path = CACHE
+) -> int:
     # go.sum must already hold every checksum (-mod=readonly); our own repository's commit is not stamped
     # into the programs (-buildvcs=false), so a gpulab commit never changes what was built.
     env = dict(os.environ, GOFLAGS=f"{os.environ.get('GOFLAGS', '')} -mod=readonly -buildvcs=false".strip())
@@ -257,15 +471,25 @@ def build_all(programs: list[Program], go: str, bin_dir: Path, tools: Path, go_t
         wrapper_dir = tools / program.wrapper
         key = build_key(program, go_text, wrapper_dir)
         key_file = bin_dir / ".tools" / f"{program.name}.key"
-        version = required_version((wrapper_dir / "go.mod").read_text(), program.source)
+        module = program.module if isinstance(program, ModuleFile) else program.source
+        version = required_version((wrapper_dir / "go.mod").read_text(), module)
         if (bin_dir / program.name).exists() and key_file.exists() and key_file.read_text() == key:
             say(f"{program.name} {version}: up to date")
             continue
+        start = time.monotonic()
+        if isinstance(program, ModuleFile):
+            zip_path = module_zip(go, wrapper_dir, module, version, env)
+            say(f"{program.name} {version}: copying {program.path} of {module} (pinned by tools/{program.wrapper})")
+            copy_module_file(program, zip_path, version, bin_dir)
+            key_file.write_text(key)
+            built += 1
+            say(f"{program.name} {version}: copied, its zip's hash checked against tools/{program.wrapper}/go.sum")
+            continue
         if program.wrapper not in dates:
             dates[program.wrapper] = (version, module_time(go, wrapper_dir, program.source, env))
-        say(f"{program.name} {version}: building from tools/{program.wrapper}")
-        start = time.monotonic()
-        build(program, go, wrapper_dir, bin_dir, env, dates[program.wrapper][1], version)
+        release = f" (release {program.release})" if program.release else ""
+        say(f"{program.name} {version}{release}: building from tools/{program.wrapper}")
+        build(program, go, wrapper_dir, bin_dir, env, dates[program.wrapper][1], version, cache)
         key_file.write_text(key)
         built += 1
         say(f"{program.name} {version}: built in {time.monotonic() - start:.0f} s")
