@@ -175,7 +175,9 @@ def running_shares(api: client.CoreV1Api) -> list:
     found = []
     for pod in pods:
         limits = pod.spec.containers[0].resources.limits or {}
-        is_share = limits.get("nvidia.com/gpumem") == "20000" and limits.get("nvidia.com/gpucores") == "30"
+        # Read as the API server writes them: 20000 arrives as "20k" (seen against the real API server).
+        share = {key: quantity(limits.get(f"nvidia.com/{key}", "0")) for key in SHARE}
+        is_share = share == SHARE
         if is_share and (pod.metadata.annotations or {}).get(ALLOCATED):
             found.append(pod)
     return found
