@@ -165,7 +165,7 @@ class Collector:
             )
             essentials = {key: docker_info.get(key) for key in keep if key in docker_info}
             self.out.files["tools/docker-info.json"] = json.dumps(essentials, indent=2)
-        else:
+        elif not (self.lab and self.lab.process_mode):  # process mode runs no container
             fix = "start Docker; `docker info` must work for your user"
             if info.problem.endswith("not found on PATH"):
                 fix = "install Docker Engine (README: What you need)"

@@ -1233,3 +1233,16 @@ def test_process_mode_puts_the_tail_of_every_process_log_in_the_archive(tmp_path
     assert (
         files["process/tenant-a/hami.log"].endswith("last line\n") and "start" not in files["process/tenant-a/hami.log"]
     )
+
+
+def test_process_mode_asks_for_no_docker_daemon(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seen with `make diagnose STACK=sim` on a host without Docker: "Docker daemon: not answering" was its only
+    finding, for a lab that runs no container."""
+    from diagnose.collect import Collector
+
+    monkeypatch.setenv("PATH", str(tmp_path))  # no docker, kind, kubectl or pulumi here
+    sim = load_stack_file(LAB_PROJECT / "Pulumi.sim.yaml")
+    for lab, expected in ((LAB, ["Docker daemon"]), (sim, [])):
+        collector = Collector(Runner(5, 1, 30), "x", lab, tmp_path, request_timeout=3)
+        collector.tools()
+        assert [f.component for f in collector.out.findings] == expected
