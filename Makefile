@@ -29,11 +29,12 @@ export PATH := $(CURDIR)/bin:$(VENV)/bin:$(PATH)
 RUNTIME := $(shell $(PYTHON_HOST) scripts/stack_runtime.py "$(STACK)" 2>/dev/null || echo docker)
 ifeq ($(RUNTIME),process)
 TOOLS := process-tools
-POLICY_PACK :=
+# --refresh: processes that died (killed by hand, a reboot) are found gone and made again, not kept in the state.
+UP_OPTIONS := $() --refresh
 export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION := true
 else
 TOOLS := prereqs
-POLICY_PACK := $() --policy-pack policies
+UP_OPTIONS := $() --policy-pack policies
 endif
 
 .PHONY: help up down plan verify report check test lint bench prereqs policy-venv stack upstream-data clean deploy destroy \
@@ -137,8 +138,8 @@ ifeq ($(RUNTIME),process)
 	  "serves (v3.79.0) cannot start it (tools/README.md); \`make plan STACK=$(STACK)\` runs its rules, and each" \
 	  "tenant's ValidatingAdmissionPolicy enforces them at apply" >&2
 endif
-	@echo "pulumi up --yes --stack $(STACK)$(POLICY_PACK)"
-	@pulumi up --yes --stack $(STACK)$(POLICY_PACK) || $(DIAGNOSE_HINT)
+	@echo "pulumi up --yes --stack $(STACK)$(UP_OPTIONS)"
+	@pulumi up --yes --stack $(STACK)$(UP_OPTIONS) || $(DIAGNOSE_HINT)
 
 # Nothing deployed: say so, download nothing. Otherwise Docker must answer before pulumi destroy runs.
 down:

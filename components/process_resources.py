@@ -20,7 +20,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pulumi
-from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider, UpdateResult
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -55,6 +55,25 @@ class ProcessLab:
                 "(hami-scheduler: the Go module proxy refuses HAMi, so build HAMi v2.8.3's cmd/scheduler and set "
                 "GPULAB_HAMI_SCHEDULER to it; docs/process-lab.md)"
             )
+
+
+GONE = ReadResult(id_="", outs={})  # a blank id: the engine drops the resource from the state, `up` makes it again
+
+
+def _answers(props: dict[str, Any], *args: str) -> bool:
+    """Whether the tenant's API server answers `kubectl ARGS` (false when its processes are gone: killed by
+    hand, or a reboot). `make up STACK=sim` refreshes first, so such a lab is made again rather than kept."""
+    from process_lab.commands import ProcessLabError
+    from process_lab.control_plane import ControlPlane
+
+    name = props.get("cluster") or props.get("name")
+    control_plane = ControlPlane(name, Path(props["bin_dir"]), Path(props["folder"]) / "kwok")
+    if not control_plane.kubeconfig.exists():
+        return False
+    try:
+        return control_plane.kubectl(*args, check=False, timeout=10).returncode == 0
+    except ProcessLabError:  # no answer within the bound
+        return False
 
 
 def _replace_on(olds: dict[str, Any], news: dict[str, Any], keys: tuple[str, ...]) -> DiffResult:
@@ -99,6 +118,9 @@ class ControlPlaneProvider(ResourceProvider):
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         return _replace_on(olds, news, self.KEYS)
 
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        return ReadResult(id_=id_, outs=props) if _answers(props, "get", "--raw", "/readyz") else GONE
+
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         self._clear(props)
 
@@ -140,6 +162,15 @@ def _control_plane(props: dict[str, Any]):
     return ControlPlane(props["cluster"], Path(props["bin_dir"]), Path(props["folder"]) / "kwok")
 
 
+def _delete_in_cluster(props: dict[str, Any], *objects: str) -> None:
+    """Delete objects in the tenant's API server where it still answers. Every object lives only in that
+    control plane's etcd, which its own delete removes: an API server killed by hand or gone with a reboot
+    (connection refused) must not stop `make down`."""
+    control_plane = _control_plane(props)
+    if control_plane.kubeconfig.exists():
+        control_plane.kubectl("delete", "--ignore-not-found", *objects, check=False, timeout=20)
+
+
 class KwokNodesProvider(ResourceProvider):
     """A tenant's worker nodes as KWOK nodes (kwok-controller manages every node: its heartbeats, its pods)."""
 
@@ -159,10 +190,11 @@ class KwokNodesProvider(ResourceProvider):
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         return _replace_on(olds, news, self.KEYS)
 
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        return ReadResult(id_=id_, outs=props) if _answers(props, "get", "node", *props["nodes"]) else GONE
+
     def delete(self, _id: str, props: dict[str, Any]) -> None:
-        control_plane = _control_plane(props)
-        if control_plane.kubeconfig.exists():  # gone with its control plane otherwise
-            control_plane.kubectl("delete", "node", "--ignore-not-found", *props["nodes"], timeout=60)
+        _delete_in_cluster(props, "node", *props["nodes"])
 
 
 class KwokNodes(pulumi.dynamic.Resource):
@@ -208,6 +240,14 @@ class HamiProvider(ResourceProvider):
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         return _replace_on(olds, news, self.KEYS)
 
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        from process_lab.commands import is_ours
+
+        alive = all(
+            props.get(key) and is_ours(int(props[key]), props["folder"]) for key in ("hami_pid", "bind_time_pid")
+        )
+        return ReadResult(id_=id_, outs=props) if alive and _answers(props, "get", "--raw", "/readyz") else GONE
+
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         from process_lab.commands import stop_all, stop_session
 
@@ -216,9 +256,7 @@ class HamiProvider(ResourceProvider):
             if props.get(key):
                 stop_session(int(props[key]), folder)
         stop_all(f"{folder}/tls/", timeout=5)  # a HAMi an interrupted create started (its TLS files)
-        control_plane = _control_plane(props)
-        if control_plane.kubeconfig.exists():
-            control_plane.kubectl("delete", "mutatingwebhookconfiguration", "hami-webhook", "--ignore-not-found")
+        _delete_in_cluster(props, "mutatingwebhookconfiguration", "hami-webhook")
 
 
 class HamiProcesses(pulumi.dynamic.Resource):
@@ -252,6 +290,10 @@ class GpuInventoryProvider(ResourceProvider):
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         return _replace_on(olds, news, self.KEYS)
 
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        # Only gpulab writes the annotation: it holds while the node does (a node made again is found gone).
+        return ReadResult(id_=id_, outs=props) if _answers(props, "get", "node", props["node"]) else GONE
+
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         return UpdateResult(outs=self.create(news).outs)
 
@@ -259,8 +301,8 @@ class GpuInventoryProvider(ResourceProvider):
         from model.catalog import REGISTER_ANNOTATION
 
         control_plane = _control_plane(props)
-        if control_plane.kubeconfig.exists():
-            control_plane.kubectl("annotate", "node", props["node"], f"{REGISTER_ANNOTATION}-", check=False)
+        if control_plane.kubeconfig.exists():  # as _delete_in_cluster: an API server gone is fine
+            control_plane.kubectl("annotate", "node", props["node"], f"{REGISTER_ANNOTATION}-", check=False, timeout=20)
 
 
 class GpuInventory(pulumi.dynamic.Resource):
