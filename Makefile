@@ -138,6 +138,7 @@ ifeq ($(RUNTIME),process)
 	  "serves (v3.79.0) cannot start it (tools/README.md); \`make plan STACK=$(STACK)\` runs its rules, and each" \
 	  "tenant's ValidatingAdmissionPolicy enforces them at apply" >&2
 endif
+	@$(PYTHON_HOST) scripts/stack_lock.py $(STACK)
 	@echo "pulumi up --yes --stack $(STACK)$(UP_OPTIONS)"
 	@pulumi up --yes --stack $(STACK)$(UP_OPTIONS) || $(DIAGNOSE_HINT)
 
@@ -157,6 +158,7 @@ endif
 	@# --refresh first drops from the state what was deleted by hand: a worker container (the Docker provider
 	@# stops a container before removing it and fails on one that is gone) and, through deleteUnreachable,
 	@# the objects of a kind cluster or tenant that no longer answers.
+	@$(PYTHON_HOST) scripts/stack_lock.py $(STACK)
 	pulumi destroy --yes --refresh --stack $(STACK)
 
 # GNU make exits 2 whenever a recipe fails, so through make a policy refusal and an invalid stack both

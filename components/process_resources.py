@@ -57,7 +57,12 @@ class ProcessLab:
             )
 
 
-GONE = ReadResult(id_="", outs={})  # a blank id: the engine drops the resource from the state, `up` makes it again
+def _observed(id_: str, props: dict[str, Any], running: bool) -> ReadResult:
+    """What a refresh reads: the resource as it was, with `running` as found. The program always asks for
+    running: True, so one found stopped (processes killed by hand, a reboot) differs and is replaced (deleted,
+    which clears what is left, then made again) by `make up`; `make down` still deletes it, files included."""
+    observed = {**props, "running": running}
+    return ReadResult(id_=id_, outs=observed, inputs=observed)
 
 
 def _answers(props: dict[str, Any], *args: str) -> bool:
@@ -87,7 +92,7 @@ class ControlPlaneProvider(ResourceProvider):
     kwok-controller), with HAMi's extender in its kube-scheduler: HAMi's ports and TLS are chosen here,
     before the scheduler starts, and used by HamiProvider."""
 
-    KEYS = ("name", "bin_dir", "folder")
+    KEYS = ("name", "bin_dir", "folder", "running")
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         from process_lab.commands import free_port
@@ -119,7 +124,7 @@ class ControlPlaneProvider(ResourceProvider):
         return _replace_on(olds, news, self.KEYS)
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        return ReadResult(id_=id_, outs=props) if _answers(props, "get", "--raw", "/readyz") else GONE
+        return _observed(id_, props, _answers(props, "get", "--raw", "/readyz"))
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         self._clear(props)
@@ -150,7 +155,7 @@ class ProcessControlPlane(pulumi.dynamic.Resource):
     folder: pulumi.Output[str]
 
     def __init__(self, name: str, cluster: str, bin_dir: str, folder: str, opts: pulumi.ResourceOptions) -> None:
-        props = {"name": cluster, "bin_dir": bin_dir, "folder": folder}
+        props = {"name": cluster, "bin_dir": bin_dir, "folder": folder, "running": True}
         outs = dict.fromkeys(("kubeconfig", "endpoint", "hami_port", "hami_metrics_port"))
         secret = pulumi.ResourceOptions(additional_secret_outputs=["kubeconfig"])
         super().__init__(ControlPlaneProvider(), name, {**props, **outs}, pulumi.ResourceOptions.merge(opts, secret))
@@ -174,7 +179,7 @@ def _delete_in_cluster(props: dict[str, Any], *objects: str) -> None:
 class KwokNodesProvider(ResourceProvider):
     """A tenant's worker nodes as KWOK nodes (kwok-controller manages every node: its heartbeats, its pods)."""
 
-    KEYS = ("cluster", "bin_dir", "folder", "nodes")
+    KEYS = ("cluster", "bin_dir", "folder", "nodes", "running")
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         from process_lab.gpu_nodes import node_object, node_status
@@ -191,7 +196,7 @@ class KwokNodesProvider(ResourceProvider):
         return _replace_on(olds, news, self.KEYS)
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        return ReadResult(id_=id_, outs=props) if _answers(props, "get", "node", *props["nodes"]) else GONE
+        return _observed(id_, props, _answers(props, "get", "node", *props["nodes"]))
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         _delete_in_cluster(props, "node", *props["nodes"])
@@ -199,14 +204,14 @@ class KwokNodesProvider(ResourceProvider):
 
 class KwokNodes(pulumi.dynamic.Resource):
     def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions) -> None:
-        super().__init__(KwokNodesProvider(), name, props, opts)
+        super().__init__(KwokNodesProvider(), name, {**props, "running": True}, opts)
 
 
 class HamiProvider(ResourceProvider):
     """hami-scheduler (extender and webhook) and the device plugin's bind-time part, as local processes, and
     HAMi's MutatingWebhookConfiguration by URL (process_lab.hami)."""
 
-    KEYS = ("cluster", "bin_dir", "folder", "hami_binary", "hami_port", "hami_metrics_port", "settings")
+    KEYS = ("cluster", "bin_dir", "folder", "hami_binary", "hami_port", "hami_metrics_port", "settings", "running")
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         from process_lab.commands import start_detached
@@ -246,7 +251,7 @@ class HamiProvider(ResourceProvider):
         alive = all(
             props.get(key) and is_ours(int(props[key]), props["folder"]) for key in ("hami_pid", "bind_time_pid")
         )
-        return ReadResult(id_=id_, outs=props) if alive and _answers(props, "get", "--raw", "/readyz") else GONE
+        return _observed(id_, props, alive and _answers(props, "get", "--raw", "/readyz"))
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         from process_lab.commands import stop_all, stop_session
@@ -263,14 +268,15 @@ class HamiProcesses(pulumi.dynamic.Resource):
     hami_pid: pulumi.Output[int]
 
     def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions) -> None:
-        super().__init__(HamiProvider(), name, {**props, "hami_pid": None, "bind_time_pid": None}, opts)
+        outs = {"hami_pid": None, "bind_time_pid": None}
+        super().__init__(HamiProvider(), name, {**props, **outs, "running": True}, opts)
 
 
 class GpuInventoryProvider(ResourceProvider):
     """One GPU node's cards: HAMi's register annotation and the node's capacity (as the Docker lab's
     apply-gpu-inventory.sh and mock device plugin write them), then the wait until HAMi has taken them in."""
 
-    KEYS = ("cluster", "bin_dir", "folder", "node", "register", "capacity")
+    KEYS = ("cluster", "bin_dir", "folder", "node", "register", "capacity", "running")
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         from model.catalog import REGISTER_ANNOTATION
@@ -292,7 +298,7 @@ class GpuInventoryProvider(ResourceProvider):
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         # Only gpulab writes the annotation: it holds while the node does (a node made again is found gone).
-        return ReadResult(id_=id_, outs=props) if _answers(props, "get", "node", props["node"]) else GONE
+        return _observed(id_, props, _answers(props, "get", "node", props["node"]))
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         return UpdateResult(outs=self.create(news).outs)
@@ -307,4 +313,4 @@ class GpuInventoryProvider(ResourceProvider):
 
 class GpuInventory(pulumi.dynamic.Resource):
     def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions) -> None:
-        super().__init__(GpuInventoryProvider(), name, props, opts)
+        super().__init__(GpuInventoryProvider(), name, {**props, "running": True}, opts)

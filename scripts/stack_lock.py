@@ -1,0 +1,62 @@
+"""Remove a stack's stale lock in gpulab's local state: one left by a `pulumi` killed on this host.
+
+The Pulumi CLI's file backend locks a stack during an update with a file under
+`<backend>/.pulumi/locks/<org>/<project>/<stack>/`, holding the locker's pid and hostname (pulumi
+pkg/backend/diy/lock.go). A `pulumi up` killed with KILL, or by a reboot, leaves it, and every later
+`pulumi up` or `destroy` stops with "the stack is currently locked". A lock whose process still runs, or
+that another host made, is never touched. Standard library only; prints one line per lock removed.
+Usage: python3 scripts/stack_lock.py STACK (exit 0; 2 on bad usage).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+
+def running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stale_locks(backend: Path, stack: str, project: str = "gpulab") -> list[Path]:
+    locks = backend / ".pulumi" / "locks"
+    found = []
+    for path in sorted(locks.glob(f"*/{project}/{stack}/*.json")) if locks.is_dir() else []:
+        try:
+            content = json.loads(path.read_text())
+            pid, host = int(content["pid"]), str(content["hostname"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # not a lock we can judge: leave it to `pulumi cancel`
+        if host == socket.gethostname() and not running(pid):
+            found.append(path)
+    return found
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python3 scripts/stack_lock.py STACK", file=sys.stderr)
+        return 2
+    url = os.environ.get("PULUMI_BACKEND_URL", "")
+    if not url.startswith("file://"):
+        return 0  # a service backend keeps its own locks
+    for path in stale_locks(Path(unquote(urlparse(url).path)), argv[0]):
+        path.unlink(missing_ok=True)
+        print(
+            f"[gpulab] removed the lock a killed pulumi (no longer running) left on stack {argv[0]}: {path.name}",
+            file=sys.stderr,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
