@@ -13,6 +13,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from shared_data import ROOT
@@ -50,3 +51,41 @@ def test_only_the_lock_of_a_pulumi_no_longer_running_here_is_removed(tmp_path: P
     assert result.returncode == 0, result.stderr
     assert not stale.exists() and live.exists() and elsewhere.exists() and other_stack.exists()
     assert result.stderr.count("[gpulab] removed the lock") == 1 and "stale.json" in result.stderr
+
+
+def test_the_plugins_a_killed_pulumi_left_are_found_and_no_others(tmp_path: Path) -> None:
+    """Seen: after `kill -9` of `pulumi up`, its language host and the dynamic provider (parent: init) kept
+    running, serving an engine address nothing answered any more."""
+    import socket as sockets
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from stack_lock import orphaned_plugins
+
+    engine = sockets.socket()
+    engine.bind(("127.0.0.1", 0))
+    engine.listen()
+    dead = sockets.socket()
+    dead.bind(("127.0.0.1", 0))
+    dead_port = dead.getsockname()[1]
+    dead.close()  # nothing answers there any more
+    other = tmp_path / "other"
+    other.mkdir()
+
+    def plugin(name: str, port: int, cwd: Path) -> subprocess.Popen:
+        return subprocess.Popen(["bash", "-c", f'exec -a "{name} 127.0.0.1:{port}" sleep 30'], cwd=cwd)
+
+    started = {
+        "orphan": plugin("pulumi-language-python", dead_port, tmp_path),
+        "served": plugin("pulumi-resource-kubernetes", engine.getsockname()[1], tmp_path),
+        "elsewhere": plugin("pulumi-language-python", dead_port, other),
+    }
+    try:
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and started["orphan"].pid not in orphaned_plugins(tmp_path):
+            time.sleep(0.05)  # until bash has exec'd
+        assert orphaned_plugins(tmp_path) == [started["orphan"].pid]
+    finally:
+        engine.close()
+        for process in started.values():
+            process.kill()
+            process.wait()
