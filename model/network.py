@@ -112,7 +112,10 @@ def canonical_host(host: str) -> str:
     ip = host_address(host)
     if ip is None:
         name = host.lower().rstrip(".")
-        return "localhost" if name == "localhost" else name
+        # RFC 6761 6.3: `localhost` and every name under it are loopback; `localhost.localdomain` is the alias
+        # Debian's and Red Hat's /etc/hosts give it.
+        loopback = name in ("localhost", "localhost.localdomain") or name.endswith(".localhost")
+        return "localhost" if loopback else name
     if ip.is_loopback:
         return "localhost"
     _, sep, zone = host.partition("%")

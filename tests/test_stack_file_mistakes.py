@@ -134,7 +134,14 @@ def test_an_ssh_worker_inside_its_service_range_is_refused(capsys, tmp_path) -> 
 
 @pytest.mark.parametrize(
     "first, second",
-    [("localhost", "127.0.0.1"), ("127.0.0.1", "127.0.0.2"), ("::1", "localhost"), ("LocalHost", "::ffff:127.0.0.9")],
+    [
+        ("localhost", "127.0.0.1"),
+        ("127.0.0.1", "127.0.0.2"),
+        ("::1", "localhost"),
+        ("LocalHost", "::ffff:127.0.0.9"),
+        ("localhost.localdomain", "localhost"),  # issue 30 review
+        ("box.localhost", "127.0.0.1"),  # RFC 6761 6.3
+    ],
 )
 def test_two_spellings_of_this_machine_are_one_machine(capsys, tmp_path, first, second) -> None:
     err = refused(capsys, tmp_path, ssh_tenants([first], [second]))
