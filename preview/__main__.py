@@ -203,7 +203,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.validate:
             lab = validate(*stack_config(args.stack, args.project_dir), f"Pulumi.{args.stack}.yaml")
-            print(" ".join(["kind"] * (lab.management.mode == "kind") + ["kubectl", "pulumi"]))
+            # Process mode downloads nothing: its programs are the ones `make tools` built.
+            clis = [] if lab.process_mode else ["kind"] * (lab.management.mode == "kind") + ["kubectl", "pulumi"]
+            print(" ".join(clis))
             return 0
         code, lines = plan(args.stack, args.project_dir)
     except PlanError as error:

@@ -14,6 +14,7 @@ Boundaries each test stands for:
 from __future__ import annotations
 
 import contextlib
+import io
 import itertools
 import os
 import subprocess
@@ -280,3 +281,14 @@ def test_no_shipped_stack_file_carries_an_encryption_salt() -> None:
     for name in listed.stdout.split():
         shipped = subprocess.run(["git", "show", f"HEAD:{name}"], cwd=ROOT, capture_output=True, text=True).stdout
         assert "encryptionsalt" not in yaml.safe_load(shipped), name
+
+
+def test_make_ups_validation_names_no_cli_to_download_in_process_mode() -> None:
+    """`preview --validate` prints the CLIs `make up` downloads; process mode's come from `make tools`."""
+    from preview.__main__ import main as preview_main
+
+    for stack, expected in (("sim", ""), ("dev", "kind kubectl pulumi")):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert preview_main(["--stack", stack, "--project-dir", str(LAB_PROJECT), "--validate"]) == 0
+        assert out.getvalue().strip() == expected, stack
