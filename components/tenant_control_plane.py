@@ -172,8 +172,12 @@ class TenantControlPlane(pulumi.ComponentResource):
             environment={"TENANT": tenant.name, "TIMEOUT": "300"},
             opts=pulumi.ResourceOptions(parent=self, depends_on=[admin]),
         )
-        # If the tenant API is gone (its control plane or the whole kind cluster deleted by hand), its
-        # objects are gone with it: destroy drops them from the state instead of failing on them.
+        self._finish(name)
+
+    def _finish(self, name: str) -> None:
+        """The tenant's Kubernetes provider, once its API answers. If the tenant API is gone (its control plane
+        or the whole kind cluster deleted by hand, its processes killed), its objects are gone with it:
+        destroy drops them from the state instead of failing on them."""
         self.provider = k8s.Provider(
             f"{name}-provider",
             kubeconfig=self.kubeconfig,
@@ -196,10 +200,4 @@ class TenantControlPlane(pulumi.ComponentResource):
         self.api_ready = self.processes  # type: ignore[assignment]  # kwokctl --wait: the API answers
         self.kubeconfig = pulumi.Output.secret(self.processes.kubeconfig)
         self.endpoint = self.processes.endpoint.apply(lambda url: url.removeprefix("https://"))
-        self.provider = k8s.Provider(
-            f"{name}-provider",
-            kubeconfig=self.kubeconfig,
-            delete_unreachable=True,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.processes]),
-        )
-        self.register_outputs({"kubeconfig": self.kubeconfig, "endpoint": self.endpoint})
+        self._finish(name)

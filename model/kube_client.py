@@ -66,7 +66,7 @@ def private_dir() -> Path:
         base = Path(tempfile.gettempdir())
         for stale in base.glob(f"{PRIVATE_PREFIX}*"):
             pid = stale.name[len(PRIVATE_PREFIX) :].split(".", 1)[0]
-            if pid.isdigit() and not _alive(int(pid)) and stale.stat().st_uid == os.getuid():
+            if pid.isdigit() and not pid_running(int(pid)) and stale.stat().st_uid == os.getuid():
                 shutil.rmtree(stale, ignore_errors=True)  # its run was killed with KILL
         _private_dir = Path(tempfile.mkdtemp(prefix=f"{PRIVATE_PREFIX}{os.getpid()}."))  # mode 0700
         atexit.register(shutil.rmtree, str(_private_dir), True)
@@ -76,7 +76,8 @@ def private_dir() -> Path:
     return _private_dir
 
 
-def _alive(pid: int) -> bool:
+def pid_running(pid: int) -> bool:
+    """Whether a process `pid` exists (one of another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -6,7 +6,7 @@ pkg/backend/diy/lock.go). A `pulumi up` killed with KILL, or by a reboot, leaves
 `pulumi up` or `destroy` stops with "the stack is currently locked". A lock whose process still runs, or
 that another host made, is never touched. With a stale lock gone, the plugins the killed CLI left (its
 language host and providers, in this directory, serving an engine address nothing answers any more) are
-stopped too. Standard library only; prints one line per lock removed.
+stopped too. Standard library only (run before ./venv exists); prints one line per lock removed.
 Usage: python3 scripts/stack_lock.py STACK (exit 0; 2 on bad usage).
 """
 
@@ -22,15 +22,11 @@ import sys
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # run as a file: gpulab's packages are beside scripts/
 
-def running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+from model.kube_client import pid_running  # noqa: E402 (standard library only at import time)
 
 
 def stale_locks(backend: Path, stack: str, project: str = "gpulab") -> list[Path]:
@@ -42,7 +38,7 @@ def stale_locks(backend: Path, stack: str, project: str = "gpulab") -> list[Path
             pid, host = int(content["pid"]), str(content["hostname"])
         except (OSError, ValueError, KeyError, TypeError):
             continue  # not a lock we can judge: leave it to `pulumi cancel`
-        if host == socket.gethostname() and not running(pid):
+        if host == socket.gethostname() and not pid_running(pid):
             found.append(path)
     return found
 
@@ -91,7 +87,7 @@ def main(argv: list[str]) -> int:
             f"[gpulab] removed the lock a killed pulumi (no longer running) left on stack {argv[0]}: {path.name}",
             file=sys.stderr,
         )
-    orphans = orphaned_plugins(Path.cwd().resolve()) if stale else []
+    orphans = orphaned_plugins(ROOT) if stale else []
     for pid in orphans:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)  # serving a dead engine: nothing left to finish
