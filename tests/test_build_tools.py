@@ -37,7 +37,8 @@ ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ROOT / "tools"
 FAKE_GO = ROOT / "tests" / "fakes" / "go"
 SCRIPT = ROOT / "scripts" / "build_tools.py"
-MANIFEST = tomllib.loads((TOOLS / "programs.toml").read_text())
+MANIFEST_TEXT = (TOOLS / "programs.toml").read_text()
+MANIFEST = tomllib.loads(MANIFEST_TEXT)
 WRAPPERS = [name for name in MANIFEST if name != "unavailable"]
 PROGRAMS = {name: wrapper for wrapper in WRAPPERS for name in MANIFEST[wrapper].get("programs", {})}
 FILES = {name: wrapper for wrapper in WRAPPERS for name in MANIFEST[wrapper].get("files", {})}
@@ -65,6 +66,17 @@ def write_module_zip(path: Path, module: str, version: str, files: dict[str, str
 def set_go_sum_hash(go_sum: Path, module: str, version: str, h1: str) -> None:
     lines = [line for line in go_sum.read_text().splitlines() if line.split()[:2] != [module, version]]
     go_sum.write_text("\n".join([*lines, f"{module} {version} {h1}"]) + "\n")
+
+
+def tools_without(tmp_path: Path, old: str, new: str = "") -> Path:
+    """fake_tools with `old` in programs.toml replaced by `new`; a text no longer there fails the test, so an
+    edit of the manifest cannot turn the test into one that checks nothing."""
+    tools = fake_tools(tmp_path)
+    manifest = tools / "programs.toml"
+    text = manifest.read_text()
+    assert old in text, f"tools/programs.toml no longer holds {old!r}"
+    manifest.write_text(text.replace(old, new))
+    return tools
 
 
 def fake_tools(tmp_path: Path) -> Path:
@@ -286,10 +298,7 @@ def test_a_failed_build_names_the_package_and_leaves_no_partial_program(tmp_path
 def test_a_program_that_does_not_report_its_pin_is_refused(tmp_path: Path) -> None:
     """Without upstream's version variables the real kube-apiserver says v0.0.0-master, and kwokctl, which
     reads `kube-apiserver --version`, would choose the wrong flags: such a build must not land in bin/."""
-    tools = fake_tools(tmp_path)
-    manifest = tools / "programs.toml"
-    text = manifest.read_text()
-    manifest.write_text(text.replace('"-X", "k8s.io/component-base/version.gitVersion={version}",', ""))
+    tools = tools_without(tmp_path, '"-X", "k8s.io/component-base/version.gitVersion={version}",')
     result = run_tools(tmp_path, "kube-apiserver", tools=tools)
     assert result.returncode == 1
     assert "printed 'Kubernetes v0.0.0-master+$Format:%H$', not 'Kubernetes v1.36.4'" in result.stderr
@@ -437,12 +446,9 @@ def test_the_provider_is_built_from_a_copy_with_upstreams_generated_embed_files(
 def test_without_the_generate_step_the_provider_does_not_build(tmp_path: Path) -> None:
     """Built from the module as the proxy serves it, go:embed finds no schema-embed.json (the fake fails as go
     does): why the manifest has a generate table."""
-    tools = fake_tools(tmp_path)
-    manifest = tools / "programs.toml"
-    text = manifest.read_text()
-    table = re.search(r"^\[pulumi-kubernetes\.generate\]\n(?:[^\[\n].*\n)+", text, re.MULTILINE)
+    table = re.search(r"^\[pulumi-kubernetes\.generate\]\n(?:[^\[\n].*\n)+", MANIFEST_TEXT, re.MULTILINE)
     assert table, "tools/programs.toml has a [pulumi-kubernetes.generate] table"
-    manifest.write_text(text.replace(table[0], ""))
+    tools = tools_without(tmp_path, table[0])
     result = run_tools(tmp_path, "pulumi-resource-kubernetes", tools=tools)
     assert result.returncode == 1, result.stderr
     assert "pattern schema-embed.json: no matching files found" in result.stderr
@@ -450,10 +456,7 @@ def test_without_the_generate_step_the_provider_does_not_build(tmp_path: Path) -
 
 
 def test_a_generator_that_writes_nothing_is_named(tmp_path: Path) -> None:
-    tools = fake_tools(tmp_path)
-    manifest = tools / "programs.toml"
-    text = manifest.read_text()
-    manifest.write_text(text.replace('env = { VERSION = "{semver}" }', "env = {}"))
+    tools = tools_without(tmp_path, 'env = { VERSION = "{semver}" }', "env = {}")
     result = run_tools(tmp_path, "pulumi-resource-kubernetes", tools=tools)
     assert result.returncode == 1
     assert "upstream's generator cmd/pulumi-resource-kubernetes/generate.go did not write" in result.stderr
