@@ -30,7 +30,8 @@ RUNTIME := $(shell $(PYTHON_HOST) scripts/stack_runtime.py "$(STACK)" 2>/dev/nul
 ifeq ($(RUNTIME),process)
 TOOLS := process-tools
 # --refresh: processes that died (killed by hand, a reboot) are found gone and made again, not kept in the state.
-UP_OPTIONS := $() --refresh
+# The policy pack as an executable analyzer: the language host `make tools` builds (v3.79.0) cannot start it.
+UP_OPTIONS := $() --refresh --policy-pack policies/analyzer
 export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION := true
 else
 TOOLS := prereqs
@@ -133,11 +134,6 @@ process-tools: $(VENV)/.installed
 
 deploy: $(TOOLS) policy-venv stack
 	@$(PYTHON_HOST) scripts/secrets_check.py $(STACK)
-ifeq ($(RUNTIME),process)
-	@echo "[gpulab] process mode: pulumi up without the policy pack: the Python language host the Go module proxy" \
-	  "serves (v3.79.0) cannot start it (tools/README.md); \`make plan STACK=$(STACK)\` runs its rules, and each" \
-	  "tenant's ValidatingAdmissionPolicy enforces them at apply" >&2
-endif
 	@$(PYTHON_HOST) scripts/stack_lock.py $(STACK)
 	@echo "pulumi up --yes --stack $(STACK)$(UP_OPTIONS)"
 	@pulumi up --yes --stack $(STACK)$(UP_OPTIONS) || $(DIAGNOSE_HINT)
@@ -149,7 +145,8 @@ down:
 # The secrets check reads the stack with ./venv's loader, so it runs once prereqs has made ./venv.
 destroy:
 ifeq ($(RUNTIME),process)
-	@$(MAKE) --no-print-directory process-tools
+	@$(MAKE) --no-print-directory $(VENV)/.installed
+	@$(PY) -m process_lab.preflight --destroy
 else
 	bash scripts/preflight.sh --docker-only
 	@$(MAKE) --no-print-directory prereqs
@@ -193,7 +190,7 @@ check: stack-file $(VENV)/.installed
 	$(PY) -m policies check --tenant "$(TENANT)" --stack "$(STACK)" $(if $(LIVE),--live) $(FILES)
 
 lint: lint-python
-	$(VENV)/bin/shellcheck scripts/*.sh tests/fakes/*
+	$(VENV)/bin/shellcheck scripts/*.sh policies/analyzer tests/fakes/*
 
 lint-python: $(VENV)/.installed
 	$(VENV)/bin/ruff check .

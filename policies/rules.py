@@ -5,6 +5,8 @@
   provider, recognised by URN), and GPU requests in resources the pack cannot read (Patches, Helm
   charts), are reported.
 - gpu-placement-order (advisory): sets that fit only in some arrival orders or card policies.
+- gpu-request-inputs (advisory, never reports): records the inputs the engine analyses, which the stack
+  policies judge where a first preview hands them no outputs (policies/analyzed_inputs.py).
 - mock-gpu-node-not-labelled-gpu-on, worker-version-matches-control-plane,
   tenant-version-supported-by-kamaji, metallb-pool-ipv4 (mandatory): lab safety.
 Every enforcement level can be changed in the policy config (`{"<policy>": "advisory"}`).
@@ -33,6 +35,7 @@ from pulumi_policy.proxy import UnknownValueError
 from model.names import KAMAJI_MAX_ANNOTATION, NODE_IMAGE_LABEL, TENANT_LABEL
 from model.network import address_problem
 from model.versions import Versions, image_tag, parse_kubernetes_version
+from policies.analyzed_inputs import GPU_REQUEST_INPUTS, judged_resources
 from policies.evaluate import Finding, evaluate_tenant
 from policies.inventory import (
     TenantInventory,
@@ -160,6 +163,7 @@ def _gpu_findings(
     that tenant's limits), and a GPU workload sent through any other provider cannot be attributed.
     In a stack without gpulab's tenant providers (a team's own stack, cards from the policy config),
     the `gpulab.io/tenant` label decides, then `defaultTenant`."""
+    resources = judged_resources(args)
     try:
         config = parse_policy_config(args.get_config() or {})
     except ValueError as error:
@@ -167,15 +171,15 @@ def _gpu_findings(
         return [], False
     try:
         inventories: dict[str, TenantInventory] = from_policy_config(config) or from_stack_resources(
-            (resource.resource_type, resource.props) for resource in args.resources
+            (resource.resource_type, resource.props) for resource in resources
         )
     except ValueError as error:
         report_violation(f"the lab's GPU inventory cannot be read: {error}", None)
         return [], False
-    providers = tenant_providers(args.resources)
+    providers = tenant_providers(resources)
     by_tenant: dict[str, list[tuple[Workload, str]]] = defaultdict(list)
     problems: list[tuple[Finding, str]] = []
-    for resource in args.resources:
+    for resource in resources:
         kind = RESOURCE_TYPES.get(resource.resource_type)
         provider = resource.provider
         by_provider = providers.get(provider.urn) if provider is not None else None
@@ -257,12 +261,13 @@ def _labels(props: Mapping[str, Any]) -> Mapping[str, str]:
 def validate_no_gpu_on_label(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     """`gpu=on` selects HAMi's real NVIDIA device plugin, which crash-loops on a node without a driver."""
     mock_nodes = set()
-    for resource in args.resources:
+    resources = judged_resources(args)
+    for resource in resources:
         if is_inventory_configmap(resource.resource_type, resource.props):
             document = json.loads((resource.props.get("data") or {}).get("inventory.json", "{}"))
             if document.get("mode") == "mock":
                 mock_nodes.add(document.get("node"))
-    for resource in args.resources:
+    for resource in resources:
         if resource.resource_type not in NODE_TYPES:
             continue
         node = (resource.props.get("metadata") or {}).get("name")
@@ -281,12 +286,13 @@ def _container_labels(props: Mapping[str, Any]) -> dict[str, str]:
 def validate_worker_version(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     """A worker's kubelet must run its control plane's version (never newer; kubeadm join reads it)."""
     versions = {}
-    for resource in args.resources:
+    resources = judged_resources(args)
+    for resource in resources:
         if resource.resource_type == TCP_TYPE and _labels(resource.props).get(TENANT_LABEL):
             versions[_labels(resource.props)[TENANT_LABEL]] = (
                 (resource.props.get("spec") or {}).get("kubernetes", {}).get("version")
             )
-    for resource in args.resources:
+    for resource in resources:
         if resource.resource_type != CONTAINER_TYPE:
             continue
         tenant = _container_labels(resource.props).get(TENANT_LABEL)
@@ -370,4 +376,13 @@ METALLB_IPV4 = ResourceValidationPolicy(
     enforcement_level=EnforcementLevel.MANDATORY,
 )
 
-ALL_POLICIES = [GPU_REQUEST_LIMITS, GPU_PLACEMENT_ORDER, NO_GPU_ON_LABEL, WORKER_VERSION, KAMAJI_VERSION, METALLB_IPV4]
+# gpu-request-inputs first: the engine runs resource policies before stack policies, and so do the harnesses.
+ALL_POLICIES = [
+    GPU_REQUEST_INPUTS,
+    GPU_REQUEST_LIMITS,
+    GPU_PLACEMENT_ORDER,
+    NO_GPU_ON_LABEL,
+    WORKER_VERSION,
+    KAMAJI_VERSION,
+    METALLB_IPV4,
+]

@@ -46,6 +46,8 @@ class Registration:
     inputs: dict[str, Any]
     parent: str = ""
     dependencies: set[str] = field(default_factory=set)
+    # The resources whose outputs flow into its inputs (a subset of dependencies, which adds depends_on).
+    property_dependencies: set[str] = field(default_factory=set)
     provider: str = ""
     custom: bool = True
     read_id: str = ""
@@ -127,9 +129,8 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
 
     def RegisterResource(self, request):
         response = super().RegisterResource(request)
-        dependencies = set(request.dependencies)
-        for urns in request.propertyDependencies.values():
-            dependencies.update(urns.urns)
+        property_dependencies = {urn for urns in request.propertyDependencies.values() for urn in urns.urns}
+        dependencies = set(request.dependencies) | property_dependencies
         raw = rpc.deserialize_properties(request.object, keep_unknowns=True)
         self.registrations[response.urn] = Registration(
             urn=response.urn,
@@ -139,6 +140,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             secret_inputs={key for key, value in raw.items() if is_secret_value(value)},
             parent=request.parent,
             dependencies=dependencies,
+            property_dependencies=property_dependencies,
             provider=request.provider,
             custom=request.custom,
             delete_before_replace=request.deleteBeforeReplace,

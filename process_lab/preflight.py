@@ -3,8 +3,9 @@
 The control planes' programs and the Pulumi engine with its Python language host and the Kubernetes
 provider come from `make tools` (./bin, or GPULAB_BIN); HAMi's scheduler from GPULAB_HAMI_SCHEDULER or
 ./bin/hami-scheduler, since the Go module proxy refuses HAMi (tools/README.md). One line per missing
-fix, each saying what to do; exit 1 if any is missing.
-Usage: python -m process_lab.preflight
+fix, each saying what to do; exit 1 if any is missing. `--destroy` checks what `make down` runs: it
+starts no HAMi, so a lab whose hami-scheduler is gone (or set in another shell) can still be taken down.
+Usage: python -m process_lab.preflight [--destroy]
 """
 
 from __future__ import annotations
@@ -31,12 +32,12 @@ def bin_dir() -> Path:
     return Path(os.environ.get("GPULAB_BIN") or ROOT / "bin").resolve()
 
 
-def problems(tools: Path) -> list[str]:
+def problems(tools: Path, *, destroy: bool = False) -> list[str]:
     lines = []
     missing = [*missing_programs(tools), *(name for name in ENGINE if not os.access(tools / name, os.X_OK))]
     if missing:
         lines.append(f"not built in {tools}: {', '.join(missing)}: run `make tools` (from pinned Go modules)")
-    if find_hami_scheduler(tools) is None:
+    if not destroy and find_hami_scheduler(tools) is None:
         lines.append(
             f"hami-scheduler is not in {tools} and GPULAB_HAMI_SCHEDULER is not set: build HAMi v2.8.3's "
             "cmd/scheduler (the Go module proxy refuses HAMi; docs/process-lab.md says how) and set "
@@ -45,8 +46,12 @@ def problems(tools: Path) -> list[str]:
     return lines
 
 
-def main() -> int:
-    found = problems(bin_dir())
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args not in ([], ["--destroy"]):
+        print("usage: python -m process_lab.preflight [--destroy]", file=sys.stderr)
+        return 2
+    found = problems(bin_dir(), destroy=args == ["--destroy"])
     for line in found:
         print(f"[gpulab] {line}", file=sys.stderr)
     return 1 if found else 0

@@ -9,6 +9,7 @@ from pulumi_policy import (
     StackValidationArgs,
 )
 
+from policies.analyzed_inputs import forget_inputs
 from policies.rules import ALL_POLICIES
 from preview.pack import options, program_resources  # noqa: F401 (re-exported for the tests)
 
@@ -72,14 +73,13 @@ def run_resource_policy(name: str, args: ResourceValidationArgs) -> list[str]:
     return violations
 
 
-def analyze_stack(resources, policy_config: dict | None = None):
-    """Drive the real CrossGuard analyzer servicer (what the CLI talks to over gRPC), with every resource's
-    properties encoded as the engine sends them: a protobuf Struct, where every number is a double."""
+def _servicer(policy_config: dict | None):
     from google.protobuf import struct_pb2
     from pulumi.runtime import proto
     from pulumi_policy import EnforcementLevel
     from pulumi_policy.policy import _PolicyAnalyzerServicer
 
+    forget_inputs()  # a new analyzer process: it has analysed nothing yet
     servicer = _PolicyAnalyzerServicer("gpulab-gpu-policies", "0.1.0", ALL_POLICIES, EnforcementLevel.MANDATORY)
     if policy_config:
         request = proto.ConfigureAnalyzerRequest()
@@ -88,25 +88,51 @@ def analyze_stack(resources, policy_config: dict | None = None):
             value.update(config)
             request.policyConfig[name].CopyFrom(proto.PolicyConfig(properties=value))
         servicer.Configure(request, None)
-    items = []
-    for resource in resources:
-        properties = struct_pb2.Struct()
-        properties.update(_plain(resource.props))
-        provider = None
-        if resource.provider is not None:
-            provider = proto.AnalyzerProviderResource(
-                type=resource.provider.resource_type, urn=resource.provider.urn, name=resource.provider.name
-            )
-        items.append(
-            proto.AnalyzerResource(
-                type=resource.resource_type,
-                properties=properties,
-                urn=resource.urn,
-                name=resource.name,
-                provider=provider,
-            )
+    return servicer
+
+
+def _wire(resource, props: dict, message):
+    """One resource as the engine encodes it: a protobuf Struct, where every number is a double."""
+    from google.protobuf import struct_pb2
+    from pulumi.runtime import proto
+
+    properties = struct_pb2.Struct()
+    properties.update(_plain(props))
+    provider = None
+    if resource.provider is not None:
+        provider = proto.AnalyzerProviderResource(
+            type=resource.provider.resource_type, urn=resource.provider.urn, name=resource.provider.name
         )
+    return message(
+        type=resource.resource_type, properties=properties, urn=resource.urn, name=resource.name, provider=provider
+    )
+
+
+def analyze_stack(resources, policy_config: dict | None = None):
+    """Drive the real CrossGuard analyzer servicer (what the CLI talks to over gRPC) as an update does: every
+    resource's outputs known (here its props), sent to the stack policies at once."""
+    from pulumi.runtime import proto
+
+    servicer = _servicer(policy_config)
+    items = [_wire(resource, resource.props, proto.AnalyzerResource) for resource in resources]
     return servicer.AnalyzeStack(proto.AnalyzeStackRequest(resources=items), None)
+
+
+def analyze_first_preview(resources, policy_config: dict | None = None):
+    """The servicer driven as a first `pulumi preview` drives it (pulumi/pulumi v3.274.0,
+    pkg/resource/deploy/step_generator.go and pkg/resource/plugin/provider_plugin.go): Analyze with each
+    resource's inputs, then one AnalyzeStack in which every resource sent through a provider (here, all
+    of them are a tenant's or the management cluster's, whose kubeconfig the same run makes) has no outputs.
+    Returns the Analyze responses and the AnalyzeStack response."""
+    from pulumi.runtime import proto
+
+    servicer = _servicer(policy_config)
+    analyzed = [servicer.Analyze(_wire(resource, resource.props, proto.AnalyzeRequest), None) for resource in resources]
+    items = [
+        _wire(resource, {} if resource.provider is not None else resource.props, proto.AnalyzerResource)
+        for resource in reversed(resources)  # in no fixed order
+    ]
+    return analyzed, servicer.AnalyzeStack(proto.AnalyzeStackRequest(resources=items), None)
 
 
 def _plain(value):

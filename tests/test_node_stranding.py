@@ -251,7 +251,8 @@ def test_the_pack_refuses_a_set_stranded_in_every_order() -> None:
     (diagnostic,) = response.diagnostics
     # The mandatory policy (the harness's Configure sends no enforcement level, so the level is not checked here).
     assert diagnostic.policyName == "gpu-request-limits"
-    assert f"tenant team: Pod/{NS}/small" in diagnostic.message and "CardInsufficientMemory" in diagnostic.message
+    # By URN ("as declared"): the engine hands a stack's resources in no fixed order, so the pack sorts them.
+    assert f"tenant team: Pod/{NS}/whole-2" in diagnostic.message and "CardInsufficientMemory" in diagnostic.message
     assert "strands one in every creation order" in diagnostic.message
 
 

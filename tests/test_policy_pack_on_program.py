@@ -7,7 +7,7 @@ import copy
 
 import pytest
 from lab_harness import lab_config, reference_program, run_program, shared_program
-from policy_harness import analyze_stack, program_resources
+from policy_harness import analyze_first_preview, analyze_stack, program_resources
 
 from preview import pack
 
@@ -30,6 +30,7 @@ def with_tenant_a_workload(workload: dict) -> dict:
 def test_reference_stack_passes_every_policy() -> None:
     violations = pack.run_pack(reference_program())
     assert set(violations) == {
+        "gpu-request-inputs",
         "gpu-request-limits",
         "gpu-placement-order",
         "mock-gpu-node-not-labelled-gpu-on",
@@ -88,6 +89,29 @@ def test_real_analyzer_reports_a_mandatory_violation() -> None:
     assert diagnostics[0].enforcementLevel == 1  # MANDATORY in the analyzer protocol: fails preview and up
 
 
+def test_a_first_preview_refuses_the_fourth_pod_although_the_engine_hands_no_outputs() -> None:
+    """Boundary: the engine at a first preview (tests/real/test_engine_policies.py runs the real one): Analyze
+    gets inputs, AnalyzeStack gets `{}` behind the tenant providers, in no fixed order. The pack judges the
+    analysed inputs; without gpu-request-inputs this stack passed the real engine's preview."""
+    program = shared_program(with_tenant_a_workload(TRAINER_4))
+    analyzed, response = analyze_first_preview(program_resources(program))
+    assert not [d for r in analyzed for d in r.diagnostics], "no resource policy refuses this stack"
+    diagnostics = [d for d in response.diagnostics if d.policyName == "gpu-request-limits"]
+    assert len(diagnostics) == 1 and "CardInsufficientCore" in diagnostics[0].message
+    assert "Pod/gpu-workloads/trainer-4 on" in diagnostics[0].message  # by URN, as make plan blames it
+
+
+def test_make_plan_hands_the_stack_policies_what_a_first_preview_does() -> None:
+    """The double in preview/pack.py: `{}` for what goes through a provider configured from another resource
+    of the run (every tenant's and the management cluster's), the inputs elsewhere."""
+    resources = {r.urn: r for r in pack.program_resources(reference_program(), outputs=True)}
+    behind_providers = [r for r in resources.values() if r.provider is not None]
+    assert {r.resource_type for r in behind_providers} >= {"kubernetes:core/v1:Pod", "kubernetes:core/v1:ConfigMap"}
+    assert all(r.props == {} for r in behind_providers)
+    containers = [r for r in resources.values() if r.resource_type == "docker:index/container:Container"]
+    assert containers and all(r.props for r in containers)  # the default Docker provider is configured
+
+
 def test_real_analyzer_passes_the_reference_stack() -> None:
     response = analyze_stack(program_resources(reference_program()))
     assert list(response.diagnostics) == []
@@ -138,7 +162,7 @@ def test_pack_imports_only_what_its_own_requirements_install() -> None:
     )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "6"
+    assert result.stdout.strip() == "7"
     requirements = (ROOT / "policies" / "requirements.txt").read_text()
     for package in ("pulumi-policy", "pydantic", "PyYAML"):
         assert package in requirements
@@ -254,7 +278,16 @@ def _through_tenant_a(resources, kind: str, body: dict):
     resource_type = next(t for t, k in RESOURCE_TYPES.items() if k == kind)
     props = {"apiVersion": "v1", "kind": kind, "metadata": {"name": "w", "namespace": "batch"}, **body}
     return PolicyResource(
-        resource_type, props, f"{trainer.urn}-{kind}", "w", trainer.opts, trainer.provider, None, [], {}
+        # Its URN sorts after the trainers': the pack judges a stack by URN, as the engine's order is not fixed.
+        resource_type,
+        props,
+        f"{trainer.urn.rsplit('::', 1)[0]}::tenant-a-workloads-w-{kind}",
+        "w",
+        trainer.opts,
+        trainer.provider,
+        None,
+        [],
+        {},
     )
 
 

@@ -247,6 +247,20 @@ def test_the_preflight_names_make_tools_once_and_hami_separately(tmp_path: Path,
     assert problems(tmp_path) == []
 
 
+def test_make_down_does_not_need_hami(tmp_path: Path, monkeypatch) -> None:
+    """Destroy starts no HAMi: a lab whose GPULAB_HAMI_SCHEDULER was set in another shell still comes down
+    (seen here: `make down STACK=sim` stopped at the preflight, every process left running)."""
+    from process_lab.preflight import ENGINE, main, problems
+
+    monkeypatch.delenv("GPULAB_HAMI_SCHEDULER", raising=False)
+    monkeypatch.setenv("GPULAB_BIN", str(tmp_path))
+    for name in (*PROGRAMS, *ENGINE):
+        (tmp_path / name).write_text("#!/bin/sh\n")
+        (tmp_path / name).chmod(0o755)
+    assert problems(tmp_path, destroy=True) == [] and len(problems(tmp_path)) == 1
+    assert main(["--destroy"]) == 0 and main([]) == 1 and main(["--bogus"]) == 2
+
+
 def test_a_sweep_stops_every_process_of_a_tenant_folder_and_nothing_of_another(tmp_path: Path) -> None:
     """After `pulumi up` was killed halfway (a HAMi started, never recorded) or processes were killed by
     hand, delete and re-create find what to stop by folder; tenant-a's sweep spares tenant-ab."""

@@ -15,7 +15,8 @@ import pytest
 from shared_data import ROOT
 from upstream_data import in_ci
 
-SCRIPTS = sorted((ROOT / "scripts").glob("*.sh"))
+# policies/analyzer: the pack as an executable analyzer (pulumi preview --policy-pack policies/analyzer).
+SCRIPTS = [*sorted((ROOT / "scripts").glob("*.sh")), ROOT / "policies" / "analyzer"]
 FAKES = ROOT / "tests" / "fakes"
 KUBECONFIG = (
     "apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    server: https://172.30.255.201:6443\n  name: t\n"

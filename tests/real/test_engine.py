@@ -25,7 +25,7 @@ from shared_data import ROOT
 from process_lab.preflight import ENGINE
 from tests.real import cluster as kwok
 
-SKIPPED_IN_COPY = {".git", "venv", "bin", ".cache", ".state", "reports", "__pycache__", ".pytest_cache", "policies"}
+SKIPPED_IN_COPY = {".git", "venv", "bin", ".cache", ".state", "reports", "__pycache__", ".pytest_cache"}
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +41,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
         stack_file.unlink()
     shutil.copy(LAB_PROJECT / "Pulumi.sim.yaml", copy / "Pulumi.sim.yaml")
     (copy / "venv").symlink_to(Path(sys.executable).parents[1])  # Pulumi.yaml's `virtualenv: venv`
+    # policies/analyzer runs the pack with policies/venv: the suite's own venv has pulumi-policy too.
+    (copy / "policies" / "venv").symlink_to(Path(sys.executable).parents[1])
     return copy
 
 
