@@ -104,6 +104,17 @@ def test_a_key_dedented_out_of_config_is_named(capsys, tmp_path) -> None:
     assert "declare at least one tenant" not in err, err
 
 
+def test_a_dedented_key_is_named_with_every_other_problem(capsys, tmp_path) -> None:
+    """One run lists every mistake: the dedented key, and what is wrong elsewhere, judged as if indented."""
+    text = f"config:\n  gpulab:schedulling: {{}}\ngpulab:tenants:\n{TENANT_A.replace('count: 1', 'count: 0')}"
+    err = refused(capsys, tmp_path, text)
+    assert "  gpulab:tenants: is outside `config:`" in err, err
+    assert "  gpulab:schedulling: is not a key of gpulab; did you mean `scheduling`?" in err, err
+    assert "gpulab:tenants[0].gpus[0].count = 0" in err, err
+    assert "declare at least one tenant" not in err, err
+    assert_one_format(err.replace("Pulumi.dev.yaml: ", "", 1))  # a read problem names its file first
+
+
 # --- item 3: an SSH worker inside its tenant's own pod range ---
 
 

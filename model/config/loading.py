@@ -112,21 +112,39 @@ def read_stack_file(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     document = {} if document is None else document
     if not isinstance(document, dict):
         raise ConfigError(f"must be a mapping with a `config:` key, not a {type(document).__name__}")
-    # A config key dedented out of `config:` is a key of the file itself, which holds no config.
-    outside = [key for key in document if isinstance(key, str) and key.startswith(f"{PROJECT}:")]
-    if outside:
-        keys = ", ".join(f"{PROJECT}:{redact.key_part(key.removeprefix(f'{PROJECT}:'))}" for key in outside)
-        raise ConfigError(
-            f"{keys}: {'is' if len(outside) == 1 else 'are'} outside `config:`, so it is no config key; "
-            "indent it under `config:`"
-        )
     config = document.get("config") or {}
     if not isinstance(config, dict):
         raise ConfigError(f"`config` must be a mapping of `{PROJECT}:<key>: value`")
     for key in config:
         if not isinstance(key, str):
             raise ConfigError(f"config keys must be strings like `{PROJECT}:tenants`, not {redact.shown(key)}")
+    # A config key dedented out of `config:` is a key of the file itself, which holds no config. Said with
+    # every other problem of the config, judged as if it were indented, so that one run lists them all.
+    outside = [key for key in document if isinstance(key, str) and key.startswith(f"{PROJECT}:")]
+    if outside:
+        lines = [
+            problem_line(
+                redact.key_part(key.removeprefix(f"{PROJECT}:")),
+                "is outside `config:`, so it is no config key; indent it under `config:`",
+            )
+            for key in outside
+        ]
+        raise ConfigError(error_message(lines + _problems({**config, **{key: document[key] for key in outside}})))
     return document, config
+
+
+def _problems(config: dict[str, Any]) -> list[str]:
+    """The lines of every problem parse_config finds in a `config:` mapping (secret values left out)."""
+    plain = {}
+    for key, value in config.items():
+        namespace, _, name = key.rpartition(":")
+        if namespace in ("", PROJECT) and not is_secure(value):
+            plain[name] = value
+    try:
+        parse_config(plain)
+    except ConfigError as error:
+        return str(error).splitlines()[1:]
+    return []
 
 
 def is_secure(value: object) -> bool:
