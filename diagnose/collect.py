@@ -168,7 +168,7 @@ class Collector:
         elif not (self.lab and self.lab.process_mode):  # process mode runs no container
             fix = "start Docker; `docker info` must work for your user"
             if info.problem.endswith("not found on PATH"):
-                fix = "install Docker Engine (README: What you need)"
+                fix = "install Docker Engine (docs/setup.md: What you need)"
             self.out.findings.append(Finding("docker", "Docker daemon", "not answering", info.why(), fix))
         return docker_info
 

@@ -64,15 +64,21 @@ class Registration:
 class LabMocks(pulumi.runtime.Mocks):
     """Answers like the real providers would, with real-shaped values."""
 
-    def __init__(self, ipam: list[dict] | None = None, unknown_tcp_status: bool = False) -> None:
+    def __init__(
+        self, ipam: list[dict] | None = None, unknown_tcp_status: bool = False, first_preview: bool = False
+    ) -> None:
         self.ipam = DUAL_STACK_IPAM if ipam is None else ipam
         self.unknown_tcp_status = unknown_tcp_status
+        # Answer as the real engine does at a first preview (tests/real/test_engine_values.py checks it).
+        self.first_preview = first_preview
         self.transforms: dict[str, list[Any]] = {}
         self.invokes: list[tuple[str, dict]] = []
         self._endpoints = 200
         self.monitor: RecordingMonitor | None = None
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
+        if self.first_preview and (previewed := self.previewed_outputs(args)) is not None:
+            return f"{args.name}-id", previewed
         outputs = dict(args.inputs)
         if args.transforms:
             self.transforms[args.name] = list(args.transforms)
@@ -115,6 +121,19 @@ class LabMocks(pulumi.runtime.Mocks):
             outputs["hami_port"], outputs["hami_metrics_port"] = 31000 + self._endpoints, 30000 + self._endpoints
         return f"{args.name}-id", outputs
 
+    def previewed_outputs(self, args: pulumi.runtime.MockResourceArgs) -> dict | None:
+        """What a first preview's Create answers, where that is not the provider's own preview (pulumi/pulumi
+        v3.274.0 pkg/resource/plugin/provider_plugin.go, Create): nothing behind a provider whose config
+        waits for another resource of the run (`{}`: every output unknown); a provider that does not
+        preview (gpulab's dynamic providers) has its inputs handed back, so its computed outputs are unknown.
+        None: answer as the provider would."""
+        provider = self.monitor.registrations.get(args.provider.rsplit("::", 1)[0]) if args.provider else None
+        if provider is not None and provider.property_dependencies:
+            return {}
+        if args.typ == "pulumi-python:dynamic:Resource":
+            return dict(args.inputs)
+        return None
+
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict:
         self.invokes.append((args.token, dict(args.args)))
         if args.token == "docker:index/getNetwork:getNetwork":
@@ -132,6 +151,9 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
         property_dependencies = {urn for urns in request.propertyDependencies.values() for urn in urns.urns}
         dependencies = set(request.dependencies) | property_dependencies
         raw = rpc.deserialize_properties(request.object, keep_unknowns=True)
+        if request.type.startswith("pulumi:providers:") and request.version:
+            # The engine keeps a provider's version among its inputs, as the policy pack then sees them.
+            raw = {**raw, "version": request.version}
         self.registrations[response.urn] = Registration(
             urn=response.urn,
             type=request.type,

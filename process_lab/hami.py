@@ -180,6 +180,8 @@ class HamiScheduler:
         self.binary, self.folder, self.port, self.metrics_port = binary, folder, port, metrics_port
         self.log = folder / "hami-scheduler.log"
         self.process: subprocess.Popen[bytes] | None = None
+        # Options beyond the chart's (e.g. the benchmark's --kube-qps): HAMi's chart sets none.
+        self.extra_args: list[str] = []
 
     def start(self, kubeconfig: Path, lab: LabConfig, split_count: int, ca_crt: Path, crt: Path, key: Path) -> None:
         config = self.folder / "device-config.yaml"
@@ -202,6 +204,7 @@ class HamiScheduler:
             f"--node-lock-timeout={scheduling.node_lock_timeout}",
             "--debug",
             "-v=4",
+            *self.extra_args,
         ]
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What `make up` (and `make down`, with --docker-only) checks before it installs or creates anything:
-# a Linux host, the tools README lists, a reachable Docker daemon, and room for the lab's images.
+# a Linux host, the tools docs/setup.md lists, a reachable Docker daemon, and room for the lab's images.
 # Every problem is one line saying what to do; all of them are listed, then it exits 1.
 # A stack that runs nothing in local Docker (an existing management cluster, every worker over SSH)
 # is not asked for a Docker daemon.

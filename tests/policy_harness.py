@@ -73,14 +73,16 @@ def run_resource_policy(name: str, args: ResourceValidationArgs) -> list[str]:
     return violations
 
 
-def _servicer(policy_config: dict | None):
+def _servicer(policy_config: dict | None, policies=None):
     from google.protobuf import struct_pb2
     from pulumi.runtime import proto
     from pulumi_policy import EnforcementLevel
     from pulumi_policy.policy import _PolicyAnalyzerServicer
 
     forget_inputs()  # a new analyzer process: it has analysed nothing yet
-    servicer = _PolicyAnalyzerServicer("gpulab-gpu-policies", "0.1.0", ALL_POLICIES, EnforcementLevel.MANDATORY)
+    servicer = _PolicyAnalyzerServicer(
+        "gpulab-gpu-policies", "0.1.0", policies or ALL_POLICIES, EnforcementLevel.MANDATORY
+    )
     if policy_config:
         request = proto.ConfigureAnalyzerRequest()
         for name, config in policy_config.items():
@@ -91,17 +93,28 @@ def _servicer(policy_config: dict | None):
     return servicer
 
 
-def _wire(resource, props: dict, message):
-    """One resource as the engine encodes it: a protobuf Struct, where every number is a double."""
+def _struct(props: dict):
     from google.protobuf import struct_pb2
-    from pulumi.runtime import proto
 
     properties = struct_pb2.Struct()
     properties.update(_plain(props))
+    return properties
+
+
+def _wire(resource, props: dict, message):
+    """One resource as the engine encodes it: a protobuf Struct, where every number is a double (an unknown
+    is the engine's sentinel string), with its provider's own inputs. The engine hands a dynamic resource's
+    inputs without the serialized provider (`__provider`; seen with v3.274.0)."""
+    from pulumi.runtime import proto
+
+    properties = _struct({key: value for key, value in props.items() if key != "__provider"})
     provider = None
     if resource.provider is not None:
         provider = proto.AnalyzerProviderResource(
-            type=resource.provider.resource_type, urn=resource.provider.urn, name=resource.provider.name
+            type=resource.provider.resource_type,
+            urn=resource.provider.urn,
+            name=resource.provider.name,
+            properties=_struct(dict(resource.provider.props)),
         )
     return message(
         type=resource.resource_type, properties=properties, urn=resource.urn, name=resource.name, provider=provider
@@ -118,7 +131,7 @@ def analyze_stack(resources, policy_config: dict | None = None):
     return servicer.AnalyzeStack(proto.AnalyzeStackRequest(resources=items), None)
 
 
-def analyze_first_preview(resources, policy_config: dict | None = None):
+def analyze_first_preview(resources, policy_config: dict | None = None, policies=None):
     """The servicer driven as a first `pulumi preview` drives it (pulumi/pulumi v3.274.0,
     pkg/resource/deploy/step_generator.go and pkg/resource/plugin/provider_plugin.go): Analyze with each
     resource's inputs, then one AnalyzeStack in which every resource sent through a provider (here, all
@@ -126,7 +139,7 @@ def analyze_first_preview(resources, policy_config: dict | None = None):
     Returns the Analyze responses and the AnalyzeStack response."""
     from pulumi.runtime import proto
 
-    servicer = _servicer(policy_config)
+    servicer = _servicer(policy_config, policies)
     analyzed = [servicer.Analyze(_wire(resource, resource.props, proto.AnalyzeRequest), None) for resource in resources]
     items = [
         _wire(resource, {} if resource.provider is not None else resource.props, proto.AnalyzerResource)
@@ -136,6 +149,11 @@ def analyze_first_preview(resources, policy_config: dict | None = None):
 
 
 def _plain(value):
+    from pulumi.output import Unknown
+    from pulumi.runtime import rpc
+
+    if isinstance(value, Unknown):
+        return rpc.UNKNOWN  # the engine's sentinel string, which the analyzer reads as unknown
     if isinstance(value, dict):
         return {key: _plain(item) for key, item in value.items() if item is not None}
     if isinstance(value, list):

@@ -143,8 +143,8 @@ def test_a_pod_no_single_node_holds_is_refused_with_hamis_reason(capsys, tmp_pat
 
 
 def readme_tenant_c() -> dict:
-    """The two-node tenant README.md shows, as written there."""
-    text = (ROOT / "README.md").read_text()
+    """The two-node tenant docs/configuration.md shows, as written there."""
+    text = (ROOT / "docs" / "configuration.md").read_text()
     block = text[text.index("    - name: tenant-c") :]
     return yaml.safe_load(block[: block.index("```")])[0]
 

@@ -55,25 +55,44 @@ def test_the_readme_parser_finds_commands_not_prose() -> None:
     assert make_targets_in(text) == {"up", "check", "test", "verify"}
 
 
+def user_docs() -> str:
+    """README and docs/: what users read (depth moved from README to docs/)."""
+    return "\n".join(path.read_text() for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])
+
+
 def test_make_help_lists_every_target_readme_tells_users_to_run() -> None:
-    mentioned = make_targets_in((ROOT / "README.md").read_text())
+    mentioned = make_targets_in(user_docs())
     assert {"up", "plan", "test", "policy-venv", "upstream-data"} <= mentioned, "the README parser lost track"
     missing = mentioned - help_targets() - {"help"}
     assert not missing, f"README tells users to run these, `make help` does not list them: {sorted(missing)}"
 
 
 def test_readme_use_it_lists_exactly_the_targets_of_make_help() -> None:
-    """Boundary: README's "Use it" block, `make help  # every target`, against `make help` itself."""
+    """Boundary: README's and docs/usage.md's target blocks, `make help  # every target`, against `make help`."""
+    for text in ((ROOT / "README.md").read_text(), (ROOT / "docs" / "usage.md").read_text()):
+        start = text.index("make help               # every target")
+        block = text[start : text.index("```", start)]
+        assert make_targets_in(f"```\n{block}```\n") - {"help"} == help_targets()
+
+
+def test_readme_fits_in_five_minutes() -> None:
+    """Issue 31: README is the what, the quick start and where to read on; depth lives in docs/."""
     readme = (ROOT / "README.md").read_text()
-    block = readme.split("## Use it", 1)[1].split("```sh", 1)[1].split("```", 1)[0]
-    assert "make help               # every target" in block
-    assert make_targets_in(f"```\n{block}```\n") - {"help"} == help_targets()
+    assert len(readme.splitlines()) <= 250
+    links = re.findall(r"\]\((docs/[a-z-]+\.md|tools/README\.md)(?:#[a-z0-9-]+)?\)", readme)
+    assert links and all((ROOT / link).is_file() for link in links), links
+
+
+def test_docs_link_only_to_what_exists() -> None:
+    for path in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]:
+        for target in re.findall(r"\]\(([^)#:]+\.md)(?:#[^)]*)?\)", path.read_text()):
+            assert (path.parent / target).is_file(), f"{path.name} links to {target}, which is not there"
 
 
 def test_readme_runs_gpulab_s_modules_with_the_venv_s_python() -> None:
     """Boundary: the commands README shows for gpulab's own modules, spelled one way (the venv's python has
     gpulab's dependencies and finds it from any folder; a bare `python` may be the host's)."""
-    readme = (ROOT / "README.md").read_text()
+    readme = user_docs()
     modules = "policies|preview|diagnose|report|model"
     assert re.findall(rf"venv/bin/python -m (?:{modules})\b", readme), "the pattern lost track"
     bare = re.findall(rf"(?<![\w/.])(?:\./)?(?:python3?|\./venv/bin/python) -m (?:{modules})\b", readme)

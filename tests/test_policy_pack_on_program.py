@@ -6,8 +6,9 @@ from __future__ import annotations
 import copy
 
 import pytest
-from lab_harness import lab_config, reference_program, run_program, shared_program
+from lab_harness import LabMocks, lab_config, reference_program, run_program, shared_program
 from policy_harness import analyze_first_preview, analyze_stack, program_resources
+from pulumi.output import Unknown
 
 from preview import pack
 
@@ -93,7 +94,9 @@ def test_a_first_preview_refuses_the_fourth_pod_although_the_engine_hands_no_out
     """Boundary: the engine at a first preview (tests/real/test_engine_policies.py runs the real one): Analyze
     gets inputs, AnalyzeStack gets `{}` behind the tenant providers, in no fixed order. The pack judges the
     analysed inputs; without gpu-request-inputs this stack passed the real engine's preview."""
-    program = shared_program(with_tenant_a_workload(TRAINER_4))
+    program = run_program(with_tenant_a_workload(TRAINER_4), preview=True, mocks=LabMocks(first_preview=True))
+    quota = next(r for r in program_resources(program) if r.resource_type == "kubernetes:core/v1:ResourceQuota")
+    assert isinstance(quota.props["metadata"]["namespace"], Unknown), "its Namespace has no outputs at a first preview"
     analyzed, response = analyze_first_preview(program_resources(program))
     assert not [d for r in analyzed for d in r.diagnostics], "no resource policy refuses this stack"
     diagnostics = [d for d in response.diagnostics if d.policyName == "gpu-request-limits"]

@@ -163,7 +163,7 @@ def _instead(item: Any) -> str | None:
     if kind in ("model_type", "model_attributes_type", "dict_type"):
         return f"must be a mapping of keys (`key: value`){_example(loc)}"
     if kind not in ("value_error", "assertion_error"):
-        return f"is not what this key takes ({item['msg']}); see the table in README.md's Configuration section"
+        return f"is not what this key takes ({item['msg']}); see the table in docs/configuration.md"
     return None
 
 
