@@ -8,9 +8,9 @@ from __future__ import annotations
 import random
 import time
 
+from hami.cards import CardSpec
 from model.config import GpuQuota, PodLimits
 from policies.evaluate import UNDECIDED, evaluate_tenant
-from policies.gpu_fit import CardSpec
 from policies.inventory import TenantInventory
 from policies.workloads import read_workload
 

@@ -31,9 +31,9 @@ from types import ModuleType
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from hami.cards import CardSpec  # noqa: E402
 from model.config import GpuQuota, PodLimits  # noqa: E402
 from policies.evaluate import UNDECIDED, evaluate_tenant  # noqa: E402
-from policies.gpu_fit import CardSpec  # noqa: E402
 from policies.inventory import TenantInventory  # noqa: E402
 
 BASELINE = "57a5746"  # the last commit before issue 12 (policies 700 us/pod)
@@ -128,13 +128,13 @@ def run_adversarial(cases: int, seed: int) -> tuple[float, int]:
 
 
 def main(tenants: int = 50, pods: int = 10_000, seed: int = 7, adversarial: int = 200, baseline: bool = True) -> None:
+    import hami.cards
     import policies.evaluate
-    import policies.gpu_fit
     import policies.inventory
     import policies.workloads
 
     current = {
-        "gpu_fit": policies.gpu_fit,
+        "gpu_fit": hami.cards,
         "inventory": policies.inventory,
         "workloads": policies.workloads,
         "evaluate": policies.evaluate,

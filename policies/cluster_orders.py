@@ -1,5 +1,5 @@
 """The advisory verdict across a tenant's GPU nodes: HAMi's greedy walk (node policy of
-policies/node_policy.py, card policy of policies/gpu_fit.py), every tie between nodes followed, over
+hami/nodes.py, card policy of hami/cards.py), every tie between nodes followed, over
 the arrival orders."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from policies.gpu_fit import CardUse, ContainerFailure, Node, PodRequest
-from policies.node_policy import MAX_TIE_RUNS, Choice, Cluster, NodeFailure, best, node_policy_of, node_score
+from hami.cards import CardUse, ContainerFailure, Node, PodRequest
+from hami.nodes import MAX_TIE_RUNS, Choice, Cluster, NodeFailure, best, node_policy_of, node_score
 
 
 @dataclass

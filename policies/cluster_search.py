@@ -7,9 +7,9 @@ import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from policies.fit_search import Budget, _quota_allows, _search_order
-from policies.gpu_fit import ContainerRequest, PodRequest
-from policies.node_policy import Cluster
+from hami.cards import ContainerRequest, PodRequest, quota_allows
+from hami.nodes import Cluster
+from policies.fit_search import Budget, _search_order
 
 
 @dataclass
@@ -99,7 +99,7 @@ class _ClusterSearcher:
             if signature in tried:
                 continue
             tried.add(signature)
-            if container.nums > 1 and not _quota_allows(node, pod, container, combination):
+            if container.nums > 1 and not quota_allows(node, pod, container, combination):
                 continue
             for card in combination:
                 node.allocate(card, container, pod.namespace)

@@ -11,9 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal, TypeVar
 
-from policies.fit_orders import find_stranding, stranded_in_every_order
-from policies.fit_search import SEARCH_BUDGET, Budget, search_placement
-from policies.gpu_fit import (
+from hami.cards import (
     POLICIES,
     RESOURCE_QUOTA_NOT_FIT,
     CardSpec,
@@ -22,6 +20,8 @@ from policies.gpu_fit import (
     Node,
     PodRequest,
 )
+from policies.fit_orders import find_stranding, stranded_in_every_order
+from policies.fit_search import SEARCH_BUDGET, Budget, search_placement
 from policies.inventory import NamespaceUsage, TenantInventory
 from policies.per_pod import per_pod_advisories, per_pod_refusals
 from policies.workloads import Workload
@@ -242,8 +242,8 @@ def running(inventory: TenantInventory, workloads: Sequence[Workload]) -> Tenant
             totals[1] += container.fit_cores * len(cards)
 
     if inventory.nodes:  # several GPU nodes: HAMi's node policy picks the node (first on a tie)
+        from hami.nodes import NodeFailure
         from policies.evaluate_nodes import tenant_cluster
-        from policies.node_policy import NodeFailure
 
         cluster = tenant_cluster(inventory, pods).copy()
         for pod in pods:

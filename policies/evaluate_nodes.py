@@ -1,5 +1,5 @@
 """Judging a tenant with several GPU nodes: policies/evaluate.py's questions, asked across the nodes
-with HAMi's node selection (policies/node_policy.py).
+with HAMi's node selection (hami/nodes.py).
 
 - certain (errors): a pod no node can hold even alone, and a set that no placement across the nodes
   holds (each pod on one node; the namespace quota counted over all of them), decided by exhaustive
@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from hami.cards import POLICIES, Node, PodRequest
+from hami.nodes import MAX_TIE_RUNS, Cluster, NodeFailure
 from policies.cluster_orders import (
     MAX_ORDER_STATES,
     every_order_strands,
@@ -37,9 +39,7 @@ from policies.evaluate import (
 )
 from policies.fit_orders import MAX_ORDERS, arrival_orders, cannot_strand, distinct_orders
 from policies.fit_search import Budget
-from policies.gpu_fit import POLICIES, Node, PodRequest
 from policies.inventory import TenantInventory
-from policies.node_policy import MAX_TIE_RUNS, Cluster, NodeFailure
 from policies.workloads import Workload
 
 MAX_PERMUTED = 6  # up to this many pods every creation order is searched across the nodes; above, a sample
@@ -113,7 +113,7 @@ def evaluate_cluster(inventory: TenantInventory, workloads: Sequence[Workload]) 
 def _stranding(inventory: TenantInventory, cluster: Cluster, pods: Sequence[PodRequest], fits: bool) -> Finding | None:
     """The first creation order and card policy under which HAMi's walk across the nodes strands a pod: an
     error when, with the configured policies, every order strands one on every tie branch (`_certain`)."""
-    # The pigeonhole proof of gpu_fit.cannot_strand holds over the cards of every node at once: a pod is
+    # The pigeonhole proof of fit_orders.cannot_strand holds over the cards of every node at once: a pod is
     # stranded only when every card of every node rejects it, and blocking them all takes more
     # placements than the other pods make; and a node with a card that takes the pod passes HAMi's filter.
     everything = Node(

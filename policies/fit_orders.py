@@ -1,5 +1,5 @@
 """The advisory verdict on one GPU node: HAMi places pods one at a time, greedily, with its card policy
-(policies/gpu_fit.py), so a set that fits in some placement can still be stranded by an unlucky arrival
+(hami/cards.py), so a set that fits in some placement can still be stranded by an unlucky arrival
 order. Simulates the arrival orders (all of them up to MAX_ORDERS, else a sample)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from policies.gpu_fit import POLICIES, ContainerFailure, Node, PodRequest, card_reason
+from hami.cards import POLICIES, ContainerFailure, Node, PodRequest, card_reason
 
 MAX_ORDERS = 720  # up to this many distinct arrival orders (6 different pods) all are simulated; above, a sample
 

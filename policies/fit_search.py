@@ -1,5 +1,5 @@
 """The certain verdict on one GPU node: can any placement hold a set of pods? HAMi strands at least one
-whatever the order when none can. Exhaustive search over policies/gpu_fit.py's card rules, bounded by a
+whatever the order when none can. Exhaustive search over hami/cards.py's card rules, bounded by a
 step budget; running out is reported, never hidden."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from policies.gpu_fit import CardSpec, ContainerRequest, Node, PodRequest
+from hami.cards import CardSpec, Node, PodRequest, quota_allows
 
 SEARCH_BUDGET = 20_000  # search steps per tenant evaluation before the exact answer is given up (and reported)
 
@@ -101,7 +101,7 @@ class _Searcher:
             if signature in tried:  # identical cards in identical states: one try is enough
                 continue
             tried.add(signature)
-            if container.nums > 1 and not _quota_allows(node, pod, container, combination):
+            if container.nums > 1 and not quota_allows(node, pod, container, combination):
                 continue
             for card_index in combination:
                 node.allocate(card_index, container, pod.namespace)
@@ -113,14 +113,6 @@ class _Searcher:
                 return False
         search.seen.add(key)
         return False
-
-
-def _quota_allows(node: Node, pod: PodRequest, container: ContainerRequest, cards: Sequence[int]) -> bool:
-    memory = sum(container.memory_on(node.cards[i]) for i in cards)
-    room_mb, room_cores = node.quota_room(pod.namespace)
-    if room_mb is not None and memory > room_mb:
-        return False
-    return room_cores is None or container.fit_cores * len(cards) <= room_cores
 
 
 @dataclass

@@ -17,10 +17,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
+from hami.cards import CardSpec, CardUse
 from model.catalog import DEFAULT_SPLIT_COUNT, GPU_CATALOG, MAX_CARDS, MAX_SPLIT_COUNT
 from model.config import GpuQuota, LabConfig, PodLimits, Tenant
 from model.names import INVENTORY_CONFIGMAP, INVENTORY_NAMESPACE
-from policies.gpu_fit import CardSpec, CardUse
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from policies.gpu_fit import CardUse
+from hami.cards import CardUse
 from policies.inventory import NamespaceUsage, TenantInventory
 from policies.workloads import GPU, WorkloadError, whole_quantity
 

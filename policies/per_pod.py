@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from policies.gpu_fit import (
+from hami.cards import (
     CARD_INSUFFICIENT_MEMORY,
     CARD_TYPE_MISMATCH,
     CARD_UUID_MISMATCH,

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from hami.cards import NO_PERCENTAGE, ContainerRequest, PodRequest
 from model.catalog import (
     GPU_RESOURCE,
     GPUCORES_RESOURCE,
@@ -27,7 +28,6 @@ from model.catalog import (
     MAX_REPLICAS,
 )
 from model.quantity import INT64_MAX, QuantityError, parse_quantity, suffix_of
-from policies.gpu_fit import NO_PERCENTAGE, ContainerRequest, PodRequest
 
 GPU, GPUMEM, GPUMEM_PERCENTAGE, GPUCORES = GPU_RESOURCE, GPUMEM_RESOURCE, GPUMEM_PERCENTAGE_RESOURCE, GPUCORES_RESOURCE
 HAMI_RESOURCES = (GPU, GPUMEM, GPUMEM_PERCENTAGE, GPUCORES)

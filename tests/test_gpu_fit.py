@@ -1,6 +1,6 @@
 """HAMi's fit rules and the placement search: hand-worked cases and properties (hypothesis).
 
-HAMi's own test vectors are in test_hami_conformance.py; these are gpulab's cases and the
+HAMi's own test vectors are in hami/tests/test_conformance.py; these are gpulab's cases and the
 properties that tie the fast search to brute force."""
 
 from __future__ import annotations
@@ -10,9 +10,7 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.fit_orders import cannot_strand, find_stranding, simulate, stranded_in_every_order
-from policies.fit_search import find_placement, search_placement
-from policies.gpu_fit import (
+from hami.cards import (
     CARD_COMPUTE_UNITS_EXHAUSTED,
     CARD_INSUFFICIENT_CORE,
     CARD_INSUFFICIENT_MEMORY,
@@ -30,6 +28,8 @@ from policies.gpu_fit import (
     PodRequest,
     card_reason,
 )
+from policies.fit_orders import cannot_strand, find_stranding, simulate, stranded_in_every_order
+from policies.fit_search import find_placement, search_placement
 
 A100 = CardSpec("GPU-0", "NVIDIA-A100-SXM4-80GB", 81920)
 L4 = [CardSpec(f"GPU-{i}", "NVIDIA-L4", 24576) for i in range(2)]

@@ -10,17 +10,18 @@ from pathlib import Path
 import pytest
 from shared_data import ROOT
 
-PACKAGES = ("model", "components", "policies", "scripts", "preview", "report", "diagnose", "benchmarks")
+PACKAGES = ("hami", "model", "components", "policies", "scripts", "preview", "report", "diagnose", "benchmarks")
 # Which of gpulab's packages each may import. components and policies never import each other.
 ALLOWED = {
+    "hami": set(),  # HAMi's semantics: nothing of gpulab's (issue 31)
     "model": set(),
     "components": {"model"},
-    "policies": {"model"},
+    "policies": {"model", "hami"},
     "scripts": {"model"},
     "report": {"model"},
-    "preview": {"model", "policies"},  # runs the program (__main__.py) by path, not by import
+    "preview": {"model", "policies", "hami"},  # runs the program (__main__.py) by path, not by import
     "diagnose": {"model", "components"},  # the names the components give what they create
-    "benchmarks": {"model", "policies"},
+    "benchmarks": {"model", "policies", "hami"},
 }
 SDKS = ("pulumi", "pulumi_kubernetes", "pulumi_docker", "pulumi_command", "kubernetes", "docker")
 MAX_LINES = 500
@@ -82,3 +83,22 @@ def test_the_paths_a_stack_file_points_to_exist(stack: str) -> None:
     paths = [path.rstrip(".") for path in re.findall(r"\b(?:model|components|policies|scripts)/[\w/.]*", comments)]
     assert paths, comments
     assert [path for path in paths if not (ROOT / path).exists()] == []
+
+
+def test_hami_s_semantics_stand_alone_and_name_their_release() -> None:
+    """Issue 31: hami/ imports only the standard library (no SDK, nothing of gpulab's), and names the HAMi
+    release whose chart the lab deploys."""
+    import sys
+
+    from hami import HAMI_VERSION
+    from model.versions import Versions
+
+    outside = {
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in sources("hami")
+        if "tests" not in path.parts
+        for name in imports(path)
+        if name not in sys.stdlib_module_names and name not in ("__future__", "hami")
+    }
+    assert not outside, sorted(outside)
+    assert HAMI_VERSION == f"v{Versions().hami.version}"

@@ -8,12 +8,7 @@ import itertools
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model.config import GpuQuota, PodLimits
-from policies.cluster_orders import greedy_placements, simulate_cluster
-from policies.cluster_search import search_cluster
-from policies.evaluate import ORDER_DEPENDENT, evaluate_tenant
-from policies.fit_search import Budget, search_placement
-from policies.gpu_fit import (
+from hami.cards import (
     CARD_INSUFFICIENT_MEMORY,
     NODE_INSUFFICIENT_DEVICE,
     RESOURCE_QUOTA_NOT_FIT,
@@ -23,8 +18,13 @@ from policies.gpu_fit import (
     Node,
     PodRequest,
 )
+from hami.nodes import Cluster
+from model.config import GpuQuota, PodLimits
+from policies.cluster_orders import greedy_placements, simulate_cluster
+from policies.cluster_search import search_cluster
+from policies.evaluate import ORDER_DEPENDENT, evaluate_tenant
+from policies.fit_search import Budget, search_placement
 from policies.inventory import TenantInventory
-from policies.node_policy import Cluster
 from policies.workloads import Workload
 
 L4 = 24576
@@ -271,7 +271,7 @@ def test_node_insufficient_device_is_per_node_and_never_an_event() -> None:
     CardInsufficientCore-like reasons; the checker said `CardInsufficientCore, NodeInsufficientDevice`."""
     from dataclasses import replace
 
-    from policies.gpu_fit import CardUse
+    from hami.cards import CardUse
 
     busy = replace(inventory({"a": 2, "b": 1}), card_usage=(CardUse(1, 1000, 100), CardUse(1, 1000, 100), CardUse()))
     (finding,) = evaluate_tenant(busy, workloads(pod("two", (2, 1000, 10))))
@@ -287,7 +287,7 @@ def test_a_reason_two_nodes_share_is_named_once() -> None:
     CardInsufficientMemory` when node a failed for both and node b for memory."""
     from dataclasses import replace
 
-    from policies.gpu_fit import CardUse
+    from hami.cards import CardUse
 
     use = (CardUse(1, 1000, 100), CardUse(1, 20000, 0), CardUse(1, 20000, 0))
     busy = replace(inventory({"a": 2, "b": 1}), card_usage=use)

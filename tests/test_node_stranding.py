@@ -14,12 +14,7 @@ from hypothesis import strategies as st
 from lab_harness import LAB_PROJECT
 from test_checker import run_module
 
-from model.config import PodLimits
-from policies.cluster_orders import every_order_strands, simulate_cluster
-from policies.cluster_search import search_cluster
-from policies.evaluate import ORDER_DEPENDENT, evaluate_tenant
-from policies.fit_search import Budget
-from policies.gpu_fit import (
+from hami.cards import (
     CARD_INSUFFICIENT_MEMORY,
     CardSpec,
     CardUse,
@@ -28,8 +23,13 @@ from policies.gpu_fit import (
     Node,
     PodRequest,
 )
+from hami.nodes import Cluster, NodeFailure
+from model.config import PodLimits
+from policies.cluster_orders import every_order_strands, simulate_cluster
+from policies.cluster_search import search_cluster
+from policies.evaluate import ORDER_DEPENDENT, evaluate_tenant
+from policies.fit_search import Budget
 from policies.inventory import TenantInventory
-from policies.node_policy import Cluster, NodeFailure
 from policies.workloads import Workload
 
 NS = "gpu-workloads"

@@ -1,15 +1,15 @@
-"""Conformance of the node selection (policies/node_policy.py) with HAMi v2.8.3: its own unit-test
+"""Conformance of the node selection (hami/nodes.py) with HAMi v2.8.3: its own unit-test
 vectors, each citing its test (Project-HAMi/HAMi tag v2.8.3; file, test, case), written as data.
 The harness and tables are gpulab's; no HAMi code is used. Cases the model cannot express are in
-NOT_MODELLED with the reason; the pattern is tests/test_hami_conformance.py's."""
+NOT_MODELLED with the reason; the pattern is hami/tests/test_conformance.py's."""
 
 from __future__ import annotations
 
 import pytest
-from test_hami_conformance import Dev, req
 
-from policies.gpu_fit import CARD_INSUFFICIENT_MEMORY, CardUse, Node, PodRequest
-from policies.node_policy import Cluster, best, less, node_score
+from hami.cards import CARD_INSUFFICIENT_MEMORY, CardUse, Node, PodRequest
+from hami.nodes import Cluster, best, less, node_score
+from hami.tests.test_conformance import Dev, req
 
 NODE_POLICY_TEST = "pkg/scheduler/policy/node_policy_test.go"
 SCORE_TEST = "pkg/scheduler/score_test.go"

@@ -1,6 +1,6 @@
 """HAMi v2.8.3's node selection: which of a tenant's GPU nodes a pod goes to.
 
-Pure logic on top of policies/gpu_fit.py (which places a pod's containers on one node's cards).
+Pure logic on top of hami/cards.py (which places a pod's containers on one node's cards).
 Facts, from HAMi tag v2.8.3 (read, not copied):
 
 - Filter (pkg/scheduler/scheduler.go `Filter`) asks `calcScore` (pkg/scheduler/score.go) about every
@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from policies.gpu_fit import NODE_INSUFFICIENT_DEVICE, ContainerFailure, Node, PodRequest, _f32
+from hami.cards import NODE_INSUFFICIENT_DEVICE, ContainerFailure, Node, PodRequest, _f32
 
 WEIGHT = 10  # pkg/util/types.go `Weight`
 MAX_TIE_RUNS = 2_000  # greedy runs (ties branch) per simulated arrival order before giving up

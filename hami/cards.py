@@ -1,8 +1,7 @@
-"""HAMi v2.8.3's card-fit rules, and placement of a tenant's GPU pods on its cards.
+"""HAMi v2.8.3's card rules: whether a container fits a card, why not, and which cards it takes.
 
-Pure logic, no Pulumi: the policy pack and the offline checker both call it. Every rule follows
-HAMi v2.8.3 (../shared/notes/hami.md, "Exact placement details of v2.8.3"; the conformance table in
-tests/test_hami_conformance.py holds HAMi's own unit-test vectors):
+Every rule follows HAMi v2.8.3 (../shared/notes/hami.md, "Exact placement details of v2.8.3"; the
+conformance table in hami/tests/test_conformance.py holds HAMi's own unit-test vectors):
 
 - a container request carries HAMi's fields as HAMi stores them (`Memreq`, `MemPercentagereq` with
   101 meaning "not given", `Coresreq`), so memory is computed per candidate card, exactly as `Fit` does;
@@ -12,11 +11,7 @@ tests/test_hami_conformance.py holds HAMi's own unit-test vectors):
 - per card, in `Fit`'s order: health, type, UUID, time slicing, cores clamped to 100, the namespace
   quota (on *this* card's memory), memory, cores, exclusive use, compute units.
 
-Two questions are answered for a set of pods:
-- certain: can any placement hold them all? If not, HAMi strands at least one whatever the order.
-  Decided by exhaustive search, bounded by a step budget; running out is reported, never hidden.
-- advisory: HAMi places pods one at a time, greedily, with its card policy. A set that fits in some
-  placement can still be stranded by an unlucky arrival order; `find_stranding` simulates that.
+The policy pack's placement search and arrival-order analysis (policies/) are built on these rules.
 """
 
 from __future__ import annotations
@@ -110,7 +105,7 @@ class PodRequest:
     use_uuids: tuple[str, ...] | None = None
     nouse_uuids: tuple[str, ...] | None = None
     gpu_policy: str | None = None  # the pod's hami.io/gpu-scheduler-policy annotation
-    node_policy: str | None = None  # its hami.io/node-scheduler-policy (policies/node_policy.py)
+    node_policy: str | None = None  # its hami.io/node-scheduler-policy (hami/nodes.py)
 
     def shape(self) -> tuple:
         """Everything placement depends on (the workload name does not)."""
@@ -378,3 +373,13 @@ def rank(order: Sequence[int], scores: Sequence[float], policy: str) -> list[int
     sort.Sort is an insertion sort (stable) up to 12 elements; above 12 cards Go may order ties
     otherwise, which this does not model."""
     return sorted(order, key=scores.__getitem__, reverse=policy != "binpack")
+
+
+def quota_allows(node: Node, pod: PodRequest, container: ContainerRequest, cards: Sequence[int]) -> bool:
+    """HAMi's namespace quota for one container on the cards it would take: its memory on those cards and
+    its cores times their count within the room the namespace has left (pkg/device/quota.go, FitQuota)."""
+    memory = sum(container.memory_on(node.cards[i]) for i in cards)
+    room_mb, room_cores = node.quota_room(pod.namespace)
+    if room_mb is not None and memory > room_mb:
+        return False
+    return room_cores is None or container.fit_cores * len(cards) <= room_cores
