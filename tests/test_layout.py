@@ -101,4 +101,4 @@ def test_hami_s_semantics_stand_alone_and_name_their_release() -> None:
         if name not in sys.stdlib_module_names and name not in ("__future__", "hami")
     }
     assert not outside, sorted(outside)
-    assert HAMI_VERSION == f"v{Versions().hami.version}"
+    assert f"v{Versions().hami.version}" == HAMI_VERSION
