@@ -188,6 +188,16 @@ def _gpu_findings(
             if unchecked is not None:
                 problems.append((unchecked, resource.urn))
             continue
+        if isinstance(resource.props, Mapping) and len(resource.props) == 0:
+            # No outputs and no analysed inputs (judged_resources): gpu-request-inputs did not run.
+            tenant = by_provider or config.default_tenant or "?"
+            message = (
+                f"{resource.resource_type.rsplit(':', 1)[1]} {resource.name}: the engine handed no properties (at a "
+                "preview its provider is not configured yet) and gpu-request-inputs, which records its inputs, did "
+                "not run; enable gpu-request-inputs in the policy config"
+            )
+            problems.append((Finding("error", tenant, resource.name, NOT_CHECKED, message), resource.urn))
+            continue
         try:
             workload = read_workload(kind, resource.props)
         except WorkloadError as error:

@@ -104,6 +104,18 @@ def test_a_first_preview_refuses_the_fourth_pod_although_the_engine_hands_no_out
     assert "Pod/gpu-workloads/trainer-4 on" in diagnostics[0].message  # by URN, as make plan blames it
 
 
+def test_without_gpu_request_inputs_a_first_preview_refuses_what_it_cannot_read() -> None:
+    """Disabled (or dropped from the pack), the recorder leaves the stack policies only the engine's `{}`:
+    each GPU workload is then reported as not checked, never passed silently."""
+    from policies.rules import ALL_POLICIES
+
+    program = shared_program(lab_config())
+    policies = [policy for policy in ALL_POLICIES if policy.name != "gpu-request-inputs"]
+    _, response = analyze_first_preview(program_resources(program), policies=policies)
+    messages = [d.message for d in response.diagnostics if d.policyName == "gpu-request-limits"]
+    assert len(messages) == 3 and all("gpu-request-inputs" in m and "GpuWorkloadNotChecked" in m for m in messages)
+
+
 def test_make_plan_hands_the_stack_policies_what_a_first_preview_does() -> None:
     """The double in preview/pack.py: `{}` for what goes through a provider configured from another resource
     of the run (every tenant's and the management cluster's), the inputs elsewhere."""
