@@ -10,8 +10,8 @@ Stack config keys (all under the `gpulab:` namespace, camelCase in YAML):
 Bad input raises one `pulumi.RunError` (printed without a traceback by the language host) that names
 each key, the value it had and how to fix it; nothing is created because no resource was declared yet.
 
-The package by job: `fields`, `tenant` and `lab` are the models; `cross_field` the rules between
-tenants and the rest; `errors` the message format (with secret scrubbing); `parse` and `loading`
+The package by job: `fields`, `tenant` and `lab` are the models (`lab` also holds the rules between
+tenants and the rest); `errors` the message format (with secret scrubbing); `parse` and `loading`
 turn a stack's keys or file into a LabConfig.
 """
 

@@ -70,11 +70,9 @@ def error_message(lines: list[str]) -> str:
     return "invalid gpulab configuration (nothing was created):\n" + "\n".join(lines)
 
 
-def _model_at(loc: tuple[int | str, ...]) -> type[BaseModel] | None:
-    """The model class that the key path `loc` (pydantic's, with aliases) points into, if any."""
-    from model.config.lab import LabConfig  # the root model imports this module
-
-    model: Any = LabConfig
+def _model_at(root: type[BaseModel], loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+    """The model class that the key path `loc` (pydantic's, with aliases) points into from `root`, if any."""
+    model: Any = root
     for part in loc:
         if isinstance(part, int):
             continue
@@ -99,9 +97,9 @@ def _model_of(annotation: Any) -> Any:
     return None
 
 
-def _suggestion(loc: tuple[int | str, ...]) -> str:
+def _suggestion(root: type[BaseModel], loc: tuple[int | str, ...]) -> str:
     """`; did you mean `gpus`?` for an unknown key close to a known one (difflib), else a list of the keys."""
-    model = _model_at(loc[:-1])
+    model = _model_at(root, loc[:-1])
     if model is None or not isinstance(loc[-1], str):
         return ""
     known = [field.alias or name for name, field in model.model_fields.items()]
@@ -167,12 +165,12 @@ def _instead(item: Any) -> str | None:
     return None
 
 
-def unknown_key(loc: tuple[int | str, ...]) -> str:
-    """The line for a key no model has, with the known key it is closest to."""
-    return problem_line(_key_path(loc), f"is not a key of gpulab{_suggestion(loc)}")
+def unknown_key(root: type[BaseModel], loc: tuple[int | str, ...]) -> str:
+    """The line for a key no model has, with the known key it is closest to (`loc` from the model `root`)."""
+    return problem_line(_key_path(loc), f"is not a key of gpulab{_suggestion(root, loc)}")
 
 
-def _field_problem(item: Any, source: str) -> str:
+def _field_problem(root: type[BaseModel], item: Any, source: str) -> str:
     loc = tuple(item["loc"])
     key = _key_path(loc) or "<root>"
     message = item["msg"].removeprefix("Value error, ")
@@ -186,14 +184,15 @@ def _field_problem(item: Any, source: str) -> str:
     if item["type"] == "missing":
         return problem_line(key, f"is required but missing; set it in {source}")
     if item["type"] == "extra_forbidden":
-        return unknown_key(loc)
+        return unknown_key(root, loc)
     if item["type"] in ("value_error", "assertion_error") and not isinstance(item.get("input"), str | int):
         return problem_line(key, message)
     return problem_line(key, _instead(item) or message, item.get("input"))
 
 
-def format_errors(error: ValidationError, source: str = "the stack file") -> list[str]:
-    """One line per problem in a ValidationError: field errors, and the keyed cross-field problems."""
+def format_errors(root: type[BaseModel], error: ValidationError, source: str = "the stack file") -> list[str]:
+    """One line per problem in a ValidationError of the model `root`: field errors, and the keyed cross-field
+    problems."""
     lines = []
     for item in error.errors():
         keyed = (item.get("ctx") or {}).get("error")
@@ -203,5 +202,5 @@ def format_errors(error: ValidationError, source: str = "the stack file") -> lis
                 key = f"{base}.{relative}" if base and relative and not relative.startswith("[") else base + relative
                 lines.append(problem_line(key, message, value))
             continue
-        lines.append(_field_problem(item, source))
+        lines.append(_field_problem(root, item, source))
     return lines

@@ -11,10 +11,9 @@ from pydantic import (
     ValidationError,
 )
 
-from model.config.cross_field import across_tenants
 from model.config.errors import ConfigError, error_message, format_errors, problem_line, unknown_key
 from model.config.fields import SshWorker
-from model.config.lab import LabConfig, Management
+from model.config.lab import LabConfig, Management, across_tenants
 from model.config.tenant import Tenant
 from model.versions import Versions
 
@@ -97,11 +96,11 @@ def parse_config(raw: dict[str, Any], source: str = "the stack file", kind_subne
     context = {"kind_subnet": kind_subnet} if kind_subnet else None
     known = {key: value for key, value in raw.items() if key in CONFIG_KEYS}
     secret_names = _named_secrets(known)
-    lines = [unknown_key((key,)) for key in raw if key not in CONFIG_KEYS and key not in secret_names]
+    lines = [unknown_key(LabConfig, (key,)) for key in raw if key not in CONFIG_KEYS and key not in secret_names]
     try:
         lab = LabConfig.model_validate(known, context=context)
     except ValidationError as error:
-        lines += format_errors(error, source) + _cross_field_lines(known, error, kind_subnet)
+        lines += format_errors(LabConfig, error, source) + _cross_field_lines(known, error, kind_subnet)
     if lines:
         raise ConfigError(error_message(sorted(dict.fromkeys(lines), key=_by_key)))
     return lab
