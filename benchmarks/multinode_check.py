@@ -10,7 +10,8 @@ import time
 
 from hami.cards import CardSpec
 from model.config import GpuQuota, PodLimits
-from policies.evaluate import UNDECIDED, evaluate_tenant
+from policies.evaluate import evaluate_tenant
+from policies.findings import UNDECIDED
 from policies.inventory import TenantInventory
 from policies.workloads import read_workload
 

@@ -33,7 +33,8 @@ sys.path.insert(0, str(ROOT))
 
 from hami.cards import CardSpec  # noqa: E402
 from model.config import GpuQuota, PodLimits  # noqa: E402
-from policies.evaluate import UNDECIDED, evaluate_tenant  # noqa: E402
+from policies.evaluate import evaluate_tenant  # noqa: E402
+from policies.findings import UNDECIDED  # noqa: E402
 from policies.inventory import TenantInventory  # noqa: E402
 
 BASELINE = "57a5746"  # the last commit before issue 12 (policies 700 us/pod)

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from policies.cluster_orders import Placed, greedy_placements
-from policies.evaluate import Finding, tenant_node
 from policies.evaluate_nodes import tenant_cluster
+from policies.findings import Finding, tenant_node
 from policies.inventory import TenantInventory
 from policies.workloads import Workload
 

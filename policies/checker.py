@@ -24,7 +24,8 @@ from model.names import TENANT_LABEL
 from model.workload_manifests import workload_manifest
 from policies.check_output import document as json_document
 from policies.check_output import placement_lines, placements
-from policies.evaluate import Finding, evaluate_tenant, printable, running
+from policies.evaluate import evaluate_tenant, running
+from policies.findings import Finding, printable
 from policies.inventory import from_lab_config
 from policies.live import LiveError, current_usage, describe_usage, fetch_pod_list
 from policies.workloads import Workload, WorkloadError, read_workload, unit_suffix_notes

@@ -25,17 +25,17 @@ from policies.cluster_orders import (
     simulate_cluster,
 )
 from policies.cluster_search import first_fit, search_cluster
-from policies.evaluate import (
+from policies.findings import (
     NO_PLACEMENT,
     ORDER_DEPENDENT,
     UNDECIDED,
     Finding,
-    _undecided,
-    _workload_of,
     first_unplaceable,
     placeable_pods,
     pod_level_findings,
     tenant_node,
+    undecided,
+    workload_of,
 )
 from policies.fit_orders import MAX_ORDERS, arrival_orders, cannot_strand, distinct_orders
 from policies.fit_search import Budget
@@ -66,12 +66,12 @@ def _failure(cluster: Cluster, pod: PodRequest, inventory: TenantInventory) -> N
 def _nowhere(inventory: TenantInventory, cluster: Cluster, pod: PodRequest, what: str) -> Finding:
     failure = _failure(cluster, pod, inventory)
     if failure is None:
-        return Finding("error", inventory.name, _workload_of(pod), NO_PLACEMENT, f"{what}: no placement exists")
+        return Finding("error", inventory.name, workload_of(pod), NO_PLACEMENT, f"{what}: no placement exists")
     events = "; ".join(failure.events())
     return Finding(
         "error",
         inventory.name,
-        _workload_of(pod),
+        workload_of(pod),
         failure.reason,
         f"{what}: {failure.explain()} [HAMi: {events}]",
         ", ".join(failure.cards) or None,
@@ -103,7 +103,7 @@ def evaluate_cluster(inventory: TenantInventory, workloads: Sequence[Workload]) 
         findings.append(_first_unplaceable(inventory, cluster, placeable, budget))
         return findings
     if fits is None:
-        findings.append(_undecided(inventory, "(all GPU workloads)"))
+        findings.append(undecided(inventory, "(all GPU workloads)"))
     stranding = _stranding(inventory, cluster, placeable, fits is True)
     if stranding is not None:
         findings.append(stranding)

@@ -36,7 +36,8 @@ from model.names import KAMAJI_MAX_ANNOTATION, NODE_IMAGE_LABEL, TENANT_LABEL
 from model.network import address_problem
 from model.versions import Versions, image_tag, parse_kubernetes_version
 from policies.analyzed_inputs import GPU_REQUEST_INPUTS, judged_resources
-from policies.evaluate import Finding, evaluate_tenant
+from policies.evaluate import evaluate_tenant
+from policies.findings import Finding
 from policies.inventory import (
     TenantInventory,
     from_policy_config,

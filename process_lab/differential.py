@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from model.catalog import GPU_CATALOG, GPU_RESOURCE, GPUCORES_RESOURCE, GPUMEM_PERCENTAGE_RESOURCE, GPUMEM_RESOURCE
-from policies.evaluate import EXCEEDED_QUOTA
+from policies.findings import EXCEEDED_QUOTA
 from policies.live import ALLOCATED
 from policies.workloads import (
     GPU_POLICY_ANNOTATION,

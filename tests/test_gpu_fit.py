@@ -286,6 +286,7 @@ def test_running_out_of_budget_is_reported(monkeypatch) -> None:
     """A search that cannot finish says so in a finding; it is never silently taken as a verdict."""
     import policies.evaluate as evaluate
     from model.config import PodLimits
+    from policies.findings import UNDECIDED
     from policies.fit_search import Budget
     from policies.inventory import TenantInventory
     from policies.workloads import read_workload
@@ -302,7 +303,7 @@ def test_running_out_of_budget_is_reported(monkeypatch) -> None:
         for i in range(5)
     ]
     findings = evaluate.evaluate_tenant(inventory, workloads)
-    assert any(f.reason == evaluate.UNDECIDED and "ran out of its budget" in f.message for f in findings), findings
+    assert any(f.reason == UNDECIDED and "ran out of its budget" in f.message for f in findings), findings
 
 
 def test_the_quota_is_named_next_to_a_partial_fit() -> None:

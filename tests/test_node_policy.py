@@ -22,7 +22,8 @@ from hami.nodes import Cluster
 from model.config import GpuQuota, PodLimits
 from policies.cluster_orders import greedy_placements, simulate_cluster
 from policies.cluster_search import search_cluster
-from policies.evaluate import ORDER_DEPENDENT, evaluate_tenant
+from policies.evaluate import evaluate_tenant
+from policies.findings import ORDER_DEPENDENT
 from policies.fit_search import Budget, search_placement
 from policies.inventory import TenantInventory
 from policies.workloads import Workload
@@ -301,7 +302,7 @@ def test_a_cut_order_walk_is_said_never_hidden(monkeypatch) -> None:
 
     import policies.evaluate_nodes
     from policies.cluster_orders import find_cluster_stranding
-    from policies.evaluate import UNDECIDED
+    from policies.findings import UNDECIDED
 
     pods = [pod("a", (1, 1000, 10)), pod("b", (1, 2000, 10)), pod("c", (1, 3000, 10))]
     assert not find_cluster_stranding(two_empty_nodes(), pods, "spread", "binpack").exhausted

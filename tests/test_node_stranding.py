@@ -27,7 +27,8 @@ from hami.nodes import Cluster, NodeFailure
 from model.config import PodLimits
 from policies.cluster_orders import every_order_strands, simulate_cluster
 from policies.cluster_search import search_cluster
-from policies.evaluate import ORDER_DEPENDENT, evaluate_tenant
+from policies.evaluate import evaluate_tenant
+from policies.findings import ORDER_DEPENDENT
 from policies.fit_search import Budget
 from policies.inventory import TenantInventory
 from policies.workloads import Workload
