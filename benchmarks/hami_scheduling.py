@@ -7,8 +7,9 @@ GPU node replaced by N KWOK nodes; then P GPU pods (1 card, 1000 MB, 5 % cores) 
 namespace without quota. HAMi's time runs from the create until every pod is bound (spec.nodeName set by
 HAMi's /bind); the checker's is evaluate_tenant over the same pods and cards (best of three).
 
-Needs `make tools` and GPULAB_HAMI_SCHEDULER. Usage:
-  venv/bin/python benchmarks/hami_scheduling.py [--nodes 10 100 1000] [--pods 200]
+Needs `make tools` and GPULAB_HAMI_SCHEDULER; GPULAB_BENCH_KEEP_LOG=FILE keeps the last HAMi log (its
+`client-side throttling` lines show the client rate at work). Usage:
+  venv/bin/python benchmarks/hami_scheduling.py [--nodes 10 100 1000] [--pods 200] [--kube-qps 0 100]
 """
 
 from __future__ import annotations
@@ -65,8 +66,9 @@ def hami_seconds(lab: TenantLab, nodes: int, count: int, deadline: float) -> tup
     """Seconds until every pod is bound (or the deadline), and how many were bound."""
     plane = lab.control_plane
     plane.kubectl("delete", "node", "--all", timeout=60)  # tenant-a's own node: only the benchmark's nodes
-    for start in range(0, nodes, 100):
-        plane.apply(gpu_nodes(nodes)[start : start + 100])
+    created = gpu_nodes(nodes)
+    for start in range(0, nodes, 100):  # server-side apply in lists of 100 nodes
+        plane.apply(created[start : start + 100])
     lab.hami.wait_for_nodes([f"bench-n{n}" for n in range(nodes)], timeout=300)
     plane.kubectl("create", "namespace", NAMESPACE)
     document = json.dumps({"apiVersion": "v1", "kind": "List", "items": pods(count)})

@@ -61,6 +61,12 @@ class Registration:
     aliases: list[dict[str, Any]] = field(default_factory=list)
 
 
+def unconfigured_at_preview(provider: Registration | None) -> bool:
+    """True when a first preview cannot configure this provider: its inputs wait for another resource of the
+    run (a tenant's kubeconfig, the kind cluster's), so the engine answers every Create behind it with `{}`."""
+    return provider is not None and bool(provider.property_dependencies)
+
+
 class LabMocks(pulumi.runtime.Mocks):
     """Answers like the real providers would, with real-shaped values."""
 
@@ -128,7 +134,7 @@ class LabMocks(pulumi.runtime.Mocks):
         preview (gpulab's dynamic providers) has its inputs handed back, so its computed outputs are unknown.
         None: answer as the provider would."""
         provider = self.monitor.registrations.get(args.provider.rsplit("::", 1)[0]) if args.provider else None
-        if provider is not None and provider.property_dependencies:
+        if unconfigured_at_preview(provider):
             return {}
         if args.typ == "pulumi-python:dynamic:Resource":
             return dict(args.inputs)

@@ -24,16 +24,11 @@ from pulumi_policy import (
 
 from policies.analyzed_inputs import forget_inputs
 from policies.rules import ALL_POLICIES
-from preview.harness import Program, Registration
+from preview.harness import Program, unconfigured_at_preview
 
 
 def options() -> PolicyResourceOptions:
     return PolicyResourceOptions(False, [], None, [], PolicyCustomTimeouts(0, 0, 0), [])
-
-
-def unconfigured_at_preview(provider: Registration | None) -> bool:
-    """True when a first preview cannot configure this provider: its inputs wait for another resource."""
-    return provider is not None and bool(provider.property_dependencies)
 
 
 def program_resources(program: Program, *, outputs: bool = False) -> list[PolicyResource]:

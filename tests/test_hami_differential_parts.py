@@ -21,12 +21,14 @@ from process_lab.differential import (
 
 
 def test_scenarios_are_stacks_the_loader_takes_and_replay_from_their_seed(tmp_path: Path) -> None:
+    """Issue 29's ranges, each reached: 1-12 pods of 1-2 containers, 1-4 GPU nodes, on stacks the loader takes."""
     refused = 0
+    pods, containers, nodes = set(), set(), set()
     for seed in range(40):
         scenario = random_scenario(seed)
         assert random_scenario(seed) == scenario
-        assert 1 <= len(scenario.pods) <= 12
-        assert all(1 <= len(pod["spec"]["containers"]) <= 2 for pod in scenario.pods)
+        pods.add(len(scenario.pods))
+        containers.update(len(pod["spec"]["containers"]) for pod in scenario.pods)
         stack = tmp_path / f"Pulumi.s{seed}.yaml"
         stack.write_text(scenario.stack_file())
         try:
@@ -34,7 +36,10 @@ def test_scenarios_are_stacks_the_loader_takes_and_replay_from_their_seed(tmp_pa
         except ConfigError:
             refused += 1
             continue
-        assert 1 <= len(lab.tenants[0].gpu_nodes()) <= 4
+        nodes.add(len(lab.tenants[0].gpu_nodes()))
+    assert min(pods) == 1 and max(pods) == 12 and pods <= set(range(1, 13)), sorted(pods)
+    assert containers == {1, 2}, containers
+    assert nodes == {1, 2, 3, 4}, nodes
     assert refused < 10  # most draws are valid configs, so the real run spends its time on HAMi
 
 

@@ -215,3 +215,10 @@ def test_a_missing_secret_set_under_a_misspelled_name_is_named(capsys, tmp_path)
     ssh = TENANT_A.replace("gpus:", "workerMode: ssh\n      workers: [{host: 10.0.0.21}]\n      gpus:")
     err = refused(capsys, tmp_path, f"config:\n  gpulab:sshPrivatKey:\n    secure: v1:AAAA\n  gpulab:tenants:\n{ssh}")
     assert "gpulab:sshPrivateKey: is not set (gpulab:sshPrivatKey is set: a misspelling of sshPrivateKey?)" in err, err
+
+
+def test_a_dedented_key_is_named_with_a_key_set_twice(capsys, tmp_path) -> None:
+    text = f"config:\n  gpulab:scheduling: {{}}\n  scheduling: {{}}\ngpulab:tenants:\n{TENANT_A}"
+    err = refused(capsys, tmp_path, text)
+    assert "  gpulab:tenants: is outside `config:`" in err, err
+    assert "  gpulab:scheduling is set twice (with and without `gpulab:`); keep one" in err, err

@@ -135,15 +135,11 @@ def read_stack_file(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def _problems(config: dict[str, Any]) -> list[str]:
     """The lines of every problem parse_config finds in a `config:` mapping (secret values left out)."""
-    plain = {}
-    for key, value in config.items():
-        namespace, _, name = key.rpartition(":")
-        if namespace in ("", PROJECT) and not is_secure(value):
-            plain[name] = value
     try:
-        parse_config(plain)
+        parse_config(project_values(config)[0])
     except ConfigError as error:
-        return str(error).splitlines()[1:]
+        header, *lines = str(error).splitlines()
+        return lines if lines else [f"  {header}"]  # a key set twice is one line of its own
     return []
 
 
@@ -162,12 +158,18 @@ def holds_secure(value: object) -> bool:
 
 
 def stack_file_config(path: Path) -> tuple[dict[str, Any], dict[str, str]]:
-    """(`gpulab:*` values without the prefix, secret keys -> placeholder) of a stack file (read_stack_file), a key
+    """(`gpulab:*` values without the prefix, secret keys -> placeholder) of a stack file (read_stack_file).
+    Raises ConfigError with one line."""
+    return project_values(read_stack_file(path)[1])
+
+
+def project_values(config: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """(`gpulab:*` values without the prefix, secret keys -> placeholder) of a `config:` mapping, a key
     without a namespace taken as the project's (sdk/go/common/workspace/loaders.go,
     stackConfigNamespacedWithProject). Raises ConfigError with one line."""
     plain: dict[str, Any] = {}
     secrets: dict[str, str] = {}
-    for key, value in read_stack_file(path)[1].items():
+    for key, value in config.items():
         namespace, _, name = key.rpartition(":")
         if namespace not in ("", PROJECT):
             continue  # another namespace's key (e.g. kubernetes:...)

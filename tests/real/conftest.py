@@ -189,3 +189,11 @@ def add_gpu_node(cluster: Cluster, name: str, cards: list[Card]) -> None:
 def real_bin() -> Path:
     """The folder of the real programs (test_process_lab's control planes)."""
     return kwok.bin_dir()
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the checkout for the real engine (tests/real/engine.py), one per test module."""
+    from tests.real.engine import engine_project
+
+    return engine_project(tmp_path_factory)

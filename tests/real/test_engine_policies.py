@@ -12,7 +12,6 @@ enforcement level and URN.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ import yaml
 from lab_harness import LAB_PROJECT, run_program
 
 from preview.pack import run_pack
-from tests.real.test_engine import project, pulumi  # noqa: F401 (the fixture)
+from tests.real.engine import pulumi
 
 REFERENCE = yaml.safe_load((LAB_PROJECT / "Pulumi.sim.yaml").read_text())["config"]
 
@@ -56,16 +55,13 @@ STACKS = {
 }
 
 
-def engine_verdicts(project: Path, stack: str, config: dict) -> set[tuple[str, str]]:  # noqa: F811
+def engine_verdicts(project: Path, stack: str, config: dict) -> set[tuple[str, str]]:
     """(policy, message) for every violation the real engine reports on a first preview of `config`."""
     (project / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump({"config": config}, sort_keys=False))
     created = pulumi(project, "stack", "init", stack)
     assert created.returncode == 0, created.stderr
-    os.environ["PULUMI_ENABLE_STREAMING_JSON_PREVIEW"] = "true"
-    try:
-        result = pulumi(project, "preview", "--stack", stack, "--json", "--policy-pack", "policies/analyzer")
-    finally:
-        del os.environ["PULUMI_ENABLE_STREAMING_JSON_PREVIEW"]
+    streaming = {"PULUMI_ENABLE_STREAMING_JSON_PREVIEW": "true"}
+    result = pulumi(project, "preview", "--stack", stack, "--json", "--policy-pack", "policies/analyzer", env=streaming)
     events = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
     assert any("policyLoadEvent" in event for event in events), result.stdout[-2000:] + result.stderr[-2000:]
     found = set()
@@ -85,7 +81,7 @@ def plan_verdicts(config: dict) -> set[tuple[str, str]]:
 
 
 @pytest.mark.parametrize("stack", sorted(STACKS))
-def test_the_real_engine_judges_as_make_plan(project: Path, stack: str) -> None:  # noqa: F811
+def test_the_real_engine_judges_as_make_plan(project: Path, stack: str) -> None:
     real = engine_verdicts(project, stack, STACKS[stack])
     offline = plan_verdicts(STACKS[stack])
     assert real == offline, {"only the engine": sorted(real - offline), "only make plan": sorted(offline - real)}

@@ -12,7 +12,6 @@ copy (or one it does not need, said here with the reason).
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 from pathlib import Path
@@ -20,7 +19,7 @@ from pathlib import Path
 import pytest
 from lab_harness import LAB_PROJECT, LabMocks, run_program
 
-from tests.real.test_engine import project, pulumi  # noqa: F401 (the fixture)
+from tests.real.engine import pulumi
 
 RECORDER = '''
 import json, os
@@ -58,8 +57,9 @@ def analyze(args, report):
 
 def analyze_stack(args, report):
     RECORD["stack"] = {r.urn: plain(r.props) for r in args.resources}
-    with open(os.environ["GPULAB_RECORD"], "w") as out:
-        json.dump(RECORD, out, sort_keys=True)
+    if "GPULAB_RECORD" in os.environ:  # under the real engine; the double reads RECORD itself
+        with open(os.environ["GPULAB_RECORD"], "w") as out:
+            json.dump(RECORD, out, sort_keys=True)
 
 PACK = [
     ResourceValidationPolicy(name="record-inputs", description="records", validate=analyze),
@@ -79,7 +79,7 @@ def urn_tail(urn: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def recorded(project: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:  # noqa: F811
+def recorded(project: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:
     pack = project / "recorder"
     pack.mkdir()
     (pack / "PulumiPolicy.yaml").write_text("runtime: python\ndescription: records what the engine hands a pack\n")
@@ -92,11 +92,15 @@ def recorded(project: Path, tmp_path_factory: pytest.TempPathFactory) -> dict:  
     created = pulumi(project, "stack", "init", "values")
     assert created.returncode == 0, created.stderr
     (project / "Pulumi.values.yaml").write_text((LAB_PROJECT / "Pulumi.sim.yaml").read_text())
-    os.environ["GPULAB_RECORD"] = str(record)
-    try:
-        result = pulumi(project, "preview", "--stack", "values", "--policy-pack", "recorder/analyzer")
-    finally:
-        del os.environ["GPULAB_RECORD"]
+    result = pulumi(
+        project,
+        "preview",
+        "--stack",
+        "values",
+        "--policy-pack",
+        "recorder/analyzer",
+        env={"GPULAB_RECORD": str(record)},
+    )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     return json.loads(record.read_text())
 
@@ -142,11 +146,7 @@ def doubled() -> dict:
         preview=True,
         mocks=LabMocks(first_preview=True),
     )
-    os.environ["GPULAB_RECORD"] = "/dev/null"
-    try:
-        analyze_first_preview(program_resources(program), policies=namespace["PACK"])
-    finally:
-        del os.environ["GPULAB_RECORD"]
+    analyze_first_preview(program_resources(program), policies=namespace["PACK"])
     return namespace["RECORD"]
 
 
