@@ -18,10 +18,10 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from policies.cluster_orders import Placed, greedy_placements
-from policies.evaluate_nodes import tenant_cluster
-from policies.findings import Finding, tenant_node
+from policies.evaluate import tenant_cluster
+from policies.findings import Finding
 from policies.inventory import TenantInventory
+from policies.orders import Placed, greedy_placements
 from policies.workloads import Workload
 
 
@@ -31,21 +31,9 @@ def placements(
     """Where HAMi would put the submitted pods, one at a time in order, after what runs now (live usage)
     or what the stack declares: the node (HAMi's node policy, with several) and each container's cards."""
     pods = [pod for w in [*declared, *submitted] for pod in w.pods]
-    found: list[dict[str, Any]] = []
-    if not inventory.nodes:
-        node = tenant_node(inventory, pods)
-        for workload in declared:
-            for pod in workload.pods:
-                node.place_hami(pod, inventory.gpu_policy)
-        for workload in submitted:
-            for pod in workload.pods:
-                placed = node.place_hami(pod, inventory.gpu_policy)
-                if isinstance(placed, list):
-                    cards = [[node.cards[i].id for i in chosen] for chosen in placed]
-                    found.append(_placement(workload, pod, node_name, cards))
-        return found
-    cluster = tenant_cluster(inventory, pods)
+    cluster = tenant_cluster(inventory, pods, one_node=node_name)
     submitted_pods = {id(pod): workload for workload in submitted for pod in workload.pods}
+    found: list[dict[str, Any]] = []
     for outcome in greedy_placements(cluster, pods, inventory.gpu_policy, inventory.node_policy):
         if isinstance(outcome, Placed) and id(outcome.pod) in submitted_pods:
             entry = _placement(submitted_pods[id(outcome.pod)], outcome.pod, outcome.node, outcome.cards)

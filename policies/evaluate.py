@@ -1,8 +1,18 @@
-"""Judging one tenant's GPU workloads against its cards, current usage, per-pod limits and quota.
+"""Judging one tenant's GPU workloads against its GPU nodes, their current usage, per-pod limits and quota.
+One evaluation for every tenant: a tenant with one GPU node is a cluster of one.
 
-Errors are certain failures (HAMi would leave a pod Pending, or the API server would refuse it,
-whatever the order); warnings are placements that depend on arrival order or card policy, and
-questions the bounded search could not decide (said, never silently dropped).
+- certain (errors): a pod that no node can hold even alone (next to what already runs), and a set that
+  no placement holds (each pod on one node, the namespace quota counted across the nodes), decided by
+  exhaustive search (policies/search.py); the reason is HAMi's own walk for the first pod that does not
+  fit; and a set that HAMi's walk, with the configured policies, strands in every creation order
+  whichever tied node it picks (policies/orders.py; never when the walk was cut);
+- advisory (warnings): HAMi's greedy walk, pod by pod in creation order, with the node policy and every
+  card policy: a pod it strands in some order is reported with the order and policies (and, on several
+  nodes, where the earlier pods went); and questions the bounded search could not decide (said, never
+  silently dropped).
+
+A tenant of one GPU node reads of cards (HAMi's reason on its one node); a tenant of several reads of
+nodes, with HAMi's own events, which count the nodes per reason.
 """
 
 from __future__ import annotations
@@ -10,31 +20,168 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from hami.cards import (
-    POLICIES,
-    RESOURCE_QUOTA_NOT_FIT,
-    CardSpec,
-    ContainerFailure,
-    Node,
-    PodRequest,
-)
-from hami.nodes import NodeFailure
-from policies.evaluate_nodes import evaluate_cluster, tenant_cluster
+from hami.cards import POLICIES, RESOURCE_QUOTA_NOT_FIT, CardSpec, ContainerFailure, NamespaceQuota, Node, PodRequest
+from hami.nodes import MAX_TIE_RUNS, Cluster, NodeFailure
 from policies.findings import (
     NO_PLACEMENT,
     ORDER_DEPENDENT,
+    UNDECIDED,
     Finding,
-    first_unplaceable,
-    placeable_pods,
     pod_level_findings,
-    tenant_node,
     undecided,
     workload_of,
 )
-from policies.fit_orders import find_stranding, stranded_in_every_order
-from policies.fit_search import Budget, search_placement
 from policies.inventory import NamespaceUsage, TenantInventory
+from policies.orders import (
+    MAX_ORDER_STATES,
+    MAX_ORDERS,
+    MAX_PERMUTED,
+    arrival_orders,
+    cannot_strand,
+    distinct_orders,
+    every_order_strands,
+    find_stranding,
+    simulate,
+)
+from policies.search import SEARCH_BUDGET, Budget, first_fit, search_placement
 from policies.workloads import Workload
+
+
+def tenant_cluster(inventory: TenantInventory, pods: Sequence[PodRequest], one_node: str = "") -> Cluster:
+    """The tenant's GPU nodes as HAMi sees them now: each node's cards and their use, and one quota table
+    per namespace (HAMi's quota counts a namespace over every node). `one_node` names a tenant's only node."""
+    quotas = {}
+    quota = inventory.quota
+    if quota is not None and (quota.gpumem or quota.gpucores):
+        namespaces = set(inventory.namespaces) or {pod.namespace for pod in pods} | set(inventory.namespace_usage)
+        quotas = {ns: NamespaceQuota(quota.gpumem, quota.gpucores) for ns in namespaces}
+    usage = {ns: (u.gpumem, u.gpucores) for ns, u in inventory.namespace_usage.items()}
+    use = list(inventory.card_usage) or None
+    nodes, names, start = [], [], 0
+    for name, cards in inventory.node_cards():
+        nodes.append(Node(cards, use[start : start + len(cards)] if use else None, quotas, usage))
+        names.append(name or one_node)
+        start += len(cards)
+    return Cluster(names, nodes)
+
+
+def _several(inventory: TenantInventory) -> bool:
+    """Whether the tenant is judged as several GPU nodes (its inventory lists them)."""
+    return bool(inventory.nodes)
+
+
+def evaluate_tenant(inventory: TenantInventory, workloads: Sequence[Workload]) -> list[Finding]:
+    """Every finding for a tenant's workloads, certain ones first."""
+    findings, pods = pod_level_findings(inventory, workloads)
+    if not pods:
+        return findings
+    cluster = tenant_cluster(inventory, pods)
+    budget = Budget()  # shared by every search below: the whole evaluation is bounded
+
+    now = " next to what already runs" if inventory.card_usage else " even alone"
+    if _several(inventory):
+        nowhere = f"fits on none of the tenant's {len(cluster.nodes)} GPU nodes{now}"
+    else:
+        nowhere = f"cannot fit on any of the tenant's {len(inventory.cards)} card(s){now}"
+    placeable, alone = _placeable(inventory, cluster, pods, budget, nowhere)
+    findings += alone
+    if not placeable:
+        return findings
+
+    fits = search_placement(cluster, placeable, budget).fits
+    if fits is False:
+        findings.append(_first_unplaceable(inventory, cluster, placeable, budget))
+        return findings
+    if fits is None:
+        findings.append(undecided(inventory, "(all GPU workloads)"))
+    stranding = _stranding(inventory, cluster, placeable, fits is True)
+    if stranding is not None:
+        findings.append(stranding)
+    return findings
+
+
+def _placeable(
+    inventory: TenantInventory, cluster: Cluster, pods: Sequence[PodRequest], budget: Budget, nowhere: str
+) -> tuple[list[PodRequest], list[Finding]]:
+    """The pods worth the set analysis, and the findings about the others.
+
+    A pod that fits nowhere even alone (next to what already runs) is said so plainly (`nowhere`, and
+    HAMi's reason), once per workload, and left out; one whose search ran out of budget is said
+    undecided, once, and kept. Identical pods are decided once."""
+    placeable: list[PodRequest] = []
+    findings: list[Finding] = []
+    alone: dict[tuple, bool | None] = {}
+    reported: set[str] = set()
+    for pod in pods:
+        if pod.shape() not in alone:
+            alone[pod.shape()] = search_placement(cluster, [pod], budget).fits
+        fits = alone[pod.shape()]
+        if fits is False:
+            if workload_of(pod) not in reported:
+                reported.add(workload_of(pod))
+                findings.append(_refusal(inventory, cluster, pod, nowhere, workload_of(pod)))
+            continue
+        if fits is None and workload_of(pod) not in reported:
+            reported.add(workload_of(pod))
+            findings.append(undecided(inventory, workload_of(pod)))
+        placeable.append(pod)
+    return placeable, findings
+
+
+def _first_unplaceable(
+    inventory: TenantInventory, cluster: Cluster, pods: Sequence[PodRequest], budget: Budget
+) -> Finding:
+    """The first pod (declared order) that no placement of it and the pods before it can hold; the reason
+    is HAMi's own walk for that pod next to a placement of the pods before it.
+
+    Walks the declared order keeping one placement of the pods so far (first fit); only when the next pod
+    does not fit next to it is the exhaustive search asked whether another placement makes room."""
+    placed = cluster.copy()
+    for index, pod in enumerate(pods):
+        if first_fit(placed, [pod]):  # commits only on success
+            continue
+        verdict = search_placement(cluster, pods[: index + 1], budget)
+        if verdict.fits is None:
+            return Finding(
+                "error",
+                inventory.name,
+                "(all GPU workloads)",
+                UNDECIDED,
+                f"no placement holds all {len(pods)} pods, but the search ran out of its budget ({SEARCH_BUDGET} "
+                "steps per tenant) before finding the first one that does not fit",
+            )
+        if verdict.fits:
+            assert verdict.cluster is not None
+            placed = verdict.cluster  # another placement of the pods so far makes room
+            continue
+        names = ", ".join(sorted({workload_of(other) for other in pods[:index]}))
+        if _several(inventory):
+            what = f"no placement across the nodes fits it next to {names or 'what runs'}"
+        else:
+            what = f"no placement fits it next to {names or 'what already runs'}"
+        return _refusal(inventory, placed, pod, what, pod.workload)
+    return Finding(  # pragma: no cover - the caller established that the whole set does not fit
+        "error", inventory.name, "(all GPU workloads)", NO_PLACEMENT, f"no placement holds all {len(pods)} pods"
+    )
+
+
+def _refusal(inventory: TenantInventory, cluster: Cluster, pod: PodRequest, what: str, workload: str) -> Finding:
+    """`what`, and why HAMi's walk refuses `pod` on `cluster` as it stands."""
+    outcome = cluster.candidates(pod, inventory.gpu_policy, inventory.node_policy)
+    if not isinstance(outcome, NodeFailure):  # only if HAMi's walk and the search ever disagreed
+        return Finding("error", inventory.name, workload, NO_PLACEMENT, f"{what}: no placement exists")
+    reason, why, cards = _why(inventory, cluster, outcome)
+    return Finding("error", inventory.name, workload, reason, f"{what}: {why}", cards)
+
+
+def _why(inventory: TenantInventory, cluster: Cluster, failure: NodeFailure) -> tuple[str, str, str | None]:
+    """HAMi's reason, its explanation and the cards it names: on one node the node's own walk (and the
+    namespace quota when it refused), on several each node's walk and HAMi's events."""
+    if _several(inventory):
+        events = "; ".join(failure.events())
+        return failure.reason, f"{failure.explain()} [HAMi: {events}]", ", ".join(failure.cards) or None
+    (only,) = failure.failures.values()
+    return only.reason, f"{only.explain()}{_quota_note(cluster.nodes[0], only)}", ", ".join(only.cards) or None
 
 
 def _quota_note(node: Node, failure: ContainerFailure) -> str:
@@ -50,86 +197,110 @@ def _quota_note(node: Node, failure: ContainerFailure) -> str:
     return f" [namespace {failure.pod.namespace} quota {', '.join(keys)}]"
 
 
-def _explain(node: Node, pod: PodRequest, policy: str) -> ContainerFailure | None:
-    """Why HAMi refuses `pod` on `node` (HAMi's own walk and reason names); None if it would not."""
-    trial = node.copy()
-    placed = trial.place_hami(pod, policy)
-    return placed if isinstance(placed, ContainerFailure) else None
+def _stranding(inventory: TenantInventory, cluster: Cluster, pods: Sequence[PodRequest], fits: bool) -> Finding | None:
+    """The first creation order and card policy (the configured one first) under which HAMi's walk strands
+    a pod: an error when, with the configured policies, every order strands one on every tie branch
+    (`_certain`), else a warning; or a warning that the walk was cut before finding one."""
+    if cannot_strand(cluster, pods):
+        return None
+    policies = (inventory.gpu_policy, *(p for p in POLICIES if p != inventory.gpu_policy))
+    cut = False
+    for gpu_policy in policies:
+        if len(pods) <= MAX_PERMUTED:  # every creation order, as one search over states
+            search = find_stranding(cluster, pods, gpu_policy, inventory.node_policy)
+            stranded, cut = search.stranding, cut or search.exhausted
+        else:  # every order when there are few enough, else a sample (orders.arrival_orders)
+            stranded = None
+            for order in arrival_orders(pods):
+                runs = [0]  # greedy runs of this order: every tie branch, up to MAX_TIE_RUNS
+                stranded = simulate(cluster, order, gpu_policy, inventory.node_policy, runs)
+                cut = cut or (stranded is None and runs[0] >= MAX_TIE_RUNS)
+                if stranded is not None:
+                    break
+        if stranded is None:
+            continue
+        if gpu_policy == inventory.gpu_policy and (certain := _certain(inventory, cluster, pods, fits)) is not None:
+            return certain
+        configured = " (the configured card policy)" if gpu_policy == inventory.gpu_policy else ""
+        sequence = " -> ".join(pod.workload for pod in stranded.order)
+        failure = stranded.failure
+        if not _several(inventory):
+            (only,) = failure.failures.values()
+            return Finding(
+                "warning",
+                inventory.name,
+                only.pod.workload,
+                ORDER_DEPENDENT,
+                f"fits in some placement, but created in the order {sequence} with card policy "
+                f"{gpu_policy}{configured}, HAMi strands it: {only.explain()} ({only.reason})",
+                ", ".join(only.cards) or None,
+            )
+        went = ", ".join(f"{pod} on {node}" for pod, node in stranded.placed) or "nothing before it"
+        return Finding(
+            "warning",
+            inventory.name,
+            failure.pod.workload,
+            ORDER_DEPENDENT,
+            f"fits in some placement, but created in the order {sequence} with node policy "
+            f"{inventory.node_policy} and card policy {gpu_policy}{configured}, HAMi can put {went} and then "
+            f"strands it: {failure.explain()} ({failure.reason})",
+            ", ".join(failure.cards) or None,
+        )
+    if cut:
+        return Finding(
+            "warning",
+            inventory.name,
+            "(all GPU workloads)",
+            UNDECIDED,
+            f"the creation-order simulation stopped (after {MAX_ORDER_STATES} states, or {MAX_TIE_RUNS} runs of one "
+            "order's score ties) without finding a stranded pod; not every order or tie was checked",
+        )
+    return None
 
 
-def evaluate_tenant(inventory: TenantInventory, workloads: Sequence[Workload]) -> list[Finding]:
-    """Every finding for a tenant's workloads, certain ones first."""
-    if inventory.nodes:  # several GPU nodes: HAMi's node selection too
-        return evaluate_cluster(inventory, workloads)
-    findings, pods = pod_level_findings(inventory, workloads)
-    if not pods:
-        return findings
-    node = tenant_node(inventory, pods)
-    policy = inventory.gpu_policy
-    budget = Budget()  # shared by every search below: the whole evaluation is bounded
-
-    def nowhere(pod: PodRequest) -> Finding:
-        failure = _explain(node, pod, policy)
-        now = " next to what already runs" if inventory.card_usage else " even alone"
+def _certain(inventory: TenantInventory, cluster: Cluster, pods: Sequence[PodRequest], fits: bool) -> Finding | None:
+    """The error when HAMi's walk with the configured node and card policies strands a pod in every creation
+    order, whichever tied node it picks at each step: then HAMi never places them all. Bounded (at most
+    MAX_ORDERS distinct orders, MAX_ORDER_STATES states); a cut walk is never certain. The failure shown is
+    the declared order's, taking the first tied node (every run strands, so that one does too)."""
+    gpu_policy, node_policy = inventory.gpu_policy, inventory.node_policy
+    if distinct_orders(pods) > MAX_ORDERS or every_order_strands(cluster, pods, gpu_policy, node_policy) is not True:
+        return None
+    declared = simulate(cluster, pods, gpu_policy, node_policy)
+    assert declared is not None, "every run strands, the declared order's first one too"
+    failure = declared.failure
+    if not _several(inventory):
+        (only,) = failure.failures.values()
+        some = "some placement would hold every pod, but " if fits else ""
         return Finding(
             "error",
             inventory.name,
-            workload_of(pod),
-            failure.reason if failure else NO_PLACEMENT,
-            f"cannot fit on any of the tenant's {len(node.cards)} card(s){now}: "
-            + (f"{failure.explain()}{_quota_note(node, failure)}" if failure else "no placement exists"),
-            (", ".join(failure.cards) or None) if failure else None,
+            only.pod.workload,
+            only.reason,
+            f"{some}HAMi places one pod at a time and, with card policy {gpu_policy}, strands one in every "
+            f"creation order; created as declared: {only.explain()}{_quota_note(cluster.nodes[0], only)}",
+            ", ".join(only.cards) or None,
         )
-
-    placeable, alone = placeable_pods(inventory, pods, lambda pod: search_placement(node, [pod], budget).fits, nowhere)
-    findings += alone
-    if not placeable:
-        return findings
-
-    verdict = search_placement(node, placeable, budget)
-    if verdict.fits is False:
-        findings.append(_first_unplaceable(inventory, node, placeable, budget))
-        return findings
-    if verdict.fits is None:
-        findings.append(undecided(inventory, "(all GPU workloads)"))
-    policies = (policy, *(p for p in POLICIES if p != policy))
-    stranding = find_stranding(node, placeable, policies)
-    certain = stranded_in_every_order(node, placeable, policy) if stranding is not None else None
-    if certain is not None:
-        findings.append(
-            Finding(
-                "error",
-                inventory.name,
-                certain.pod.workload,
-                certain.reason,
-                f"some placement would hold every pod, but HAMi places one pod at a time and, with card policy "
-                f"{policy}, strands one in every creation order; created as declared: {certain.explain()}"
-                f"{_quota_note(node, certain)}",
-                ", ".join(certain.cards) or None,
-            )
-        )
-    elif stranding is not None:
-        order = " -> ".join(pod.workload for pod in stranding.order)
-        configured = " (the configured card policy)" if stranding.policy == policy else ""
-        findings.append(
-            Finding(
-                "warning",
-                inventory.name,
-                stranding.failure.pod.workload,
-                ORDER_DEPENDENT,
-                f"fits in some placement, but created in the order {order} with card policy "
-                f"{stranding.policy}{configured}, HAMi strands it: {stranding.failure.explain()} "
-                f"({stranding.failure.reason})",
-                ", ".join(stranding.failure.cards) or None,
-            )
-        )
-    return findings
+    went = ", ".join(f"{pod} on {node}" for pod, node in declared.placed)
+    went = f"it puts {went} and then strands {failure.pod.workload}" if went else "it strands the first pod"
+    some = "some placement across the nodes would hold every pod, but " if fits else ""
+    return Finding(
+        "error",
+        inventory.name,
+        failure.pod.workload,
+        failure.reason,
+        f"{some}HAMi places one pod at a time and, with node policy {node_policy} and card policy {gpu_policy}, "
+        f"strands one in every creation order, whichever tied node it picks; created as declared, {went}: "
+        f"{failure.explain()} [HAMi: {'; '.join(failure.events())}]",
+        ", ".join(failure.cards) or None,
+    )
 
 
 def running(inventory: TenantInventory, workloads: Sequence[Workload]) -> TenantInventory:
     """The inventory once `workloads` run: HAMi places their pods one at a time, in this order, with the
-    tenant's card policy (what a stack's own workloads hold when a new manifest arrives). A pod HAMi
-    would leave Pending holds no card, but counts against the GPU-count quota."""
+    tenant's card and node policies (the first node on a tie): what a stack's own workloads hold when a
+    new manifest arrives. A pod HAMi would leave Pending holds no card, but counts against the GPU-count
+    quota."""
     pods = [pod for workload in workloads for pod in workload.pods if pod.containers]
     namespaces = {ns: [u.gpumem, u.gpucores, u.gpus] for ns, u in inventory.namespace_usage.items()}
 
@@ -140,49 +311,15 @@ def running(inventory: TenantInventory, workloads: Sequence[Workload]) -> Tenant
             totals[0] += sum(container.memory_on(card) for card in cards)
             totals[1] += container.fit_cores * len(cards)
 
-    if inventory.nodes:  # several GPU nodes: HAMi's node policy picks the node (first on a tie)
-        cluster = tenant_cluster(inventory, pods).copy()
-        for pod in pods:
-            outcome = cluster.candidates(pod, inventory.gpu_policy, inventory.node_policy)
-            if isinstance(outcome, NodeFailure):
-                count(pod, None)
-                continue
-            choice = outcome[0][0]
-            node = cluster.nodes[choice.node]
-            count(pod, [[node.cards[i] for i in cards] for cards in choice.cards])
-            cluster.commit(pod, choice)
-        use = tuple(u for node in cluster.nodes for u in node.use)
-    else:
-        single = tenant_node(inventory, pods)
-        for pod in pods:
-            placed = single.place_hami(pod, inventory.gpu_policy)
-            count(pod, None if isinstance(placed, ContainerFailure) else [[single.cards[i] for i in c] for c in placed])
-        use = tuple(single.use)
+    cluster = tenant_cluster(inventory, pods)
+    for pod in pods:
+        outcome = cluster.candidates(pod, inventory.gpu_policy, inventory.node_policy)
+        if isinstance(outcome, NodeFailure):
+            count(pod, None)
+            continue
+        choice = outcome[0][0]
+        node = cluster.nodes[choice.node]
+        count(pod, [[node.cards[i] for i in cards] for cards in choice.cards])
+        cluster.commit(pod, choice)
     usage = {ns: NamespaceUsage(*totals) for ns, totals in namespaces.items() if any(totals)}
-    return replace(inventory, card_usage=use, namespace_usage=usage)
-
-
-def _first_unplaceable(inventory: TenantInventory, node: Node, pods: Sequence[PodRequest], budget: Budget) -> Finding:
-    """The first pod that does not fit on the tenant's one GPU node; the reason is HAMi's own walk for that
-    pod next to a placement of the pods before it."""
-
-    def fit_next(placed: Node, pod: PodRequest) -> Node | None:
-        return placed if placed.place_first_fit(pod) else None
-
-    def search(some: Sequence[PodRequest]) -> tuple[bool | None, Node | None]:
-        verdict = search_placement(node, some, budget)
-        return verdict.fits, verdict.node
-
-    def refuse(placed: Node, pod: PodRequest, names: list[str]) -> Finding:
-        failure = _explain(placed, pod, inventory.gpu_policy)
-        why = f"{failure.explain()}{_quota_note(placed, failure)}" if failure else "no placement exists"
-        return Finding(
-            "error",
-            inventory.name,
-            pod.workload,
-            failure.reason if failure else NO_PLACEMENT,
-            f"no placement fits it next to {', '.join(names) or 'what already runs'}: {why}",
-            (", ".join(failure.cards) or None) if failure else None,
-        )
-
-    return first_unplaceable(inventory, pods, node.copy(), fit_next, search, refuse)
+    return replace(inventory, card_usage=tuple(u for node in cluster.nodes for u in node.use), namespace_usage=usage)

@@ -28,12 +28,18 @@ from hami.cards import (
     PodRequest,
     card_reason,
 )
-from policies.fit_orders import cannot_strand, find_stranding, simulate, stranded_in_every_order
-from policies.fit_search import find_placement, search_placement
+from hami.nodes import Cluster
+from policies.orders import cannot_strand, every_order_strands, find_stranding, simulate
+from policies.search import find_placement, search_placement
 
 A100 = CardSpec("GPU-0", "NVIDIA-A100-SXM4-80GB", 81920)
 L4 = [CardSpec(f"GPU-{i}", "NVIDIA-L4", 24576) for i in range(2)]
 NONE = (None, None)
+
+
+def alone(node: Node) -> Cluster:
+    """`node` as a tenant's only GPU node: the engine's cluster of one."""
+    return Cluster(["node"], [node])
 
 
 def request(memory: int | None, cores: int, nums: int = 1, percentage: int = 100) -> ContainerRequest:
@@ -96,8 +102,8 @@ def test_percentage_is_of_each_card_tried_and_quota_is_per_card() -> None:
     whole = PodRequest("whole", "ns", (ContainerRequest("c", 1, 0, 100, 100),))
     node = Node(cards, quotas={"ns": NamespaceQuota(memory_mb=30000)})
     assert node.place_hami(whole, "spread") == [[1]]
-    assert search_placement(Node(cards, quotas={"ns": NamespaceQuota(memory_mb=30000)}), [whole]).fits is True
-    assert search_placement(Node(cards, quotas={"ns": NamespaceQuota(memory_mb=20000)}), [whole]).fits is False
+    assert search_placement(alone(Node(cards, quotas={"ns": NamespaceQuota(memory_mb=30000)})), [whole]).fits is True
+    assert search_placement(alone(Node(cards, quotas={"ns": NamespaceQuota(memory_mb=20000)})), [whole]).fits is False
 
 
 def test_gpumem_zero_is_the_whole_card() -> None:
@@ -135,9 +141,9 @@ def test_order_dependence_is_found() -> None:
     """12000 + 12000 + 24000 MB on two L4s: spread strands the large pod, binpack does not."""
     pods = [pod("s1", 12000, 10), pod("s2", 12000, 10), pod("large", 24000, 10)]
     assert find_placement(L4, pods) is True
-    stranding = find_stranding(Node(L4), pods, ["spread"])
+    stranding = find_stranding(alone(Node(L4)), pods, "spread", "binpack").stranding
     assert stranding is not None and stranding.failure.pod.workload == "large"
-    assert simulate(Node(L4), pods, "binpack") is None
+    assert simulate(alone(Node(L4)), pods, "binpack", "binpack") is None
 
 
 def test_node_insufficient_device_before_any_card() -> None:
@@ -159,16 +165,16 @@ def test_multi_card_partial_fit() -> None:
 
 def test_current_usage_is_respected() -> None:
     busy = Node([A100], use=[CardUse(slots=3, memory_mb=60000, cores=90)])
-    assert search_placement(busy, [pod("p", 20000, 30)]).fits is False
-    assert search_placement(busy, [pod("p", 20000, 10)]).fits is True
+    assert search_placement(alone(busy), [pod("p", 20000, 30)]).fits is False
+    assert search_placement(alone(busy), [pod("p", 20000, 10)]).fits is True
 
 
 def test_cannot_strand_is_a_proof_not_a_guess() -> None:
     """The pigeonhole shortcut must never claim safety where greedy strands a pod."""
     pods = [pod("s1", 12000, 10), pod("s2", 12000, 10), pod("large", 24000, 10)]
-    assert not cannot_strand(Node(L4), pods)
+    assert not cannot_strand(alone(Node(L4)), pods)
     many = [pod(f"p{i}", 1000, 1) for i in range(20)]
-    assert cannot_strand(Node([CardSpec(f"g{i}", "NVIDIA-A100", 81920) for i in range(4)]), many)
+    assert cannot_strand(alone(Node([CardSpec(f"g{i}", "NVIDIA-A100", 81920) for i in range(4)])), many)
 
 
 # Properties
@@ -245,10 +251,10 @@ def quotas_for(quota: NamespaceQuota | None) -> dict[str, NamespaceQuota]:
 @settings(max_examples=400, deadline=None, derandomize=True)
 @given(cards_strategy, pods_strategy, quota_strategy)
 def test_accepted_placements_respect_every_card_and_quota(cards, pods, quota) -> None:
-    verdict = search_placement(Node(cards, quotas=quotas_for(quota)), pods)
+    verdict = search_placement(alone(Node(cards, quotas=quotas_for(quota))), pods)
     if verdict.fits is True:
-        node = verdict.node
-        assert node is not None
+        assert verdict.cluster is not None
+        (node,) = verdict.cluster.nodes
         for card, use in zip(node.cards, node.use, strict=True):
             assert use.memory_mb <= card.memory_mb and use.cores <= card.cores and use.slots <= card.split_count
         for ns, (used_mb, used_cores) in node.namespace_use.items():
@@ -259,7 +265,7 @@ def test_accepted_placements_respect_every_card_and_quota(cards, pods, quota) ->
 @settings(max_examples=400, deadline=None, derandomize=True)
 @given(cards_strategy, pods_strategy, quota_strategy)
 def test_search_agrees_with_brute_force(cards, pods, quota) -> None:
-    verdict = search_placement(Node(cards, quotas=quotas_for(quota)), pods).fits
+    verdict = search_placement(alone(Node(cards, quotas=quotas_for(quota))), pods).fits
     assert verdict is not None, "small cases never exhaust the budget"
     assert verdict == brute_force_fits(cards, pods, quota)
 
@@ -269,17 +275,17 @@ def test_search_agrees_with_brute_force(cards, pods, quota) -> None:
 def test_greedy_success_implies_a_placement_exists(cards, pods, quota) -> None:
     """If HAMi's greedy order places everything, the exact search must agree (it is never stricter)."""
     for policy in ("spread", "binpack"):
-        if simulate(Node(cards, quotas=quotas_for(quota)), pods, policy) is None:
-            assert search_placement(Node(cards, quotas=quotas_for(quota)), pods).fits is True
+        if simulate(alone(Node(cards, quotas=quotas_for(quota))), pods, policy, "binpack") is None:
+            assert search_placement(alone(Node(cards, quotas=quotas_for(quota))), pods).fits is True
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(cards_strategy, pods_strategy)
 def test_cannot_strand_never_contradicts_the_simulation(cards, pods) -> None:
-    if cannot_strand(Node(cards), pods):
+    if cannot_strand(alone(Node(cards)), pods):
         for policy in ("spread", "binpack"):
             for order in itertools.permutations(pods):
-                assert simulate(Node(cards), order, policy) is None
+                assert simulate(alone(Node(cards)), order, policy, "binpack") is None
 
 
 def test_running_out_of_budget_is_reported(monkeypatch) -> None:
@@ -287,8 +293,8 @@ def test_running_out_of_budget_is_reported(monkeypatch) -> None:
     import policies.evaluate as evaluate
     from model.config import PodLimits
     from policies.findings import UNDECIDED
-    from policies.fit_search import Budget
     from policies.inventory import TenantInventory
+    from policies.search import Budget
     from policies.workloads import read_workload
 
     monkeypatch.setattr(evaluate, "Budget", lambda: Budget(left=1))
@@ -324,10 +330,11 @@ STRANDED_EVERY_ORDER = [pod("whole", None, 30), pod("a", 20000, 0), pod("b", 120
 def test_a_set_stranded_in_every_order_is_found() -> None:
     assert find_placement(L4_THEN_A100, STRANDED_EVERY_ORDER) is True
     for order in itertools.permutations(STRANDED_EVERY_ORDER):
-        assert simulate(Node(L4_THEN_A100), order, "binpack") is not None
-    failure = stranded_in_every_order(Node(L4_THEN_A100), STRANDED_EVERY_ORDER, "binpack")
-    assert failure is not None and failure.pod.workload == "b", "reported as created in the declared order"
-    assert stranded_in_every_order(Node(L4_THEN_A100), STRANDED_EVERY_ORDER, "spread") is None
+        assert simulate(alone(Node(L4_THEN_A100)), order, "binpack", "binpack") is not None
+    assert every_order_strands(alone(Node(L4_THEN_A100)), STRANDED_EVERY_ORDER, "binpack", "binpack") is True
+    declared = simulate(alone(Node(L4_THEN_A100)), STRANDED_EVERY_ORDER, "binpack", "binpack")
+    assert declared is not None and declared.failure.pod.workload == "b", "reported as created in the declared order"
+    assert every_order_strands(alone(Node(L4_THEN_A100)), STRANDED_EVERY_ORDER, "spread", "binpack") is False
 
 
 def test_stranded_in_every_order_is_an_error_and_in_some_orders_a_warning() -> None:
@@ -349,10 +356,10 @@ def test_stranded_in_every_order_is_an_error_and_in_some_orders_a_warning() -> N
 
 
 def test_every_distinct_order_is_tried() -> None:
-    from policies.fit_orders import _every_order, distinct_orders
+    from policies.orders import distinct_orders, every_order
 
     pods = [pod("x1", 1000, 10), pod("x2", 1000, 10), pod("y", 2000, 10), pod("z", 3000, 10)]
-    orders = list(_every_order(pods))
+    orders = list(every_order(pods))
     assert len(orders) == distinct_orders(pods) == 12  # 4! / 2! (x1 and x2 are identical)
     assert len({tuple(p.shape() for p in order) for order in orders}) == 12
     assert all(sorted(p.workload for p in order) == ["x1", "x2", "y", "z"] for order in orders)

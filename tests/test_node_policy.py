@@ -20,12 +20,11 @@ from hami.cards import (
 )
 from hami.nodes import Cluster
 from model.config import GpuQuota, PodLimits
-from policies.cluster_orders import greedy_placements, simulate_cluster
-from policies.cluster_search import search_cluster
 from policies.evaluate import evaluate_tenant
 from policies.findings import ORDER_DEPENDENT
-from policies.fit_search import Budget, search_placement
 from policies.inventory import TenantInventory
+from policies.orders import greedy_placements, simulate
+from policies.search import Budget, search_placement
 from policies.workloads import Workload
 
 L4 = 24576
@@ -65,10 +64,13 @@ def workloads(*pods: PodRequest) -> list[Workload]:
 
 
 def brute_force(nodes: list[list[CardSpec]], pods: list[PodRequest]) -> bool:
-    """Some assignment of pods to nodes where each node holds its pods (single-node exact search)."""
+    """Some assignment of pods to nodes where each node holds its pods (each node alone searched exactly:
+    tests/test_gpu_fit.py checks that search against brute force over the cards)."""
     for assignment in itertools.product(range(len(nodes)), repeat=len(pods)):
         if all(
-            search_placement(Node(cards), [p for p, n in zip(pods, assignment, strict=True) if n == i]).fits
+            search_placement(
+                Cluster(["alone"], [Node(cards)]), [p for p, n in zip(pods, assignment, strict=True) if n == i]
+            ).fits
             for i, cards in enumerate(nodes)
         ):
             return True
@@ -88,7 +90,7 @@ def test_search_across_nodes_agrees_with_brute_force(sizes, memories, asks) -> N
     nodes = [[card(f"n{n}", i, memories[(n * 2 + i) % 6]) for i in range(size)] for n, size in enumerate(sizes)]
     pods = [pod(f"p{i}", *containers) for i, containers in enumerate(asks)]
     cluster = Cluster([f"n{n}" for n in range(len(nodes))], [Node(cards) for cards in nodes])
-    assert search_cluster(cluster, pods, Budget()).fits is brute_force(nodes, pods)
+    assert search_placement(cluster, pods, Budget()).fits is brute_force(nodes, pods)
 
 
 def test_a_pod_stays_on_one_node() -> None:
@@ -97,16 +99,16 @@ def test_a_pod_stays_on_one_node() -> None:
     both = pod("pair", (1, 16000, 30), (1, 16000, 30))
     one_node = Cluster(["n"], [Node([card("n", 0), card("n", 1)])])
     two_nodes = Cluster(["a", "b"], [Node([card("a", 0)]), Node([card("b", 0)])])
-    assert search_cluster(one_node, [both], Budget()).fits is True
-    assert search_cluster(two_nodes, [both], Budget()).fits is False
+    assert search_placement(one_node, [both], Budget()).fits is True
+    assert search_placement(two_nodes, [both], Budget()).fits is False
 
 
 def test_the_namespace_quota_counts_across_nodes() -> None:
     quotas = {"gpu-workloads": NamespaceQuota(memory_mb=30000)}
     two = Cluster(["a", "b"], [Node([card("a", 0)], quotas=quotas), Node([card("b", 0)], quotas=quotas)])
     pods = [pod("p1", (1, 20000, 10)), pod("p2", (1, 20000, 10))]
-    assert search_cluster(two, pods, Budget()).fits is False, "each node alone has room; the quota does not"
-    assert search_cluster(two, pods[:1], Budget()).fits is True
+    assert search_placement(two, pods, Budget()).fits is False, "each node alone has room; the quota does not"
+    assert search_placement(two, pods[:1], Budget()).fits is True
 
 
 # --- HAMi's greedy walk with the node policy ---------------------------------------------------------------
@@ -128,8 +130,8 @@ def test_binpack_puts_two_small_pods_on_one_node_and_spread_on_two() -> None:
 
 def test_spread_strands_what_binpack_places() -> None:
     order = [pod("s1", (1, 10000, 10)), pod("s2", (1, 10000, 10)), pod("big", (1, 20000, 10))]
-    assert simulate_cluster(two_empty_nodes(), order, "spread", "binpack") is None
-    stranded = simulate_cluster(two_empty_nodes(), order, "spread", "spread")
+    assert simulate(two_empty_nodes(), order, "spread", "binpack") is None
+    stranded = simulate(two_empty_nodes(), order, "spread", "spread")
     assert stranded is not None and stranded.failure.pod.workload == "Pod/gpu-workloads/big"
     assert stranded.failure.reason == CARD_INSUFFICIENT_MEMORY
     assert [node for _, node in stranded.placed] in (
@@ -145,7 +147,7 @@ def test_a_tie_between_different_nodes_is_followed_both_ways() -> None:
         ["small", "large"], [Node([CardSpec("S", "NVIDIA-L4", L4)]), Node([CardSpec("L", "NVIDIA-A100", 81920)])]
     )
     order = [pod("first", (1, 20000, 10)), pod("second", (1, 70000, 10))]
-    stranded = simulate_cluster(nodes, order, "spread", "binpack")
+    stranded = simulate(nodes, order, "spread", "binpack")
     assert stranded is not None and stranded.placed == [("Pod/gpu-workloads/first", "large")]
 
 
@@ -201,8 +203,7 @@ def test_order_dependent_stranding_across_nodes_names_the_node_policy() -> None:
     node_policy=st.sampled_from(["spread", "binpack"]),
 )
 def test_every_order_walk_agrees_with_simulating_each_order(sizes, memories, asks, gpu_policy, node_policy) -> None:
-    from policies.cluster_orders import find_cluster_stranding
-    from policies.fit_orders import cannot_strand
+    from policies.orders import cannot_strand, find_stranding
 
     nodes = [[card(f"n{n}", i, memories[(n * 2 + i) % 6]) for i in range(size)] for n, size in enumerate(sizes)]
     pods = [pod(f"p{i}", *containers) for i, containers in enumerate(asks)]
@@ -210,15 +211,14 @@ def test_every_order_walk_agrees_with_simulating_each_order(sizes, memories, ask
     simulated = [
         stranded
         for order in itertools.permutations(pods)
-        if (stranded := simulate_cluster(cluster, order, gpu_policy, node_policy)) is not None
+        if (stranded := simulate(cluster, order, gpu_policy, node_policy)) is not None
     ]
-    found = find_cluster_stranding(cluster, pods, gpu_policy, node_policy)
+    found = find_stranding(cluster, pods, gpu_policy, node_policy)
     assert not found.exhausted
     assert (found.stranding is not None) is bool(simulated)
     if found.stranding is not None:
-        assert simulate_cluster(cluster, found.stranding.order, gpu_policy, node_policy) is not None, "a real order"
-    everything = Node([c for cards in nodes for c in cards])
-    if cannot_strand(everything, pods):
+        assert simulate(cluster, found.stranding.order, gpu_policy, node_policy) is not None, "a real order"
+    if cannot_strand(cluster, pods):
         assert not simulated, "the pigeonhole proof over all nodes' cards must never hide a stranding"
 
 
@@ -300,18 +300,18 @@ def test_a_reason_two_nodes_share_is_named_once() -> None:
 def test_a_cut_order_walk_is_said_never_hidden(monkeypatch) -> None:
     import functools
 
-    import policies.evaluate_nodes
-    from policies.cluster_orders import find_cluster_stranding
+    import policies.evaluate
     from policies.findings import UNDECIDED
+    from policies.orders import find_stranding
 
     pods = [pod("a", (1, 1000, 10)), pod("b", (1, 2000, 10)), pod("c", (1, 3000, 10))]
-    assert not find_cluster_stranding(two_empty_nodes(), pods, "spread", "binpack").exhausted
-    assert find_cluster_stranding(two_empty_nodes(), pods, "spread", "binpack", limit=2).exhausted
+    assert not find_stranding(two_empty_nodes(), pods, "spread", "binpack").exhausted
+    assert find_stranding(two_empty_nodes(), pods, "spread", "binpack", limit=2).exhausted
     # Only multi-container or quota sets reach the walk (single-card sets are proved by pigeonhole).
     pairs = workloads(*(pod(f"p{i}", (1, 1000, 10), (1, 1000, 10)) for i in range(3)))
     assert not evaluate_tenant(inventory({"a": 2, "b": 2}), pairs)
-    cut = functools.partial(find_cluster_stranding, limit=2)
-    monkeypatch.setattr(policies.evaluate_nodes, "find_cluster_stranding", cut)
+    cut = functools.partial(find_stranding, limit=2)
+    monkeypatch.setattr(policies.evaluate, "find_stranding", cut)
     (finding,) = evaluate_tenant(inventory({"a": 2, "b": 2}), pairs)
     assert finding.severity == "warning" and finding.reason == UNDECIDED
     assert "not every order or tie was checked" in finding.message

@@ -25,12 +25,11 @@ from hami.cards import (
 )
 from hami.nodes import Cluster, NodeFailure
 from model.config import PodLimits
-from policies.cluster_orders import every_order_strands, simulate_cluster
-from policies.cluster_search import search_cluster
 from policies.evaluate import evaluate_tenant
 from policies.findings import ORDER_DEPENDENT
-from policies.fit_search import Budget
 from policies.inventory import TenantInventory
+from policies.orders import every_order_strands, simulate
+from policies.search import Budget, search_placement
 from policies.workloads import Workload
 
 NS = "gpu-workloads"
@@ -116,7 +115,7 @@ EVERY_ORDER_PODS = [pod("mid", 30000, 60), pod("whole-1", 0, 100), pod("whole-2"
 def test_a_two_node_set_stranded_in_every_order_is_an_error() -> None:
     inventory = tenant(EVERY_ORDER_NODES, "binpack", "binpack")
     cluster = cluster_of(inventory)
-    assert search_cluster(cluster, EVERY_ORDER_PODS, Budget()).fits is True
+    assert search_placement(cluster, EVERY_ORDER_PODS, Budget()).fits is True
     assert strands_in_every_run(cluster, EVERY_ORDER_PODS, "binpack", "binpack"), "brute force agrees"
     (finding,) = evaluate_tenant(inventory, workloads(EVERY_ORDER_PODS))
     assert (finding.severity, finding.workload, finding.reason) == (
@@ -150,7 +149,7 @@ def test_a_stranding_only_on_a_tie_branch_is_not_certain() -> None:
     inventory = tenant(TIE_NODES, "binpack", "binpack")
     cluster = cluster_of(inventory)
     for order in itertools.permutations(TIE_PODS):
-        assert simulate_cluster(cluster, order, "binpack", "binpack") is not None, "every order strands on a branch"
+        assert simulate(cluster, order, "binpack", "binpack") is not None, "every order strands on a branch"
     assert not strands_in_every_run(cluster, TIE_PODS, "binpack", "binpack"), "some run places all three"
     assert every_order_strands(cluster, TIE_PODS, "binpack", "binpack") is False
     findings = evaluate_tenant(inventory, workloads(TIE_PODS))
@@ -164,10 +163,10 @@ def test_a_cut_walk_is_never_certain() -> None:
 
 
 def test_more_orders_than_the_one_node_limit_are_never_certain(monkeypatch) -> None:
-    """The same order limit as one node (fit_orders.MAX_ORDERS): above it, advice only."""
-    import policies.evaluate_nodes
+    """The order limit (orders.MAX_ORDERS): above it, advice only."""
+    import policies.evaluate
 
-    monkeypatch.setattr(policies.evaluate_nodes, "MAX_ORDERS", 11)  # the set has 4!/2! = 12 distinct orders
+    monkeypatch.setattr(policies.evaluate, "MAX_ORDERS", 11)  # the set has 4!/2! = 12 distinct orders
     (finding,) = evaluate_tenant(tenant(EVERY_ORDER_NODES, "binpack", "binpack"), workloads(EVERY_ORDER_PODS))
     assert (finding.severity, finding.reason) == ("warning", ORDER_DEPENDENT)
 
@@ -293,7 +292,7 @@ def test_every_order_strands_agrees_with_brute_force(nodes, used, asks, quota, g
         [f"n{n}" for n in range(len(cards))], [Node(c, u, quotas) for c, u in zip(cards, uses, strict=True)]
     )
     pods = [pod(f"p{i}", memory, cores, nums) for i, (memory, cores, nums) in enumerate(asks)]
-    assume(search_cluster(cluster, pods, Budget()).fits is True)  # else a refusal, decided before any walk
+    assume(search_placement(cluster, pods, Budget()).fits is True)  # else a refusal, decided before any walk
     # Up to 3 nodes and 4 pods: brute force follows at most 4! orders x 3^4 tie branches.
     assert every_order_strands(cluster, pods, gpu_policy, node_policy) is strands_in_every_run(
         cluster, pods, gpu_policy, node_policy

@@ -1,5 +1,7 @@
-"""The certain verdict across a tenant's GPU nodes: is there any placement of the pods on the nodes'
-cards? Exhaustive search, bounded by the same step budget as one node's (policies/fit_search.py)."""
+"""The certain verdict: can any placement hold a set of pods on a tenant's GPU nodes (one node is a
+cluster of one)? When none can, HAMi strands at least one pod whatever the order. Exhaustive search
+over hami/cards.py's card rules, each pod on one node, the namespace quota counted across the nodes;
+bounded by a step budget, and running out is reported, never hidden."""
 
 from __future__ import annotations
 
@@ -7,9 +9,18 @@ import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from hami.cards import ContainerRequest, PodRequest, quota_allows
+from hami.cards import CardSpec, ContainerRequest, Node, PodRequest, quota_allows
 from hami.nodes import Cluster
-from policies.fit_search import Budget, _search_order
+
+SEARCH_BUDGET = 20_000  # search steps per tenant evaluation before the exact answer is given up (and reported)
+
+
+@dataclass
+class Budget:
+    """Search steps left; one budget is shared by every search of one evaluation, so that the whole
+    evaluation is bounded, not each search."""
+
+    left: int = SEARCH_BUDGET
 
 
 @dataclass
@@ -18,24 +29,44 @@ class _Search:
     seen: set = field(default_factory=set)
 
 
-class _ClusterSearcher:
+def search_order(pod: PodRequest) -> tuple[bool, int, int]:
+    """Pods asking 0 % cores first: HAMi refuses them on a card whose cores are all booked *by then*
+    (CardComputeUnitsExhausted), so they fit in some arrival order iff they fit placed before the
+    others. Then the largest first, which finds a placement fast when there is one."""
+    memory = sum(c.nums * (c.memreq if not c.uses_percentage() else 10**9 * c.mem_percentage) for c in pod.containers)
+    cores = sum(c.nums * c.fit_cores for c in pod.containers)
+    return (cores > 0, -memory, -cores)
+
+
+class _Searcher:
     """Depth-first over (pod, container) items: a pod's first container picks the node (nodes equal in
     cards and use are tried once), every container its cards on that node (identical cards in identical
-    states tried once). The nodes share the namespace quota, so a quota is counted across them."""
+    states tried once). Pruned by the room left on all nodes together against what the items left ask."""
 
     def __init__(self, cluster: Cluster, pods: Sequence[PodRequest], budget: Budget) -> None:
         self.cluster = cluster
         self.items: list[tuple[PodRequest, ContainerRequest, bool]] = []
-        for pod in sorted(pods, key=_search_order):
+        for pod in sorted(pods, key=search_order):
             for number, container in enumerate(pod.containers):
                 self.items.append((pod, container, number == 0))
         self.budget = budget
         self.search = _Search()
         by_id = any(pod.selects_uuids for pod in pods)
+        # Cards equal here are interchangeable for every rule (UUID selectors make every card distinct).
         self.groups = [
             [(c.id if by_id else "", c.type, c.memory_mb, c.cores, c.split_count, c.healthy) for c in node.cards]
             for node in cluster.nodes
         ]
+        # What the items from each index on ask at least: slots, cores, memory (on the smallest card).
+        smallest = min(card.memory_mb for node in cluster.nodes for card in node.cards)
+        self.demand = [(0, 0, 0)]
+        for _, container, _ in reversed(self.items):
+            slots, cores, memory = self.demand[-1]
+            each = container.memory_for(smallest)
+            self.demand.append(
+                (slots + container.nums, cores + container.nums * container.fit_cores, memory + container.nums * each)
+            )
+        self.demand.reverse()
 
     def run(self) -> bool | None:
         if self._search(0, -1):
@@ -57,6 +88,17 @@ class _ClusterSearcher:
             tuple(sorted((ns, tuple(v)) for ns, v in self.cluster.namespace_use.items())),
         )
 
+    def _room_left(self, index: int) -> bool:
+        slots_free = cores_free = memory_free = 0
+        for node in self.cluster.nodes:
+            for card, use in zip(node.cards, node.use, strict=True):
+                if card.healthy:
+                    slots_free += max(0, card.split_count - use.slots)
+                    cores_free += card.cores - use.cores
+                    memory_free += card.memory_mb - use.memory_mb
+        slots, cores, memory = self.demand[index]
+        return slots <= slots_free and cores <= cores_free and memory <= memory_free
+
     def _search(self, index: int, current: int) -> bool:
         if index == len(self.items):
             return True
@@ -64,6 +106,8 @@ class _ClusterSearcher:
         self.budget.left -= 1
         if self.budget.left < 0:
             search.exhausted = True
+            return False
+        if not self._room_left(index):
             return False
         key = self._state(index, current)
         if key in search.seen:
@@ -96,7 +140,7 @@ class _ClusterSearcher:
         tried: set = set()
         for combination in itertools.combinations(fits, container.nums):
             signature = tuple(sorted((self.groups[target][i], repr(node.use[i])) for i in combination))
-            if signature in tried:
+            if signature in tried:  # identical cards in identical states: one try is enough
                 continue
             tried.add(signature)
             if container.nums > 1 and not quota_allows(node, pod, container, combination):
@@ -119,30 +163,45 @@ def first_fit(cluster: Cluster, pods: Iterable[PodRequest]) -> bool:
 
 
 @dataclass
-class ClusterVerdict:
-    """True: some placement across the nodes holds every pod (`cluster` holds one); False: none does;
-    None: the search ran out of budget."""
+class Verdict:
+    """True: some placement holds every pod (`cluster` holds one); False: none does; None: the search
+    ran out of budget."""
 
     fits: bool | None
     cluster: Cluster | None = None
 
 
-def search_cluster(cluster: Cluster, pods: Sequence[PodRequest], budget: Budget) -> ClusterVerdict:
-    """Whether some placement across the nodes holds every pod (each pod on one node). `cluster` is
-    left as it is; on True the verdict carries a copy with one such placement allocated."""
+def search_placement(cluster: Cluster, pods: Sequence[PodRequest], budget: Budget | None = None) -> Verdict:
+    """Whether some placement holds `pods` on the cluster's nodes (`cluster` is left as it is); on True the
+    verdict carries a copy with one such placement allocated.
+
+    First a cheap first-fit attempt (any placement that passes HAMi's per-card rules proves one exists),
+    then exhaustive depth-first search over which node each pod and which cards each container takes
+    (pods in `search_order`)."""
     trial = cluster.copy()
-    if first_fit(trial, sorted(pods, key=_search_order)):
-        return ClusterVerdict(True, trial)
+    if first_fit(trial, sorted(pods, key=search_order)):
+        return Verdict(True, trial)
     if any(insufficient_everywhere(cluster, pod) for pod in pods):
-        return ClusterVerdict(False)
+        return Verdict(False)
+    budget = Budget() if budget is None else budget
     if budget.left <= 0:
-        return ClusterVerdict(None)
+        return Verdict(None)
     trial = cluster.copy()
-    fits = _ClusterSearcher(trial, pods, budget).run()
-    return ClusterVerdict(fits, trial if fits else None)
+    fits = _Searcher(trial, pods, budget).run()
+    return Verdict(fits, trial if fits else None)
 
 
 def insufficient_everywhere(cluster: Cluster, pod: PodRequest) -> bool:
-    """A container asks more cards than any node has: NodeInsufficientDevice on every node."""
+    """A container asks more cards than any node has (or there are none): NodeInsufficientDevice on every node."""
     most = max(len(node.cards) for node in cluster.nodes)
     return any(container.nums > most for container in pod.containers)
+
+
+def one_node(cards: Sequence[CardSpec]) -> Cluster:
+    """Empty `cards` as a tenant's one GPU node."""
+    return Cluster([""], [Node(cards)])
+
+
+def find_placement(cards: Sequence[CardSpec], pods: Sequence[PodRequest], budget: int = SEARCH_BUDGET) -> bool | None:
+    """True if some placement on one node of empty `cards` holds every pod, False if none does, None if undecided."""
+    return search_placement(one_node(cards), pods, Budget(budget)).fits

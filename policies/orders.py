@@ -1,27 +1,134 @@
-"""The advisory verdict across a tenant's GPU nodes: HAMi's greedy walk (node policy of
-hami/nodes.py, card policy of hami/cards.py), every tie between nodes followed, over
-the arrival orders."""
+"""The advisory verdict: HAMi places pods one at a time, greedily, with its node policy (hami/nodes.py)
+and card policy (hami/cards.py), so a set that fits in some placement can still be stranded by an
+unlucky creation order. HAMi's walk is simulated over the creation orders (all of them when there are
+few, as one search over states; else a sample) and, on a tenant of several GPU nodes, over every node a
+score tie leaves open (one node is a cluster of one, where no tie arises)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from hami.cards import CardUse, ContainerFailure, Node, PodRequest
+from hami.cards import CardUse, ContainerFailure, Node, PodRequest, card_reason
 from hami.nodes import MAX_TIE_RUNS, Choice, Cluster, NodeFailure, best, node_policy_of, node_score
+
+MAX_ORDERS = 720  # up to this many distinct creation orders (6 different pods) all are simulated; above, a sample
+MAX_PERMUTED = 6  # up to this many pods every creation order is walked as one search over states
+MAX_ORDER_STATES = 20_000  # states of an every-order walk per card policy before it gives up (and says so)
+
+
+def distinct_orders(pods: Sequence[PodRequest]) -> int:
+    """How many arrival orders differ for placement (identical pods swapped are the same order)."""
+    counts: dict[tuple, int] = {}
+    for pod in pods:
+        counts[pod.shape()] = counts.get(pod.shape(), 0) + 1
+    total = math.factorial(len(pods))
+    for count in counts.values():
+        total //= math.factorial(count)
+    return total
+
+
+def every_order(pods: Sequence[PodRequest]) -> Iterable[tuple[PodRequest, ...]]:
+    """Every distinct arrival order (identical pods keep their relative order)."""
+    shapes: dict[tuple, list[PodRequest]] = {}
+    for pod in pods:
+        shapes.setdefault(pod.shape(), []).append(pod)
+    left = {shape: len(group) for shape, group in shapes.items()}
+    declared = [pod.shape() for pod in pods]
+    order: list[tuple] = []
+
+    def extend() -> Iterable[tuple[PodRequest, ...]]:
+        if len(order) == len(pods):
+            taken = {shape: 0 for shape in shapes}
+            result = []
+            for shape in order:
+                result.append(shapes[shape][taken[shape]])
+                taken[shape] += 1
+            yield tuple(result)
+            return
+        for shape in dict.fromkeys(declared):
+            if left[shape]:
+                left[shape] -= 1
+                order.append(shape)
+                yield from extend()
+                order.pop()
+                left[shape] += 1
+
+    yield from extend()
+
+
+def arrival_orders(pods: Sequence[PodRequest]) -> Iterable[tuple[PodRequest, ...]]:
+    """Every distinct order when there are at most MAX_ORDERS (identical pods are not permuted among
+    themselves); above, the declared order, its reverse, and smallest/largest first."""
+    if distinct_orders(pods) <= MAX_ORDERS:
+        yield from every_order(pods)
+        return
+    size = lambda pod: sum(c.nums * (c.memreq or 10**6 * c.mem_percentage) for c in pod.containers)  # noqa: E731
+    yield tuple(pods)
+    yield tuple(reversed(pods))
+    yield tuple(sorted(pods, key=size))
+    yield tuple(sorted(pods, key=size, reverse=True))
+
+
+def cannot_strand(cluster: Cluster, pods: Sequence[PodRequest]) -> bool:
+    """A proof that no creation order, card or node policy strands any of `pods` (so no walk is needed).
+
+    Pod p is stranded only when every card p may use rejects it. Blocking card k takes at least n_k
+    card-placements of the other pods: enough slots, memory or cores to leave p too little (1 for a
+    whole-card p on an empty card). The others make sum(nums) card-placements in all; if that is fewer
+    than the cheapest way to block every card, p always finds a card. Quotas and multi-card pods are
+    left to the simulation.
+
+    The proof holds over the cards of every node at once: a pod is stranded only when every card of every
+    node rejects it, and a node with a card that takes the pod passes HAMi's filter."""
+    node = Node(  # every card of every node, as one
+        [card for each in cluster.nodes for card in each.cards],
+        [use for each in cluster.nodes for use in each.use],
+        cluster.nodes[0].quotas,
+        cluster.namespace_use,
+    )
+    if node.quotas or any(len(pod.containers) != 1 or pod.containers[0].nums != 1 for pod in pods):
+        return False
+    placements = len(pods) - 1  # card-placements of the pods other than p
+    # Largest per-placement demand of any pod, wherever it lands.
+    containers = {pod.containers[0] for pod in pods}
+    max_memory = max((c.memory_on(card) for c in containers for card in node.cards), default=0)
+    max_cores = max((c.fit_cores for c in containers), default=0)
+    for pod in {pod.shape(): pod for pod in pods}.values():
+        container = pod.containers[0]
+        needed = 0
+        for card, use in zip(node.cards, node.use, strict=True):
+            if card_reason(card, use, container, pod, (None, None)) is not None:
+                continue  # rejected already: contributes nothing to p's chances
+            blockers = [card.split_count - use.slots]
+            memory_gap = card.memory_mb - use.memory_mb - container.memory_on(card) + 1
+            if max_memory:
+                blockers.append(-(-memory_gap // max_memory))
+            cores_gap = card.cores - use.cores - container.fit_cores + 1
+            if max_cores:
+                blockers.append(-(-cores_gap // max_cores))
+            if container.fit_cores == 100 and card.cores == 100:
+                blockers.append(1)
+            if container.fit_cores == 0 and max_cores:
+                blockers.append(-(-(card.cores - use.cores) // max_cores))
+            needed += max(1, min(blockers))
+        if needed == 0 or needed <= placements:
+            return False
+    return True
 
 
 @dataclass
-class ClusterStranding:
+class Stranding:
     order: tuple[PodRequest, ...]
     gpu_policy: str
     failure: NodeFailure
     placed: list[tuple[str, str]]  # (pod, node) before the failure, in order
 
 
-def simulate_cluster(
+def simulate(
     cluster: Cluster, order: Sequence[PodRequest], gpu_policy: str, node_policy: str, runs: list[int] | None = None
-) -> ClusterStranding | None:
+) -> Stranding | None:
     """HAMi placing `order` one pod at a time; on a score tie every choice is followed. The first run
     that strands a pod, or None when no run does. `runs` counts the runs (bounded by MAX_TIE_RUNS:
     beyond it the remaining tie branches are not followed)."""
@@ -45,14 +152,14 @@ def simulate_cluster(
         )
         return cards, choice.cards
 
-    def walk(state: Cluster, position: int, placed: list[tuple[str, str]]) -> ClusterStranding | None:
+    def walk(state: Cluster, position: int, placed: list[tuple[str, str]]) -> Stranding | None:
         if position == len(order):
             runs[0] += 1
             return None
         pod = order[position]
         outcome = state.candidates(pod, gpu_policy, node_policy)
         if isinstance(outcome, NodeFailure):
-            return ClusterStranding(tuple(order), gpu_policy, outcome, placed)
+            return Stranding(tuple(order), gpu_policy, outcome, placed)
         choices, _ = outcome
         if len(choices) > 1:
             choices = list({signature(state, choice): choice for choice in reversed(choices)}.values())[::-1]
@@ -69,14 +176,11 @@ def simulate_cluster(
     return walk(cluster.copy(), 0, [])
 
 
-MAX_ORDER_STATES = 20_000  # states of an every-order walk per card policy before it gives up (and says so)
-
-
 @dataclass
 class OrderSearch:
     """The every-order walk's outcome: a stranding, or none; `exhausted` when it stopped early."""
 
-    stranding: ClusterStranding | None
+    stranding: Stranding | None
     exhausted: bool = False
 
 
@@ -146,7 +250,7 @@ class _States:
         return moves, outcomes
 
 
-def find_cluster_stranding(
+def find_stranding(
     cluster: Cluster, pods: Sequence[PodRequest], gpu_policy: str, node_policy: str, limit: int = MAX_ORDER_STATES
 ) -> OrderSearch:
     """HAMi's greedy walk over every creation order of `pods` and every node a score tie leaves open,
@@ -156,7 +260,7 @@ def find_cluster_stranding(
     seen: set = set()
     steps = [0]
 
-    def walk(uses: tuple, namespaces: tuple, left: list[int], order: list, placed: list) -> ClusterStranding | None:
+    def walk(uses: tuple, namespaces: tuple, left: list[int], order: list, placed: list) -> Stranding | None:
         key = (uses, namespaces, tuple(left))
         if key in seen:
             return None
@@ -173,7 +277,7 @@ def find_cluster_stranding(
                     name: replace(outcome, pod=pod) for name, (_, outcome) in zip(cluster.names, outcomes, strict=True)
                 }
                 rest = [p for k, c in enumerate(left) for p in of_kind[k][len(of_kind[k]) - c :] if p is not pod]
-                return ClusterStranding(tuple([*order, pod, *rest]), gpu_policy, NodeFailure(pod, failures), placed)
+                return Stranding(tuple([*order, pod, *rest]), gpu_policy, NodeFailure(pod, failures), placed)
             left[kind] -= 1
             try:
                 for i, after, table in moves:
@@ -200,7 +304,7 @@ def every_order_strands(
     """Whether HAMi strands some pod in every creation order on every choice among tied nodes (then it
     never places them all: the failure is certain). False as soon as one order and one choice of tied
     nodes place every pod; None when the walk stopped at `limit` states (not known: never certain).
-    With one node and no ties this is fit_orders.stranded_in_every_order's question."""
+    """
     states = _States(cluster, pods, gpu_policy, node_policy)
     failed: set = set()  # states from which no order and no tie choice places the pods left
     steps = [0]
