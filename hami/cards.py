@@ -301,11 +301,12 @@ class Node:
             order = rank(order, scores, policy)
             chosen, reasons, rejected = self.walk(order, container, pod)
             if len(chosen) < container.nums:
-                self._undo(placed, pod.namespace)
+                # Each card's line tells the use HAMi's check saw: the pod's earlier containers included.
                 lines = [
                     f"{self._card(i)}: {why} ({reason_detail(self.cards[i], self.use[i], container, why)})"
                     for i, why in rejected
                 ]
+                self._undo(placed, pod.namespace)
                 if chosen:
                     lines.insert(0, f"only {len(chosen)} of the {container.nums} cards it needs fit")
                 return ContainerFailure(pod, container, reasons, lines, tuple(self.cards[i].id for i, _ in rejected))

@@ -66,6 +66,18 @@ def test_check_order_follows_hami() -> None:
     assert card_reason(A100, full, typed.containers[0], typed, NONE) == CARD_TYPE_MISMATCH
 
 
+def test_a_refusal_tells_the_use_hamis_check_saw() -> None:
+    """HAMi's fitInDevices adds each container's cards to the node's use before the next container is
+    checked (v2.8.3 pkg/scheduler/score.go); the refused card's line tells that use, not the use before the
+    pod (it said "24576 MB free of 24576" for a 20000 MB ask)."""
+    first = request(12000, 10)
+    second = ContainerRequest("second", 1, 20000, NO_PERCENTAGE, 10)
+    both = PodRequest("both", "ns", (first, second))
+    failure = Node([L4[0]]).place_hami(both, "spread")
+    assert isinstance(failure, ContainerFailure) and failure.reason == CARD_INSUFFICIENT_MEMORY
+    assert "asks 20000 MB, 12576 MB free of 24576" in failure.explain(), failure.explain()
+
+
 def test_whole_card_needs_an_empty_card() -> None:
     used = CardUse(slots=1, memory_mb=0, cores=0)
     p = pod("p", 100, 100)
