@@ -34,7 +34,10 @@ MAX_TIE_RUNS = 2_000  # greedy runs (ties branch) per simulated arrival order be
 
 
 def node_score(node: Node) -> float:
-    """`ComputeDefaultScore` in float32: 10 x (used/total slots + cores + memory) over all cards."""
+    """`ComputeDefaultScore` in float32: 10 x (used/total slots + cores + memory) over all cards. A node
+    without cards (an inventory may list one) passes no filter, so its score is never compared: 0."""
+    if not node.cards:
+        return 0.0
     used = sum(u.slots for u in node.use)
     used_cores = sum(u.cores for u in node.use)
     used_memory = sum(u.memory_mb for u in node.use)

@@ -28,19 +28,17 @@ from policies.findings import (
     UNDECIDED,
     Finding,
     pod_level_findings,
-    undecided,
     workload_of,
 )
 from policies.inventory import NamespaceUsage, TenantInventory
 from policies.orders import (
     MAX_ORDER_STATES,
     MAX_ORDERS,
-    MAX_PERMUTED,
-    arrival_orders,
     cannot_strand,
     distinct_orders,
     every_order_strands,
     find_stranding,
+    sample_orders,
     simulate,
 )
 from policies.search import SEARCH_BUDGET, Budget, first_fit, search_placement
@@ -93,7 +91,7 @@ def evaluate_tenant(inventory: TenantInventory, workloads: Sequence[Workload]) -
         findings.append(_first_unplaceable(inventory, cluster, placeable, budget))
         return findings
     if fits is None:
-        findings.append(undecided(inventory, "(all GPU workloads)"))
+        findings.append(_undecided(inventory, "(all GPU workloads)"))
     stranding = _stranding(inventory, cluster, placeable, fits is True)
     if stranding is not None:
         findings.append(stranding)
@@ -123,9 +121,20 @@ def _placeable(
             continue
         if fits is None and workload_of(pod) not in reported:
             reported.add(workload_of(pod))
-            findings.append(undecided(inventory, workload_of(pod)))
+            findings.append(_undecided(inventory, workload_of(pod)))
         placeable.append(pod)
     return placeable, findings
+
+
+def _undecided(inventory: TenantInventory, what: str) -> Finding:
+    return Finding(
+        "warning",
+        inventory.name,
+        what,
+        UNDECIDED,
+        f"the placement search ran out of its budget ({SEARCH_BUDGET} steps per tenant) without an answer; "
+        "treated as fitting, and only HAMi's greedy order was checked",
+    )
 
 
 def _first_unplaceable(
@@ -204,14 +213,14 @@ def _stranding(inventory: TenantInventory, cluster: Cluster, pods: Sequence[PodR
     if cannot_strand(cluster, pods):
         return None
     policies = (inventory.gpu_policy, *(p for p in POLICIES if p != inventory.gpu_policy))
-    cut = False
+    every, cut = distinct_orders(pods) <= MAX_ORDERS, False
     for gpu_policy in policies:
-        if len(pods) <= MAX_PERMUTED:  # every creation order, as one search over states
+        if every:  # every creation order, as one search over states
             search = find_stranding(cluster, pods, gpu_policy, inventory.node_policy)
             stranded, cut = search.stranding, cut or search.exhausted
-        else:  # every order when there are few enough, else a sample (orders.arrival_orders)
+        else:  # too many orders: a sample of them (orders.sample_orders)
             stranded = None
-            for order in arrival_orders(pods):
+            for order in sample_orders(pods):
                 runs = [0]  # greedy runs of this order: every tie branch, up to MAX_TIE_RUNS
                 stranded = simulate(cluster, order, gpu_policy, inventory.node_policy, runs)
                 cut = cut or (stranded is None and runs[0] >= MAX_TIE_RUNS)
@@ -222,7 +231,8 @@ def _stranding(inventory: TenantInventory, cluster: Cluster, pods: Sequence[PodR
         if gpu_policy == inventory.gpu_policy and (certain := _certain(inventory, cluster, pods, fits)) is not None:
             return certain
         configured = " (the configured card policy)" if gpu_policy == inventory.gpu_policy else ""
-        sequence = " -> ".join(pod.workload for pod in stranded.order)
+        sequence = _order_text(stranded.order)
+        fitting = "fits in some placement, but " if fits else ""  # unproven when the search ran out
         failure = stranded.failure
         if not _several(inventory):
             (only,) = failure.failures.values()
@@ -231,7 +241,7 @@ def _stranding(inventory: TenantInventory, cluster: Cluster, pods: Sequence[PodR
                 inventory.name,
                 only.pod.workload,
                 ORDER_DEPENDENT,
-                f"fits in some placement, but created in the order {sequence} with card policy "
+                f"{fitting}created in the order {sequence} with card policy "
                 f"{gpu_policy}{configured}, HAMi strands it: {only.explain()} ({only.reason})",
                 ", ".join(only.cards) or None,
             )
@@ -241,7 +251,7 @@ def _stranding(inventory: TenantInventory, cluster: Cluster, pods: Sequence[PodR
             inventory.name,
             failure.pod.workload,
             ORDER_DEPENDENT,
-            f"fits in some placement, but created in the order {sequence} with node policy "
+            f"{fitting}created in the order {sequence} with node policy "
             f"{inventory.node_policy} and card policy {gpu_policy}{configured}, HAMi can put {went} and then "
             f"strands it: {failure.explain()} ({failure.reason})",
             ", ".join(failure.cards) or None,
@@ -256,6 +266,14 @@ def _stranding(inventory: TenantInventory, cluster: Cluster, pods: Sequence[PodR
             "order's score ties) without finding a stranded pod; not every order or tie was checked",
         )
     return None
+
+
+def _order_text(order: Sequence[PodRequest], shown: int = 8) -> str:
+    """A creation order as the message gives it: every pod of a short one, the ends of a long one."""
+    names = [pod.workload for pod in order]
+    if len(names) > 2 * shown + 1:
+        names = [*names[:shown], f"... ({len(names) - 2 * shown} more)", *names[-shown:]]
+    return " -> ".join(names)
 
 
 def _certain(inventory: TenantInventory, cluster: Cluster, pods: Sequence[PodRequest], fits: bool) -> Finding | None:

@@ -11,7 +11,6 @@ from typing import Literal
 from hami.cards import PodRequest
 from policies.inventory import TenantInventory
 from policies.per_pod import per_pod_advisories, per_pod_refusals
-from policies.search import SEARCH_BUDGET
 from policies.workloads import Workload
 
 EXCEEDED_QUOTA = "ExceededQuota"  # kube-apiserver's ResourceQuota admission
@@ -88,17 +87,6 @@ def gpu_count_quota_findings(inventory: TenantInventory, pods: Sequence[PodReque
         else:
             used[pod.namespace] = total + asks
     return findings
-
-
-def undecided(inventory: TenantInventory, what: str) -> Finding:
-    return Finding(
-        "warning",
-        inventory.name,
-        what,
-        UNDECIDED,
-        f"the placement search ran out of its budget ({SEARCH_BUDGET} steps per tenant) without an answer; "
-        "treated as fitting, and only HAMi's greedy order was checked",
-    )
 
 
 def pod_level_findings(

@@ -7,14 +7,13 @@ score tie leaves open (one node is a cluster of one, where no tie arises)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 from hami.cards import CardUse, ContainerFailure, Node, PodRequest, card_reason
 from hami.nodes import MAX_TIE_RUNS, Choice, Cluster, NodeFailure, best, node_policy_of, node_score
 
-MAX_ORDERS = 720  # up to this many distinct creation orders (6 different pods) all are simulated; above, a sample
-MAX_PERMUTED = 6  # up to this many pods every creation order is walked as one search over states
+MAX_ORDERS = 720  # up to this many distinct creation orders (6 different pods) all are walked; above, a sample
 MAX_ORDER_STATES = 20_000  # states of an every-order walk per card policy before it gives up (and says so)
 
 
@@ -29,41 +28,9 @@ def distinct_orders(pods: Sequence[PodRequest]) -> int:
     return total
 
 
-def every_order(pods: Sequence[PodRequest]) -> Iterable[tuple[PodRequest, ...]]:
-    """Every distinct arrival order (identical pods keep their relative order)."""
-    shapes: dict[tuple, list[PodRequest]] = {}
-    for pod in pods:
-        shapes.setdefault(pod.shape(), []).append(pod)
-    left = {shape: len(group) for shape, group in shapes.items()}
-    declared = [pod.shape() for pod in pods]
-    order: list[tuple] = []
-
-    def extend() -> Iterable[tuple[PodRequest, ...]]:
-        if len(order) == len(pods):
-            taken = {shape: 0 for shape in shapes}
-            result = []
-            for shape in order:
-                result.append(shapes[shape][taken[shape]])
-                taken[shape] += 1
-            yield tuple(result)
-            return
-        for shape in dict.fromkeys(declared):
-            if left[shape]:
-                left[shape] -= 1
-                order.append(shape)
-                yield from extend()
-                order.pop()
-                left[shape] += 1
-
-    yield from extend()
-
-
-def arrival_orders(pods: Sequence[PodRequest]) -> Iterable[tuple[PodRequest, ...]]:
-    """Every distinct order when there are at most MAX_ORDERS (identical pods are not permuted among
-    themselves); above, the declared order, its reverse, and smallest/largest first."""
-    if distinct_orders(pods) <= MAX_ORDERS:
-        yield from every_order(pods)
-        return
+def sample_orders(pods: Sequence[PodRequest]) -> Iterable[tuple[PodRequest, ...]]:
+    """The orders tried when there are too many to walk them all: the declared order, its reverse, and
+    smallest and largest first."""
     size = lambda pod: sum(c.nums * (c.memreq or 10**6 * c.mem_percentage) for c in pod.containers)  # noqa: E731
     yield tuple(pods)
     yield tuple(reversed(pods))
@@ -152,28 +119,41 @@ def simulate(
         )
         return cards, choice.cards
 
-    def walk(state: Cluster, position: int, placed: list[tuple[str, str]]) -> Stranding | None:
-        if position == len(order):
-            runs[0] += 1
-            return None
-        pod = order[position]
-        outcome = state.candidates(pod, gpu_policy, node_policy)
-        if isinstance(outcome, NodeFailure):
-            return Stranding(tuple(order), gpu_policy, outcome, placed)
-        choices, _ = outcome
-        if len(choices) > 1:
-            choices = list({signature(state, choice): choice for choice in reversed(choices)}.values())[::-1]
-        for number, choice in enumerate(choices):
+    # Depth-first with an explicit stack (a tenant may run more pods than Python's recursion allows). An
+    # entry places order[position] by `choice` on `state` (on a copy when tied nodes share that state;
+    # `number` counts the choice among them); the initial one has no choice.
+    pending: list[tuple[Cluster, int, list[tuple[str, str]], Choice | None, int, bool]] = [
+        (cluster.copy(), 0, [], None, 0, False)
+    ]
+    while pending:
+        state, position, placed, choice, number, tied = pending.pop()
+        if choice is not None:
             if number and runs[0] >= MAX_TIE_RUNS:
-                break
-            branch = state.copy() if len(choices) > 1 else state
+                continue  # the tie branches beyond the bound are not followed
+            pod = order[position]
+            branch = state.copy() if tied else state
             branch.commit(pod, choice)
-            found = walk(branch, position + 1, [*placed, (pod.workload, state.names[choice.node])])
-            if found is not None:
-                return found
-        return None
-
-    return walk(cluster.copy(), 0, [])
+            state, position, placed = branch, position + 1, [*placed, (pod.workload, state.names[choice.node])]
+        while True:  # on, pod by pod, until the run ends, strands a pod or meets a tie
+            if position == len(order):
+                runs[0] += 1
+                break
+            pod = order[position]
+            outcome = state.candidates(pod, gpu_policy, node_policy)
+            if isinstance(outcome, NodeFailure):
+                return Stranding(tuple(order), gpu_policy, outcome, placed)
+            choices, _ = outcome
+            if len(choices) > 1:
+                choices = list({signature(state, c): c for c in reversed(choices)}.values())[::-1]
+            if len(choices) == 1:
+                state.commit(pod, choices[0])
+                placed = [*placed, (pod.workload, state.names[choices[0].node])]
+                position += 1
+                continue
+            # the first tied choice is followed first: pushed last
+            pending.extend((state, position, placed, c, n, True) for n, c in reversed(list(enumerate(choices))))
+            break
+    return None
 
 
 @dataclass
@@ -260,13 +240,9 @@ def find_stranding(
     seen: set = set()
     steps = [0]
 
-    def walk(uses: tuple, namespaces: tuple, left: list[int], order: list, placed: list) -> Stranding | None:
-        key = (uses, namespaces, tuple(left))
-        if key in seen:
-            return None
-        steps[0] += 1
-        if steps[0] > limit:
-            return None
+    def onward(uses: tuple, namespaces: tuple, left: tuple, order: tuple, placed: tuple) -> Iterator:
+        """From one state: a Stranding when the next pod of some kind fits nowhere, else each state HAMi
+        may move to (drawn lazily: the kinds in order, each kind's moves in order)."""
         for kind, count in enumerate(left):
             if not count:
                 continue
@@ -277,21 +253,36 @@ def find_stranding(
                     name: replace(outcome, pod=pod) for name, (_, outcome) in zip(cluster.names, outcomes, strict=True)
                 }
                 rest = [p for k, c in enumerate(left) for p in of_kind[k][len(of_kind[k]) - c :] if p is not pod]
-                return Stranding(tuple([*order, pod, *rest]), gpu_policy, NodeFailure(pod, failures), placed)
-            left[kind] -= 1
-            try:
-                for i, after, table in moves:
-                    found = walk(after, table, left, [*order, pod], [*placed, (pod.workload, cluster.names[i])])
-                    if found is not None:
-                        return found
-            finally:
-                left[kind] += 1
-        if steps[0] <= limit:
-            seen.add(key)
-        return None
+                yield Stranding((*order, pod, *rest), gpu_policy, NodeFailure(pod, failures), list(placed))
+                return
+            fewer = (*left[:kind], count - 1, *left[kind + 1 :])
+            for i, after, table in moves:
+                yield after, table, fewer, (*order, pod), (*placed, (pod.workload, cluster.names[i]))
 
-    found = walk(states.uses, states.table, list(states.left), [], [])
-    return OrderSearch(found, exhausted=found is None and steps[0] > limit)
+    stack: list[tuple[tuple, Iterator]] = []  # explicit: a tenant may run more pods than recursion allows
+
+    def enter(uses: tuple, namespaces: tuple, left: tuple, order: tuple, placed: tuple) -> None:
+        key = (uses, namespaces, left)
+        if key in seen:
+            return
+        steps[0] += 1
+        if steps[0] > limit:
+            return
+        stack.append((key, onward(uses, namespaces, left, order, placed)))
+
+    enter(states.uses, states.table, tuple(states.left), (), ())
+    while stack:
+        key, moves = stack[-1]
+        move = next(moves, None)
+        if move is None:
+            stack.pop()
+            if steps[0] <= limit:
+                seen.add(key)  # no run from here strands a pod
+            continue
+        if isinstance(move, Stranding):
+            return OrderSearch(move)
+        enter(*move)
+    return OrderSearch(None, exhausted=steps[0] > limit)
 
 
 class _Cut(Exception):
@@ -309,30 +300,41 @@ def every_order_strands(
     failed: set = set()  # states from which no order and no tie choice places the pods left
     steps = [0]
 
-    def places_all(uses: tuple, namespaces: tuple, left: list[int]) -> bool:
+    def onward(uses: tuple, namespaces: tuple, left: tuple) -> Iterator[tuple[tuple, tuple, tuple]]:
+        """Each state HAMi may move to from this one (no move for a kind whose next pod is stranded here)."""
+        for kind, count in enumerate(left):
+            if count:
+                fewer = (*left[:kind], count - 1, *left[kind + 1 :])
+                moves, _ = states.moves(uses, namespaces, kind)
+                for _, after, table in moves:
+                    yield after, table, fewer
+
+    stack: list[tuple[tuple, Iterator]] = []  # explicit: a tenant may run more pods than recursion allows
+
+    def places_all(uses: tuple, namespaces: tuple, left: tuple) -> bool:
+        """True when no pod is left; else the state is pushed to be walked (unless known to fail)."""
         if not any(left):
             return True
-        key = (uses, namespaces, tuple(left))
-        if key in failed:
-            return False
-        steps[0] += 1
-        if steps[0] > limit:
-            raise _Cut
-        for kind, count in enumerate(left):
-            if not count:
-                continue
-            moves, _ = states.moves(uses, namespaces, kind)  # no moves: this pod is stranded here
-            left[kind] -= 1
-            try:
-                if any(places_all(after, table, left) for _, after, table in moves):
-                    return True
-            finally:
-                left[kind] += 1
-        failed.add(key)
+        key = (uses, namespaces, left)
+        if key not in failed:
+            steps[0] += 1
+            if steps[0] > limit:
+                raise _Cut
+            stack.append((key, onward(uses, namespaces, left)))
         return False
 
     try:
-        return not places_all(states.uses, states.table, list(states.left))
+        if places_all(states.uses, states.table, tuple(states.left)):
+            return False
+        while stack:
+            key, moves = stack[-1]
+            move = next(moves, None)
+            if move is None:
+                failed.add(key)  # no order and no tie choice from here places the pods left
+                stack.pop()
+            elif places_all(*move):
+                return False  # one order and one choice of tied nodes place every pod
+        return True
     except _Cut:
         return None
 

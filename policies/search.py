@@ -6,10 +6,10 @@ bounded by a step budget, and running out is reported, never hidden."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from hami.cards import CardSpec, ContainerRequest, Node, PodRequest, quota_allows
+from hami.cards import ContainerRequest, PodRequest, quota_allows
 from hami.nodes import Cluster
 
 SEARCH_BUDGET = 20_000  # search steps per tenant evaluation before the exact answer is given up (and reported)
@@ -69,7 +69,7 @@ class _Searcher:
         self.demand.reverse()
 
     def run(self) -> bool | None:
-        if self._search(0, -1):
+        if self._walk():
             return True
         return None if self.search.exhausted else False
 
@@ -89,31 +89,22 @@ class _Searcher:
         )
 
     def _room_left(self, index: int) -> bool:
+        """Whether the room left on all nodes together can hold what the items from `index` on ask."""
         slots_free = cores_free = memory_free = 0
         for node in self.cluster.nodes:
             for card, use in zip(node.cards, node.use, strict=True):
-                if card.healthy:
+                if card.healthy:  # a card used beyond its size (a declared usage may say so) has no room
                     slots_free += max(0, card.split_count - use.slots)
-                    cores_free += card.cores - use.cores
-                    memory_free += card.memory_mb - use.memory_mb
+                    cores_free += max(0, card.cores - use.cores)
+                    memory_free += max(0, card.memory_mb - use.memory_mb)
         slots, cores, memory = self.demand[index]
         return slots <= slots_free and cores <= cores_free and memory <= memory_free
 
-    def _search(self, index: int, current: int) -> bool:
-        if index == len(self.items):
-            return True
-        search = self.search
-        self.budget.left -= 1
-        if self.budget.left < 0:
-            search.exhausted = True
-            return False
-        if not self._room_left(index):
-            return False
-        key = self._state(index, current)
-        if key in search.seen:
-            return False
+    def _choices(self, index: int, current: int) -> Iterator[tuple[int, tuple[int, ...]]]:
+        """Where item `index` may go, in the order tried: (node, cards). Computed lazily: each choice is
+        drawn when the ones before it have been tried and taken back, so it sees the state they left."""
         pod, container, first = self.items[index]
-        if first:
+        if first:  # the pod's first container picks the node; nodes equal in cards and use once
             tried_nodes: set = set()
             targets = []
             for i in range(len(self.cluster.nodes)):
@@ -124,36 +115,60 @@ class _Searcher:
         else:
             targets = [current]
         for target in targets:
-            if container.nums > len(self.cluster.nodes[target].cards):
+            node = self.cluster.nodes[target]
+            if container.nums > len(node.cards):
                 continue  # NodeInsufficientDevice there
-            if self._place(index, target, pod, container):
-                return True
-            if search.exhausted:
-                return False
-        search.seen.add(key)
-        return False
+            room = node.quota_room(pod.namespace)
+            fits = [i for i in range(len(node.cards)) if node.reason(i, container, pod, room) is None]
+            tried: set = set()
+            for combination in itertools.combinations(fits, container.nums):
+                signature = tuple(sorted((self.groups[target][i], repr(node.use[i])) for i in combination))
+                if signature in tried:  # identical cards in identical states: one try is enough
+                    continue
+                tried.add(signature)
+                if container.nums > 1 and not quota_allows(node, pod, container, combination):
+                    continue
+                yield target, combination
 
-    def _place(self, index: int, target: int, pod: PodRequest, container: ContainerRequest) -> bool:
-        node = self.cluster.nodes[target]
-        room = node.quota_room(pod.namespace)
-        fits = [i for i in range(len(node.cards)) if node.reason(i, container, pod, room) is None]
-        tried: set = set()
-        for combination in itertools.combinations(fits, container.nums):
-            signature = tuple(sorted((self.groups[target][i], repr(node.use[i])) for i in combination))
-            if signature in tried:  # identical cards in identical states: one try is enough
-                continue
-            tried.add(signature)
-            if container.nums > 1 and not quota_allows(node, pod, container, combination):
-                continue
-            for card in combination:
-                node.allocate(card, container, pod.namespace)
-            if self._search(index + 1, target):
+    def _take(self, index: int, choice: tuple[int, tuple[int, ...]], sign: int) -> None:
+        pod, container, _ = self.items[index]
+        target, cards = choice
+        for card in cards:
+            self.cluster.nodes[target].allocate(card, container, pod.namespace, sign=sign)
+
+    def _walk(self) -> bool:
+        """Depth-first over the items with an explicit stack (a tenant may ask more containers than
+        Python's recursion allows): True with a placement of every item allocated on the cluster."""
+        search = self.search
+        frames: list[list] = []  # per item being tried: [index, state key, its choices, the choice taken]
+        index, current = 0, -1
+        while True:
+            if index == len(self.items):
                 return True
-            for card in combination:
-                node.allocate(card, container, pod.namespace, sign=-1)
-            if self.search.exhausted:
+            self.budget.left -= 1
+            if self.budget.left < 0:
+                search.exhausted = True
                 return False
-        return False
+            if self._room_left(index):
+                key = self._state(index, current)
+                if key not in search.seen:
+                    frames.append([index, key, self._choices(index, current), None])
+            while frames:  # the next choice of the innermost item, taking back the one it tried
+                frame = frames[-1]
+                if frame[3] is not None:
+                    self._take(frame[0], frame[3], -1)
+                    frame[3] = None
+                choice = next(frame[2], None)
+                if choice is None:
+                    search.seen.add(frame[1])  # nothing from this state holds the items left
+                    frames.pop()
+                    continue
+                frame[3] = choice
+                self._take(frame[0], choice, 1)
+                index, current = frame[0] + 1, choice[0]
+                break
+            else:
+                return False
 
 
 def first_fit(cluster: Cluster, pods: Iterable[PodRequest]) -> bool:
@@ -195,13 +210,3 @@ def insufficient_everywhere(cluster: Cluster, pod: PodRequest) -> bool:
     """A container asks more cards than any node has (or there are none): NodeInsufficientDevice on every node."""
     most = max(len(node.cards) for node in cluster.nodes)
     return any(container.nums > most for container in pod.containers)
-
-
-def one_node(cards: Sequence[CardSpec]) -> Cluster:
-    """Empty `cards` as a tenant's one GPU node."""
-    return Cluster([""], [Node(cards)])
-
-
-def find_placement(cards: Sequence[CardSpec], pods: Sequence[PodRequest], budget: int = SEARCH_BUDGET) -> bool | None:
-    """True if some placement on one node of empty `cards` holds every pod, False if none does, None if undecided."""
-    return search_placement(one_node(cards), pods, Budget(budget)).fits

@@ -4,10 +4,11 @@ that can be stored and compared across commits.
 `python tests/engine_cases.py OUT.json` writes what today's code says for CASES seeded cases: each
 tenant's findings (severity, workload, reason, message, cards), the usage once its workloads run
 (`running`, what the checker starts from) and the checker's placements (`--output json`). The stored
-tests/snapshots/engine-findings.json was written by the code before the single-node and multi-node
-engines became one (issue 31, at 4e02f12); tests/test_engine_snapshot.py proves today's code says
-exactly the same. A change that alters what users read on purpose regenerates it with the command above
-and says so in its commit.
+tests/snapshots/engine-findings.json was first written by the single-node and multi-node engines before
+they became one (issue 31, at 4e02f12), and the one engine said the same; tests/test_engine_snapshot.py
+proves today's code says exactly what it holds. A change that alters what users read on purpose
+regenerates it with the command above and says so in its commit (once so far: cbaa79f, the use a
+refused card's line tells).
 
 The cases cover what the engine branches on: one GPU node or 2-3, card sizes and slot counts, usage
 already on the cards, both card and node policies (and the per-pod annotations), namespace quotas

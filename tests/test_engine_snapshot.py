@@ -1,7 +1,7 @@
 """The placement engine says, word for word, what the stored snapshot says (tests/engine_cases.py): the
 same findings, the same usage once the workloads run, the same placements, on 500 generated tenants of
-one to three GPU nodes. Written by the code before the one- and multi-node engines became one; it
-guards every later change to the engine against changing what users read by accident."""
+one to three GPU nodes. First written by the one- and multi-node engines before they became one; it
+guards every change to the engine against changing what users read by accident."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ from hami.cards import (
 )
 from hami.nodes import Cluster
 from policies.orders import cannot_strand, every_order_strands, find_stranding, simulate
-from policies.search import find_placement, search_placement
+from policies.search import search_placement
 
 A100 = CardSpec("GPU-0", "NVIDIA-A100-SXM4-80GB", 81920)
 L4 = [CardSpec(f"GPU-{i}", "NVIDIA-L4", 24576) for i in range(2)]
@@ -40,6 +40,11 @@ NONE = (None, None)
 def alone(node: Node) -> Cluster:
     """`node` as a tenant's only GPU node: the engine's cluster of one."""
     return Cluster(["node"], [node])
+
+
+def find_placement(cards: list[CardSpec], pods: list[PodRequest]) -> bool | None:
+    """Whether some placement on one node of empty `cards` holds every pod (None: undecided)."""
+    return search_placement(alone(Node(cards)), pods).fits
 
 
 def request(memory: int | None, cores: int, nums: int = 1, percentage: int = 100) -> ContainerRequest:
@@ -367,11 +372,29 @@ def test_stranded_in_every_order_is_an_error_and_in_some_orders_a_warning() -> N
     assert all(f.severity == "warning" for f in spread), spread
 
 
-def test_every_distinct_order_is_tried() -> None:
-    from policies.orders import distinct_orders, every_order
+def test_distinct_orders_count_identical_pods_once() -> None:
+    from policies.orders import distinct_orders
 
     pods = [pod("x1", 1000, 10), pod("x2", 1000, 10), pod("y", 2000, 10), pod("z", 3000, 10)]
-    orders = list(every_order(pods))
-    assert len(orders) == distinct_orders(pods) == 12  # 4! / 2! (x1 and x2 are identical)
-    assert len({tuple(p.shape() for p in order) for order in orders}) == 12
-    assert all(sorted(p.workload for p in order) == ["x1", "x2", "y", "z"] for order in orders)
+    assert distinct_orders(pods) == 12  # 4! / 2! (x1 and x2 are identical)
+
+
+def test_an_inventory_without_cards_is_judged() -> None:
+    """An inventory document may list no cards: every GPU pod is NodeInsufficientDevice, and the checker's
+    placements and running usage are empty (HAMi's node score, a division by the node's totals, is never
+    asked of a node that passes no filter)."""
+    from policies.check_output import placements
+    from policies.evaluate import evaluate_tenant, running
+    from policies.inventory import from_inventory_document
+    from policies.workloads import read_workload
+
+    inventory = from_inventory_document({"tenant": "t", "cards": []})
+    limits = {"nvidia.com/gpu": "1"}
+    manifest = {
+        "metadata": {"name": "p", "namespace": "n"},
+        "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]},
+    }
+    workloads = [read_workload("Pod", manifest)]
+    (finding,) = evaluate_tenant(inventory, workloads)
+    assert (finding.severity, finding.reason) == ("error", "NodeInsufficientDevice")
+    assert running(inventory, workloads).card_usage == () and placements(inventory, [], workloads, "worker") == []
