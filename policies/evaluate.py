@@ -234,27 +234,23 @@ def _stranding(inventory: TenantInventory, cluster: Cluster, pods: Sequence[PodR
         sequence = _order_text(stranded.order)
         fitting = "fits in some placement, but " if fits else ""  # unproven when the search ran out
         failure = stranded.failure
-        if not _several(inventory):
-            (only,) = failure.failures.values()
-            return Finding(
-                "warning",
-                inventory.name,
-                only.pod.workload,
-                ORDER_DEPENDENT,
-                f"{fitting}created in the order {sequence} with card policy "
-                f"{gpu_policy}{configured}, HAMi strands it: {only.explain()} ({only.reason})",
-                ", ".join(only.cards) or None,
+        if _several(inventory):
+            went = ", ".join(f"{pod} on {node}" for pod, node in stranded.placed) or "nothing before it"
+            how = (
+                f"with node policy {inventory.node_policy} and card policy {gpu_policy}{configured}, "
+                f"HAMi can put {went} and then strands it"
             )
-        went = ", ".join(f"{pod} on {node}" for pod, node in stranded.placed) or "nothing before it"
+            shown: NodeFailure | ContainerFailure = failure
+        else:
+            how = f"with card policy {gpu_policy}{configured}, HAMi strands it"
+            (shown,) = failure.failures.values()  # the one node's own walk
         return Finding(
             "warning",
             inventory.name,
             failure.pod.workload,
             ORDER_DEPENDENT,
-            f"{fitting}created in the order {sequence} with node policy "
-            f"{inventory.node_policy} and card policy {gpu_policy}{configured}, HAMi can put {went} and then "
-            f"strands it: {failure.explain()} ({failure.reason})",
-            ", ".join(failure.cards) or None,
+            f"{fitting}created in the order {sequence} {how}: {shown.explain()} ({shown.reason})",
+            ", ".join(shown.cards) or None,
         )
     if cut:
         return Finding(
@@ -287,30 +283,25 @@ def _certain(inventory: TenantInventory, cluster: Cluster, pods: Sequence[PodReq
     declared = simulate(cluster, pods, gpu_policy, node_policy)
     assert declared is not None, "every run strands, the declared order's first one too"
     failure = declared.failure
-    if not _several(inventory):
-        (only,) = failure.failures.values()
-        some = "some placement would hold every pod, but " if fits else ""
-        return Finding(
-            "error",
-            inventory.name,
-            only.pod.workload,
-            only.reason,
-            f"{some}HAMi places one pod at a time and, with card policy {gpu_policy}, strands one in every "
-            f"creation order; created as declared: {only.explain()}{_quota_note(cluster.nodes[0], only)}",
-            ", ".join(only.cards) or None,
+    if _several(inventory):
+        went = ", ".join(f"{pod} on {node}" for pod, node in declared.placed)
+        went = f"it puts {went} and then strands {failure.pod.workload}" if went else "it strands the first pod"
+        some = "some placement across the nodes would hold every pod, but " if fits else ""
+        how = (
+            f"with node policy {node_policy} and card policy {gpu_policy}, strands one in every creation order, "
+            f"whichever tied node it picks; created as declared, {went}"
         )
-    went = ", ".join(f"{pod} on {node}" for pod, node in declared.placed)
-    went = f"it puts {went} and then strands {failure.pod.workload}" if went else "it strands the first pod"
-    some = "some placement across the nodes would hold every pod, but " if fits else ""
+    else:
+        some = "some placement would hold every pod, but " if fits else ""
+        how = f"with card policy {gpu_policy}, strands one in every creation order; created as declared"
+    reason, why, cards = _why(inventory, cluster, failure)
     return Finding(
         "error",
         inventory.name,
         failure.pod.workload,
-        failure.reason,
-        f"{some}HAMi places one pod at a time and, with node policy {node_policy} and card policy {gpu_policy}, "
-        f"strands one in every creation order, whichever tied node it picks; created as declared, {went}: "
-        f"{failure.explain()} [HAMi: {'; '.join(failure.events())}]",
-        ", ".join(failure.cards) or None,
+        reason,
+        f"{some}HAMi places one pod at a time and, {how}: {why}",
+        cards,
     )
 
 
