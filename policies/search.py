@@ -29,7 +29,7 @@ class _Search:
     seen: set = field(default_factory=set)
 
 
-def search_order(pod: PodRequest) -> tuple[bool, int, int]:
+def _search_order(pod: PodRequest) -> tuple[bool, int, int]:
     """Pods asking 0 % cores first: HAMi refuses them on a card whose cores are all booked *by then*
     (CardComputeUnitsExhausted), so they fit in some arrival order iff they fit placed before the
     others. Then the largest first, which finds a placement fast when there is one."""
@@ -46,7 +46,7 @@ class _Searcher:
     def __init__(self, cluster: Cluster, pods: Sequence[PodRequest], budget: Budget) -> None:
         self.cluster = cluster
         self.items: list[tuple[PodRequest, ContainerRequest, bool]] = []
-        for pod in sorted(pods, key=search_order):
+        for pod in sorted(pods, key=_search_order):
             for number, container in enumerate(pod.containers):
                 self.items.append((pod, container, number == 0))
         self.budget = budget
@@ -192,11 +192,11 @@ def search_placement(cluster: Cluster, pods: Sequence[PodRequest], budget: Budge
 
     First a cheap first-fit attempt (any placement that passes HAMi's per-card rules proves one exists),
     then exhaustive depth-first search over which node each pod and which cards each container takes
-    (pods in `search_order`)."""
+    (pods in `_search_order`)."""
     trial = cluster.copy()
-    if first_fit(trial, sorted(pods, key=search_order)):
+    if first_fit(trial, sorted(pods, key=_search_order)):
         return Verdict(True, trial)
-    if any(insufficient_everywhere(cluster, pod) for pod in pods):
+    if any(_insufficient_everywhere(cluster, pod) for pod in pods):
         return Verdict(False)
     budget = Budget() if budget is None else budget
     if budget.left <= 0:
@@ -206,7 +206,7 @@ def search_placement(cluster: Cluster, pods: Sequence[PodRequest], budget: Budge
     return Verdict(fits, trial if fits else None)
 
 
-def insufficient_everywhere(cluster: Cluster, pod: PodRequest) -> bool:
+def _insufficient_everywhere(cluster: Cluster, pod: PodRequest) -> bool:
     """A container asks more cards than any node has (or there are none): NodeInsufficientDevice on every node."""
     most = max(len(node.cards) for node in cluster.nodes)
     return any(container.nums > most for container in pod.containers)
