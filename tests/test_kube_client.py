@@ -14,7 +14,6 @@ import ssl
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -157,9 +156,7 @@ def test_nothing_is_left_on_term_and_a_killed_runs_directory_goes_next_time(tmp_
         assert not any(KEY_MARK in path.read_bytes() for path in files_under(tmp_path)), sig
         left = list(tmp_path.glob("gpulab-kube.*"))
         assert left == [] if sig == signal.SIGTERM else len(left) == 1, (sig, left)
-    started = time.monotonic()
     quick = script.replace("time.sleep(60)", "pass")
     stdin = yaml.safe_dump(kubeconfig(b"CA", b"CERT", KEY_MARK))
     subprocess.run([sys.executable, "-c", quick, str(ROOT)], input=stdin, env=env, text=True, timeout=60, check=True)
     assert list(tmp_path.glob("gpulab-kube.*")) == [], "the KILLed run's directory outlived the next run"
-    assert time.monotonic() - started < 30

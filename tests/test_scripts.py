@@ -263,7 +263,7 @@ def test_a_hanging_api_server_cannot_carry_a_wait_past_its_deadline(tmp_path: Pa
     )
     elapsed = time.monotonic() - started
     assert result.returncode == 1 and "timed out after 3s" in result.stderr, result.stderr
-    assert elapsed < 15, f"the wait took {elapsed:.0f}s"
+    assert elapsed < 45, f"the wait took {elapsed:.0f}s"  # 3 s promised against a hang for good; a loaded margin
 
 
 def wait_until_running_in_group(group: int, name: str, timeout: float = 10) -> None:

@@ -10,7 +10,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -62,8 +61,7 @@ def test_the_list_of_stacks_is_the_project_folder_s(tmp_path: Path) -> None:
 def test_every_command_says_the_same_for_a_stack_that_does_not_exist(tmp_path: Path, target: str) -> None:
     """Boundary: `make TARGET STACK=...` as typed, before anything is installed (a venv of its own here)."""
     venv = tmp_path / "venv"
-    started = time.monotonic()
-    result = make(
+    result = make(  # its timeout ends a hang; that nothing is installed is checked below, not the clock
         target,
         f"STACK={MISSING}",
         f"VENV={venv}",
@@ -79,7 +77,6 @@ def test_every_command_says_the_same_for_a_stack_that_does_not_exist(tmp_path: P
     assert match, lines[0]
     assert "dev" in match.group("stacks").split(", ")
     assert not venv.exists(), "nothing installed for a stack that does not exist"
-    assert time.monotonic() - started < 10
 
 
 @pytest.mark.parametrize("module", ["preview", "diagnose"])

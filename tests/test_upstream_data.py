@@ -273,7 +273,7 @@ def test_make_upstream_data_gives_up_at_its_deadline(nowhere: Path, capsys) -> N
         code = main(["--dest", str(nowhere / "cache"), "--deadline", "0.5"], files=files)
         elapsed = time.monotonic() - started
     captured = capsys.readouterr()
-    assert code == 1 and elapsed < 5, elapsed
+    assert code == 1 and elapsed < 30, elapsed  # 0.5 s promised against a server silent for good; a loaded margin
     assert captured.err.count("error    ") == 6 and "error    x/0.yaml: download from http://127.0.0.1" in captured.err
     assert captured.out.splitlines()[-1].startswith("upstream-data: 0 of 6 files ready (none), 6 failed, in ")
     assert not any(path.is_file() for path in (nowhere / "cache").rglob("*"))
