@@ -103,6 +103,7 @@ def hami_processes(
             "cluster": f"gpulab-{tenant.name}",
             "bin_dir": str(process_lab.bin_dir),
             "folder": process_lab.tenant_folder(tenant.name),
+            "control_plane": processes.instance,
             "hami_binary": str(process_lab.hami_binary or ""),
             "hami_port": processes.hami_port,
             "hami_metrics_port": processes.hami_metrics_port,

@@ -34,7 +34,7 @@ class MockGpuNode(HamiGpuNode):
     ) -> None:
         super().__init__("gpulab:index:MockGpuNode", name, tenant, lab, control_plane, worker, opts)
         if self.process_lab is not None:
-            self._kwok_inventory(tenant)
+            self._kwok_inventory(tenant, control_plane)
             return
         previous: pulumi.Resource = self.hami
         for prefix, node in self._node_prefixes(tenant):
@@ -57,7 +57,7 @@ class MockGpuNode(HamiGpuNode):
             self.readies.append(gpu_node_ready(prefix, node.name, totals(node.cards), control_plane, ready_opts))
         self._finish()
 
-    def _kwok_inventory(self, tenant: Tenant) -> None:
+    def _kwok_inventory(self, tenant: Tenant, control_plane: TenantControlPlane) -> None:
         """Process mode: the same annotation and capacity on each KWOK node (no device plugin advertises them),
         each ready once HAMi has taken its cards in."""
         assert self.process_lab is not None
@@ -69,6 +69,7 @@ class MockGpuNode(HamiGpuNode):
                         "cluster": f"gpulab-{tenant.name}",
                         "bin_dir": str(self.process_lab.bin_dir),
                         "folder": self.process_lab.tenant_folder(tenant.name),
+                        "control_plane": control_plane.processes.instance,
                         "node": node.name,
                         "register": register_annotation(node.cards),
                         "capacity": totals(node.cards),

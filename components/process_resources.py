@@ -10,6 +10,7 @@ delete finds what to stop from the resource's own state: a later `pulumi destroy
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -21,6 +22,9 @@ from typing import Any
 
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
+
+from process_lab.commands import ProcessLabError
+from process_lab.control_plane import ControlPlane
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -57,6 +61,12 @@ class ProcessLab:
             )
 
 
+def _control_plane(props: dict[str, Any]) -> ControlPlane:
+    # The control plane's own props call its cluster `name`; every other resource's, `cluster`.
+    name = props.get("cluster") or props["name"]
+    return ControlPlane(name, Path(props["bin_dir"]), Path(props["folder"]) / "kwok")
+
+
 def _observed(id_: str, props: dict[str, Any], running: bool) -> ReadResult:
     """What a refresh reads: the resource as it was, with `running` as found. The program always asks for
     running: True, so one found stopped (processes killed by hand, a reboot) differs and is replaced (deleted,
@@ -65,26 +75,60 @@ def _observed(id_: str, props: dict[str, Any], running: bool) -> ReadResult:
     return ReadResult(id_=id_, outs=observed, inputs=observed)
 
 
-def _answers(props: dict[str, Any], *args: str) -> bool:
-    """Whether the tenant's API server answers `kubectl ARGS` (false when its processes are gone: killed by
-    hand, or a reboot). `make up STACK=sim` refreshes first, so such a lab is made again rather than kept."""
-    from process_lab.commands import ProcessLabError
-    from process_lab.control_plane import ControlPlane
-
-    name = props.get("cluster") or props.get("name")
-    control_plane = ControlPlane(name, Path(props["bin_dir"]), Path(props["folder"]) / "kwok")
+def _api_ready(props: dict[str, Any]) -> bool:
+    """Whether the tenant's API server answers /readyz now (false when its processes are gone: killed by hand,
+    or a reboot)."""
+    control_plane = _control_plane(props)
     if not control_plane.kubeconfig.exists():
         return False
     try:
-        return control_plane.kubectl(*args, check=False, timeout=10).returncode == 0
+        return control_plane.kubectl("get", "--raw", "/readyz", check=False, timeout=10).returncode == 0
     except ProcessLabError:  # no answer within the bound
         return False
 
 
-def _replace_on(olds: dict[str, Any], news: dict[str, Any], keys: tuple[str, ...]) -> DiffResult:
-    """A change of any of `keys` replaces the resource (processes are restarted, never patched in place)."""
-    changed = [key for key in keys if olds.get(key) != news.get(key)]
+def _read_in_cluster(id_: str, props: dict[str, Any], *args: str) -> ReadResult:
+    """A resource that is objects in the tenant's API server: found stopped only when that server answers and
+    `kubectl ARGS` fails. With the server down its objects are still in etcd, and the control plane's own read
+    decides what happens to them (started again on its data, or made anew, which makes these anew too):
+    a refresh never drops nodes whose pods a user made because their API server was down at that moment."""
+    if not _api_ready(props):
+        return ReadResult(id_=id_, outs=props, inputs=props)
+    try:
+        found = _control_plane(props).kubectl(*args, check=False, timeout=10).returncode == 0
+    except ProcessLabError:
+        found = False
+    return _observed(id_, props, found)
+
+
+def _changed(olds: dict[str, Any], news: dict[str, Any], keys: tuple[str, ...]) -> list[str]:
+    # `control_plane` (which control plane a resource lives in) came with issue 42: a state written before it
+    # lacks it, which is no change.
+    return [key for key in keys if olds.get(key) != news.get(key) and not (key == "control_plane" and key not in olds)]
+
+
+def _diff(olds: dict[str, Any], news: dict[str, Any], keys: tuple[str, ...], restart: bool) -> DiffResult:
+    """A change of any of `keys` replaces the resource (processes are restarted, never patched in place), but a
+    resource found stopped (`running`) and nothing else is brought back in place when `restart` says it can be
+    (an update): what it holds is kept."""
+    changed = _changed(olds, news, keys)
+    if changed == ["running"] and restart:
+        return DiffResult(changes=True, replaces=[], delete_before_replace=True)
     return DiffResult(changes=bool(changed), replaces=changed, delete_before_replace=True)
+
+
+def make_folder(folder: Path, attempts: int = 20) -> None:
+    """Make a tenant's folder (mode 0700) with its parents. A destroy of another tenant removes the stack's
+    folder when it finds it empty (ControlPlaneProvider._clear), which may fall between `mkdir(parents=True)`
+    making it and making ours inside it (FileNotFoundError, seen in 3 of 8 runs): make them again."""
+    for attempt in range(attempts):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            break
+        except FileNotFoundError:
+            if attempt == attempts - 1:
+                raise
+    os.chmod(folder, 0o700)
 
 
 class ControlPlaneProvider(ResourceProvider):
@@ -100,9 +144,10 @@ class ControlPlaneProvider(ResourceProvider):
         from process_lab.hami import make_tls, scheduler_config
 
         folder = Path(props["folder"])
-        self._clear(props)  # what an interrupted `pulumi up` left: processes and files without a state record
-        folder.mkdir(parents=True, exist_ok=True)
-        os.chmod(folder, 0o700)
+        # What an interrupted `pulumi up` left: processes and files without a state record. Never the stack's
+        # folder: another tenant's create may be making its own folder inside it right now.
+        self._clear(props, parents=False)
+        make_folder(folder)
         hami_port, metrics_port = free_port(), free_port()
         make_tls(folder / "tls")
         config = folder / "kube-scheduler.yaml"
@@ -121,16 +166,26 @@ class ControlPlaneProvider(ResourceProvider):
         return CreateResult(id_=str(folder), outs=outs)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        return _replace_on(olds, news, self.KEYS)
+        # Found stopped with its data there (a process killed, a reboot): started again on that data. Only a
+        # control plane whose data is gone is made anew (the program says so: process_lab.lost).
+        return _diff(olds, news, self.KEYS, restart=_control_plane(olds).has_data())
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        return _observed(id_, props, _answers(props, "get", "--raw", "/readyz"))
+        running = not _control_plane(props).stopped_components() and _api_ready(props)
+        return _observed(id_, props, running)
+
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        """Start what stopped, on the same data, ports, certificates and kubeconfig: every object survives and
+        every saved kubeconfig still works."""
+        _control_plane(olds).start()
+        kept = {key: olds[key] for key in ("kubeconfig", "endpoint", "hami_port", "hami_metrics_port")}
+        return UpdateResult(outs={**news, **kept, "running": True})
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         self._clear(props)
 
     @staticmethod
-    def _clear(props: dict[str, Any]) -> None:
+    def _clear(props: dict[str, Any], parents: bool = True) -> None:
         """Stop the cluster (kwokctl), then every process still naming the tenant's folder (HAMi and the
         bind-time role too, when killed by hand or never recorded), then remove the folder: TLS keys,
         scheduler config, logs, kubeconfig. Nothing stays; a tenant already gone (reboot) is fine."""
@@ -142,9 +197,11 @@ class ControlPlaneProvider(ResourceProvider):
             ControlPlane(props["name"], Path(props["bin_dir"]), folder / "kwok").delete()
         stop_all(f"{folder}/")  # the slash: tenant-a's sweep must not match tenant-ab's paths
         shutil.rmtree(folder, ignore_errors=True)
+        if not parents:
+            return
         for parent in (folder.parent, folder.parent.parent):  # .state/process/<stack>, .state/process
             with contextlib.suppress(OSError):
-                parent.rmdir()  # only when empty: another tenant or stack may still run
+                parent.rmdir()  # only when empty: another tenant or stack may still run (make_folder retries)
 
 
 class ProcessControlPlane(pulumi.dynamic.Resource):
@@ -153,18 +210,20 @@ class ProcessControlPlane(pulumi.dynamic.Resource):
     hami_port: pulumi.Output[int]
     hami_metrics_port: pulumi.Output[int]
     folder: pulumi.Output[str]
+    instance: pulumi.Output[str]
 
     def __init__(self, name: str, cluster: str, bin_dir: str, folder: str, opts: pulumi.ResourceOptions) -> None:
         props = {"name": cluster, "bin_dir": bin_dir, "folder": folder, "running": True}
         outs = dict.fromkeys(("kubeconfig", "endpoint", "hami_port", "hami_metrics_port"))
         secret = pulumi.ResourceOptions(additional_secret_outputs=["kubeconfig"])
         super().__init__(ControlPlaneProvider(), name, {**props, **outs}, pulumi.ResourceOptions.merge(opts, secret))
+        # Which control plane this is: the same while it is started again on its data, another once it is made
+        # anew (new certificates), which replaces every resource that lives in it. Not secret: a digest.
+        self.instance = pulumi.Output.unsecret(self.kubeconfig.apply(_instance_of))
 
 
-def _control_plane(props: dict[str, Any]):
-    from process_lab.control_plane import ControlPlane
-
-    return ControlPlane(props["cluster"], Path(props["bin_dir"]), Path(props["folder"]) / "kwok")
+def _instance_of(kubeconfig: str | None) -> str:
+    return hashlib.sha256((kubeconfig or "").encode()).hexdigest()[:16]
 
 
 def _delete_in_cluster(props: dict[str, Any], *objects: str) -> None:
@@ -179,9 +238,15 @@ def _delete_in_cluster(props: dict[str, Any], *objects: str) -> None:
 class KwokNodesProvider(ResourceProvider):
     """A tenant's worker nodes as KWOK nodes (kwok-controller manages every node: its heartbeats, its pods)."""
 
-    KEYS = ("cluster", "bin_dir", "folder", "nodes", "running")
+    KEYS = ("cluster", "bin_dir", "folder", "control_plane", "nodes", "running")
 
     def create(self, props: dict[str, Any]) -> CreateResult:
+        self._apply(props)
+        return CreateResult(id_=f"{props['cluster']}/nodes", outs=props)
+
+    @staticmethod
+    def _apply(props: dict[str, Any]) -> None:
+        """Server-side apply and a status patch: nodes already there keep their pods (an update re-applies)."""
         from process_lab.gpu_nodes import node_object, node_status
 
         control_plane = _control_plane(props)
@@ -190,13 +255,18 @@ class KwokNodesProvider(ResourceProvider):
             status = json.dumps(node_status([]))
             control_plane.kubectl("patch", "node", name, "--subresource=status", "--type=merge", "-p", status)
         control_plane.kubectl("wait", "--for=condition=Ready", "--timeout=60s", *(f"node/{n}" for n in props["nodes"]))
-        return CreateResult(id_=f"{props['cluster']}/nodes", outs=props)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        return _replace_on(olds, news, self.KEYS)
+        # A node deleted by hand is applied again in place: replacing would delete the others, and a deleted
+        # node's pods go with it (the pod garbage collector removes pods bound to a node that is gone).
+        return _diff(olds, news, self.KEYS, restart=True)
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        return _observed(id_, props, _answers(props, "get", "node", *props["nodes"]))
+        return _read_in_cluster(id_, props, "get", "node", *props["nodes"])
+
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        self._apply(news)
+        return UpdateResult(outs={**news, "running": True})
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         _delete_in_cluster(props, "node", *props["nodes"])
@@ -211,9 +281,23 @@ class HamiProvider(ResourceProvider):
     """hami-scheduler (extender and webhook) and the device plugin's bind-time part, as local processes, and
     HAMi's MutatingWebhookConfiguration by URL (process_lab.hami)."""
 
-    KEYS = ("cluster", "bin_dir", "folder", "hami_binary", "hami_port", "hami_metrics_port", "settings", "running")
+    KEYS = (
+        "cluster",
+        "bin_dir",
+        "folder",
+        "control_plane",
+        "hami_binary",
+        "hami_port",
+        "hami_metrics_port",
+        "settings",
+        "running",
+    )
 
     def create(self, props: dict[str, Any]) -> CreateResult:
+        return CreateResult(id_=f"{props['cluster']}/hami", outs=self._start(props))
+
+    @staticmethod
+    def _start(props: dict[str, Any]) -> dict[str, Any]:
         from process_lab.commands import start_detached
         from process_lab.hami import HamiScheduler, webhook_object
 
@@ -238,22 +322,10 @@ class HamiProvider(ResourceProvider):
             folder / "kwok",
         ]
         bind_time = start_detached(argv, env=os.environ, log=folder / "bind-time.log")
-        return CreateResult(
-            id_=f"{props['cluster']}/hami", outs={**props, "hami_pid": hami.process.pid, "bind_time_pid": bind_time}
-        )
+        return {**props, "hami_pid": hami.process.pid, "bind_time_pid": bind_time, "running": True}
 
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        return _replace_on(olds, news, self.KEYS)
-
-    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        from process_lab.commands import is_ours
-
-        alive = all(
-            props.get(key) and is_ours(int(props[key]), props["folder"]) for key in ("hami_pid", "bind_time_pid")
-        )
-        return _observed(id_, props, alive and _answers(props, "get", "--raw", "/readyz"))
-
-    def delete(self, _id: str, props: dict[str, Any]) -> None:
+    @staticmethod
+    def _stop(props: dict[str, Any]) -> None:
         from process_lab.commands import stop_all, stop_session
 
         folder = props["folder"]
@@ -261,6 +333,26 @@ class HamiProvider(ResourceProvider):
             if props.get(key):
                 stop_session(int(props[key]), folder)
         stop_all(f"{folder}/tls/", timeout=5)  # a HAMi an interrupted create started (its TLS files)
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        # HAMi keeps nothing of its own (it reads nodes and pods from the API server): one found stopped is
+        # started again in place, on the same ports.
+        return _diff(olds, news, self.KEYS, restart=True)
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        from process_lab.commands import is_ours
+
+        alive = all(
+            props.get(key) and is_ours(int(props[key]), props["folder"]) for key in ("hami_pid", "bind_time_pid")
+        )
+        return _observed(id_, props, alive)
+
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        self._stop(olds)  # the one of the pair still running, if any
+        return UpdateResult(outs=self._start(news))
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        self._stop(props)
         _delete_in_cluster(props, "mutatingwebhookconfiguration", "hami-webhook")
 
 
@@ -276,7 +368,7 @@ class GpuInventoryProvider(ResourceProvider):
     """One GPU node's cards: HAMi's register annotation and the node's capacity (as the Docker lab's
     apply-gpu-inventory.sh and mock device plugin write them), then the wait until HAMi has taken them in."""
 
-    KEYS = ("cluster", "bin_dir", "folder", "node", "register", "capacity", "running")
+    KEYS = ("cluster", "bin_dir", "folder", "control_plane", "node", "register", "capacity", "running")
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         from model.catalog import REGISTER_ANNOTATION
@@ -291,14 +383,27 @@ class GpuInventoryProvider(ResourceProvider):
         control_plane.kubectl("patch", "node", node, "--subresource=status", "--type=merge", "-p", status)
         # HAMi takes a node in on its add event or its 15 s registration tick (notes/process-lab.md).
         HamiScheduler(Path(), Path(props["folder"]), 0, 0).wait_for_nodes([node])
-        return CreateResult(id_=f"{props['cluster']}/{node}/inventory", outs=props)
+        return CreateResult(id_=f"{props['cluster']}/{node}/inventory", outs={**props, "running": True})
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        return _replace_on(olds, news, self.KEYS)
+        return _diff(olds, news, self.KEYS, restart=True)
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        # Only gpulab writes the annotation: it holds while the node does (a node made again is found gone).
-        return _observed(id_, props, _answers(props, "get", "node", props["node"]))
+        """Found stopped when the node is gone or no longer carries the cards (annotation or capacity): the
+        update writes them again. Only gpulab writes them, so a node that has them is as it was made."""
+        from model.catalog import REGISTER_ANNOTATION
+
+        if not _api_ready(props):
+            return ReadResult(id_=id_, outs=props, inputs=props)
+        try:
+            answer = _control_plane(props).kubectl("get", "node", props["node"], "-o", "json", check=False, timeout=10)
+        except ProcessLabError:
+            return ReadResult(id_=id_, outs=props, inputs=props)
+        node = json.loads(answer.stdout) if answer.returncode == 0 else {}
+        capacity = (node.get("status") or {}).get("capacity") or {}
+        carries = (node.get("metadata") or {}).get("annotations", {}).get(REGISTER_ANNOTATION) == props["register"]
+        carries = carries and all(_same_quantity(capacity.get(key), value) for key, value in props["capacity"].items())
+        return _observed(id_, props, carries)
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         return UpdateResult(outs=self.create(news).outs)
@@ -309,6 +414,16 @@ class GpuInventoryProvider(ResourceProvider):
         control_plane = _control_plane(props)
         if control_plane.kubeconfig.exists():  # as _delete_in_cluster: an API server gone is fine
             control_plane.kubectl("annotate", "node", props["node"], f"{REGISTER_ANNOTATION}-", check=False, timeout=20)
+
+
+def _same_quantity(found: str | None, expected: int | str) -> bool:
+    """The API server writes a quantity in its canonical form (20000 comes back as "20k"): compare values."""
+    from model.quantity import parse_quantity
+
+    try:
+        return found is not None and parse_quantity(found) == parse_quantity(str(expected))
+    except ValueError:
+        return False
 
 
 class GpuInventory(pulumi.dynamic.Resource):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import ipaddress
+from pathlib import Path
 
 import pulumi
 import pulumi_command as command
@@ -16,8 +17,10 @@ import pulumi_kubernetes as k8s
 from components.management_cluster import KAMAJI_DATASTORE, ManagementCluster
 from components.process_resources import ProcessControlPlane, ProcessLab
 from components.shell import script_command
+from model import pulumi_state
 from model.config import Tenant
 from model.names import KAMAJI_MAX_ANNOTATION, TENANT_LABEL
+from process_lab.control_plane import ControlPlane, lost_data
 
 API_PORT = 6443
 KONNECTIVITY_PORT = 8132
@@ -189,11 +192,17 @@ class TenantControlPlane(pulumi.ComponentResource):
     def _local_processes(self, name: str, tenant: Tenant, lab: ProcessLab) -> None:
         """Process mode: etcd, kube-apiserver, kube-controller-manager and kube-scheduler (with HAMi's
         extender) as local processes on 127.0.0.1, by kwokctl (components/process_resources.py)."""
+        cluster, folder = f"gpulab-{tenant.name}", lab.tenant_folder(tenant.name)
+        # A stopped control plane is started again on its data; one whose data is gone is made anew: say so.
+        recorded = pulumi_state.recorded(pulumi.get_project(), pulumi.get_stack(), f"::{name}-processes")
+        lost = lost_data(tenant.name, ControlPlane(cluster, lab.bin_dir, Path(folder) / "kwok"), bool(recorded))
+        if lost:
+            pulumi.log.warn(lost, resource=self)
         self.processes = ProcessControlPlane(
             f"{name}-processes",
-            cluster=f"gpulab-{tenant.name}",
+            cluster=cluster,
             bin_dir=str(lab.bin_dir),
-            folder=lab.tenant_folder(tenant.name),
+            folder=folder,
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.tenant_control_plane = None  # type: ignore[assignment]

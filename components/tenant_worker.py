@@ -178,6 +178,7 @@ class TenantWorker(pulumi.ComponentResource):
                 "cluster": f"gpulab-{self._tenant.name}",
                 "bin_dir": str(lab.bin_dir),
                 "folder": lab.tenant_folder(self._tenant.name),
+                "control_plane": self._control_plane.processes.instance,
                 "nodes": self.node_names,
             },
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self._control_plane.api_ready]),

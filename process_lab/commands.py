@@ -103,7 +103,7 @@ def stop_session(pid: int, marker: str, timeout: float = 10) -> None:
                 reaped, _ = os.waitpid(pid, os.WNOHANG)  # our child (tests): reap it
             except ChildProcessError:
                 reaped = 0
-            if reaped or not is_ours(pid, marker) or _zombie(pid):
+            if reaped or not is_ours(pid, marker) or zombie(pid):
                 return
             time.sleep(0.1)
     raise ProcessLabError(f"process {pid} ({marker}) still runs after TERM and KILL")
@@ -114,7 +114,7 @@ def pids_of(marker: str) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
         pid = int(entry.name) if entry.name.isdigit() else os.getpid()
-        if pid != os.getpid() and is_ours(pid, marker) and not _zombie(pid):
+        if pid != os.getpid() and is_ours(pid, marker) and not zombie(pid):
             found.append(pid)
     return found
 
@@ -134,7 +134,8 @@ def stop_all(marker: str, timeout: float = 10) -> None:
     raise ProcessLabError(f"processes {pids_of(marker)} ({marker}) still run after TERM and KILL")
 
 
-def _zombie(pid: int) -> bool:
+def zombie(pid: int) -> bool:
+    """Whether pid is gone or a zombie (dead, not yet reaped: it still answers signal 0)."""
     try:
         return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z")
     except (OSError, IndexError):

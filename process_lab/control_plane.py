@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from process_lab.commands import ProcessLabError, free_port, run
+from process_lab.commands import ProcessLabError, free_port, is_ours, run, zombie
 
 # kwokctl reads `kube-apiserver --version` to choose the API server's flags: `make tools` sets it.
 PROGRAMS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "etcd", "kwokctl", "kubectl")
@@ -44,8 +45,24 @@ def kwokctl_configuration() -> str:
     return LOOPBACK_ONLY + "".join(f"  {option}: {free_port()}\n" for option in PORT_OPTIONS)
 
 
+# The processes of a binary-runtime cluster, each with a pid file `pids/<name>.pid` in the cluster's folder
+# (kwok v0.8.0 pkg/kwokctl/runtime/exec.go, ForkExec / ForkExecIsRunning).
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok-controller")
+
+
 def missing_programs(bin_dir: Path) -> list[str]:
     return [name for name in PROGRAMS if not os.access(bin_dir / name, os.X_OK)]
+
+
+def lost_data(tenant: str, control_plane: ControlPlane, recorded: bool) -> str | None:
+    """One line for a control plane the state records whose data is gone (its folder removed, etcd's files
+    deleted): it is about to be made anew, empty. None when there is nothing lost (a first run, or data kept)."""
+    if not recorded or control_plane.has_data():
+        return None
+    return (
+        f"tenant {tenant}: its control plane's data is gone ({control_plane.data_dir} has no etcd member): it is "
+        f"made anew and empty; every object made in {tenant} since it was created (by kubectl or anyone) is lost"
+    )
 
 
 @dataclass
@@ -101,6 +118,67 @@ class ControlPlane:
             timeout=timeout + 30,
             detach=True,
         )
+
+    @property
+    def data_dir(self) -> Path:
+        """etcd's data: every object of the tenant (kwok pkg/kwokctl/runtime/binary/cluster.go, EtcdDataDirName)."""
+        return self.cluster_dir / "etcd"
+
+    def has_data(self) -> bool:
+        """Whether the cluster can be started again on its own objects: its configuration (kwok.yaml, which
+        `kwokctl start cluster` reads) and etcd's member folder (snapshots and WAL) are there."""
+        return (self.cluster_dir / "kwok.yaml").is_file() and (self.data_dir / "member" / "wal").is_dir()
+
+    def stopped_components(self) -> list[str]:
+        """The components that do not run: no pid file, or one naming a process that is gone, a zombie, or
+        another program (a pid the kernel handed out again after a reboot)."""
+        return [name for name in COMPONENTS if self._running_pid(name) is None]
+
+    def _running_pid(self, component: str) -> int | None:
+        try:
+            pid = int((self.cluster_dir / "pids" / f"{component}.pid").read_text().strip())
+        except (OSError, ValueError):
+            return None
+        return pid if is_ours(pid, str(self.cluster_dir)) and not zombie(pid) else None
+
+    def start(self, timeout: float = 120) -> list[str]:
+        """Start the stopped components again on the cluster's own data; the ones it started.
+
+        `kwokctl start cluster` starts every component whose pid file names a process that answers signal 0
+        (kwok pkg/kwokctl/runtime/binary/cluster_operation.go, startComponent; pkg/utils/exec/cmd_other.go,
+        isRunning). A killed process whose parent never reaps it stays a zombie and answers signal 0, and after a
+        reboot a pid file may name someone else's process: kwokctl would start nothing. So the pid files of
+        stopped components go first; the running ones are left alone."""
+        stopped = self.stopped_components()
+        for component in stopped:
+            (self.cluster_dir / "pids" / f"{component}.pid").unlink(missing_ok=True)
+        if stopped:
+            run(
+                [self.bin_dir / "kwokctl", "start", "cluster", "--name", self.name],
+                env=self.env,
+                what=f"starting control plane {self.name} again on its data (kwokctl start cluster)",
+                timeout=timeout + 30,
+                detach=True,
+            )
+        self.wait_ready(timeout)
+        return stopped
+
+    def wait_ready(self, timeout: float) -> None:
+        """Poll /readyz until the API server says ready (its etcd, informers and post-start hooks), or fail
+        naming what was awaited and the last answer."""
+        deadline = time.monotonic() + timeout
+        last = ""
+        while time.monotonic() < deadline:
+            try:
+                answer = self.kubectl("get", "--raw", "/readyz", check=False, timeout=10)
+            except ProcessLabError as error:
+                last = str(error)
+            else:
+                if answer.returncode == 0:
+                    return
+                last = (answer.stderr or answer.stdout).strip()[-300:]
+            time.sleep(0.5)
+        raise ProcessLabError(f"control plane {self.name}: /readyz not ready within {timeout:.0f} s; last: {last}")
 
     def delete(self, timeout: float = 60) -> None:
         """Stop every process of the cluster and remove its folder and kubeconfig; a cluster already gone is fine."""

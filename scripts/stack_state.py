@@ -8,26 +8,14 @@ local one and only the Pulumi CLI can tell; 3: nothing to destroy (no such stack
 
 from __future__ import annotations
 
-import gzip
-import json
-import os
 import sys
 from pathlib import Path
-from urllib.parse import unquote, urlparse
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a file, before ./venv exists
+
+from model.pulumi_state import checkpoint_file, local_backend, resources
 
 NOTHING = 3
-
-
-def checkpoint_paths(backend: Path, project: str, stack: str) -> list[Path]:
-    stacks = backend / ".pulumi" / "stacks"
-    return [folder / f"{stack}{suffix}" for folder in (stacks / project, stacks) for suffix in (".json", ".json.gz")]
-
-
-def resource_count(path: Path) -> int:
-    raw = path.read_bytes()
-    document = json.loads(gzip.decompress(raw) if path.suffix == ".gz" else raw)
-    latest = (document.get("checkpoint") or {}).get("latest") or {}
-    return len(latest.get("resources") or [])
 
 
 def main(argv: list[str]) -> int:
@@ -35,15 +23,14 @@ def main(argv: list[str]) -> int:
         print("usage: python3 scripts/stack_state.py STACK", file=sys.stderr)
         return 2
     stack = argv[0]
-    url = os.environ.get("PULUMI_BACKEND_URL", "")
-    if not url.startswith("file://"):
+    backend = local_backend()
+    if backend is None:
         return 0  # a service or bucket backend: let `pulumi destroy` decide
-    backend = Path(unquote(urlparse(url).path))
-    found = [path for path in checkpoint_paths(backend, "gpulab", stack) if path.is_file()]
-    if not found:
+    found = checkpoint_file(backend, "gpulab", stack)
+    if found is None:
         print(f"[gpulab] nothing to destroy: no stack {stack!r} in {backend}", file=sys.stderr)
         return NOTHING
-    count = resource_count(found[0])
+    count = len(resources(found))
     if count == 0:
         print(f"[gpulab] nothing to destroy: stack {stack!r} has no resources", file=sys.stderr)
         return NOTHING

@@ -306,3 +306,71 @@ def test_make_ups_validation_names_no_cli_to_download_in_process_mode() -> None:
         with contextlib.redirect_stdout(out):
             assert preview_main(["--stack", stack, "--project-dir", str(LAB_PROJECT), "--validate"]) == 0
         assert out.getvalue().strip() == expected, stack
+
+
+# --- issue 42 item 3: two tenants' creates side by side never remove each other's folders ---
+
+
+def test_a_create_leaves_the_stack_folder_another_tenant_is_making_its_own_in(tmp_path: Path) -> None:
+    """Boundary: the file system as two tenants' providers share it (Pulumi creates tenants in parallel). The
+    create of tenant-a clears what an interrupted run left of tenant-a only: the stack's folder, just made
+    and still empty by tenant-b's create, stays."""
+    from components.process_resources import ControlPlaneProvider
+
+    stack = tmp_path / "process" / "sim"
+    stack.mkdir(parents=True)  # tenant-b's create: mkdir(parents=True) made it, its own folder not yet
+    props = {"name": "gpulab-tenant-a", "bin_dir": str(tmp_path / "bin"), "folder": str(stack / "tenant-a")}
+    ControlPlaneProvider._clear(props, parents=False)
+    assert stack.is_dir()
+
+
+def test_a_tenant_folder_is_made_even_when_a_destroy_removes_its_parent_in_between(tmp_path, monkeypatch) -> None:
+    """The interleaving seen in 3 of 8 runs, made to happen: the stack's folder is made, another tenant's destroy
+    removes it (empty), then our folder inside it is made: FileNotFoundError before; made again now."""
+    import pathlib
+
+    from components.process_resources import make_folder
+
+    stack = tmp_path / "process" / "sim"
+    real_mkdir = os.mkdir
+    removed = []
+
+    def mkdir(path, mode=0o777, *args, **kwargs):
+        real_mkdir(path, mode, *args, **kwargs)
+        if Path(path) == stack and not removed:
+            removed.append(path)
+            os.rmdir(path)  # the other tenant's destroy, finding the stack's folder empty
+
+    monkeypatch.setattr(pathlib.os, "mkdir", mkdir)
+    make_folder(stack / "tenant-a")
+    assert removed and (stack / "tenant-a").is_dir()
+    assert (stack / "tenant-a").stat().st_mode & 0o777 == 0o700
+
+
+def test_creates_and_destroys_of_two_tenants_side_by_side_never_fail(tmp_path: Path) -> None:
+    """Two tenants' create steps (clear, make the folder) and destroys (clear, parents too) in two threads."""
+    import threading
+
+    from components.process_resources import ControlPlaneProvider, make_folder
+
+    stack = tmp_path / "process" / "sim"
+    failures: list[BaseException] = []
+
+    def tenant(name: str) -> None:
+        props = {"name": f"gpulab-{name}", "bin_dir": str(tmp_path / "bin"), "folder": str(stack / name)}
+        try:
+            for _ in range(40):
+                ControlPlaneProvider._clear(props, parents=False)
+                make_folder(Path(props["folder"]))
+                (Path(props["folder"]) / "kubeconfig").write_text("made")
+                ControlPlaneProvider._clear(props)
+        except BaseException as error:
+            failures.append(error)
+
+    threads = [threading.Thread(target=tenant, args=(name,)) for name in ("tenant-a", "tenant-b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not failures, failures
+    assert not (tmp_path / "process").exists(), "a destroy of both leaves the stack's folders"

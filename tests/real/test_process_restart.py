@@ -1,0 +1,187 @@
+"""A user's objects survive every process of a process-mode tenant dying (issue 42 item 1).
+
+`make up STACK=sim` refreshes first: each resource's provider reads what it finds, then diffs the program's
+inputs against that and creates, updates, replaces or keeps. Here the same providers (components/
+process_resources.py) go through the same steps against the real programs: kwokctl's process management (pid
+files, `kwokctl start cluster`), etcd's data on disk, the API server, kwok-controller; the processes die by
+kill -9, as a crash or the OOM killer ends them, and all at once, as a reboot does (their folders kept). Where a
+hami-scheduler binary exists, HAMi dies too. Before this issue each of these ended in a fresh etcd: the
+ConfigMap and the Pod made with kubectl below were gone and `make up` said only "replaced".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components.process_resources import (
+    ControlPlaneProvider,
+    GpuInventoryProvider,
+    HamiProvider,
+    KwokNodesProvider,
+    _instance_of,
+)
+from process_lab.commands import zombie
+from process_lab.control_plane import COMPONENTS, ControlPlane, lost_data
+from process_lab.hami import HamiScheduler, find_hami_scheduler
+
+pytestmark = pytest.mark.real
+CLUSTER = "gpulab-restart"
+NODE = "restart-gpu-0"
+REGISTER = '[{"id":"GPU-MOCK-restart-0","count":10,"devmem":81920,"devcore":100,"type":"NVIDIA-A100","health":true}]'
+CAPACITY = {"nvidia.com/gpu": 10, "nvidia.com/gpumem": 81920, "nvidia.com/gpucores": 100}
+
+
+def settle(provider, id_: str, state: dict[str, Any], inputs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """What `pulumi up --refresh` does with one resource after its read: diff the program's inputs against the
+    state, then keep, update or replace (delete first, as these providers ask)."""
+    diff = provider.diff(id_, state, inputs)
+    if diff.replaces:
+        provider.delete(id_, state)
+        return "replaced", provider.create(inputs).outs
+    if diff.changes:
+        return "updated", provider.update(id_, state, inputs).outs
+    return "kept", state
+
+
+class Tenant:
+    """One tenant's resources as the program declares them, and their state as the engine keeps it."""
+
+    def __init__(self, bin_dir: Path, folder: Path, hami: Path | None) -> None:
+        self.control_plane_inputs = {"name": CLUSTER, "bin_dir": str(bin_dir), "folder": str(folder), "running": True}
+        outs = ControlPlaneProvider().create(dict(self.control_plane_inputs)).outs
+        self.resources: dict[str, list] = {"control_plane": [ControlPlaneProvider(), folder, outs, None]}
+        self.control_plane = ControlPlane(CLUSTER, bin_dir, folder / "kwok")
+        base = {"cluster": CLUSTER, "bin_dir": str(bin_dir), "folder": str(folder)}
+        base["control_plane"] = _instance_of(outs["kubeconfig"])
+        dependents = {"nodes": (KwokNodesProvider(), {**base, "nodes": [NODE]})}
+        if hami is not None:
+            settings = {"node_scheduler_policy": "binpack", "gpu_scheduler_policy": "spread"}
+            settings |= {"node_lock_timeout": "2s", "split_count": 10}
+            hami_inputs = {**base, "hami_binary": str(hami), "hami_port": outs["hami_port"]}
+            hami_inputs |= {"hami_metrics_port": outs["hami_metrics_port"], "settings": settings}
+            dependents["hami"] = (HamiProvider(), {**hami_inputs, "hami_pid": None, "bind_time_pid": None})
+        dependents["inventory"] = (GpuInventoryProvider(), {**base, "node": NODE, "register": REGISTER})
+        dependents["inventory"][1]["capacity"] = CAPACITY
+        with pytest.MonkeyPatch.context() as patch:
+            if hami is None:  # nothing takes the node's cards in: the inventory is written, not awaited
+                patch.setattr(HamiScheduler, "wait_for_nodes", lambda *_args, **_kwargs: None)
+            for key, (provider, inputs) in dependents.items():
+                inputs["running"] = True
+                result = provider.create(dict(inputs))
+                self.resources[key] = [provider, result.id, result.outs, inputs]
+        self.resources["control_plane"][3] = self.control_plane_inputs
+
+    def refresh_and_up(self) -> dict[str, str]:
+        """Every read first (a refresh), then each resource in dependency order; what happened to each."""
+        read = {
+            key: provider.read(str(id_), dict(state)).outs for key, (provider, id_, state, _) in self.resources.items()
+        }
+        happened = {}
+        for key, entry in self.resources.items():
+            provider, id_, _, inputs = entry
+            happened[key], entry[2] = settle(provider, str(id_), read[key], dict(inputs))
+        return happened
+
+    def kubectl(self, *args: str, stdin: str | None = None):
+        return self.control_plane.kubectl(*args, stdin=stdin)
+
+    def pids(self) -> dict[str, int]:
+        pids = {name: int((self.control_plane.cluster_dir / "pids" / f"{name}.pid").read_text()) for name in COMPONENTS}
+        state = self.resources.get("hami", [None, None, {}])[2]
+        pids |= {key: int(state[key]) for key in ("hami_pid", "bind_time_pid") if state.get(key)}
+        return pids
+
+    def delete(self) -> None:
+        for provider, id_, state, _ in reversed(list(self.resources.values())):
+            provider.delete(str(id_), state)
+
+
+def kill_hard(pid: int) -> None:
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while not zombie(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert zombie(pid), f"pid {pid} still runs after KILL"
+
+
+@pytest.fixture(scope="module")
+def tenant(real_bin: Path, tmp_path_factory: pytest.TempPathFactory):
+    made = Tenant(real_bin, tmp_path_factory.mktemp("restart") / "tenant", find_hami_scheduler(real_bin))
+    made.kubectl("create", "configmap", "made-by-a-user", "--from-literal=keep=me")
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "users-pod", "namespace": "default"},
+        "spec": {"nodeName": NODE, "containers": [{"name": "main", "image": "busybox"}]},
+    }
+    made.kubectl("apply", "-f", "-", stdin=json.dumps(pod))
+    try:
+        yield made
+    finally:
+        made.delete()
+
+
+def users_objects_survive(tenant: Tenant) -> None:
+    data = json.loads(tenant.kubectl("get", "configmap", "made-by-a-user", "-o", "json").stdout)["data"]
+    assert data == {"keep": "me"}
+    pod = json.loads(tenant.kubectl("get", "pod", "users-pod", "-o", "json").stdout)
+    assert pod["spec"]["nodeName"] == NODE
+    node = json.loads(tenant.kubectl("get", "node", NODE, "-o", "json").stdout)
+    assert node["metadata"]["annotations"]["hami.io/node-nvidia-register"] == REGISTER
+
+
+HAMI = ("hami_pid", "bind_time_pid")
+
+
+@pytest.mark.parametrize(
+    "victims",
+    [*[(name,) for name in COMPONENTS], HAMI, (*COMPONENTS, *HAMI)],
+    ids=[*COMPONENTS, "hami", "all-as-after-a-reboot"],
+)
+def test_a_users_objects_survive_kill_9_and_make_up(tenant: Tenant, victims: tuple[str, ...]) -> None:
+    pids = tenant.pids()
+    if set(victims) == set(HAMI) and "hami_pid" not in pids:
+        pytest.skip("no hami-scheduler binary (GPULAB_HAMI_SCHEDULER): HAMi's death is not tried")
+    kubeconfig = tenant.control_plane.kubeconfig.read_text()
+    for victim in victims:
+        if victim in pids:
+            kill_hard(pids[victim])
+    happened = tenant.refresh_and_up()
+    killed_control_plane = bool(set(victims) & set(COMPONENTS))
+    assert happened["control_plane"] == ("updated" if killed_control_plane else "kept"), happened
+    assert happened["nodes"] == "kept" and happened["inventory"] == "kept", happened
+    if "hami" in happened:
+        assert happened["hami"] == ("updated" if set(victims) & set(HAMI) else "kept"), happened
+    assert not tenant.control_plane.stopped_components()
+    assert tenant.control_plane.kubeconfig.read_text() == kubeconfig, "a saved kubeconfig stops working"
+    users_objects_survive(tenant)
+    assert tenant.refresh_and_up() == dict.fromkeys(happened, "kept"), "a second make up changes nothing"
+
+
+def test_only_a_control_plane_whose_data_is_gone_is_made_anew_and_says_so(real_bin: Path, tmp_path: Path) -> None:
+    inputs = {"name": "gpulab-lost", "bin_dir": str(real_bin), "folder": str(tmp_path / "lost"), "running": True}
+    provider = ControlPlaneProvider()
+    state = provider.create(dict(inputs)).outs
+    control_plane = ControlPlane("gpulab-lost", real_bin, tmp_path / "lost" / "kwok")
+    try:
+        control_plane.kubectl("create", "configmap", "made-by-a-user")
+        assert lost_data("tenant-x", control_plane, recorded=True) is None
+        for name in COMPONENTS:
+            kill_hard(int((control_plane.cluster_dir / "pids" / f"{name}.pid").read_text()))
+        for path in sorted(control_plane.data_dir.rglob("*"), reverse=True):  # etcd's files, deleted by hand
+            path.unlink() if path.is_file() else path.rmdir()
+        message = lost_data("tenant-x", control_plane, recorded=True)
+        assert message is not None and "\n" not in message
+        assert message.startswith("tenant tenant-x: its control plane's data is gone") and "is lost" in message
+        happened, state = settle(provider, str(tmp_path / "lost"), provider.read("id", dict(state)).outs, inputs)
+        assert happened == "replaced"
+        assert control_plane.kubectl("get", "configmap", "made-by-a-user", check=False).returncode != 0
+    finally:
+        provider.delete("id", state)
