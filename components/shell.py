@@ -50,7 +50,7 @@ def script_command(
     )
 
 
-_SOURCE_LIB = re.compile(r'^(# shellcheck source=lib\.sh|source "\$\(dirname "\$0"\)/lib\.sh")$', re.MULTILINE)
+_SOURCE_LIB = re.compile(r'^(# shellcheck source=lib\.sh|source "\$\{BASH_SOURCE\[0\]%/\*\}/lib\.sh".*)$', re.MULTILINE)
 
 
 def remote_script(name: str, environment: Mapping[str, str], sudo: bool) -> str:

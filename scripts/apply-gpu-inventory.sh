@@ -6,7 +6,7 @@
 # stdin: tenant kubeconfig. env: NODE_NAME, REGISTER_JSON, GPU_CAPACITY, HAMI_NAMESPACE
 set -euo pipefail
 # shellcheck source=lib.sh
-source "$(dirname "$0")/lib.sh"
+source "${BASH_SOURCE[0]%/*}/lib.sh" # no fork before lib.sh: it drops the secrets handed in the environment first
 : "${NODE_NAME:?}" "${REGISTER_JSON:?}" "${GPU_CAPACITY:?}"
 namespace=${HAMI_NAMESPACE:-kube-system}
 kubeconfig_from_stdin

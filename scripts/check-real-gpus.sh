@@ -5,7 +5,7 @@
 # stdin: tenant kubeconfig. env: NODE_NAME, EXPECT_CARDS (JSON), PYTHON, TIMEOUT (s)
 set -euo pipefail
 # shellcheck source=lib.sh
-source "$(dirname "$0")/lib.sh"
+source "${BASH_SOURCE[0]%/*}/lib.sh" # no fork before lib.sh: it drops the secrets handed in the environment first
 : "${NODE_NAME:?}" "${EXPECT_CARDS:?}"
 kubeconfig_from_stdin
 scratch=$GPULAB_RUN_DIR

@@ -4,7 +4,7 @@
 # stdin: tenant admin kubeconfig. env: TOKEN_ID, TENANT
 set -euo pipefail
 # shellcheck source=lib.sh
-source "$(dirname "$0")/lib.sh"
+source "${BASH_SOURCE[0]%/*}/lib.sh" # no fork before lib.sh: it drops the secrets handed in the environment first
 : "${TOKEN_ID:?}"
 kubeconfig_from_stdin
 kc -n kube-system delete secret "bootstrap-token-$TOKEN_ID" --ignore-not-found >/dev/null ||

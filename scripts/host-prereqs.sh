@@ -5,7 +5,7 @@
 # env: IMAGE (the pinned kindest/node image, already pulled), TENANT
 set -euo pipefail
 # shellcheck source=lib.sh
-source "$(dirname "$0")/lib.sh"
+source "${BASH_SOURCE[0]%/*}/lib.sh" # no fork before lib.sh: it drops the secrets handed in the environment first
 : "${IMAGE:?}"
 
 log "tenant ${TENANT:-?}: checking host prerequisites (br_netfilter, conntrack, inotify, swap)"

@@ -5,7 +5,7 @@
 # stdin: tenant admin kubeconfig. env: NODE_NAME, TENANT, IGNORE_PREFLIGHT, TTL_MINUTES, TIMEOUT, PYTHON
 set -euo pipefail
 # shellcheck source=lib.sh
-source "$(dirname "$0")/lib.sh"
+source "${BASH_SOURCE[0]%/*}/lib.sh" # no fork before lib.sh: it drops the secrets handed in the environment first
 : "${NODE_NAME:?}"
 kubeconfig_from_stdin
 

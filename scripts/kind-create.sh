@@ -15,9 +15,9 @@
 #      (OUTPUT=record on the command line only marks the command line of states that printed the kubeconfig)
 set -euo pipefail
 # shellcheck source=lib.sh
-source "$(dirname "$0")/lib.sh"
+source "${BASH_SOURCE[0]%/*}/lib.sh" # no fork before lib.sh: it drops the secrets handed in the environment first
 # shellcheck source=kind-lib.sh
-source "$(dirname "$0")/kind-lib.sh"
+source "${BASH_SOURCE[0]%/*}/kind-lib.sh"
 : "${CLUSTER_NAME:?}" "${NODE_IMAGE:?}" "${NETWORK:?}" "${OWNER:?}"
 node="$CLUSTER_NAME-control-plane"
 

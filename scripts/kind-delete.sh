@@ -8,9 +8,9 @@
 # env: CLUSTER_NAME, NETWORK, OWNER, PULUMI_COMMAND_STDOUT/STDERR (the create's, from the state)
 set -euo pipefail
 # shellcheck source=lib.sh
-source "$(dirname "$0")/lib.sh"
+source "${BASH_SOURCE[0]%/*}/lib.sh" # no fork before lib.sh: it drops the secrets handed in the environment first
 # shellcheck source=kind-lib.sh
-source "$(dirname "$0")/kind-lib.sh"
+source "${BASH_SOURCE[0]%/*}/kind-lib.sh"
 : "${CLUSTER_NAME:?}" "${NETWORK:?}"
 
 read_kind_record

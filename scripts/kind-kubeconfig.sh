@@ -5,9 +5,9 @@
 # env: CLUSTER_NAME, RECORD (kind-create.sh's stdout)
 set -euo pipefail
 # shellcheck source=lib.sh
-source "$(dirname "$0")/lib.sh"
+source "${BASH_SOURCE[0]%/*}/lib.sh" # no fork before lib.sh: it drops the secrets handed in the environment first
 # shellcheck source=kind-lib.sh
-source "$(dirname "$0")/kind-lib.sh"
+source "${BASH_SOURCE[0]%/*}/kind-lib.sh"
 : "${CLUSTER_NAME:?}" "${RECORD:?}"
 record=$RECORD
 unset RECORD # not for the children: a record is not secret, but nothing else belongs in their environment

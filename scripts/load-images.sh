@@ -10,7 +10,7 @@
 #      TIMEOUT (seconds to wait for the node's containerd, default 120)
 set -euo pipefail
 # shellcheck source=lib.sh
-source "$(dirname "$0")/lib.sh"
+source "${BASH_SOURCE[0]%/*}/lib.sh" # no fork before lib.sh: it drops the secrets handed in the environment first
 
 containerd_answers() { bounded 20 docker exec "$NODE" ctr --namespace=k8s.io version >/dev/null; }
 wait_for "${TIMEOUT:-120}" "containerd in $NODE" containerd_answers

@@ -6,7 +6,7 @@
 # stdin: tenant kubeconfig. env: NODE_NAME, TIMEOUT (s)
 set -euo pipefail
 # shellcheck source=lib.sh
-source "$(dirname "$0")/lib.sh"
+source "${BASH_SOURCE[0]%/*}/lib.sh" # no fork before lib.sh: it drops the secrets handed in the environment first
 : "${NODE_NAME:?}"
 timeout=${TIMEOUT:-120}
 kubeconfig_from_stdin

@@ -6,7 +6,7 @@
 # env: IMAGE (registry/repository[:tag][@digest]), TAGGED (registry/repository:tag), PLATFORM (linux/amd64)
 set -euo pipefail
 # shellcheck source=lib.sh
-source "$(dirname "$0")/lib.sh"
+source "${BASH_SOURCE[0]%/*}/lib.sh" # no fork before lib.sh: it drops the secrets handed in the environment first
 
 if bounded 60 docker image inspect "$IMAGE" >/dev/null 2>&1 && bounded 60 docker image inspect "$TAGGED" >/dev/null 2>&1; then
   log "already on the host: $IMAGE"

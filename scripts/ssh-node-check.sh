@@ -4,7 +4,7 @@
 # env: KUBERNETES_VERSION (the tenant's), NODE (for messages), GPULAB_ROOT (tests only: a fake /)
 set -euo pipefail
 # shellcheck source=lib.sh
-source "$(dirname "$0")/lib.sh"
+source "${BASH_SOURCE[0]%/*}/lib.sh" # no fork before lib.sh: it drops the secrets handed in the environment first
 : "${KUBERNETES_VERSION:?}"
 root=${GPULAB_ROOT:-}
 problems=()

@@ -5,7 +5,7 @@
 # env: NODE
 set -euo pipefail
 # shellcheck source=lib.sh
-source "$(dirname "$0")/lib.sh"
+source "${BASH_SOURCE[0]%/*}/lib.sh" # no fork before lib.sh: it drops the secrets handed in the environment first
 
 if command -v kubeadm >/dev/null; then
   bounded 300 kubeadm reset --force >&2

@@ -5,7 +5,7 @@
 # stdin: management kubeconfig. env: NAMESPACE (cert-manager's), TIMEOUT (s)
 set -euo pipefail
 # shellcheck source=lib.sh
-source "$(dirname "$0")/lib.sh"
+source "${BASH_SOURCE[0]%/*}/lib.sh" # no fork before lib.sh: it drops the secrets handed in the environment first
 kubeconfig_from_stdin
 
 issuer_dry_run() {

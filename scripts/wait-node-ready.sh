@@ -4,7 +4,7 @@
 # stdin: tenant kubeconfig. env: NODE_NAMES (space-separated), TENANT, TIMEOUT (s)
 set -euo pipefail
 # shellcheck source=lib.sh
-source "$(dirname "$0")/lib.sh"
+source "${BASH_SOURCE[0]%/*}/lib.sh" # no fork before lib.sh: it drops the secrets handed in the environment first
 : "${NODE_NAMES:?}"
 kubeconfig_from_stdin
 

@@ -6,7 +6,7 @@
 # stdin: tenant admin kubeconfig. env: TENANT, TIMEOUT (s)
 set -euo pipefail
 # shellcheck source=lib.sh
-source "$(dirname "$0")/lib.sh"
+source "${BASH_SOURCE[0]%/*}/lib.sh" # no fork before lib.sh: it drops the secrets handed in the environment first
 kubeconfig_from_stdin
 
 admin_is_cluster_admin() { [ "$(kc auth can-i '*' '*' --all-namespaces)" = "yes" ]; }

@@ -18,7 +18,7 @@
 #        TIMEOUT (s, per step), IGNORE_PREFLIGHT (kubeadm preflight checks to skip), KUBELET_CONF
 set -euo pipefail
 # shellcheck source=lib.sh
-source "$(dirname "$0")/lib.sh"
+source "${BASH_SOURCE[0]%/*}/lib.sh" # no fork before lib.sh: it drops the secrets handed in the environment first
 timeout=${TIMEOUT:-300}
 node=${CONTAINER:-${NODE_NAME:?set CONTAINER or NODE_NAME}}
 kubeadm_dir=${KUBEADM_DIR:-/etc/kubernetes}
