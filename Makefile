@@ -32,10 +32,14 @@ TOOLS := process-tools
 # --refresh: processes that died (killed by hand, a reboot) are found gone and made again, not kept in the state.
 # The policy pack as an executable analyzer: the language host `make tools` builds (v3.79.0) cannot start it.
 UP_OPTIONS := $() --refresh --policy-pack policies/analyzer
+# A control plane whose processes stopped is started on its own data before the engine looks at it
+# (process_lab/resume.py says why it cannot wait for pulumi up).
+RESUME := $(PY) -m process_lab.resume
 export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION := true
 else
 TOOLS := prereqs
 UP_OPTIONS := $() --policy-pack policies
+RESUME := true
 endif
 
 .PHONY: help up down plan verify report check test lint bench prereqs policy-venv stack upstream-data clean deploy destroy \
@@ -135,6 +139,7 @@ process-tools: $(VENV)/.installed
 deploy: $(TOOLS) policy-venv stack
 	@$(PYTHON_HOST) scripts/secrets_check.py $(STACK)
 	@$(PYTHON_HOST) scripts/stack_lock.py $(STACK)
+	@$(RESUME) $(STACK)
 	@echo "pulumi up --yes --stack $(STACK)$(UP_OPTIONS)"
 	@pulumi up --yes --stack $(STACK)$(UP_OPTIONS) || $(DIAGNOSE_HINT)
 

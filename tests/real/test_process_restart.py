@@ -185,3 +185,21 @@ def test_only_a_control_plane_whose_data_is_gone_is_made_anew_and_says_so(real_b
         assert control_plane.kubectl("get", "configmap", "made-by-a-user", check=False).returncode != 0
     finally:
         provider.delete("id", state)
+
+
+def test_make_up_starts_a_stopped_control_plane_before_the_engine_looks(tenant: Tenant) -> None:
+    """make up runs process_lab.resume before `pulumi up`: the engine configures a tenant's Kubernetes provider
+    before any read, and pulumi-kubernetes fails every object of a cluster that did not answer then (seen: 5
+    errored, `configured Kubernetes cluster is unreachable`). After it, the refresh finds the control plane
+    running."""
+    from process_lab.resume import stopped_control_planes
+
+    for name in COMPONENTS:
+        kill_hard(tenant.pids()[name])
+    stack_folder = tenant.control_plane.workdir.parent.parent
+    found = stopped_control_planes(stack_folder, tenant.control_plane.bin_dir)
+    assert [(name, plane.name) for name, plane in found] == [("tenant", CLUSTER)]
+    assert found[0][1].start() == list(COMPONENTS)
+    assert stopped_control_planes(stack_folder, tenant.control_plane.bin_dir) == []
+    assert tenant.refresh_and_up()["control_plane"] == "kept"
+    users_objects_survive(tenant)
