@@ -48,12 +48,16 @@ class ProcessLab:
     def tenant_folder(self, tenant: str) -> str:
         return str(self.folder / tenant)
 
-    def check(self) -> None:
-        """Before the first process starts: every program is there (pulumi.RunError naming the fix if not)."""
+    def missing(self) -> list[str]:
         from process_lab.control_plane import missing_programs
 
-        missing = missing_programs(self.bin_dir) + ([] if self.hami_binary else ["hami-scheduler"])
-        if missing:
+        return missing_programs(self.bin_dir) + ([] if self.hami_binary else ["hami-scheduler"])
+
+    def check(self) -> None:
+        """Before the first process starts: every program is there (pulumi.RunError naming the fix if not).
+        `make plan` starts nothing and sets GPULAB_PLAN: it says what is missing in a line of its own."""
+        missing = self.missing()
+        if missing and not os.environ.get("GPULAB_PLAN"):
             raise pulumi.RunError(
                 f"runtime: process needs {', '.join(missing)} in {self.bin_dir}: run `make tools` "
                 "(hami-scheduler: the Go module proxy refuses HAMi, so build HAMi v2.8.3's cmd/scheduler and set "

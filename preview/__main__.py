@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -152,6 +153,7 @@ def plan(stack: str, project_dir: Path = ROOT) -> tuple[int, list[str]]:
     lab = validate(plain, secrets, f"Pulumi.{stack}.yaml")
     import pulumi
 
+    os.environ["GPULAB_PLAN"] = "1"  # a plan starts no process: the programs `make up` needs are listed below
     try:
         program = run_program(
             {key: value for key, value in plain.items() if key in CONFIG_KEYS},
@@ -161,10 +163,21 @@ def plan(stack: str, project_dir: Path = ROOT) -> tuple[int, list[str]]:
         )
     except pulumi.RunError as error:  # a problem only the program's own checks see (e.g. the kind network)
         raise PlanError(f"invalid gpulab configuration (nothing was created):\n  {error}") from None
+    finally:
+        del os.environ["GPULAB_PLAN"]
     lines = [
         f"gpulab plan for stack {stack!r}: offline (Pulumi mocks; no Docker, no Pulumi CLI); nothing is created",
         "",
     ]
+    if lab.process_mode:
+        from components.process_resources import ProcessLab
+
+        if missing := ProcessLab.for_stack(stack).missing():
+            lines += [
+                f"make up STACK={stack} will need {', '.join(missing)}: `make tools` builds all but "
+                "hami-scheduler, which GPULAB_HAMI_SCHEDULER names (docs/process-lab.md)",
+                "",
+            ]
     if lab.management.mode == "kind":
         pool = program.exports.get("metallb_pool", "?")
         lines += [

@@ -145,6 +145,25 @@ def test_pulumi_up_without_the_programs_names_make_tools(tmp_path: Path, monkeyp
         run_program(sim_config())
 
 
+def test_make_plan_needs_no_program_and_says_in_one_line_what_make_up_will(tmp_path: Path, monkeypatch) -> None:
+    """Issue 42 item 7: `make plan STACK=sim` starts nothing, so it plans without HAMi's binary (or any program)
+    and names what `make up` will need, instead of calling the stack invalid."""
+    from preview.__main__ import plan
+
+    monkeypatch.setenv("GPULAB_BIN", str(tmp_path))
+    monkeypatch.delenv("GPULAB_HAMI_SCHEDULER", raising=False)
+    code, lines = plan("sim")
+    assert code == 0, lines
+    needed = [line for line in lines if line.startswith("make up STACK=sim will need ")]
+    assert needed == [
+        "make up STACK=sim will need kube-apiserver, kube-controller-manager, kube-scheduler, kwok, etcd, kwokctl, "
+        "kubectl, hami-scheduler: `make tools` builds all but hami-scheduler, which GPULAB_HAMI_SCHEDULER names "
+        "(docs/process-lab.md)"
+    ]
+    assert lines[-1] == "verdict: ready for `make up`"
+    assert "GPULAB_PLAN" not in os.environ, "the plan's setting outlived it: `pulumi up` would skip the check"
+
+
 # --- the plumbing ------------------------------------------------------------------------------------------
 
 
