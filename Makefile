@@ -174,7 +174,7 @@ plan: stack-file $(VENV)/.installed
 lab-exists:
 	@status=0; $(PYTHON_HOST) scripts/stack_state.py $(STACK) 2>/dev/null || status=$$?; \
 	if [ "$$status" = 3 ]; then \
-	  echo "[gpulab] no lab: stack '$(STACK)' has nothing deployed in $${PULUMI_BACKEND_URL#file://}; run \`make up\` first" >&2; \
+	  echo "[gpulab] no lab: stack '$(STACK)' has nothing deployed in $${PULUMI_BACKEND_URL#file://}; run \`make up$(if $(filter-out dev,$(STACK)), STACK=$(STACK))\` first" >&2; \
 	  exit 1; \
 	fi
 

@@ -25,6 +25,7 @@ from diagnose.runner import Result, Runner
 from model.catalog import totals
 from model.config import LabConfig
 from model.names import DENY_POLICY, WARN_POLICY
+from model.stack import make_up
 
 PROJECT = Path(__file__).resolve().parent.parent
 
@@ -196,15 +197,16 @@ class Collector:
         if not outputs:
             why = result.why() if not result.ok else "no outputs"
             fix = (
-                "`make up` has not finished for this stack: the kubeconfigs come from its outputs; "
+                f"`{make_up(self.stack)}` has not finished for this stack: the kubeconfigs come from its outputs; "
                 "tenant checks are skipped"
             )
             if result.problem.endswith("not found on PATH"):
                 fix = (
-                    "the pinned Pulumi CLI is in ./bin: run `make diagnose`, which puts ./bin on PATH"
+                    f"the pinned Pulumi CLI is in ./bin: run `{make_up(self.stack).replace('up', 'diagnose')}`, "
+                    "which puts ./bin on PATH"
                     if (PROJECT / "bin" / "pulumi").is_file()
                     else "no Pulumi CLI on PATH or in ./bin, so `make up` never reached `pulumi up` in this folder: "
-                    "run `make up`; its own output names what stops it (a preflight problem, a download)"
+                    f"run `{make_up(self.stack)}`; its own output names what stops it (a preflight problem, a download)"
                 )
             self.out.findings.append(Finding("stack", f"stack {self.stack}", "no lab outputs", why, fix))
         return outputs

@@ -25,11 +25,19 @@ def stack_name(stack: str | None = None) -> str:
     return stack or os.environ.get("GPULAB_STACK") or "dev"
 
 
+def make_up(stack: str) -> str:
+    """The command that makes this stack's lab: a hint for another stack would build another lab (the Docker
+    lab for `dev`, which pulls images, when a process-mode user meant `sim`)."""
+    return "make up" if stack == "dev" else f"make up STACK={stack}"
+
+
 def stack_outputs(stack: str | None = None) -> dict[str, Any]:
     name = stack_name(stack)
     pulumi = shutil.which("pulumi")
     if pulumi is None:
-        raise StackError("the Pulumi CLI is not on PATH: run `make up` (make tools first for a process-mode stack)")
+        raise StackError(
+            f"the Pulumi CLI is not on PATH: run `{make_up(name)}` (make tools first for a process-mode stack)"
+        )
     result = subprocess.run(
         [pulumi, "stack", "output", "--json", "--show-secrets", "--stack", name],
         capture_output=True,
@@ -39,10 +47,10 @@ def stack_outputs(stack: str | None = None) -> dict[str, Any]:
     )
     if result.returncode != 0:
         reason = (result.stderr.strip().splitlines() or ["unknown error"])[-1]
-        raise StackError(f"cannot read outputs of stack {name!r} ({reason}): run `make up` first")
+        raise StackError(f"cannot read outputs of stack {name!r} ({reason}): run `{make_up(name)}` first")
     outputs = json.loads(result.stdout or "{}")
     if not any(key.endswith("_kubeconfig") for key in outputs):  # process mode has no management_kubeconfig
-        raise StackError(f"stack {name!r} has no lab outputs (never deployed, or destroyed): run `make up`")
+        raise StackError(f"stack {name!r} has no lab outputs (never deployed, or destroyed): run `{make_up(name)}`")
     return outputs
 
 
@@ -63,7 +71,9 @@ def tenant_kubeconfigs(stack: str | None = None) -> dict[str, dict[str, Any]]:
     for tenant in lab.tenants:
         key = f"{tenant.output_stem}_kubeconfig"
         if key not in outputs:
-            raise StackError(f"stack output {key} is missing: run `make up` so the stack matches its config")
+            raise StackError(
+                f"stack output {key} is missing: run `{make_up(stack_name(stack))}` so the stack matches its config"
+            )
         found[tenant.name] = yaml.safe_load(outputs[key])
     return found
 

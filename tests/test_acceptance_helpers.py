@@ -211,3 +211,22 @@ def test_make_verify_stops_with_one_line_without_a_lab(tmp_path, fake_pulumi: st
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("[gpulab] verify: no lab to verify: "), result.stderr
     assert line in lines[0]
+
+
+def test_the_hint_without_a_lab_names_the_stack_it_was_given(tmp_path) -> None:
+    """Issue 42 item 6: `make verify|report|check LIVE=1 STACK=sim` without a lab pointed at `make up`, which builds
+    the Docker lab (and pulls images); the hint carries the stack."""
+    (tmp_path / "pulumi").write_text("#!/bin/sh\necho '{}'\n")
+    (tmp_path / "pulumi").chmod(0o755)
+    result = subprocess.run(
+        [sys.executable, "-m", "model.stack", "sim"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PATH": f"{tmp_path}:/usr/bin:/bin"},
+        timeout=60,
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip().endswith(
+        "stack 'sim' has no lab outputs (never deployed, or destroyed): run `make up STACK=sim`"
+    ), result.stderr

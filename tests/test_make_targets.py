@@ -9,7 +9,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -141,7 +140,6 @@ def test_without_a_lab_verify_and_report_say_so_before_installing_anything(
     name, path = project_stack_file
     path.write_text((LAB_PROJECT / "Pulumi.dev.yaml").read_text())
     venv = tmp_path / "venv"
-    started = time.monotonic()
     result = subprocess.run(
         ["make", "--no-print-directory", target, f"VENV={venv}", f"STACK={name}"],
         cwd=ROOT,
@@ -151,9 +149,7 @@ def test_without_a_lab_verify_and_report_say_so_before_installing_anything(
         timeout=60,
     )
     assert result.returncode == 2
-    assert time.monotonic() - started < 5
     lines = [line for line in result.stderr.splitlines() if not line.startswith("make: ***")]
-    assert lines == [f"[gpulab] no lab: stack '{name}' has nothing deployed in {tmp_path}; run `make up` first"], (
-        result.stderr
-    )
+    hint = f"run `make up STACK={name}` first"  # the stack it was given: `make up` alone builds the dev lab
+    assert lines == [f"[gpulab] no lab: stack '{name}' has nothing deployed in {tmp_path}; {hint}"], result.stderr
     assert not venv.exists(), "nothing installed only to say there is no lab"

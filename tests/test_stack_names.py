@@ -179,7 +179,7 @@ def test_make_diagnose_where_make_up_never_deployed_points_at_make_up(
     )
     assert result.returncode == 2, result.stderr
     fixes = [line for line in result.stdout.splitlines() if line.startswith("    fix:")]
-    assert any("run `make up`" in line for line in fixes), result.stdout
+    assert any(f"run `make up STACK={name}`" in line for line in fixes), result.stdout
     assert not any("make diagnose" in line for line in fixes), result.stdout
     for archive in (ROOT / "reports").glob(f"diagnose-{name}-*.tar.gz"):
         archive.unlink()
