@@ -121,13 +121,13 @@ stack-file:
 # if missing), before any CLI is downloaded.
 up: stack-file
 ifeq ($(RUNTIME),process)
-	@$(MAKE) --no-print-directory $(VENV)/.installed
+	@$(MAKE) --no-print-directory --silent $(VENV)/.installed  # silent: no "is up to date" line
 	@$(PY) -m preview --stack "$(STACK)" --validate >/dev/null
 	@$(MAKE) --no-print-directory deploy
 else
 	@PYTHON_HOST=$(PYTHON_HOST) STACK=$(STACK) VENV=$(VENV) bash scripts/preflight.sh
 	@$(PYTHON_HOST) scripts/secrets_check.py $(STACK)
-	@$(MAKE) --no-print-directory $(VENV)/.installed
+	@$(MAKE) --no-print-directory --silent $(VENV)/.installed  # silent: no "is up to date" line
 	@$(PY) -m preview --stack "$(STACK)" --validate >/dev/null
 	@$(MAKE) --no-print-directory deploy
 endif
@@ -150,7 +150,7 @@ down:
 # The secrets check reads the stack with ./venv's loader, so it runs once prereqs has made ./venv.
 destroy:
 ifeq ($(RUNTIME),process)
-	@$(MAKE) --no-print-directory $(VENV)/.installed
+	@$(MAKE) --no-print-directory --silent $(VENV)/.installed  # silent: no "is up to date" line
 	@$(PY) -m process_lab.preflight --destroy
 else
 	bash scripts/preflight.sh --docker-only
