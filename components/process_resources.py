@@ -48,15 +48,12 @@ class ProcessLab:
     def tenant_folder(self, tenant: str) -> str:
         return str(self.folder / tenant)
 
-    def missing(self) -> list[str]:
-        from process_lab.control_plane import missing_programs
-
-        return missing_programs(self.bin_dir) + ([] if self.hami_binary else ["hami-scheduler"])
-
     def check(self) -> None:
         """Before the first process starts: every program is there (pulumi.RunError naming the fix if not).
         `make plan` starts nothing and sets GPULAB_PLAN: it says what is missing in a line of its own."""
-        missing = self.missing()
+        from process_lab.preflight import programs_missing
+
+        missing = programs_missing(self.bin_dir)
         if missing and not os.environ.get("GPULAB_PLAN"):
             raise pulumi.RunError(
                 f"runtime: process needs {', '.join(missing)} in {self.bin_dir}: run `make tools` "

@@ -170,9 +170,9 @@ def plan(stack: str, project_dir: Path = ROOT) -> tuple[int, list[str]]:
         "",
     ]
     if lab.process_mode:
-        from components.process_resources import ProcessLab
+        from process_lab.preflight import bin_dir, programs_missing
 
-        if missing := ProcessLab.for_stack(stack).missing():
+        if missing := programs_missing(bin_dir()):
             lines += [
                 f"make up STACK={stack} will need {', '.join(missing)}: `make tools` builds all but "
                 "hami-scheduler, which GPULAB_HAMI_SCHEDULER names (docs/process-lab.md)",

@@ -32,6 +32,11 @@ def bin_dir() -> Path:
     return Path(os.environ.get("GPULAB_BIN") or ROOT / "bin").resolve()
 
 
+def programs_missing(tools: Path) -> list[str]:
+    """What `pulumi up` of a process-mode stack starts and does not find (the program checks the same)."""
+    return missing_programs(tools) + (["hami-scheduler"] if find_hami_scheduler(tools) is None else [])
+
+
 def problems(tools: Path, *, destroy: bool = False) -> list[str]:
     lines = []
     missing = [*missing_programs(tools), *(name for name in ENGINE if not os.access(tools / name, os.X_OK))]

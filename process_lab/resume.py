@@ -13,12 +13,12 @@ Usage: python -m process_lab.resume STACK (exit 0; 1 when a control plane does n
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 from process_lab.commands import ProcessLabError
 from process_lab.control_plane import ControlPlane
+from process_lab.preflight import bin_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,9 +39,8 @@ def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print("usage: python -m process_lab.resume STACK", file=sys.stderr)
         return 2
-    bin_dir = Path(os.environ.get("GPULAB_BIN") or ROOT / "bin").resolve()
     failed = 0
-    for tenant, control_plane in stopped_control_planes(ROOT / ".state" / "process" / argv[0], bin_dir):
+    for tenant, control_plane in stopped_control_planes(ROOT / ".state" / "process" / argv[0], bin_dir()):
         try:
             started = control_plane.start()
         except ProcessLabError as error:
