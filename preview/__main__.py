@@ -130,14 +130,20 @@ def tree(program, lab) -> list[str]:
     return out
 
 
-def outputs(program) -> list[str]:
+def outputs(program, process_mode: bool = False) -> list[str]:
+    """Each export as the plan knows it; an endpoint said as the runtime makes it."""
+    endpoint = (
+        "(127.0.0.1:<port>: the tenant API server's port, chosen free at pulumi up)"
+        if process_mode
+        else "(an address of the MetalLB pool, assigned at pulumi up)"
+    )
     width = max((len(name) for name in program.exports), default=0)
     lines = []
     for name in sorted(program.exports):
         if name in program.secret_exports:
             value = "[secret]"
         elif name.endswith(LIVE_ONLY):
-            value = "(an address of the MetalLB pool, assigned at pulumi up)"
+            value = endpoint
         else:
             value = program.exports[name]
             value = json.dumps(value) if isinstance(value, dict | list) else value
@@ -178,7 +184,7 @@ def plan(stack: str, project_dir: Path = ROOT) -> tuple[int, list[str]]:
                 "hami-scheduler, which GPULAB_HAMI_SCHEDULER names (docs/process-lab.md)",
                 "",
             ]
-    if lab.management.mode == "kind":
+    if lab.management.mode == "kind" and not lab.process_mode:  # process mode has no kind network, no MetalLB
         pool = program.exports.get("metallb_pool", "?")
         lines += [
             f"kind network {lab.management.network_name!r}, assumed {ASSUMED_KIND_IPAM[0]['subnet']} "
@@ -186,7 +192,7 @@ def plan(stack: str, project_dir: Path = ROOT) -> tuple[int, list[str]]:
             "  (pulumi up carves the same top-of-subnet range from whatever subnet Docker gives the network)",
             "",
         ]
-    lines += [*tree(program, lab), "", "outputs", *outputs(program), "", "policy pack"]
+    lines += [*tree(program, lab), "", "outputs", *outputs(program, lab.process_mode), "", "policy pack"]
     refused = False
     for policy_name, messages in run_pack(program).items():
         level = "mandatory" if is_mandatory(policy_name) else "advisory"
