@@ -31,7 +31,7 @@ from model.config.loading import load_stack_file  # noqa: E402
 from policies.evaluate import evaluate_tenant  # noqa: E402
 from policies.workloads import read_workload  # noqa: E402
 from process_lab.gpu_nodes import node_object, node_status  # noqa: E402
-from process_lab.hami import find_hami_scheduler  # noqa: E402
+from process_lab.hami_scheduler import find_hami_scheduler  # noqa: E402
 from process_lab.preflight import bin_dir  # noqa: E402
 from process_lab.tenant import TenantLab  # noqa: E402
 
@@ -69,6 +69,7 @@ def hami_seconds(lab: TenantLab, nodes: int, count: int, deadline: float) -> tup
     created = gpu_nodes(nodes)
     for start in range(0, nodes, 100):  # server-side apply in lists of 100 nodes
         plane.apply(created[start : start + 100])
+    assert lab.hami is not None
     lab.hami.wait_for_nodes([f"bench-n{n}" for n in range(nodes)], timeout=300)
     plane.kubectl("create", "namespace", NAMESPACE)
     document = json.dumps({"apiVersion": "v1", "kind": "List", "items": pods(count)})
@@ -129,12 +130,12 @@ def main() -> int:
         with tempfile.TemporaryDirectory(prefix="gpulab-bench-hami-") as scratch:
             lab = TenantLab(tenant, lab_config, tools, Path(scratch), hami)
             if qps:
-                lab.hami.extra_args = [f"--kube-qps={qps:g}", f"--kube-burst={2 * qps:g}"]
+                lab.hami_args = [f"--kube-qps={qps:g}", f"--kube-burst={2 * qps:g}"]
             try:
                 lab.up()
                 seconds, bound = hami_seconds(lab, nodes, args.pods, args.deadline)
             finally:
-                if os.environ.get("GPULAB_BENCH_KEEP_LOG"):
+                if os.environ.get("GPULAB_BENCH_KEEP_LOG") and lab.hami:
                     Path(os.environ["GPULAB_BENCH_KEEP_LOG"]).write_bytes(lab.hami.log.read_bytes())
                 lab.down()
         checker, errors = checker_seconds(nodes, args.pods, args.node_policy)

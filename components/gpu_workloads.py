@@ -9,10 +9,9 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.hami import HamiGpuNode
-from components.tenant_control_plane import TenantControlPlane
+from components.parts import TenantParts
 from components.tenant_namespaces import TenantNamespaces
-from model.config import LabConfig, Tenant
+from model.config import LabConfig
 from model.workload_manifests import workload_manifest
 
 
@@ -24,18 +23,17 @@ class GpuWorkloads(pulumi.ComponentResource):
     def __init__(
         self,
         name: str,
-        tenant: Tenant,
+        parts: TenantParts,
         lab: LabConfig,
-        control_plane: TenantControlPlane,
-        gpu_node: HamiGpuNode,
         namespaces: TenantNamespaces,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpulab:index:GpuWorkloads", name, None, opts)
+        tenant = parts.tenant
         child = pulumi.ResourceOptions(
             parent=self,
-            provider=control_plane.provider,
-            depends_on=[*gpu_node.readies, *namespaces.namespaces, *namespaces.quotas],
+            provider=parts.control_plane.provider,
+            depends_on=[*parts.gpus.readies, *namespaces.namespaces, *namespaces.quotas],
         )
         self.resources = []
         for workload in tenant.workloads:

@@ -55,10 +55,7 @@ class ImageCache(pulumi.ComponentResource):
         self.register_outputs({"images": sorted(self.pulls), "platform": self.platform})
 
     def feeds(self, part: str) -> bool:
-        """Whether gpulab loads images into this part's node: kind's node and container workers only (none in
-        process mode, which runs no container)."""
-        if self._lab.process_mode:
-            return False
+        """Whether gpulab loads images into this part's node: kind's node and container workers only."""
         if part == "management":
             return self._lab.management.mode == "kind"
         return next(t for t in self._lab.tenants if t.name == part).worker_mode == "container"

@@ -17,7 +17,6 @@ import pulumi_docker as docker
 import pulumi_kubernetes as k8s
 
 from components.image_cache import ImageCache
-from components.process_resources import ProcessLab
 from components.shell import script, script_command
 from model.config import LabConfig, secret
 from model.image_ref import ImageRef
@@ -81,20 +80,15 @@ class ManagementCluster(pulumi.ComponentResource):
     kamaji_ready: command.local.Command
     l2_advertisement: k8s.apiextensions.CustomResource | None
 
-    process_lab: ProcessLab | None  # process mode: where the tenants' processes run from
-
     def __init__(
         self, name: str, lab: LabConfig, images: ImageCache, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("gpulab:index:ManagementCluster", name, None, opts)
         self._name, self._lab = name, lab
         management = lab.management
-        self.cluster = self.kamaji = self.l2_advertisement = self.images_loaded = self.process_lab = None
+        self.cluster = self.kamaji = self.l2_advertisement = self.images_loaded = None
         self.metallb_pool = self.kind_subnet = None
-        self.network_name = management.network_name if management.mode == "kind" and not lab.process_mode else None
-        if lab.process_mode:
-            self._process_mode()
-            return
+        self.network_name = management.network_name if management.mode == "kind" else None
 
         if management.mode == "kind":
             self.cluster = self._kind_cluster()
@@ -160,16 +154,6 @@ class ManagementCluster(pulumi.ComponentResource):
         """Options of an object in the cluster: after the images its pods run are on the node."""
         loaded = [self.images_loaded] if self.images_loaded is not None else []
         return pulumi.ResourceOptions(parent=self, provider=self.provider, depends_on=[*loaded, *(depends_on or [])])
-
-    def _process_mode(self) -> None:
-        """Process mode has no management cluster: no kind, cert-manager, MetalLB or Kamaji, because each
-        tenant's control plane is local processes of its own (TenantControlPlane). What is left is where
-        those processes run from, and the check, before the first one starts, that `make tools` built them."""
-        self.process_lab = ProcessLab.for_stack(pulumi.get_stack())
-        self.kubeconfig = None  # type: ignore[assignment]
-        if not pulumi.runtime.is_dry_run():
-            self.process_lab.check()
-        self.register_outputs({"process_lab": str(self.process_lab.folder)})
 
     def _kind_cluster(self) -> command.local.Command:
         """The kind cluster. `environment` changes (name, image, network) replace it, deleting the old one

@@ -3,16 +3,15 @@
 HAMi's scheduler places pods by `nvidia.com/gpumem` / `nvidia.com/gpucores` on cards it reads from
 the node's `hami.io/node-nvidia-register` annotation; the mock device plugin advertises those same
 cards to the kubelet. Every choice below is from ../shared/notes/hami.md (sections in comments).
-Real GPUs are RealGpuNode's (real_gpu_node.py); the tenant's namespaces, quotas and inventory
-ConfigMap are TenantNamespaces' (tenant_namespaces.py).
+Real GPUs are RealGpuNode's (real_gpu_node.py), process mode's ProcessGpuNode's (process_gpu_node.py);
+the tenant's namespaces, quotas and inventory ConfigMap are TenantNamespaces' (tenant_namespaces.py).
 """
 
 from __future__ import annotations
 
 import pulumi
 
-from components.hami import HAMI_NAMESPACE, HamiGpuNode, gpu_node_ready
-from components.process_resources import GpuInventory
+from components.hami_chart import HAMI_NAMESPACE, HamiGpuNode, gpu_node_ready
 from components.shell import script_command
 from components.tenant_control_plane import TenantControlPlane
 from components.tenant_worker import TenantWorker
@@ -33,9 +32,6 @@ class MockGpuNode(HamiGpuNode):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpulab:index:MockGpuNode", name, tenant, lab, control_plane, worker, opts)
-        if self.process_lab is not None:
-            self._kwok_inventory(tenant, control_plane)
-            return
         previous: pulumi.Resource = self.hami
         for prefix, node in self._node_prefixes(tenant):
             # The register annotation and capacity written from config. One inventory write at a time:
@@ -55,26 +51,4 @@ class MockGpuNode(HamiGpuNode):
             )
             ready_opts = pulumi.ResourceOptions(parent=self, depends_on=[previous])
             self.readies.append(gpu_node_ready(prefix, node.name, totals(node.cards), control_plane, ready_opts))
-        self._finish()
-
-    def _kwok_inventory(self, tenant: Tenant, control_plane: TenantControlPlane) -> None:
-        """Process mode: the same annotation and capacity on each KWOK node (no device plugin advertises them),
-        each ready once HAMi has taken its cards in."""
-        assert self.process_lab is not None
-        for prefix, node in self._node_prefixes(tenant):
-            self.readies.append(
-                GpuInventory(
-                    f"{prefix}-inventory",
-                    {
-                        "cluster": f"gpulab-{tenant.name}",
-                        "bin_dir": str(self.process_lab.bin_dir),
-                        "folder": self.process_lab.tenant_folder(tenant.name),
-                        "control_plane": control_plane.processes.instance,
-                        "node": node.name,
-                        "register": register_annotation(node.cards),
-                        "capacity": totals(node.cards),
-                    },
-                    opts=pulumi.ResourceOptions(parent=self, depends_on=[self.hami]),
-                )
-            )
         self._finish()

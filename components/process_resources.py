@@ -15,57 +15,23 @@ import json
 import os
 import shutil
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
-from process_lab.commands import ProcessLabError
+from model.catalog import REGISTER_ANNOTATION
+from model.quantity import parse_quantity
+from process_lab.commands import ProcessLabError, is_ours, start_detached, stop_all, stop_session
 from process_lab.control_plane import ControlPlane
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-@dataclass(frozen=True)
-class ProcessLab:
-    """Where a process-mode stack's programs come from (`make tools`, or GPULAB_BIN) and where its tenants'
-    processes keep their state, logs and keys (.state/process/<stack>/<tenant>, removed by destroy)."""
-
-    bin_dir: Path
-    folder: Path
-    hami_binary: Path | None
-
-    @classmethod
-    def for_stack(cls, stack: str) -> ProcessLab:
-        from process_lab.hami import find_hami_scheduler
-
-        bin_dir = Path(os.environ.get("GPULAB_BIN") or ROOT / "bin").resolve()
-        return cls(bin_dir, ROOT / ".state" / "process" / stack, find_hami_scheduler(bin_dir))
-
-    def tenant_folder(self, tenant: str) -> str:
-        return str(self.folder / tenant)
-
-    def check(self) -> None:
-        """Before the first process starts: every program is there (pulumi.RunError naming the fix if not).
-        `make plan` starts nothing and sets GPULAB_PLAN: it says what is missing in a line of its own."""
-        from process_lab.preflight import programs_missing
-
-        missing = programs_missing(self.bin_dir)
-        if missing and not os.environ.get("GPULAB_PLAN"):
-            raise pulumi.RunError(
-                f"runtime: process needs {', '.join(missing)} in {self.bin_dir}: run `make tools` "
-                "(hami-scheduler: the Go module proxy refuses HAMi, so build HAMi v2.8.3's cmd/scheduler and set "
-                "GPULAB_HAMI_SCHEDULER to it; docs/process-lab.md)"
-            )
+from process_lab.gpu_nodes import apply_nodes, write_inventory
+from process_lab.hami_scheduler import HamiScheduler, HamiSettings, prepare, serve, wait_for_registered
+from process_lab.stack import TenantProcesses
 
 
 def _control_plane(props: dict[str, Any]) -> ControlPlane:
-    # The control plane's own props call its cluster `name`; every other resource's, `cluster`.
-    name = props.get("cluster") or props["name"]
-    return ControlPlane(name, Path(props["bin_dir"]), Path(props["folder"]) / "kwok")
+    return TenantProcesses.from_props(props).control_plane
 
 
 def _observed(id_: str, props: dict[str, Any], running: bool) -> ReadResult:
@@ -137,23 +103,16 @@ class ControlPlaneProvider(ResourceProvider):
     kwok-controller), with HAMi's extender in its kube-scheduler: HAMi's ports and TLS are chosen here,
     before the scheduler starts, and used by HamiProvider."""
 
-    KEYS = ("name", "bin_dir", "folder", "running")
+    KEYS = ("cluster", "bin_dir", "folder", "running")
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        from process_lab.commands import free_port
-        from process_lab.control_plane import ControlPlane
-        from process_lab.hami import make_tls, scheduler_config
-
-        folder = Path(props["folder"])
+        processes = TenantProcesses.from_props(props)
         # What an interrupted `pulumi up` left: processes and files without a state record. Never the stack's
         # folder: another tenant's create may be making its own folder inside it right now.
         self._clear(props, parents=False)
-        make_folder(folder)
-        hami_port, metrics_port = free_port(), free_port()
-        make_tls(folder / "tls")
-        config = folder / "kube-scheduler.yaml"
-        config.write_text(scheduler_config(hami_port))
-        control_plane = ControlPlane(props["name"], Path(props["bin_dir"]), folder / "kwok")
+        make_folder(processes.folder)
+        config, hami_port, metrics_port = prepare(processes.folder)
+        control_plane = processes.control_plane
         control_plane.create(config)
         kubeconfig = control_plane.kubeconfig.read_text()
         server = next(line.split()[-1] for line in kubeconfig.splitlines() if line.strip().startswith("server:"))
@@ -164,11 +123,12 @@ class ControlPlaneProvider(ResourceProvider):
             "hami_port": hami_port,
             "hami_metrics_port": metrics_port,
         }
-        return CreateResult(id_=str(folder), outs=outs)
+        return CreateResult(id_=str(processes.folder), outs=outs)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         # Found stopped with its data there (a process killed, a reboot): started again on that data. Only a
         # control plane whose data is gone is made anew (the program says so: process_lab.lost).
+        olds = {**olds, "cluster": TenantProcesses.from_props(olds).cluster}  # `name` before issue 39: the same
         return _diff(olds, news, self.KEYS, restart=_control_plane(olds).has_data())
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
@@ -190,12 +150,10 @@ class ControlPlaneProvider(ResourceProvider):
         """Stop the cluster (kwokctl), then every process still naming the tenant's folder (HAMi and the
         bind-time role too, when killed by hand or never recorded), then remove the folder: TLS keys,
         scheduler config, logs, kubeconfig. Nothing stays; a tenant already gone (reboot) is fine."""
-        from process_lab.commands import stop_all
-        from process_lab.control_plane import ControlPlane
-
-        folder = Path(props["folder"])
+        processes = TenantProcesses.from_props(props)
+        folder = processes.folder
         if folder.exists():
-            ControlPlane(props["name"], Path(props["bin_dir"]), folder / "kwok").delete()
+            processes.control_plane.delete()
         stop_all(f"{folder}/")  # the slash: tenant-a's sweep must not match tenant-ab's paths
         shutil.rmtree(folder, ignore_errors=True)
         if not parents:
@@ -205,7 +163,9 @@ class ControlPlaneProvider(ResourceProvider):
                 parent.rmdir()  # only when empty: another tenant or stack may still run (make_folder retries)
 
 
-class ProcessControlPlane(pulumi.dynamic.Resource):
+class ControlPlaneProcesses(pulumi.dynamic.Resource):
+    """A tenant's control plane as local processes (ControlPlaneProvider)."""
+
     kubeconfig: pulumi.Output[str]
     endpoint: pulumi.Output[str]
     hami_port: pulumi.Output[int]
@@ -213,8 +173,8 @@ class ProcessControlPlane(pulumi.dynamic.Resource):
     folder: pulumi.Output[str]
     instance: pulumi.Output[str]
 
-    def __init__(self, name: str, cluster: str, bin_dir: str, folder: str, opts: pulumi.ResourceOptions) -> None:
-        props = {"name": cluster, "bin_dir": bin_dir, "folder": folder, "running": True}
+    def __init__(self, name: str, processes: TenantProcesses, opts: pulumi.ResourceOptions) -> None:
+        props = {**processes.props(), "running": True}
         outs = dict.fromkeys(("kubeconfig", "endpoint", "hami_port", "hami_metrics_port"))
         secret = pulumi.ResourceOptions(additional_secret_outputs=["kubeconfig"])
         super().__init__(ControlPlaneProvider(), name, {**props, **outs}, pulumi.ResourceOptions.merge(opts, secret))
@@ -247,14 +207,9 @@ class KwokNodesProvider(ResourceProvider):
 
     @staticmethod
     def _apply(props: dict[str, Any]) -> None:
-        """Server-side apply and a status patch: nodes already there keep their pods (an update re-applies)."""
-        from process_lab.gpu_nodes import node_object, node_status
-
+        """Nodes without cards (GpuInventory writes those): an update re-applies, and nodes there keep their pods."""
         control_plane = _control_plane(props)
-        control_plane.apply([{**node_object(name, []), **node_status([])} for name in props["nodes"]])
-        for name in props["nodes"]:
-            status = json.dumps(node_status([]))
-            control_plane.kubectl("patch", "node", name, "--subresource=status", "--type=merge", "-p", status)
+        apply_nodes(control_plane, {name: [] for name in props["nodes"]})
         control_plane.kubectl("wait", "--for=condition=Ready", "--timeout=60s", *(f"node/{n}" for n in props["nodes"]))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
@@ -274,13 +229,21 @@ class KwokNodesProvider(ResourceProvider):
 
 
 class KwokNodes(pulumi.dynamic.Resource):
-    def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions) -> None:
-        super().__init__(KwokNodesProvider(), name, {**props, "running": True}, opts)
+    def __init__(
+        self,
+        name: str,
+        processes: TenantProcesses,
+        control_plane: ControlPlaneProcesses,
+        nodes: list[str],
+        opts: pulumi.ResourceOptions,
+    ) -> None:
+        props = {**processes.props(), "control_plane": control_plane.instance, "nodes": nodes, "running": True}
+        super().__init__(KwokNodesProvider(), name, props, opts)
 
 
 class HamiProvider(ResourceProvider):
     """hami-scheduler (extender and webhook) and the device plugin's bind-time part, as local processes, and
-    HAMi's MutatingWebhookConfiguration by URL (process_lab.hami)."""
+    HAMi's MutatingWebhookConfiguration by URL (process_lab.hami_scheduler)."""
 
     KEYS = (
         "cluster",
@@ -299,21 +262,12 @@ class HamiProvider(ResourceProvider):
 
     @staticmethod
     def _start(props: dict[str, Any]) -> dict[str, Any]:
-        from process_lab.commands import start_detached
-        from process_lab.hami import HamiScheduler, webhook_object
-
         folder = Path(props["folder"])
         control_plane = _control_plane(props)
-        tls = folder / "tls"
-        control_plane.apply([webhook_object(int(props["hami_port"]), (tls / "ca.crt").read_bytes())])
         hami = HamiScheduler(
             Path(props["hami_binary"]), folder, int(props["hami_port"]), int(props["hami_metrics_port"])
         )
-        settings = props["settings"]
-        lab = SimpleNamespace(scheduling=SimpleNamespace(**settings))  # what HamiScheduler.start reads
-        split_count = int(settings["split_count"])
-        hami.start(control_plane.kubeconfig, lab, split_count, tls / "ca.crt", tls / "tls.crt", tls / "tls.key")
-        hami.wait_ready()
+        serve(hami, control_plane, HamiSettings.from_props(props["settings"]), folder / "tls")
         argv = [
             sys.executable,
             "-m",
@@ -327,8 +281,6 @@ class HamiProvider(ResourceProvider):
 
     @staticmethod
     def _stop(props: dict[str, Any]) -> None:
-        from process_lab.commands import stop_all, stop_session
-
         folder = props["folder"]
         for key in ("bind_time_pid", "hami_pid"):
             if props.get(key):
@@ -341,8 +293,6 @@ class HamiProvider(ResourceProvider):
         return _diff(olds, news, self.KEYS, restart=True)
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        from process_lab.commands import is_ours
-
         alive = all(
             props.get(key) and is_ours(int(props[key]), props["folder"]) for key in ("hami_pid", "bind_time_pid")
         )
@@ -360,7 +310,23 @@ class HamiProvider(ResourceProvider):
 class HamiProcesses(pulumi.dynamic.Resource):
     hami_pid: pulumi.Output[int]
 
-    def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions) -> None:
+    def __init__(
+        self,
+        name: str,
+        processes: TenantProcesses,
+        control_plane: ControlPlaneProcesses,
+        hami_binary: Path | None,
+        settings: HamiSettings,
+        opts: pulumi.ResourceOptions,
+    ) -> None:
+        props = {
+            **processes.props(),
+            "control_plane": control_plane.instance,
+            "hami_binary": str(hami_binary or ""),
+            "hami_port": control_plane.hami_port,  # what the tenant's kube-scheduler was configured with
+            "hami_metrics_port": control_plane.hami_metrics_port,
+            "settings": settings.props(),
+        }
         outs = {"hami_pid": None, "bind_time_pid": None}
         super().__init__(HamiProvider(), name, {**props, **outs, "running": True}, opts)
 
@@ -372,18 +338,10 @@ class GpuInventoryProvider(ResourceProvider):
     KEYS = ("cluster", "bin_dir", "folder", "control_plane", "node", "register", "capacity", "running")
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        from model.catalog import REGISTER_ANNOTATION
-        from process_lab.gpu_nodes import HOST_CAPACITY
-        from process_lab.hami import HamiScheduler
-
-        control_plane = _control_plane(props)
         node = props["node"]
-        control_plane.kubectl("annotate", "node", node, "--overwrite", f"{REGISTER_ANNOTATION}={props['register']}")
-        capacity = {**HOST_CAPACITY, **{key: str(value) for key, value in props["capacity"].items()}}
-        status = json.dumps({"status": {"capacity": capacity, "allocatable": capacity}})
-        control_plane.kubectl("patch", "node", node, "--subresource=status", "--type=merge", "-p", status)
+        write_inventory(_control_plane(props), node, props["register"], props["capacity"])
         # HAMi takes a node in on its add event or its 15 s registration tick (notes/process-lab.md).
-        HamiScheduler(Path(), Path(props["folder"]), 0, 0).wait_for_nodes([node])
+        wait_for_registered(Path(props["folder"]) / "hami-scheduler.log", [node])
         return CreateResult(id_=f"{props['cluster']}/{node}/inventory", outs={**props, "running": True})
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
@@ -392,8 +350,6 @@ class GpuInventoryProvider(ResourceProvider):
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         """Found stopped when the node is gone or no longer carries the cards (annotation or capacity): the
         update writes them again. Only gpulab writes them, so a node that has them is as it was made."""
-        from model.catalog import REGISTER_ANNOTATION
-
         if not _api_ready(props):
             return ReadResult(id_=id_, outs=props, inputs=props)
         try:
@@ -410,8 +366,6 @@ class GpuInventoryProvider(ResourceProvider):
         return UpdateResult(outs=self.create(news).outs)
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
-        from model.catalog import REGISTER_ANNOTATION
-
         control_plane = _control_plane(props)
         if control_plane.kubeconfig.exists():  # as _delete_in_cluster: an API server gone is fine
             control_plane.kubectl("annotate", "node", props["node"], f"{REGISTER_ANNOTATION}-", check=False, timeout=20)
@@ -419,8 +373,6 @@ class GpuInventoryProvider(ResourceProvider):
 
 def _same_quantity(found: str | None, expected: int | str) -> bool:
     """The API server writes a quantity in its canonical form (20000 comes back as "20k"): compare values."""
-    from model.quantity import parse_quantity
-
     try:
         return found is not None and parse_quantity(found) == parse_quantity(str(expected))
     except ValueError:
@@ -428,5 +380,22 @@ def _same_quantity(found: str | None, expected: int | str) -> bool:
 
 
 class GpuInventory(pulumi.dynamic.Resource):
-    def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions) -> None:
-        super().__init__(GpuInventoryProvider(), name, {**props, "running": True}, opts)
+    def __init__(
+        self,
+        name: str,
+        processes: TenantProcesses,
+        control_plane: ControlPlaneProcesses,
+        node: str,
+        register: str,
+        capacity: dict[str, int],
+        opts: pulumi.ResourceOptions,
+    ) -> None:
+        props = {
+            **processes.props(),
+            "control_plane": control_plane.instance,
+            "node": node,
+            "register": register,
+            "capacity": capacity,
+            "running": True,
+        }
+        super().__init__(GpuInventoryProvider(), name, props, opts)

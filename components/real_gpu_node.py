@@ -16,7 +16,7 @@ import sys
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.hami import HamiGpuNode, gpu_node_ready
+from components.hami_chart import HamiGpuNode, gpu_node_ready
 from components.shell import script_command
 from components.tenant_control_plane import TenantControlPlane
 from components.tenant_worker import TenantWorker

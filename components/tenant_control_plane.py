@@ -8,19 +8,16 @@ from __future__ import annotations
 
 import base64
 import ipaddress
-from pathlib import Path
 
 import pulumi
 import pulumi_command as command
 import pulumi_kubernetes as k8s
 
 from components.management_cluster import KAMAJI_DATASTORE, ManagementCluster
-from components.process_resources import ProcessControlPlane, ProcessLab
+from components.parts import tenant_provider
 from components.shell import script_command
-from model import pulumi_state
 from model.config import Tenant
 from model.names import KAMAJI_MAX_ANNOTATION, TENANT_LABEL
-from process_lab.control_plane import ControlPlane, lost_data
 
 API_PORT = 6443
 KONNECTIVITY_PORT = 8132
@@ -122,9 +119,6 @@ class TenantControlPlane(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpulab:index:TenantControlPlane", name, None, opts)
-        if management.process_lab is not None:
-            self._local_processes(name, tenant, management.process_lab)
-            return
         in_management = pulumi.ResourceOptions(parent=self, provider=management.provider)
 
         namespace = k8s.core.v1.Namespace(
@@ -178,35 +172,5 @@ class TenantControlPlane(pulumi.ComponentResource):
         self._finish(name)
 
     def _finish(self, name: str) -> None:
-        """The tenant's Kubernetes provider, once its API answers. If the tenant API is gone (its control plane
-        or the whole kind cluster deleted by hand, its processes killed), its objects are gone with it:
-        destroy drops them from the state instead of failing on them."""
-        self.provider = k8s.Provider(
-            f"{name}-provider",
-            kubeconfig=self.kubeconfig,
-            delete_unreachable=True,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.api_ready]),
-        )
+        self.provider = tenant_provider(name, self, self.kubeconfig, self.api_ready)
         self.register_outputs({"kubeconfig": self.kubeconfig, "endpoint": self.endpoint})
-
-    def _local_processes(self, name: str, tenant: Tenant, lab: ProcessLab) -> None:
-        """Process mode: etcd, kube-apiserver, kube-controller-manager and kube-scheduler (with HAMi's
-        extender) as local processes on 127.0.0.1, by kwokctl (components/process_resources.py)."""
-        cluster, folder = f"gpulab-{tenant.name}", lab.tenant_folder(tenant.name)
-        # A stopped control plane is started again on its data; one whose data is gone is made anew: say so.
-        recorded = pulumi_state.recorded(pulumi.get_project(), pulumi.get_stack(), f"::{name}-processes")
-        lost = lost_data(tenant.name, ControlPlane(cluster, lab.bin_dir, Path(folder) / "kwok"), bool(recorded))
-        if lost:
-            pulumi.log.warn(lost, resource=self)
-        self.processes = ProcessControlPlane(
-            f"{name}-processes",
-            cluster=cluster,
-            bin_dir=str(lab.bin_dir),
-            folder=folder,
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        self.tenant_control_plane = None  # type: ignore[assignment]
-        self.api_ready = self.processes  # type: ignore[assignment]  # kwokctl --wait: the API answers
-        self.kubeconfig = pulumi.Output.secret(self.processes.kubeconfig)
-        self.endpoint = self.processes.endpoint.apply(lambda url: url.removeprefix("https://"))
-        self._finish(name)

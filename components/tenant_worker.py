@@ -20,7 +20,6 @@ import pulumi_kubernetes as k8s
 
 from components.image_cache import ImageCache
 from components.management_cluster import ManagementCluster
-from components.process_resources import KwokNodes, ProcessLab
 from components.shell import remote_script, script_command
 from components.tenant_control_plane import TenantControlPlane
 from model.config import LabConfig, SshWorker, Tenant, secret
@@ -138,9 +137,6 @@ class TenantWorker(pulumi.ComponentResource):
         self.node_name = tenant.gpu_node_name()
         self.container = None
         self.containers = []
-        if management.process_lab is not None:
-            self._kwok_nodes(management.process_lab)
-            return
         if tenant.worker_mode == "container":
             self.joins = self._container_nodes(lab, management, images)
         else:
@@ -166,24 +162,6 @@ class TenantWorker(pulumi.ComponentResource):
             environment={"NODE_NAMES": " ".join(self.node_names), "TENANT": tenant.name, "TIMEOUT": "600"},
             opts=pulumi.ResourceOptions(parent=self, depends_on=[calico]),
         )
-        self.register_outputs({"nodeNames": self.node_names, "nodeName": self.node_name, "nodeIp": self.node_ip})
-
-    def _kwok_nodes(self, lab: ProcessLab) -> None:
-        """Process mode: the tenant's nodes as KWOK nodes, which kwok-controller keeps Ready and whose pods it
-        runs (no kubelet, no container, no CNI: there is no pod network to make)."""
-        self.node_ip = pulumi.Output.from_input("127.0.0.1")
-        self.ready = KwokNodes(  # type: ignore[assignment]
-            f"{self._name}-kwok-nodes",
-            {
-                "cluster": f"gpulab-{self._tenant.name}",
-                "bin_dir": str(lab.bin_dir),
-                "folder": lab.tenant_folder(self._tenant.name),
-                "control_plane": self._control_plane.processes.instance,
-                "nodes": self.node_names,
-            },
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self._control_plane.api_ready]),
-        )
-        self.joins = [self.ready]
         self.register_outputs({"nodeNames": self.node_names, "nodeName": self.node_name, "nodeIp": self.node_ip})
 
     def _container_nodes(

@@ -16,5 +16,5 @@ KAMAJI_NAMESPACE = "kamaji-system"
 KAMAJI_DATASTORE = "default"  # the Kamaji chart's kamaji-etcd DataStore (defaultDatastoreName)
 POOL_NAME = "gpulab"  # MetalLB IPAddressPool and L2Advertisement
 HAMI_NAMESPACE = "kube-system"  # the mock plugin mounts hami-scheduler-device from its own namespace (notes/hami.md 6)
-DENY_POLICY = "gpulab-gpu-requests"  # the in-tenant ValidatingAdmissionPolicies (components/gpu_admission.py)
+DENY_POLICY = "gpulab-gpu-requests"  # the in-tenant ValidatingAdmissionPolicies (model/admission_policy.py)
 WARN_POLICY = "gpulab-gpu-requests-advice"

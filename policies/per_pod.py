@@ -1,5 +1,5 @@
 """The refusals decided by one pod alone, from the tenant's inventory: what the pack and the
-in-tenant admission policy (components/gpu_admission.py) must agree on, question for question and
+in-tenant admission policy (model/admission_policy.py) must agree on, question for question and
 in the same order (kubectl shows only the admission policy's first failing validation):
 
 - NodeInsufficientDevice: a container asks for more cards than the node has (with several GPU nodes,

@@ -123,7 +123,7 @@ class LabMocks(pulumi.runtime.Mocks):
             # Process mode's control plane (components/process_resources.py) returns kwokctl's kubeconfig.
             self._endpoints += 1
             outputs["endpoint"] = f"https://127.0.0.1:{32000 + self._endpoints}"
-            outputs["kubeconfig"] = tenant_kubeconfig(args.inputs["name"])
+            outputs["kubeconfig"] = tenant_kubeconfig(args.inputs["cluster"])
             outputs["hami_port"], outputs["hami_metrics_port"] = 31000 + self._endpoints, 30000 + self._endpoints
         return f"{args.name}-id", outputs
 

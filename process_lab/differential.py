@@ -32,7 +32,7 @@ NAMESPACE = "gpu-workloads"
 POLICIES = ("spread", "binpack")
 # HAMi v2.8.3 pkg/scheduler/score.go: one FilteringFailed event per reason, "<k> nodes <Reason>(<n1>,<n2>)".
 FILTER_REASON = re.compile(r"^\d+ nodes (\w+)\(")
-# A ValidatingAdmissionPolicy's message starts with the reason name (components/gpu_admission.py).
+# A ValidatingAdmissionPolicy's message starts with the reason name (model/admission_policy.py).
 DENIED = re.compile(r"denied request: (\w+):")
 
 

@@ -8,7 +8,10 @@ the same functions as the Docker lab's mock device plugin inventory (model/catal
 
 from __future__ import annotations
 
+import json
+
 from model.catalog import REGISTER_ANNOTATION, Card, register_annotation, totals
+from process_lab.control_plane import ControlPlane
 
 # kwokctl's binary runtime runs kwok-controller with --manage-all-nodes=true; the annotation says what
 # KWOK's own examples say a fake node is.
@@ -33,3 +36,21 @@ def node_object(name: str, cards: list[Card]) -> dict:
 def node_status(cards: list[Card]) -> dict:
     capacity = {**HOST_CAPACITY, **{resource: str(value) for resource, value in totals(cards).items()}}
     return {"status": {"capacity": capacity, "allocatable": capacity}}
+
+
+def apply_nodes(control_plane: ControlPlane, nodes: dict[str, list[Card]]) -> None:
+    """The nodes by server-side apply (nodes already there keep their pods), then their status: a Node's create
+    keeps its status (as the kubelet registers), and the patch makes sure, also for a node that was there."""
+    control_plane.apply([{**node_object(name, cards), **node_status(cards)} for name, cards in nodes.items()])
+    for name, cards in nodes.items():
+        status = json.dumps(node_status(cards))
+        control_plane.kubectl("patch", "node", name, "--subresource=status", "--type=merge", "-p", status)
+
+
+def write_inventory(control_plane: ControlPlane, node: str, register: str, capacity: dict[str, int]) -> None:
+    """One GPU node's cards on a node that is there: HAMi's register annotation and the node's capacity, as the
+    Docker lab's apply-gpu-inventory.sh and mock device plugin write them."""
+    control_plane.kubectl("annotate", "node", node, "--overwrite", f"{REGISTER_ANNOTATION}={register}")
+    written = {**HOST_CAPACITY, **{key: str(value) for key, value in capacity.items()}}
+    status = json.dumps({"status": {"capacity": written, "allocatable": written}})
+    control_plane.kubectl("patch", "node", node, "--subresource=status", "--type=merge", "-p", status)

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from process_lab.control_plane import missing_programs
-from process_lab.hami import find_hami_scheduler
+from process_lab.hami_scheduler import find_hami_scheduler
 
 ROOT = Path(__file__).resolve().parents[1]
 # The engine, the language host that runs gpulab's Python program (and its two scripts), and the provider.

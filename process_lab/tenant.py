@@ -1,43 +1,45 @@
-"""One tenant of the process lab: control plane, admission, namespaces and quotas, GPU nodes, HAMi.
+"""One tenant of the process lab, for the real tier's tests and the benchmarks: control plane, admission,
+namespaces and quotas, GPU nodes, HAMi, in one process's lifetime.
 
-The objects are the Docker lab's own (components.gpu_admission.policy_objects,
-components.tenant_namespaces.tenant_objects, model.catalog), applied here with the real kubectl.
+It drives the same building blocks as process mode's dynamic resources (components/process_resources.py):
+hami_scheduler.prepare and serve, gpu_nodes.apply_nodes, and the objects of model/ (admission_policy,
+tenant_objects), applied with the real kubectl. Only the order differs where a test needs it: GPU nodes carry
+their cards from their create, so HAMi takes them in on their add event.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from components.gpu_admission import policy_objects
-from components.tenant_namespaces import tenant_objects
+from model.admission_policy import policy_objects
 from model.config import LabConfig, Tenant
-from process_lab.commands import ProcessLabError, free_port
+from model.tenant_objects import tenant_objects
+from process_lab.commands import ProcessLabError
 from process_lab.control_plane import ControlPlane
 from process_lab.device_plugin import BindTimeRole
-from process_lab.gpu_nodes import node_object, node_status
-from process_lab.hami import HamiScheduler, make_tls, scheduler_config, webhook_object
+from process_lab.gpu_nodes import apply_nodes
+from process_lab.hami_scheduler import HamiScheduler, HamiSettings, prepare, serve
 
 
 class TenantLab:
     def __init__(self, tenant: Tenant, lab: LabConfig, bin_dir: Path, folder: Path, hami_binary: Path | None) -> None:
         self.tenant, self.lab, self.folder, self.hami_binary = tenant, lab, folder, hami_binary
         self.control_plane = ControlPlane(f"gpulab-{tenant.name}", bin_dir, folder / "kwok")
-        self.ports = (free_port(), free_port())  # HAMi's HTTPS and metrics, fixed in kube-scheduler's config
-        self.hami = HamiScheduler(hami_binary, folder, *self.ports) if hami_binary else None
+        self.hami: HamiScheduler | None = None  # made by up(), on the ports it chooses
+        self.hami_args: list[str] = []  # hami-scheduler's options beyond the lab's (the benchmark's --kube-qps)
         self.bind_time = BindTimeRole(self.control_plane) if hami_binary else None
         self.renewals = 0
 
     def up(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        sched_config = None
-        if self.hami:
-            self.tls = make_tls(self.folder / "tls")
-            sched_config = self.folder / "kube-scheduler.yaml"
-            sched_config.write_text(scheduler_config(self.hami.port))
-        self.control_plane.create(sched_config)
-        if self.hami:
-            self.control_plane.apply([webhook_object(self.hami.port, self.tls[0].read_bytes())])
+        scheduler_config = None
+        if self.hami_binary:
+            # HAMi's HTTPS and metrics ports, fixed in kube-scheduler's configuration.
+            scheduler_config, *self.ports = prepare(self.folder)
+            self.hami = HamiScheduler(self.hami_binary, self.folder, *self.ports)
+            self.hami.extra_args = self.hami_args
+        self.control_plane.create(scheduler_config)
+        if self.bind_time:
             self.bind_time.start()
         self._tenant_up()
 
@@ -49,17 +51,11 @@ class TenantLab:
         namespaces, quotas, inventory = tenant_objects(self.tenant, self.lab, all_cards, nodes[0].name)
         self.control_plane.apply([*policy_objects(self.tenant), *namespaces, *quotas.values(), inventory])
         if self.hami:
-            ca_crt, crt, key = self.tls
-            self.hami.start(self.control_plane.kubeconfig, self.lab, self.tenant.split_count, ca_crt, crt, key)
-            self.hami.wait_ready()
+            serve(self.hami, self.control_plane, HamiSettings.of(self.lab, self.tenant), self.folder / "tls")
         # With their capacity from the start: HAMi's node-add event takes in only a node whose allocatable
         # nvidia.com/gpu is above 0, and it has no node-update handler (pkg/scheduler/scheduler.go), so a
-        # capacity patched in afterwards waits for its 15 s tick. A Node's create keeps status (as the
-        # kubelet registers); the status patch then only makes sure.
-        self.control_plane.apply([{**node_object(node.name, node.cards), **node_status(node.cards)} for node in nodes])
-        for node in nodes:
-            status = json.dumps(node_status(node.cards))
-            self.control_plane.kubectl("patch", "node", node.name, "--subresource=status", "--type=merge", "-p", status)
+        # capacity patched in afterwards waits for its 15 s tick.
+        apply_nodes(self.control_plane, {node.name: node.cards for node in nodes})
         if self.hami:
             self.hami.wait_for_nodes([node.name for node in nodes])
 
@@ -79,6 +75,7 @@ class TenantLab:
         self.renewals += 1
         if self.hami_binary:
             self.hami = HamiScheduler(self.hami_binary, self.folder / f"hami-{self.renewals}", *self.ports)
+            self.hami.extra_args = self.hami_args
             self.hami.folder.mkdir(parents=True, exist_ok=True)
         self._tenant_up()
 

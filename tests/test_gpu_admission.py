@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from lab_harness import lab_config, reference_program
 from shared_data import ROOT
 
-from components.gpu_admission import DENY_POLICY, WARN_POLICY, deny_validations, policy_objects
+from model.admission_policy import DENY_POLICY, WARN_POLICY, deny_validations, policy_objects
 from model.config import parse_config
 from policies import per_pod
 from policies.inventory import from_tenant

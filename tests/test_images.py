@@ -274,7 +274,7 @@ def test_nothing_the_lab_installs_in_a_tenant_is_refused_by_its_admission_policy
     every tenant; the GPU admission policy gpulab installs there must admit all of their pods."""
     from cel_harness import run_policy
 
-    from components.gpu_admission import DENY_POLICY, policy_objects
+    from model.admission_policy import DENY_POLICY, policy_objects
     from model.config import parse_config
     from policies.workloads import POD_TEMPLATE_PATHS
 

@@ -10,19 +10,47 @@ from pathlib import Path
 import pytest
 from shared_data import ROOT
 
-PACKAGES = ("hami", "model", "components", "policies", "scripts", "preview", "report", "diagnose", "benchmarks")
-# Which of gpulab's packages each may import. components and policies never import each other.
+PACKAGES = (
+    "hami",
+    "model",
+    "components",
+    "policies",
+    "process_lab",
+    "scripts",
+    "preview",
+    "report",
+    "diagnose",
+    "benchmarks",
+)
+# Every arrow that may exist between gpulab's packages: which each may import. components and policies never
+# import each other; process_lab (local programs: no SDK) sits below the components that drive it.
 ALLOWED = {
     "hami": set(),  # HAMi's semantics: nothing of gpulab's (issue 31)
     "model": set(),
-    "components": {"model"},
     "policies": {"model", "hami"},
+    "process_lab": {"model", "policies", "hami"},  # the differential asks the pack's engine what HAMi would do
+    "components": {"model", "process_lab"},
     "scripts": {"model"},
     "report": {"model"},
-    "preview": {"model", "policies", "hami"},  # runs the program (__main__.py) by path, not by import
+    "preview": {"model", "policies", "hami", "process_lab"},  # runs the program (__main__.py) by path
     "diagnose": {"model", "components"},  # the names the components give what they create
-    "benchmarks": {"model", "policies", "hami"},
+    "benchmarks": {"model", "policies", "hami", "process_lab"},
 }
+# The components of each runtime (issue 39): __main__.py picks one set; none imports another runtime's, and the
+# shared ones (a tenant's own objects, the parts' protocols, the script runner) import neither.
+RUNTIMES = {
+    "docker": {
+        "image_cache",
+        "management_cluster",
+        "tenant_control_plane",
+        "tenant_worker",
+        "hami_chart",
+        "mock_gpu_node",
+        "real_gpu_node",
+    },
+    "process": {"process_control_plane", "kwok_workers", "process_gpu_node", "process_resources"},
+}
+SHARED_COMPONENTS = {"__init__", "parts", "shell", "gpu_admission", "tenant_namespaces", "gpu_workloads"}
 SDKS = ("pulumi", "pulumi_kubernetes", "pulumi_docker", "pulumi_command", "kubernetes", "docker")
 MAX_LINES = 500
 
@@ -52,6 +80,54 @@ def test_each_package_imports_only_the_floors_below_it(package: str) -> None:
         if other not in ALLOWED[package]
     }
     assert not wrong, sorted(wrong)
+
+
+def test_the_allowed_arrows_make_no_circle() -> None:
+    """Read as a graph, ALLOWED has no cycle: every package stands on floors strictly below it."""
+    placed: list[str] = []
+    while len(placed) < len(ALLOWED):
+        ready = [name for name, below in ALLOWED.items() if name not in placed and below <= set(placed)]
+        assert ready, f"a circle among {sorted(set(ALLOWED) - set(placed))}"
+        placed += ready
+
+
+def component_imports(path: Path) -> set[str]:
+    """The components modules a component imports, by module name."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("components."):
+            found.add(node.module.split(".")[1])
+    return found
+
+
+def test_each_component_belongs_to_one_runtime_or_to_all() -> None:
+    """No component names another runtime: a Docker part imports no process part or process_lab, a process part
+    no Docker part and no Docker or command provider; the shared ones import no runtime's parts."""
+    modules = {path.stem: path for path in (ROOT / "components").glob("*.py")}
+    assert set(modules) == SHARED_COMPONENTS | RUNTIMES["docker"] | RUNTIMES["process"], "a component not placed"
+    wrong = []
+    for runtime, own in RUNTIMES.items():
+        others = set().union(*(mods for name, mods in RUNTIMES.items() if name != runtime))
+        for module in own:
+            wrong += [f"{module} imports {other}" for other in component_imports(modules[module]) & others]
+    for module in RUNTIMES["docker"]:
+        wrong += [f"{module} imports process_lab" for _ in imports(modules[module]) & {"process_lab"}]
+    for module in RUNTIMES["process"]:
+        wrong += [f"{module} imports {sdk}" for sdk in imports(modules[module]) & {"pulumi_docker", "pulumi_command"}]
+    for module in SHARED_COMPONENTS:
+        runtime_modules = RUNTIMES["docker"] | RUNTIMES["process"]
+        wrong += [f"{module} imports {other}" for other in component_imports(modules[module]) & runtime_modules]
+        wrong += [f"{module} imports process_lab" for _ in imports(modules[module]) & {"process_lab"}]
+    assert not wrong, sorted(wrong)
+
+
+def test_the_runtime_is_chosen_once_in_the_program() -> None:
+    """Only __main__.py reads which runtime a stack has; no component branches on it."""
+    readers = sorted(
+        str(path.relative_to(ROOT)) for path in (ROOT / "components").glob("*.py") if "process_mode" in path.read_text()
+    )
+    assert readers == []
+    assert "lab.process_mode" in (ROOT / "__main__.py").read_text()
 
 
 def test_the_model_imports_no_pulumi_or_kubernetes_sdk_when_imported() -> None:

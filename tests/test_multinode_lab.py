@@ -371,7 +371,7 @@ def gpu_pod(gpus: int, gpumem: int = 1000) -> dict:
 def test_admission_judges_card_rules_against_the_node_that_holds_the_most(gpus, gpumem, refused) -> None:
     from cel_harness import run_policy
 
-    from components.gpu_admission import DENY_POLICY, policy_objects
+    from model.admission_policy import DENY_POLICY, policy_objects
     from policies.inventory import from_tenant
     from policies.per_pod import per_pod_refusals
     from policies.workloads import read_workload
@@ -449,7 +449,7 @@ def test_the_live_unplaceable_pod_passes_admission_and_the_model_refuses_it_for_
     by the tenant's policy, refused by the pack's model with the reason the live case waits for."""
     from cel_harness import run_policy
 
-    from components.gpu_admission import DENY_POLICY, policy_objects
+    from model.admission_policy import DENY_POLICY, policy_objects
     from policies.evaluate import evaluate_tenant
     from policies.inventory import from_tenant
     from policies.workloads import read_workload

@@ -15,8 +15,8 @@ from policy_harness import (
     stack_args,
 )
 
-from components.tenant_namespaces import inventory_document
 from model.config import parse_config
+from model.tenant_objects import inventory_document
 
 LAB = parse_config(lab_config())
 TENANT_A, TENANT_B = LAB.tenants
@@ -256,7 +256,7 @@ def test_kinds_the_pack_cannot_read_are_reported(resource_type: str, props: dict
 
 def test_patches_and_charts_without_gpu_requests_pass() -> None:
     """HAMi's own chart names its resources as values (`resourceMem: nvidia.com/gpumem`), never as keys."""
-    from components.hami import hami_values
+    from components.hami_chart import hami_values
 
     hami = resource("kubernetes:helm.sh/v3:Release", {"chart": "hami", "values": hami_values(TENANT_A, LAB)})
     scale = resource("kubernetes:apps/v1:DeploymentPatch", {"metadata": {"name": "web"}, "spec": {"replicas": 3}})

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import io
 import itertools
+import json
 import os
 import subprocess
 import sys
@@ -397,3 +398,37 @@ def test_creates_and_destroys_of_two_tenants_side_by_side_never_fail(tmp_path: P
         thread.join(timeout=120)
     assert not failures, failures
     assert not (tmp_path / "process").exists(), "a destroy of both leaves the stack's folders"
+
+
+# Process mode's stacks made before issue 39 have these two components, which held nothing in process mode
+# (no kind cluster, no image to pull); the runtime split no longer makes them. Every other resource stays.
+REMOVED_IN_PROCESS_MODE = {"gpulab:index:ManagementCluster::management", "gpulab:index:ImageCache::images"}
+
+
+def test_a_process_stack_made_before_the_runtime_split_keeps_every_resource(monkeypatch) -> None:
+    """Issue 39: the URNs, parents and dependencies of tests/snapshots/process-registrations.json, stored by the
+    code before the split (commit 'store the process-mode stack's registrations'), read through the aliases
+    the engine follows: nothing replaced or rewired, nothing new, and only the two empty components gone."""
+    from registration_snapshot import as_before
+
+    monkeypatch.setenv("GPULAB_PLAN", "1")  # the mocks start nothing: no check of ./bin
+    stored = json.loads((ROOT / "tests" / "snapshots" / "process-registrations.json").read_text())["process"]
+    program = run_program(sim_config())
+    now, new = as_before(program.registrations, set(stored))
+    gone = {urn.split("$")[-1] for urn in set(stored) - set(now)}
+    assert gone == REMOVED_IN_PROCESS_MODE
+    assert not [urn for urn in now if now[urn] != stored[urn]]
+    assert new == []
+
+
+def test_a_control_plane_recorded_before_the_runtime_split_is_no_change(tmp_path: Path) -> None:
+    """States written before issue 39 call the control plane's cluster `name`; the program now says `cluster`.
+    The provider's diff reads both as one record (process_lab.stack.TenantProcesses): no update, no replace."""
+    from components.process_resources import ControlPlaneProvider
+
+    common = {"bin_dir": str(tmp_path / "bin"), "folder": str(tmp_path / "tenant-a"), "running": True}
+    before = {"name": "gpulab-tenant-a", **common, "kubeconfig": "k", "endpoint": "https://127.0.0.1:1"}
+    diff = ControlPlaneProvider().diff("id", before, {"cluster": "gpulab-tenant-a", **common})
+    assert (diff.changes, diff.replaces) == (False, [])
+    renamed = ControlPlaneProvider().diff("id", before, {"cluster": "gpulab-tenant-b", **common})
+    assert renamed.replaces == ["cluster"]

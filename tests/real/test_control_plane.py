@@ -8,8 +8,8 @@ from __future__ import annotations
 import ipaddress
 import json
 
-from components.tenant_namespaces import quota_hard
 from model.catalog import GPU_RESOURCE, REGISTER_ANNOTATION, gpu_capacity, register_annotation
+from model.tenant_objects import quota_hard
 from tests.acceptance.helpers import wait_until
 from tests.real.cluster import POLL, listening
 

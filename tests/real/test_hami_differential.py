@@ -37,7 +37,7 @@ from process_lab.differential import (
     predicted,
     random_scenario,
 )
-from process_lab.hami import find_hami_scheduler
+from process_lab.hami_scheduler import find_hami_scheduler
 from process_lab.tenant import TenantLab
 
 pytestmark = pytest.mark.real

@@ -17,7 +17,7 @@ import pytest
 
 from model.config.loading import load_stack_file
 from process_lab.commands import ProcessLabError
-from process_lab.hami import find_hami_scheduler
+from process_lab.hami_scheduler import find_hami_scheduler
 from process_lab.tenant import TenantLab
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from components import process_resources
 from components.process_resources import (
     ControlPlaneProvider,
     GpuInventoryProvider,
@@ -29,7 +30,8 @@ from components.process_resources import (
 )
 from process_lab.commands import zombie
 from process_lab.control_plane import COMPONENTS, ControlPlane, lost_data
-from process_lab.hami import HamiScheduler, find_hami_scheduler
+from process_lab.hami_scheduler import find_hami_scheduler
+from process_lab.stack import TenantProcesses
 
 pytestmark = pytest.mark.real
 CLUSTER = "gpulab-restart"
@@ -54,11 +56,12 @@ class Tenant:
     """One tenant's resources as the program declares them, and their state as the engine keeps it."""
 
     def __init__(self, bin_dir: Path, folder: Path, hami: Path | None) -> None:
-        self.control_plane_inputs = {"name": CLUSTER, "bin_dir": str(bin_dir), "folder": str(folder), "running": True}
+        record = TenantProcesses(CLUSTER, bin_dir, folder)  # what the program gives every resource
+        self.control_plane_inputs = {**record.props(), "running": True}
         outs = ControlPlaneProvider().create(dict(self.control_plane_inputs)).outs
         self.resources: dict[str, list] = {"control_plane": [ControlPlaneProvider(), folder, outs, None]}
         self.control_plane = ControlPlane(CLUSTER, bin_dir, folder / "kwok")
-        base = {"cluster": CLUSTER, "bin_dir": str(bin_dir), "folder": str(folder)}
+        base: dict[str, Any] = record.props()
         base["control_plane"] = _instance_of(outs["kubeconfig"])
         dependents = {"nodes": (KwokNodesProvider(), {**base, "nodes": [NODE]})}
         if hami is not None:
@@ -71,7 +74,7 @@ class Tenant:
         dependents["inventory"][1]["capacity"] = CAPACITY
         with pytest.MonkeyPatch.context() as patch:
             if hami is None:  # nothing takes the node's cards in: the inventory is written, not awaited
-                patch.setattr(HamiScheduler, "wait_for_nodes", lambda *_args, **_kwargs: None)
+                patch.setattr(process_resources, "wait_for_registered", lambda *_args, **_kwargs: None)
             for key, (provider, inputs) in dependents.items():
                 inputs["running"] = True
                 result = provider.create(dict(inputs))

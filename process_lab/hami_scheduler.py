@@ -17,11 +17,14 @@ import re
 import socket
 import subprocess
 import time
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from model.catalog import GPU_RESOURCE, GPUCORES_RESOURCE, GPUMEM_PERCENTAGE_RESOURCE, GPUMEM_RESOURCE
-from model.config import LabConfig
-from process_lab.commands import ProcessLabError, run
+from model.config import LabConfig, Tenant
+from process_lab.commands import ProcessLabError, free_port, run
+from process_lab.control_plane import ControlPlane
 
 SCHEDULER_NAME = "hami-scheduler"
 MANAGED_RESOURCES = (
@@ -173,6 +176,58 @@ def device_config(split_count: int) -> str:
     return "nvidia:\n" + "".join(f"  {key}: {json.dumps(value)}\n" for key, value in values.items())
 
 
+@dataclass(frozen=True)
+class HamiSettings:
+    """What a tenant's hami-scheduler is started with from the stack's config (its `scheduling` and the tenant's
+    split count): one record for the process lab's tenants and the dynamic resource's props alike."""
+
+    node_scheduler_policy: str
+    gpu_scheduler_policy: str
+    node_lock_timeout: str
+    split_count: int
+
+    @classmethod
+    def of(cls, lab: LabConfig, tenant: Tenant) -> HamiSettings:
+        scheduling = lab.scheduling
+        return cls(
+            scheduling.node_scheduler_policy,
+            scheduling.gpu_scheduler_policy,
+            scheduling.node_lock_timeout,
+            tenant.split_count,
+        )
+
+    @classmethod
+    def from_props(cls, props: dict[str, Any]) -> HamiSettings:
+        return cls(
+            str(props["node_scheduler_policy"]),
+            str(props["gpu_scheduler_policy"]),
+            str(props["node_lock_timeout"]),
+            int(props["split_count"]),
+        )
+
+    def props(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def wait_for_registered(log: Path, nodes: list[str], timeout: float = 60, exited: Any = None) -> None:
+    """Until hami-scheduler's log says it took every GPU node's cards in (its registration loop runs on node add
+    and every 15 s); `exited` () -> error or None ends the wait early when the process is gone."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if exited is not None and (error := exited()) is not None:
+            raise error
+        seen = set(NODE_ADDED.findall(log.read_text(errors="replace"))) if log.exists() else set()
+        waiting = [node for node in nodes if node not in seen]
+        if not waiting:
+            return
+        if time.monotonic() > deadline:
+            raise ProcessLabError(
+                f"hami-scheduler did not register GPU node(s) {', '.join(waiting)} within {timeout:.0f} s "
+                f"(waited for 'Node device added' in {log})"
+            )
+        time.sleep(0.2)
+
+
 class HamiScheduler:
     """One tenant's hami-scheduler process, its log in `folder`."""
 
@@ -183,10 +238,9 @@ class HamiScheduler:
         # Options beyond the chart's (e.g. the benchmark's --kube-qps): HAMi's chart sets none.
         self.extra_args: list[str] = []
 
-    def start(self, kubeconfig: Path, lab: LabConfig, split_count: int, ca_crt: Path, crt: Path, key: Path) -> None:
+    def start(self, kubeconfig: Path, settings: HamiSettings, ca_crt: Path, crt: Path, key: Path) -> None:
         config = self.folder / "device-config.yaml"
-        config.write_text(device_config(split_count))
-        scheduling = lab.scheduling
+        config.write_text(device_config(settings.split_count))
         argv = [
             str(self.binary),
             f"--http_bind=127.0.0.1:{self.port}",
@@ -196,12 +250,12 @@ class HamiScheduler:
             f"--cert_file={crt}",
             f"--key_file={key}",
             f"--scheduler-name={SCHEDULER_NAME}",
-            f"--node-scheduler-policy={scheduling.node_scheduler_policy}",
-            f"--gpu-scheduler-policy={scheduling.gpu_scheduler_policy}",
+            f"--node-scheduler-policy={settings.node_scheduler_policy}",
+            f"--gpu-scheduler-policy={settings.gpu_scheduler_policy}",
             f"--device-config-file={config}",
             "--leader-elect=false",
             # As the Docker lab's mock mode; BindTimeRole releases the lock well before it expires.
-            f"--node-lock-timeout={scheduling.node_lock_timeout}",
+            f"--node-lock-timeout={settings.node_lock_timeout}",
             "--debug",
             "-v=4",
             *self.extra_args,
@@ -240,21 +294,8 @@ class HamiScheduler:
             time.sleep(0.1)
 
     def wait_for_nodes(self, nodes: list[str], timeout: float = 60) -> None:
-        """Until HAMi has taken every GPU node's cards in (its registration loop runs on node add and every 15 s)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            if (exited := self._exited()) is not None:
-                raise exited
-            seen = set(NODE_ADDED.findall(self.log.read_text(errors="replace"))) if self.log.exists() else set()
-            waiting = [node for node in nodes if node not in seen]
-            if not waiting:
-                return
-            if time.monotonic() > deadline:
-                raise ProcessLabError(
-                    f"hami-scheduler did not register GPU node(s) {', '.join(waiting)} within {timeout:.0f} s "
-                    f"(waited for 'Node device added' in {self.log})"
-                )
-            time.sleep(0.2)
+        """Until HAMi has taken every GPU node's cards in, or its process exits."""
+        wait_for_registered(self.log, nodes, timeout, exited=self._exited)
 
     def stop(self, timeout: float = 10) -> None:
         """TERM, then KILL after `timeout`: the process and anything it started (its own session)."""
@@ -266,3 +307,21 @@ class HamiScheduler:
         except subprocess.TimeoutExpired:
             os.killpg(self.process.pid, 9)
             self.process.wait(timeout)
+
+
+def prepare(folder: Path) -> tuple[Path, int, int]:
+    """Before a tenant's kube-scheduler starts: HAMi's TLS in `folder`/tls and the scheduler's configuration
+    naming HAMi's extender on a free port. Returns (the configuration, HAMi's port, its metrics port)."""
+    port, metrics_port = free_port(), free_port()
+    make_tls(folder / "tls")
+    config = folder / "kube-scheduler.yaml"
+    config.write_text(scheduler_config(port))
+    return config, port, metrics_port
+
+
+def serve(hami: HamiScheduler, control_plane: ControlPlane, settings: HamiSettings, tls: Path) -> None:
+    """HAMi's webhook registered by URL in the tenant, then hami-scheduler started on the tenant's API server
+    with the TLS that `prepare` made in `tls`, until it serves."""
+    control_plane.apply([webhook_object(hami.port, (tls / "ca.crt").read_bytes())])
+    hami.start(control_plane.kubeconfig, settings, tls / "ca.crt", tls / "tls.crt", tls / "tls.key")
+    hami.wait_ready()

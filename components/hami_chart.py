@@ -1,4 +1,4 @@
-"""HAMi in a tenant, shared by the GPU node components (MockGpuNode, RealGpuNode): the chart's values,
+"""HAMi's chart in a tenant, shared by the Docker lab's GPU node components (MockGpuNode, RealGpuNode): the values,
 its Release, the wait until a GPU node is usable through HAMi, and the base both components build on.
 Every choice below is from ../shared/notes/hami.md (sections in comments)."""
 
@@ -11,7 +11,7 @@ import pulumi
 import pulumi_command as command
 import pulumi_kubernetes as k8s
 
-from components.process_resources import HamiProcesses, ProcessLab
+from components.parts import gpu_node_prefixes
 from components.shell import script_command
 from components.tenant_control_plane import TenantControlPlane
 from components.tenant_worker import TenantWorker
@@ -85,39 +85,6 @@ def hami_release(
     )
 
 
-def hami_processes(
-    name: str,
-    tenant: Tenant,
-    lab: LabConfig,
-    process_lab: ProcessLab,
-    control_plane: TenantControlPlane,
-    worker: TenantWorker,
-    parent: pulumi.Resource,
-) -> HamiProcesses:
-    """Process mode: hami-scheduler (extender and webhook) on the ports the tenant's kube-scheduler was
-    configured with, and the device plugin's bind-time part (components/process_resources.py)."""
-    processes = control_plane.processes
-    return HamiProcesses(
-        f"{name}-hami",
-        {
-            "cluster": f"gpulab-{tenant.name}",
-            "bin_dir": str(process_lab.bin_dir),
-            "folder": process_lab.tenant_folder(tenant.name),
-            "control_plane": processes.instance,
-            "hami_binary": str(process_lab.hami_binary or ""),
-            "hami_port": processes.hami_port,
-            "hami_metrics_port": processes.hami_metrics_port,
-            "settings": {
-                "node_scheduler_policy": lab.scheduling.node_scheduler_policy,
-                "gpu_scheduler_policy": lab.scheduling.gpu_scheduler_policy,
-                "node_lock_timeout": lab.scheduling.node_lock_timeout,
-                "split_count": tenant.split_count,
-            },
-        },
-        opts=pulumi.ResourceOptions(parent=parent, depends_on=[worker.ready]),
-    )
-
-
 def gpu_node_ready(
     prefix: str,
     node_name: str,
@@ -170,18 +137,11 @@ class HamiGpuNode(pulumi.ComponentResource):
         self.advertised = totals(self.cards)
         self.register_annotation = register_annotation(self.cards)
         self.readies = []
-        self.process_lab = ProcessLab.for_stack(pulumi.get_stack()) if lab.process_mode else None
-        if self.process_lab is not None:
-            self.hami = hami_processes(name, tenant, lab, self.process_lab, control_plane, worker, self)  # type: ignore[assignment]
-            return
         after_worker = pulumi.ResourceOptions(parent=self, provider=control_plane.provider, depends_on=[worker.ready])
         self.hami = hami_release(name, tenant, lab, control_plane, after_worker)
 
     def _node_prefixes(self, tenant: Tenant) -> list[tuple[str, NodeCards]]:
-        """(resource name prefix, GPU node) per GPU node: one node keeps the names it always had; with
-        several, each name carries the node."""
-        nodes = tenant.gpu_nodes()
-        return [(f"{self.resource_name}-{node.name}" if len(nodes) > 1 else self.resource_name, node) for node in nodes]
+        return gpu_node_prefixes(self.resource_name, tenant)
 
     def _finish(self) -> None:
         self.ready = self.readies[0]

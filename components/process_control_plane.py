@@ -1,0 +1,69 @@
+"""ProcessControlPlane: a tenant's control plane as local processes (process mode, `runtime: process`).
+
+etcd, kube-apiserver, kube-controller-manager and kube-scheduler (with HAMi's extender) on 127.0.0.1, by
+kwokctl's binary runtime (components/process_resources.py runs them; docs/process-lab.md). It gives the next
+parts what Kamaji's TenantControlPlane gives them (components/parts.py), and its own folder to the process
+workers and GPU node of the same runtime.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.parts import tenant_provider
+from components.process_resources import ControlPlaneProcesses
+from model import pulumi_state
+from model.config import Tenant
+from process_lab.control_plane import lost_data
+from process_lab.stack import ProcessStack, TenantProcesses
+
+# The type the Docker lab's control plane has: one concept, so an existing stack's URNs stay as they were.
+TYPE = "gpulab:index:TenantControlPlane"
+
+
+def process_stack(stack: str) -> ProcessStack:
+    """Where the stack's programs and state are, checked before the first process starts: every program is
+    there (pulumi.RunError naming the fix if not). `make plan` starts nothing and sets GPULAB_PLAN: it says
+    what is missing in a line of its own."""
+    found = ProcessStack.named(stack)
+    missing = found.missing()
+    if missing and not pulumi.runtime.is_dry_run() and not os.environ.get("GPULAB_PLAN"):
+        raise pulumi.RunError(
+            f"runtime: process needs {', '.join(missing)} in {found.bin_dir}: run `make tools` "
+            "(hami-scheduler: the Go module proxy refuses HAMi, so build HAMi v2.8.3's cmd/scheduler and set "
+            "GPULAB_HAMI_SCHEDULER to it; docs/process-lab.md)"
+        )
+    return found
+
+
+class ProcessControlPlane(pulumi.ComponentResource):
+    """A tenant's control plane as local processes, with its admin kubeconfig (secret) and a provider on it."""
+
+    kubeconfig: pulumi.Output[str]
+    endpoint: pulumi.Output[str]
+    provider: k8s.Provider
+    api_ready: pulumi.Resource
+    processes: ControlPlaneProcesses
+    tenant_processes: TenantProcesses  # the tenant's folder and programs, for the parts of this runtime
+
+    def __init__(
+        self, name: str, tenant: Tenant, stack: ProcessStack, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__(TYPE, name, None, opts)
+        self.tenant_processes = stack.tenant(tenant.name)
+        # A stopped control plane is started again on its data; one whose data is gone is made anew: say so.
+        recorded = pulumi_state.recorded(pulumi.get_project(), pulumi.get_stack(), f"::{name}-processes")
+        lost = lost_data(tenant.name, self.tenant_processes.control_plane, bool(recorded))
+        if lost:
+            pulumi.log.warn(lost, resource=self)
+        self.processes = ControlPlaneProcesses(
+            f"{name}-processes", self.tenant_processes, opts=pulumi.ResourceOptions(parent=self)
+        )
+        self.api_ready = self.processes  # kwokctl --wait: the API answers once it is created
+        self.kubeconfig = pulumi.Output.secret(self.processes.kubeconfig)
+        self.endpoint = self.processes.endpoint.apply(lambda url: url.removeprefix("https://"))
+        self.provider = tenant_provider(name, self, self.kubeconfig, self.api_ready)
+        self.register_outputs({"kubeconfig": self.kubeconfig, "endpoint": self.endpoint})

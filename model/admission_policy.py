@@ -1,0 +1,371 @@
+"""In-tenant admission (plain Kubernetes objects; components/gpu_admission.py creates them, process_lab applies
+them): the pack's per-pod GPU refusals as a ValidatingAdmissionPolicy in every tenant.
+
+Kubernetes evaluates the CEL below inside the tenant's API server at `kubectl apply` time: no webhook,
+no pod, nothing to fail open (HAMi's own webhook is `failurePolicy: Ignore`). The questions are
+exactly policies/per_pod.py's, in the same order, generated from the same tenant config (cards,
+per-pod limits), and tests/test_gpu_admission.py evaluates this CEL offline against that module on
+shared and generated pods, fed as the API server feeds it (tests/cel_harness.py).
+
+- `gpulab-gpu-requests` (Deny), in this order because the API server shows only the first failing
+  validation (apiserver dispatcher.go, deniedDecisions[0]) and it should be HAMi's reason: quantities
+  beyond int64 (GpuQuantityOutOfRange), more cards than the node has (NodeInsufficientDevice), type and
+  UUID selectors that leave no card (CardTypeMismatch, CardUuidMismatch), more memory than the largest
+  card (CardInsufficientMemory); then gpulab's own rules: init containers with GPU resources, per-pod
+  limits, and a GPU Pod whose schedulerName is not hami-scheduler (HAMi's mutating webhook runs before
+  validating policies, so this refuses only the pods it did not handle: the fail-open case).
+- `gpulab-gpu-requests-advice` (Warn): what HAMi accepts but quietly changes (cores above 100 are
+  clamped; a 0 % memory request gets 0 MB). Refusing those would refuse pods HAMi runs.
+
+An UPDATE is judged only when it changes what HAMi reads from the pod template (MATCH_CONDITIONS), so
+scaling down, removing a finalizer, orphaning or relabelling a workload admitted under older limits
+always works. No expression can fail at run time on user input: quantities are read with
+`isInteger()` first and clamped, and sums are clamped per container (no int64 overflow).
+
+No namespace is exempt: HAMi's components ask for no GPU resources, and a pod without GPU requests
+passes every rule. Cost: each expression iterates a pod's containers once (bounded by the API's
+object size); the tenant's card types and ids are constants in the expression (at most 64 cards);
+selector annotations are split once per card, never inside another user-sized loop.
+"""
+
+from __future__ import annotations
+
+import json
+
+from model.catalog import (
+    GPU_RESOURCE,
+    GPUCORES_RESOURCE,
+    GPUMEM_PERCENTAGE_RESOURCE,
+    GPUMEM_RESOURCE,
+)
+from model.config import Tenant
+from model.names import DENY_POLICY, WARN_POLICY
+
+HAMI_SCHEDULER = "hami-scheduler"
+USE_TYPE, NOUSE_TYPE = "nvidia.com/use-gputype", "nvidia.com/nouse-gputype"
+USE_UUID, NOUSE_UUID = "nvidia.com/use-gpuuuid", "nvidia.com/nouse-gpuuuid"
+
+
+# Integer bounds that keep every expression inside CEL's int64 (an overflow is an evaluation error,
+# which `failurePolicy: Fail` turns into "expression ... resulted in error", not a GPU message).
+VALUE_CAP = 2**53  # a quantity above is read as this: more than any card, node or limit holds
+PERCENT_CAP = 2**31  # gpumem-percentage above is read as this, so largest card x percentage fits int64
+# A container's share of a per-pod sum is clamped here, so sums over any number of containers fit int64.
+# Exact below; a clamped share is more than any card (or limit) holds, so the verdict stays the same.
+SUM_CAP = 2**40
+INT64_MAX = 2**63 - 1
+# No VAP may refuse what HAMi admits: HAMi upper-cases card type selectors with Go's Unicode rules,
+# CEL's upperAscii() only ASCII, so selectors with other letters are left to HAMi.
+ASCII = r"^[\x00-\x7f]*$"
+HAMI_KEYS = (GPU_RESOURCE, GPUMEM_RESOURCE, GPUMEM_PERCENTAGE_RESOURCE, GPUCORES_RESOURCE)
+
+
+def _q(text: str) -> str:
+    """A CEL string literal."""
+    return json.dumps(text)
+
+
+def _value(map_expr: str, key: str, cap: int = VALUE_CAP) -> str:
+    """A quantity as an int, -1 when absent. `isInteger()` first: `asInteger()` errors for values the API server
+    holds as an inf.Dec (beyond int64, and from about 1.1e14 written with a large binary suffix or 19 digits);
+    those, and values above `cap`, read as `cap`: more than any card, node or limit holds either way."""
+    q = f"quantity({map_expr}[{_q(key)}])"
+    return f"({_q(key)} in {map_expr} ? ({q}.isInteger() && {q}.asInteger() < {cap} ? {q}.asInteger() : {cap}) : -1)"
+
+
+def _beyond_int64(container: str) -> str:
+    """True if one of the container's HAMi quantities is beyond int64. Compared by value: `isInteger()` is also
+    false for values the API server holds as an inf.Dec though int64 holds them ("1Pi", 19 digits such as
+    9223372036854775807: apimachinery ParseQuantity's fast path takes at most 18), which are no more than
+    large (_value reads them as its cap)."""
+    checks = []
+    for section in ("limits", "requests"):
+        where = f"{container}.resources.{section}"
+        beyond = f"quantity({where}[k]).isGreaterThan(quantity({_q(str(INT64_MAX))}))"
+        checks.append(
+            f"(has({container}.resources) && has({where}) && "
+            f"{json.dumps(list(HAMI_KEYS))}.exists(k, k in {where} && {beyond}))"
+        )
+    return " || ".join(checks)
+
+
+def _requests(containers: str) -> str:
+    """A list of HAMi's normalised requests (nums, memreq, pct, cores; ints) of `containers`, as the
+    webhook and scheduler derive them (policies/workloads.py container_request)."""
+    pairs = (
+        f"{containers}.map(c, {{"
+        "'l': has(c.resources) && has(c.resources.limits) ? c.resources.limits : {}, "
+        "'r': has(c.resources) && has(c.resources.requests) ? c.resources.requests : {}})"
+    )
+    keys = (GPUMEM_RESOURCE, GPUMEM_PERCENTAGE_RESOURCE, GPUCORES_RESOURCE)
+    other = " || ".join(f"{_q(key)} in p.l" for key in keys)
+
+    def either(key: str, cap: int = VALUE_CAP) -> str:
+        return f"({_q(key)} in p.l ? {_value('p.l', key, cap)} : {_value('p.r', key, cap)})"
+
+    raw = (
+        f"{pairs}.map(p, {{"
+        f"'gpuL': {_value('p.l', GPU_RESOURCE)}, 'gpuR': {_value('p.r', GPU_RESOURCE)}, "
+        f"'other': ({other}) ? 1 : 0, "
+        f"'mem': {either(GPUMEM_RESOURCE)}, 'pct': {either(GPUMEM_PERCENTAGE_RESOURCE, PERCENT_CAP)}, "
+        f"'cores': {either(GPUCORES_RESOURCE)}}})"
+    )
+    return (
+        f"{raw}.map(v, {{"
+        "'nums': v.gpuL >= 0 ? v.gpuL : (v.gpuR >= 0 ? v.gpuR : (v.other == 1 ? 1 : 0)), "
+        "'memreq': v.mem >= 0 ? v.mem : 0, "
+        "'pct': (v.pct >= 0 ? v.pct : 101) == 101 && v.mem <= 0 ? 100 : (v.pct >= 0 ? v.pct : 101), "
+        "'cores': v.cores >= 0 ? v.cores : ((v.pct >= 0 ? v.pct == 100 : v.mem < 0) ? 100 : 0)})"
+    )
+
+
+def _memory(r: str, largest: int) -> str:
+    """MB per card a request may take: a percentage counted on the largest card (policies/per_pod.py)."""
+    return f"({r}.memreq == 0 && {r}.pct != 101 ? {largest} * {r}.pct / 100 : {r}.memreq)"
+
+
+def _share(count: str, each: str, bound: int) -> str:
+    """count x each, clamped to `bound` without overflowing (count > 0, each >= 0)."""
+    return f"({_clamped(count, each, bound)} ? {bound} : {count} * {each})"
+
+
+def _clamped(count: str, each: str, bound: int) -> str:
+    """count x each > bound, decided without computing the product."""
+    return f"({each} != 0 && {count} > {bound} / {each})"
+
+
+def _selector_leaves_a_card(values: list[str], use: str, nouse: str, exact: bool) -> str:
+    """Some card passes the use/nouse selectors (HAMi checkGPUtype: upper-cased substring; checkUUID: exact)."""
+    ann = "variables.annotations"
+    if exact:  # use-gpuuuid wins over nouse-gpuuuid
+        test = (
+            f"({_q(use)} in {ann} ? v in {ann}[{_q(use)}].split(',') : "
+            f"({_q(nouse)} in {ann} ? !(v in {ann}[{_q(nouse)}].split(',')) : true))"
+        )
+        return f"{json.dumps(values)}.exists(v, {test})"
+    test = (
+        f"(!({_q(use)} in {ann}) || {ann}[{_q(use)}].split(',').exists(u, v.contains(u.upperAscii()))) && "
+        f"(!({_q(nouse)} in {ann}) || !{ann}[{_q(nouse)}].split(',').exists(u, v.contains(u.upperAscii())))"
+    )
+    unicode = " || ".join(f"({_q(key)} in {ann} && !{ann}[{_q(key)}].matches({_q(ASCII)}))" for key in (use, nouse))
+    return f"{unicode} || {json.dumps(values)}.exists(v, {test})"
+
+
+TEMPLATE = "{o}.kind == 'Pod' ? {o} : ({o}.kind == 'CronJob' ? {o}.spec.jobTemplate.spec.template : {o}.spec.template)"
+# What HAMi reads from a pod template: its selector and policy annotations, and each container's requests.
+READ_ANNOTATIONS = (USE_TYPE, NOUSE_TYPE, USE_UUID, NOUSE_UUID, "hami.io/gpu-scheduler-policy")
+
+
+def _gpu_signature(obj: str) -> str:
+    """A list of strings that changes exactly when what HAMi reads from `obj`'s pod template changes.
+    Built in a fixed order (container order, then a fixed key order), never by iterating a map."""
+    t = f"({TEMPLATE.format(o=obj)})"
+    ann = f"{t}.metadata.annotations"
+    annotations = (
+        f"{json.dumps(list(READ_ANNOTATIONS))}.map(k, has({t}.metadata) && has({ann}) && k in {ann} ? "
+        f"k + '=' + {ann}[k] : '')"
+    )
+
+    def containers(field: str) -> str:
+        def get(section: str) -> str:
+            # By value: 20000 is stored as "20k", 2e4 as "20e3"; they are one request.
+            where = f"c.resources.{section}"
+            q = f"quantity({where}[k])"
+            value = f"({q}.isInteger() ? string({q}.asInteger()) : {where}[k])"
+            return f"(has(c.resources) && has({where}) && k in {where} ? {value} : '-')"
+
+        return (
+            f"(has({t}.spec.{field}) ? {t}.spec.{field} : []).map(c, "
+            f"{json.dumps(list(HAMI_KEYS))}.map(k, {get('limits')} + '/' + {get('requests')}).join(','))"
+        )
+
+    return f"{annotations} + {containers('containers')} + ['init'] + {containers('initContainers')}"
+
+
+MATCH_CONDITIONS = [
+    {
+        # An update is judged only when it changes what HAMi reads. Scaling down, removing a finalizer,
+        # orphaning, relabelling: a workload admitted earlier (under other limits) can always be retired.
+        "name": "gpu-request-changed",
+        "expression": f"request.operation != 'UPDATE' || {_gpu_signature('object')} != {_gpu_signature('oldObject')}",
+    }
+]
+
+
+def _variables(tenant: Tenant) -> list[dict]:
+    every = "(has(variables.template.spec.containers) ? variables.template.spec.containers : [])"
+    init = "(has(variables.template.spec.initContainers) ? variables.template.spec.initContainers : [])"
+    return [
+        {"name": "template", "expression": TEMPLATE.format(o="object")},
+        {
+            "name": "annotations",
+            "expression": "has(variables.template.metadata) && has(variables.template.metadata.annotations) ? "
+            "variables.template.metadata.annotations : {}",
+        },
+        {"name": "beyondInt64", "expression": f"({every} + {init}).filter(c, {_beyond_int64('c')}).map(c, c.name)"},
+        {"name": "gpu", "expression": _requests(every) + ".filter(r, r.nums > 0)"},
+        {"name": "initGpu", "expression": _requests(init) + ".filter(r, r.nums > 0)"},
+        {
+            # Per GPU container: cards, MB per card (a percentage counted on the largest card), cores per card.
+            "name": "perCard",
+            "expression": "variables.gpu.map(r, {'nums': r.nums, "
+            f"'mem': {_memory('r', _largest(tenant))}, 'cores': r.cores > 100 ? 100 : r.cores}})",
+        },
+    ]
+
+
+def _largest(tenant: Tenant) -> int:
+    return max(card.memory_mb for card in tenant.cards())
+
+
+def deny_validations(tenant: Tenant) -> list[dict]:
+    """Only the first failing validation reaches the user (the API server shows deniedDecisions[0]), so
+    they come in the order HAMi itself would judge: per container, more cards than the node has
+    (fitInDevices), then per card type, UUID and memory (device.go Fit). gpulab's own rules follow."""
+    cards = tenant.cards()
+    largest = _largest(tenant)
+    # With several GPU nodes, card-count rules are judged against the node with the most cards.
+    gpu_nodes = tenant.gpu_nodes()
+    most = max(len(node.cards) for node in gpu_nodes)
+    has = f"'s node has ({most})" if len(gpu_nodes) == 1 else f"'s largest GPU node has ({most})"
+    limits = tenant.limits
+    validations = [
+        {
+            "expression": "size(variables.beyondInt64) == 0",
+            "reason": "Forbidden",
+            "messageExpression": "'GpuQuantityOutOfRange: container ' + variables.beyondInt64[0] + ' asks a "
+            f"{GPU_RESOURCE}, gpumem, gpumem-percentage or gpucores quantity above {INT64_MAX}, which neither HAMi "
+            "nor a ResourceQuota can count; ask for at most what a card has'",
+        },
+        {
+            "expression": f"variables.gpu.all(r, r.nums <= {most})",
+            "reason": "Forbidden",
+            "message": f"NodeInsufficientDevice: a container asks for more cards than tenant {tenant.name}{has}",
+        },
+        {
+            "expression": "size(variables.gpu) == 0 || "
+            + _selector_leaves_a_card(sorted({c.type.upper() for c in cards}), USE_TYPE, NOUSE_TYPE, exact=False),
+            "reason": "Forbidden",
+            "message": f"CardTypeMismatch: no card of tenant {tenant.name} matches the pod's {USE_TYPE} / "
+            f"{NOUSE_TYPE} (its cards: {', '.join(sorted({c.type for c in cards}))})",
+        },
+        {
+            "expression": "size(variables.gpu) == 0 || "
+            + _selector_leaves_a_card([c.id for c in cards], USE_UUID, NOUSE_UUID, exact=True),
+            "reason": "Forbidden",
+            "message": f"CardUuidMismatch: no card of tenant {tenant.name} matches the pod's {USE_UUID} / "
+            f"{NOUSE_UUID} (its cards: {', '.join(c.id for c in cards)})",
+        },
+        {
+            "expression": f"variables.perCard.all(p, p.mem <= {largest})",
+            "reason": "Forbidden",
+            "messageExpression": "'CardInsufficientMemory: a container asks ' + "
+            "string(variables.perCard.map(p, p.mem).max()) + ' MB per card; the largest card of tenant "
+            f"{tenant.name} has {largest} MB'",
+        },
+        {
+            "expression": "size(variables.initGpu) == 0",
+            "reason": "Forbidden",
+            "message": "InitContainerGpuRequest: an init container asks for GPU resources, but HAMi assigns cards "
+            "to app containers only; move the GPU work into an app container",
+        },
+    ]
+    for key, each, unit in (("gpus", "1", " GPUs"), ("gpumem", "p.mem", " MB"), ("gpucores", "p.cores", "% cores")):
+        limit = getattr(limits, key)
+        if limit is None:
+            continue
+        total = f"variables.perCard.map(p, {_share('p.nums', each, SUM_CAP)}).sum()"
+        clamped = f"variables.perCard.exists(p, {_clamped('p.nums', each, SUM_CAP)})"
+        validations.append(
+            {
+                "expression": f"{total} <= {limit}",
+                "reason": "Forbidden",
+                "messageExpression": f"'PodGpuLimitExceeded: each pod asks ' + ({clamped} ? 'more than {SUM_CAP}' : "
+                f"string({total})) + '{unit} in total; tenant {tenant.name} allows {limit}{unit} per pod'",
+            }
+        )
+    validations.append(
+        {
+            # Read through variables.template (the Pod itself): the API server type-checks each validation
+            # against every matched kind, and `object.spec.schedulerName` is no field of a Deployment's spec
+            # (a warning in the policy's status.typeChecking; tests/real judge that).
+            "expression": "object.kind != 'Pod' || size(variables.gpu) == 0 || "
+            "(has(variables.template.spec.schedulerName) && "
+            f"variables.template.spec.schedulerName == {_q(HAMI_SCHEDULER)})",
+            "reason": "Forbidden",
+            "message": f"a GPU pod must be scheduled by {HAMI_SCHEDULER}: HAMi's webhook did not handle this one "
+            "(it was unavailable, or the pod opted out), so HAMi's card accounting and quota would be bypassed; "
+            f"retry, or set schedulerName: {HAMI_SCHEDULER}",
+        }
+    )
+    return validations
+
+
+def warn_validations() -> list[dict]:
+    return [
+        {
+            "expression": "variables.gpu.all(r, r.cores <= 100)",
+            "message": "CoresAbove100: a container asks more than 100% of a card's cores; HAMi clamps it to 100",
+        },
+        {
+            "expression": "variables.gpu.all(r, !(r.memreq == 0 && r.pct == 0))",
+            "message": "ZeroMemoryPercentage: a container asks 0% of the card's memory; HAMi gives it 0 MB",
+        },
+    ]
+
+
+MATCH = {
+    "resourceRules": [
+        {"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"], "operations": ["CREATE"]},
+        {
+            "apiGroups": [""],
+            "apiVersions": ["v1"],
+            "resources": ["replicationcontrollers"],
+            "operations": ["CREATE", "UPDATE"],
+        },
+        {
+            "apiGroups": ["apps"],
+            "apiVersions": ["v1"],
+            "resources": ["deployments", "statefulsets", "daemonsets", "replicasets"],
+            "operations": ["CREATE", "UPDATE"],
+        },
+        {
+            "apiGroups": ["batch"],
+            "apiVersions": ["v1"],
+            "resources": ["jobs", "cronjobs"],
+            "operations": ["CREATE", "UPDATE"],
+        },
+    ]
+}
+
+
+def policy_objects(tenant: Tenant) -> list[dict]:
+    """The two policies and their bindings for one tenant, as Kubernetes objects."""
+    objects = []
+    for name, validations, actions in (
+        (DENY_POLICY, deny_validations(tenant), ["Deny"]),
+        (WARN_POLICY, warn_validations(), ["Warn"]),
+    ):
+        objects.append(
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicy",
+                "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "gpulab"}},
+                "spec": {
+                    "failurePolicy": "Fail",  # an expression that errors refuses, it does not wave through
+                    "matchConstraints": MATCH,
+                    "matchConditions": MATCH_CONDITIONS,
+                    "variables": _variables(tenant),
+                    "validations": validations,
+                },
+            }
+        )
+        objects.append(
+            {
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicyBinding",
+                "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "gpulab"}},
+                "spec": {"policyName": name, "validationActions": actions},
+            }
+        )
+    return objects

@@ -1,0 +1,60 @@
+"""Where a process-mode stack's programs come from and where each tenant's processes keep their state.
+
+`ProcessStack` is the stack's part (the programs `make tools` built, or GPULAB_BIN; the state folder
+.state/process/<stack>); `TenantProcesses` is one tenant's, the record every dynamic resource of process mode
+(components/process_resources.py) keeps in its props, so that a later `pulumi destroy`, another process,
+finds what to stop from the state alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from process_lab.control_plane import ControlPlane
+from process_lab.hami_scheduler import find_hami_scheduler
+from process_lab.preflight import ROOT, bin_dir, programs_missing
+
+
+@dataclass(frozen=True)
+class TenantProcesses:
+    """One tenant's processes: its kwokctl cluster's name, the programs' folder and the tenant's own folder
+    (state, logs, keys: removed by destroy)."""
+
+    cluster: str
+    bin_dir: Path
+    folder: Path
+
+    def props(self) -> dict[str, str]:
+        return {"cluster": self.cluster, "bin_dir": str(self.bin_dir), "folder": str(self.folder)}
+
+    @classmethod
+    def from_props(cls, props: dict[str, Any]) -> TenantProcesses:
+        # A control plane's state written before issue 39 calls its cluster `name`.
+        return cls(str(props.get("cluster") or props["name"]), Path(props["bin_dir"]), Path(props["folder"]))
+
+    @property
+    def control_plane(self) -> ControlPlane:
+        return ControlPlane(self.cluster, self.bin_dir, self.folder / "kwok")
+
+
+@dataclass(frozen=True)
+class ProcessStack:
+    """A process-mode stack's programs and state folder."""
+
+    bin_dir: Path
+    folder: Path
+    hami_binary: Path | None
+
+    @classmethod
+    def named(cls, stack: str) -> ProcessStack:
+        programs = bin_dir()
+        return cls(programs, ROOT / ".state" / "process" / stack, find_hami_scheduler(programs))
+
+    def tenant(self, name: str) -> TenantProcesses:
+        return TenantProcesses(f"gpulab-{name}", self.bin_dir, self.folder / name)
+
+    def missing(self) -> list[str]:
+        """The programs `make up` needs that are not there (process_lab.preflight)."""
+        return programs_missing(self.bin_dir)
