@@ -8,8 +8,10 @@ namespace without quota. HAMi's time runs from the create until every pod is bou
 HAMi's /bind); the checker's is evaluate_tenant over the same pods and cards (best of three).
 
 Needs `make tools` and GPULAB_HAMI_SCHEDULER; GPULAB_BENCH_KEEP_LOG=FILE keeps the last HAMi log (its
-`client-side throttling` lines show the client rate at work). Usage:
-  venv/bin/python benchmarks/hami_scheduling.py [--nodes 10 100 1000] [--pods 200] [--kube-qps 0 100]
+`client-side throttling` lines show the client rate at work). Each setting is a row: `chart`, HAMi as its chart
+deploys it (client-go's 5 QPS / burst 10, -v=4); `lab`, the stack's scheduling settings (hamiKubeQps,
+hamiKubeBurst, hamiLogVerbosity); `lab-v4`, the lab's rate at the chart's verbosity (what -v=4 costs). Usage:
+  venv/bin/python benchmarks/hami_scheduling.py [--nodes 10 100 1000] [--pods 200] [--settings chart lab lab-v4]
 """
 
 from __future__ import annotations
@@ -98,20 +100,21 @@ def checker_seconds(nodes: int, count: int, node_policy: str) -> tuple[float, in
     return best, errors
 
 
+# What each row changes of the stack's scheduling settings (None: nothing, the lab's own).
+SETTINGS: dict[str, dict | None] = {
+    "chart": {"hami_kube_qps": 5, "hami_kube_burst": 10, "hami_log_verbosity": 4},  # client-go's defaults, -v=4
+    "lab": None,
+    "lab-v4": {"hami_log_verbosity": 4},
+}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nodes", type=int, nargs="+", default=[10, 100, 1000])
     parser.add_argument("--pods", type=int, default=200)
     parser.add_argument("--deadline", type=float, default=900, help="seconds per node count for HAMi")
     parser.add_argument("--node-policy", choices=["spread", "binpack"], default="spread")
-    parser.add_argument(
-        "--kube-qps",
-        type=float,
-        nargs="+",
-        default=[0],
-        help="HAMi's client rate (its --kube-qps; burst twice that); 0: its default, client-go's 5 QPS / burst 10, "
-        "which its chart keeps",
-    )
+    parser.add_argument("--settings", nargs="+", choices=sorted(SETTINGS), default=["chart", "lab"])
     args = parser.parse_args()
     tools = bin_dir()
     hami = find_hami_scheduler(tools)
@@ -126,11 +129,10 @@ def main() -> int:
         f"{os.cpu_count()} CPUs; {args.pods} pods of {LIMITS} per node count; {CARDS_PER_NODE} cards per node; "
         f"node policy {args.node_policy}, card policy {scheduling.gpu_scheduler_policy}"
     )
-    for qps, nodes in ((qps, nodes) for qps in args.kube_qps for nodes in args.nodes):
+    for setting, nodes in ((setting, nodes) for setting in args.settings for nodes in args.nodes):
+        rated = lab_config.model_copy(update={"scheduling": scheduling.model_copy(update=SETTINGS[setting] or {})})
         with tempfile.TemporaryDirectory(prefix="gpulab-bench-hami-") as scratch:
-            lab = TenantLab(tenant, lab_config, tools, Path(scratch), hami)
-            if qps:
-                lab.hami_args = [f"--kube-qps={qps:g}", f"--kube-burst={2 * qps:g}"]
+            lab = TenantLab(tenant, rated, tools, Path(scratch), hami)
             try:
                 lab.up()
                 seconds, bound = hami_seconds(lab, nodes, args.pods, args.deadline)
@@ -139,7 +141,8 @@ def main() -> int:
                     Path(os.environ["GPULAB_BENCH_KEEP_LOG"]).write_bytes(lab.hami.log.read_bytes())
                 lab.down()
         checker, errors = checker_seconds(nodes, args.pods, args.node_policy)
-        rate = f"--kube-qps {qps:g}" if qps else "default client rate"
+        flags = " ".join(rated.scheduling.hami_flags())
+        rate = f"{setting} ({flags})"
         print(
             f"{nodes} nodes, {rate}: HAMi bound {bound}/{args.pods} pods in {seconds:.1f} s "
             f"({bound / seconds:.1f} pods/s); "

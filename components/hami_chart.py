@@ -50,13 +50,13 @@ def hami_values(tenant: Tenant, lab: LabConfig) -> dict:
         # The real NVIDIA plugin DaemonSet selects `gpu: "on"`: set on real GPU nodes only.
         "devicePlugin": {"deviceSplitCount": tenant.split_count, "service": {"type": "ClusterIP"}},
     }
+    # The chart's own extraArgs are `--debug -v=4`; the lab sets its client's rate and the verbosity for either mode.
+    scheduler["extender"] = {"extraArgs": ["--debug", *scheduling.hami_flags()]}
     if tenant.gpu_mode == "mock":
         # The mock plugin never releases HAMi's node lock, so every bind after the first would wait
         # 5 minutes. `nodeLockExpire` is ignored (#2790); this flag works (section 3). Real plugins
         # release the lock themselves, and a short timeout there risks swapped allocations (#3096).
-        scheduler["extender"] = {
-            "extraArgs": ["--debug", "-v=4", f"--node-lock-timeout={scheduling.node_lock_timeout}"]
-        }
+        scheduler["extender"]["extraArgs"].append(f"--node-lock-timeout={scheduling.node_lock_timeout}")
         # The chart's mock plugin, and not the mock repo's manifests too: same RBAC names (checklist item 11).
         values["mockDevicePlugin"] = {"enabled": True, "image": split_image(lab.versions.mock_device_plugin_image)}
     return values

@@ -23,6 +23,7 @@ from typing import Any
 
 from model.catalog import GPU_RESOURCE, GPUCORES_RESOURCE, GPUMEM_PERCENTAGE_RESOURCE, GPUMEM_RESOURCE
 from model.config import LabConfig, Tenant
+from model.config.lab import hami_client_flags
 from process_lab.commands import ProcessLabError, free_port, run
 from process_lab.control_plane import ControlPlane
 
@@ -185,6 +186,9 @@ class HamiSettings:
     gpu_scheduler_policy: str
     node_lock_timeout: str
     split_count: int
+    kube_qps: float = 100
+    kube_burst: int = 200
+    log_verbosity: int = 2
 
     @classmethod
     def of(cls, lab: LabConfig, tenant: Tenant) -> HamiSettings:
@@ -194,15 +198,22 @@ class HamiSettings:
             scheduling.gpu_scheduler_policy,
             scheduling.node_lock_timeout,
             tenant.split_count,
+            scheduling.hami_kube_qps,
+            scheduling.hami_kube_burst,
+            scheduling.hami_log_verbosity,
         )
 
     @classmethod
     def from_props(cls, props: dict[str, Any]) -> HamiSettings:
+        # A state written before issue 41 has no rate or verbosity: it ran at client-go's defaults and -v=4.
         return cls(
             str(props["node_scheduler_policy"]),
             str(props["gpu_scheduler_policy"]),
             str(props["node_lock_timeout"]),
             int(props["split_count"]),
+            float(props.get("kube_qps", 5)),
+            int(props.get("kube_burst", 10)),
+            int(props.get("log_verbosity", 4)),
         )
 
     def props(self) -> dict[str, Any]:
@@ -235,8 +246,6 @@ class HamiScheduler:
         self.binary, self.folder, self.port, self.metrics_port = binary, folder, port, metrics_port
         self.log = folder / "hami-scheduler.log"
         self.process: subprocess.Popen[bytes] | None = None
-        # Options beyond the chart's (e.g. the benchmark's --kube-qps): HAMi's chart sets none.
-        self.extra_args: list[str] = []
 
     def start(self, kubeconfig: Path, settings: HamiSettings, ca_crt: Path, crt: Path, key: Path) -> None:
         config = self.folder / "device-config.yaml"
@@ -256,9 +265,7 @@ class HamiScheduler:
             "--leader-elect=false",
             # As the Docker lab's mock mode; BindTimeRole releases the lock well before it expires.
             f"--node-lock-timeout={settings.node_lock_timeout}",
-            "--debug",
-            "-v=4",
-            *self.extra_args,
+            *hami_client_flags(settings.kube_qps, settings.kube_burst, settings.log_verbosity),
         ]
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(

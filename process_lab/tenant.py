@@ -26,7 +26,6 @@ class TenantLab:
         self.tenant, self.lab, self.folder, self.hami_binary = tenant, lab, folder, hami_binary
         self.control_plane = ControlPlane(f"gpulab-{tenant.name}", bin_dir, folder / "kwok")
         self.hami: HamiScheduler | None = None  # made by up(), on the ports it chooses
-        self.hami_args: list[str] = []  # hami-scheduler's options beyond the lab's (the benchmark's --kube-qps)
         self.bind_time = BindTimeRole(self.control_plane) if hami_binary else None
         self.renewals = 0
 
@@ -37,7 +36,6 @@ class TenantLab:
             # HAMi's HTTPS and metrics ports, fixed in kube-scheduler's configuration.
             scheduler_config, *self.ports = prepare(self.folder)
             self.hami = HamiScheduler(self.hami_binary, self.folder, *self.ports)
-            self.hami.extra_args = self.hami_args
         self.control_plane.create(scheduler_config)
         if self.bind_time:
             self.bind_time.start()
@@ -75,7 +73,6 @@ class TenantLab:
         self.renewals += 1
         if self.hami_binary:
             self.hami = HamiScheduler(self.hami_binary, self.folder / f"hami-{self.renewals}", *self.ports)
-            self.hami.extra_args = self.hami_args
             self.hami.folder.mkdir(parents=True, exist_ok=True)
         self._tenant_up()
 

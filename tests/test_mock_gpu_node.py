@@ -41,7 +41,8 @@ def test_hami_values(program) -> None:
         "tag": "v1.36.4",
     }, "the in-pod kube-scheduler must equal the tenant API server version"
     assert "--node-lock-timeout=2s" in scheduler["extender"]["extraArgs"]
-    assert scheduler["extender"]["extraArgs"][:2] == ["--debug", "-v=4"], "the list replaces the chart default"
+    # The list replaces the chart's (`--debug -v=4`): HAMi's client at the lab's rate, its verbosity the lab's.
+    assert scheduler["extender"]["extraArgs"][:4] == ["--debug", "--kube-qps=100", "--kube-burst=200", "-v=2"]
     assert scheduler["service"]["type"] == "ClusterIP"
     assert values["devicePlugin"]["service"]["type"] == "ClusterIP"
     assert values["mockDevicePlugin"]["enabled"] is True
@@ -186,3 +187,38 @@ def test_split_image_keeps_a_digest_on_the_tag() -> None:
         split_image("docker.io/projecthami/mock-device-plugin:1.0.1@sha256:" + "f" * 64)["tag"]
         == "1.0.1@sha256:" + "f" * 64
     )
+
+
+@pytest.mark.parametrize(
+    ("scheduling", "line"),
+    [
+        ({"hamiKubeQps": 0}, "gpulab:scheduling.hamiKubeQps = 0: must be at least 1"),
+        ({"hamiKubeBurst": "many"}, "gpulab:scheduling.hamiKubeBurst = 'many': must be a whole number"),
+        ({"hamiLogVerbosity": 11}, "gpulab:scheduling.hamiLogVerbosity = 11: must be at most 10"),
+    ],
+)
+def test_hami_s_client_settings_are_validated_with_the_key_and_the_fix(scheduling: dict, line: str) -> None:
+    from model.config import ConfigError
+
+    with pytest.raises(ConfigError) as refused:
+        parse_config(lab_config(scheduling=scheduling))
+    assert line in str(refused.value)
+
+
+def test_hami_s_client_rate_and_verbosity_reach_both_gpu_modes_and_both_runtimes() -> None:
+    """Issue 41: the stack's hamiKubeQps/hamiKubeBurst/hamiLogVerbosity are HAMi's flags as the chart's extraArgs
+    (mock and real GPUs alike: a real-GPU tenant's extender had the chart's client-go defaults before) and as the
+    local process's settings in process mode (process_lab.hami_scheduler renders the same flags)."""
+    from model.config.lab import hami_client_flags
+    from process_lab.hami_scheduler import HamiSettings
+
+    lab = parse_config(lab_config(scheduling={"hamiKubeQps": 50, "hamiKubeBurst": 75, "hamiLogVerbosity": 0}))
+    flags = ["--kube-qps=50", "--kube-burst=75", "-v=0"]
+    for gpu_mode in ("mock", "real"):
+        tenant = lab.tenants[0].model_copy(update={"gpu_mode": gpu_mode})
+        extra = hami_values(tenant, lab)["scheduler"]["extender"]["extraArgs"]
+        assert extra[1:4] == flags
+        assert any(arg.startswith("--node-lock-timeout") for arg in extra) == (gpu_mode == "mock")
+    settings = HamiSettings.of(lab, lab.tenants[0])
+    assert hami_client_flags(settings.kube_qps, settings.kube_burst, settings.log_verbosity) == flags
+    assert HamiSettings.from_props(settings.props()) == settings

@@ -118,11 +118,29 @@ class Management(ConfigModel):
         return self.network or self.name
 
 
+def hami_client_flags(qps: float, burst: int, verbosity: int) -> list[str]:
+    """hami-scheduler's client rate and verbosity (HAMi v2.8.3 cmd/scheduler/main.go: --kube-qps, --kube-burst;
+    klog's -v): the same flags in both runtimes, the chart's extraArgs and the local process's."""
+    return [f"--kube-qps={qps:g}", f"--kube-burst={burst}", f"-v={verbosity}"]
+
+
 class Scheduling(ConfigModel):
     gpu_scheduler_policy: Literal["spread", "binpack"] = "spread"
     node_scheduler_policy: Literal["spread", "binpack"] = "binpack"
     # Mock mode only: HAMi's node lock is released by the real device plugin, never by the mock one.
     node_lock_timeout: str = "2s"
+    # hami-scheduler's client to the tenant's API server (its --kube-qps and --kube-burst). HAMi's chart leaves
+    # client-go's 5 QPS / burst 10 there, which binds 0.5 GPU pods per second whatever the cluster size; 100 / 200
+    # bound 7-11 pods per second on 10-1,000 nodes (docs/performance.md, 2026-12-02).
+    hami_kube_qps: float = Field(default=100, ge=1, le=10000)
+    hami_kube_burst: int = Field(default=200, ge=1, le=100000)
+    # hami-scheduler's klog verbosity. The chart's -v=4 logs every node's fit for every pod (pkg/scheduler/score.go);
+    # nothing the lab reads needs more than 0 (its registration line, the reasons in events); the cost of each is in
+    # docs/performance.md.
+    hami_log_verbosity: int = Field(default=2, ge=0, le=10)
+
+    def hami_flags(self) -> list[str]:
+        return hami_client_flags(self.hami_kube_qps, self.hami_kube_burst, self.hami_log_verbosity)
 
     @field_validator("node_lock_timeout")
     @classmethod
