@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from hami.cards import NODE_INSUFFICIENT_DEVICE, ContainerFailure, Node, PodRequest, _f32
 
@@ -115,6 +116,14 @@ class Choice:
     score: float
 
 
+class Candidates(NamedTuple):
+    """Where HAMi may put a pod: the nodes it may pick (several only on a score tie, in node order), and
+    why the other nodes failed the filter. A tuple, so that `choices, failures = ...` still unpacks."""
+
+    choices: list[Choice]
+    failures: dict[str, ContainerFailure]
+
+
 class Cluster:
     """A tenant's GPU nodes, in order, sharing one namespace quota table (HAMi's quota is cluster-wide)."""
 
@@ -182,14 +191,14 @@ class Cluster:
 
     def candidates(
         self, pod: PodRequest, gpu_policy: str, node_policy: str, uses: tuple | None = None, quota: tuple | None = None
-    ) -> NodeFailure | tuple[list[Choice], dict[str, ContainerFailure]]:
+    ) -> NodeFailure | Candidates:
         """The placements HAMi may choose for `pod` (several only on a score tie), or why none fits."""
         choices, failures = self.filter(pod, gpu_policy, uses, quota)
         if not choices:
             return NodeFailure(pod, failures)
         policy = node_policy_of(pod, node_policy)
         picked = best([choice.score for choice in choices], policy)
-        return [choices[i] for i in picked], failures
+        return Candidates([choices[i] for i in picked], failures)
 
     def commit(self, pod: PodRequest, choice: Choice) -> None:
         node = self.nodes[choice.node]

@@ -182,7 +182,7 @@ def run(tenant_name: str, stack: str, files: list[Path], project_dir: Path, live
             f"running: {', '.join(w.label for w in declared)} (declared in {stack_file.name}; placed by HAMi, "
             "in this order)"
         )
-        lines.extend(line.replace("now:", "running:", 1) for line in describe_usage(inventory))
+        lines.extend(describe_usage(inventory, "running"))
     findings += evaluate_tenant(inventory, submitted)
     failed = any(finding.severity == "error" for finding in findings)
     placed = [] if failed else placements(inventory, [], submitted, tenant.gpu_node_name())

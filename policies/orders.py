@@ -93,13 +93,30 @@ class Stranding:
     placed: list[tuple[str, str]]  # (pod, node) before the failure, in order
 
 
-def simulate(
-    cluster: Cluster, order: Sequence[PodRequest], gpu_policy: str, node_policy: str, runs: list[int] | None = None
-) -> Stranding | None:
+@dataclass(frozen=True)
+class OrderWalk:
+    """HAMi's walk over one creation order, every tie followed: the first run that strands a pod (None when
+    no run does), and how many runs ended without stranding one."""
+
+    stranding: Stranding | None
+    runs: int
+
+    @property
+    def cut(self) -> bool:
+        """No stranding found, but tie branches were left unfollowed (MAX_TIE_RUNS): not every run was checked."""
+        return self.stranding is None and self.runs >= MAX_TIE_RUNS
+
+
+def simulate(cluster: Cluster, order: Sequence[PodRequest], gpu_policy: str, node_policy: str) -> Stranding | None:
     """HAMi placing `order` one pod at a time; on a score tie every choice is followed. The first run
-    that strands a pod, or None when no run does. `runs` counts the runs (bounded by MAX_TIE_RUNS:
-    beyond it the remaining tie branches are not followed)."""
-    runs = runs if runs is not None else [0]
+    that strands a pod, or None when no run does (within MAX_TIE_RUNS runs)."""
+    return walk_order(cluster, order, gpu_policy, node_policy).stranding
+
+
+def walk_order(cluster: Cluster, order: Sequence[PodRequest], gpu_policy: str, node_policy: str) -> OrderWalk:
+    """`simulate`, saying how many runs it made (beyond MAX_TIE_RUNS the remaining tie branches are not
+    followed)."""
+    runs = 0
     by_id = any(pod.selects_uuids for pod in order)
 
     def signature(state: Cluster, choice: Choice) -> tuple:
@@ -128,7 +145,7 @@ def simulate(
     while pending:
         state, position, placed, choice, number, tied = pending.pop()
         if choice is not None:
-            if number and runs[0] >= MAX_TIE_RUNS:
+            if number and runs >= MAX_TIE_RUNS:
                 continue  # the tie branches beyond the bound are not followed
             pod = order[position]
             branch = state.copy() if tied else state
@@ -136,13 +153,13 @@ def simulate(
             state, position, placed = branch, position + 1, [*placed, (pod.workload, state.names[choice.node])]
         while True:  # on, pod by pod, until the run ends, strands a pod or meets a tie
             if position == len(order):
-                runs[0] += 1
+                runs += 1
                 break
             pod = order[position]
             outcome = state.candidates(pod, gpu_policy, node_policy)
             if isinstance(outcome, NodeFailure):
-                return Stranding(tuple(order), gpu_policy, outcome, placed)
-            choices, _ = outcome
+                return OrderWalk(Stranding(tuple(order), gpu_policy, outcome, placed), runs)
+            choices = outcome.choices
             if len(choices) > 1:
                 choices = list({signature(state, c): c for c in reversed(choices)}.values())[::-1]
             if len(choices) == 1:
@@ -153,7 +170,7 @@ def simulate(
             # the first tied choice is followed first: pushed last
             pending.extend((state, position, placed, c, n, True) for n, c in reversed(list(enumerate(choices))))
             break
-    return None
+    return OrderWalk(None, runs)
 
 
 @dataclass
@@ -362,7 +379,7 @@ def greedy_placements(
         if isinstance(outcome, NodeFailure):
             found.append(outcome)
             continue
-        choices, _ = outcome
+        choices = outcome.choices
         choice = choices[0]
         tied = tuple(state.names[c.node] for c in choices) if len(choices) > 1 else ()
         found.append(Placed(pod, state.names[choice.node], state.card_ids(choice), tied))

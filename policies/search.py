@@ -8,6 +8,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
+from typing import NamedTuple
 
 from hami.cards import ContainerRequest, PodRequest, quota_allows
 from hami.nodes import Cluster
@@ -23,10 +25,39 @@ class Budget:
     left: int = SEARCH_BUDGET
 
 
+class Fit(Enum):
+    """The search's answer on a set of pods."""
+
+    FITS = "fits"  # some placement holds every pod
+    NO_PLACEMENT = "no placement"  # none does: HAMi strands one whatever the order
+    UNDECIDED = "undecided"  # the step budget ran out first
+
+
 @dataclass
 class _Search:
     exhausted: bool = False
     seen: set = field(default_factory=set)
+
+
+class _Item(NamedTuple):
+    """One container to place: a pod's first container also picks the pod's node."""
+
+    pod: PodRequest
+    container: ContainerRequest
+    picks_node: bool
+
+
+_Spot = tuple[int, tuple[int, ...]]  # where a container goes: (node, its card indexes there)
+
+
+@dataclass
+class _Frame:
+    """One item being tried on the search's stack."""
+
+    index: int  # of the item
+    key: tuple  # the state it is tried from (remembered as failing once every choice failed)
+    choices: Iterator[_Spot]
+    taken: _Spot | None = None  # allocated on the cluster until the next choice is tried
 
 
 def _search_order(pod: PodRequest) -> tuple[bool, int, int]:
@@ -45,10 +76,10 @@ class _Searcher:
 
     def __init__(self, cluster: Cluster, pods: Sequence[PodRequest], budget: Budget) -> None:
         self.cluster = cluster
-        self.items: list[tuple[PodRequest, ContainerRequest, bool]] = []
+        self.items: list[_Item] = []
         for pod in sorted(pods, key=_search_order):
             for number, container in enumerate(pod.containers):
-                self.items.append((pod, container, number == 0))
+                self.items.append(_Item(pod, container, number == 0))
         self.budget = budget
         self.search = _Search()
         by_id = any(pod.selects_uuids for pod in pods)
@@ -60,18 +91,19 @@ class _Searcher:
         # What the items from each index on ask at least: slots, cores, memory (on the smallest card).
         smallest = min(card.memory_mb for node in cluster.nodes for card in node.cards)
         self.demand = [(0, 0, 0)]
-        for _, container, _ in reversed(self.items):
+        for item in reversed(self.items):
             slots, cores, memory = self.demand[-1]
+            container = item.container
             each = container.memory_for(smallest)
             self.demand.append(
                 (slots + container.nums, cores + container.nums * container.fit_cores, memory + container.nums * each)
             )
         self.demand.reverse()
 
-    def run(self) -> bool | None:
+    def run(self) -> Fit:
         if self._walk():
-            return True
-        return None if self.search.exhausted else False
+            return Fit.FITS
+        return Fit.UNDECIDED if self.search.exhausted else Fit.NO_PLACEMENT
 
     def _node_state(self, index: int) -> tuple:
         node = self.cluster.nodes[index]
@@ -80,7 +112,7 @@ class _Searcher:
 
     def _state(self, index: int, current: int) -> tuple:
         states = [self._node_state(i) for i in range(len(self.cluster.nodes))]
-        pinned = states[current] if current >= 0 and not self.items[index][2] else None
+        pinned = states[current] if current >= 0 and not self.items[index].picks_node else None
         return (
             index,
             pinned,
@@ -100,11 +132,11 @@ class _Searcher:
         slots, cores, memory = self.demand[index]
         return slots <= slots_free and cores <= cores_free and memory <= memory_free
 
-    def _choices(self, index: int, current: int) -> Iterator[tuple[int, tuple[int, ...]]]:
+    def _choices(self, index: int, current: int) -> Iterator[_Spot]:
         """Where item `index` may go, in the order tried: (node, cards). Computed lazily: each choice is
         drawn when the ones before it have been tried and taken back, so it sees the state they left."""
-        pod, container, first = self.items[index]
-        if first:  # the pod's first container picks the node; nodes equal in cards and use once
+        pod, container, picks_node = self.items[index]
+        if picks_node:  # the pod's first container picks the node; nodes equal in cards and use once
             tried_nodes: set = set()
             targets = []
             for i in range(len(self.cluster.nodes)):
@@ -130,17 +162,17 @@ class _Searcher:
                     continue
                 yield target, combination
 
-    def _take(self, index: int, choice: tuple[int, tuple[int, ...]], sign: int) -> None:
-        pod, container, _ = self.items[index]
+    def _take(self, index: int, choice: _Spot, sign: int) -> None:
+        item = self.items[index]
         target, cards = choice
         for card in cards:
-            self.cluster.nodes[target].allocate(card, container, pod.namespace, sign=sign)
+            self.cluster.nodes[target].allocate(card, item.container, item.pod.namespace, sign=sign)
 
     def _walk(self) -> bool:
         """Depth-first over the items with an explicit stack (a tenant may ask more containers than
         Python's recursion allows): True with a placement of every item allocated on the cluster."""
         search = self.search
-        frames: list[list] = []  # per item being tried: [index, state key, its choices, the choice taken]
+        frames: list[_Frame] = []
         index, current = 0, -1
         while True:
             if index == len(self.items):
@@ -152,20 +184,20 @@ class _Searcher:
             if self._room_left(index):
                 key = self._state(index, current)
                 if key not in search.seen:
-                    frames.append([index, key, self._choices(index, current), None])
+                    frames.append(_Frame(index, key, self._choices(index, current)))
             while frames:  # the next choice of the innermost item, taking back the one it tried
                 frame = frames[-1]
-                if frame[3] is not None:
-                    self._take(frame[0], frame[3], -1)
-                    frame[3] = None
-                choice = next(frame[2], None)
+                if frame.taken is not None:
+                    self._take(frame.index, frame.taken, -1)
+                    frame.taken = None
+                choice = next(frame.choices, None)
                 if choice is None:
-                    search.seen.add(frame[1])  # nothing from this state holds the items left
+                    search.seen.add(frame.key)  # nothing from this state holds the items left
                     frames.pop()
                     continue
-                frame[3] = choice
-                self._take(frame[0], choice, 1)
-                index, current = frame[0] + 1, choice[0]
+                frame.taken = choice
+                self._take(frame.index, choice, 1)
+                index, current = frame.index + 1, choice[0]
                 break
             else:
                 return False
@@ -177,17 +209,21 @@ def first_fit(cluster: Cluster, pods: Iterable[PodRequest]) -> bool:
     return all(any(node.place_first_fit(pod) for node in cluster.nodes) for pod in pods)
 
 
-@dataclass
-class Verdict:
-    """True: some placement holds every pod (`cluster` holds one); False: none does; None: the search
-    ran out of budget."""
+@dataclass(frozen=True)
+class PlacementSearch:
+    """The search's answer, and on FITS a copy of the cluster with one such placement allocated."""
 
-    fits: bool | None
+    answer: Fit
     cluster: Cluster | None = None
 
+    @property
+    def fits(self) -> bool | None:
+        """The answer as a bool, None when undecided: how the tests compare it with brute force."""
+        return None if self.answer is Fit.UNDECIDED else self.answer is Fit.FITS
 
-def search_placement(cluster: Cluster, pods: Sequence[PodRequest], budget: Budget | None = None) -> Verdict:
-    """Whether some placement holds `pods` on the cluster's nodes (`cluster` is left as it is); on True the
+
+def search_placement(cluster: Cluster, pods: Sequence[PodRequest], budget: Budget | None = None) -> PlacementSearch:
+    """Whether some placement holds `pods` on the cluster's nodes (`cluster` is left as it is); on FITS the
     verdict carries a copy with one such placement allocated.
 
     First a cheap first-fit attempt (any placement that passes HAMi's per-card rules proves one exists),
@@ -195,15 +231,15 @@ def search_placement(cluster: Cluster, pods: Sequence[PodRequest], budget: Budge
     (pods in `_search_order`)."""
     trial = cluster.copy()
     if first_fit(trial, sorted(pods, key=_search_order)):
-        return Verdict(True, trial)
+        return PlacementSearch(Fit.FITS, trial)
     if any(_insufficient_everywhere(cluster, pod) for pod in pods):
-        return Verdict(False)
+        return PlacementSearch(Fit.NO_PLACEMENT)
     budget = Budget() if budget is None else budget
     if budget.left <= 0:
-        return Verdict(None)
+        return PlacementSearch(Fit.UNDECIDED)
     trial = cluster.copy()
-    fits = _Searcher(trial, pods, budget).run()
-    return Verdict(fits, trial if fits else None)
+    answer = _Searcher(trial, pods, budget).run()
+    return PlacementSearch(answer, trial if answer is Fit.FITS else None)
 
 
 def _insufficient_everywhere(cluster: Cluster, pod: PodRequest) -> bool:

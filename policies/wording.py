@@ -1,0 +1,198 @@
+"""How the placement engine's verdicts (policies/verdicts.py) read: the one place that words them.
+
+A tenant of one GPU node reads of cards (HAMi's reason on its one node, and the namespace quota when it
+refused); a tenant of several reads of nodes, with HAMi's own events, which count the nodes per reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from hami.cards import RESOURCE_QUOTA_NOT_FIT, ContainerFailure, PodRequest
+from hami.nodes import MAX_TIE_RUNS, NodeFailure
+from policies.findings import NO_PLACEMENT, ORDER_DEPENDENT, UNDECIDED, Finding, workload_of
+from policies.inventory import TenantInventory
+from policies.orders import MAX_ORDER_STATES
+from policies.search import SEARCH_BUDGET
+from policies.verdicts import PlacementVerdict, Question, QuotaInUse, Refused, Stranded, Undecided, Unplaceable
+
+EVERY_WORKLOAD = "(all GPU workloads)"  # the finding's workload when a verdict is about the whole set
+
+
+@dataclass(frozen=True)
+class Audience:
+    """What of the tenant the wording depends on."""
+
+    tenant: str
+    several_nodes: bool  # its inventory lists GPU nodes: read of nodes, else of cards
+    nodes: int
+    cards: int
+    busy: bool  # its cards already hold something
+
+    @staticmethod
+    def of(inventory: TenantInventory) -> Audience:
+        return Audience(
+            inventory.name,
+            bool(inventory.nodes),
+            len(inventory.node_cards()),
+            len(inventory.cards),
+            bool(inventory.card_usage),
+        )
+
+
+def findings(inventory: TenantInventory, verdicts: Iterable[PlacementVerdict]) -> list[Finding]:
+    """Each verdict as the finding users read, in the engine's order."""
+    audience = Audience.of(inventory)
+    return [finding(audience, verdict) for verdict in verdicts]
+
+
+def finding(audience: Audience, verdict: PlacementVerdict) -> Finding:
+    match verdict:
+        case Refused():
+            return _refused(audience, verdict)
+        case Unplaceable():
+            return _unplaceable(audience, verdict)
+        case Stranded():
+            return _stranded_every_order(audience, verdict) if verdict.every_order else _stranded(audience, verdict)
+        case Undecided():
+            return _undecided(audience, verdict)
+
+
+def _severity(verdict: PlacementVerdict) -> str:
+    return "error" if verdict.certain else "warning"
+
+
+def _refused(audience: Audience, verdict: Refused) -> Finding:
+    now = " next to what already runs" if audience.busy else " even alone"
+    if audience.several_nodes:
+        what = f"fits on none of the tenant's {audience.nodes} GPU nodes{now}"
+    else:
+        what = f"cannot fit on any of the tenant's {audience.cards} card(s){now}"
+    return _refusal(audience, verdict.failure, verdict.quota, what, workload_of(verdict.pod))
+
+
+def _unplaceable(audience: Audience, verdict: Unplaceable) -> Finding:
+    if verdict.pod is None:  # pragma: no cover - only if the searches ever disagreed
+        return Finding(
+            "error", audience.tenant, EVERY_WORKLOAD, NO_PLACEMENT, f"no placement holds all {len(verdict.before)} pods"
+        )
+    names = ", ".join(sorted({workload_of(other) for other in verdict.before}))
+    if audience.several_nodes:
+        what = f"no placement across the nodes fits it next to {names or 'what runs'}"
+    else:
+        what = f"no placement fits it next to {names or 'what already runs'}"
+    return _refusal(audience, verdict.failure, verdict.quota, what, verdict.pod.workload)
+
+
+def _refusal(
+    audience: Audience, failure: NodeFailure | None, quota: QuotaInUse | None, what: str, workload: str
+) -> Finding:
+    """`what`, and why HAMi's walk refuses the pod."""
+    if failure is None:  # only if HAMi's walk and the search ever disagreed
+        return Finding("error", audience.tenant, workload, NO_PLACEMENT, f"{what}: no placement exists")
+    reason, why, cards = _why(audience, failure, quota)
+    return Finding("error", audience.tenant, workload, reason, f"{what}: {why}", cards)
+
+
+def _why(audience: Audience, failure: NodeFailure, quota: QuotaInUse | None) -> tuple[str, str, str | None]:
+    """HAMi's reason, its explanation and the cards it names: on one node the node's own walk (and the
+    namespace quota when it refused), on several each node's walk and HAMi's events."""
+    if audience.several_nodes:
+        events = "; ".join(failure.events())
+        return failure.reason, f"{failure.explain()} [HAMi: {events}]", ", ".join(failure.cards) or None
+    (only,) = failure.failures.values()
+    return only.reason, f"{only.explain()}{_quota_note(only, quota)}", ", ".join(only.cards) or None
+
+
+def _quota_note(failure: ContainerFailure, quota: QuotaInUse | None) -> str:
+    if RESOURCE_QUOTA_NOT_FIT not in failure.reasons:
+        return ""
+    assert quota is not None, "HAMi refuses on a quota only where the namespace has one"
+    keys = []
+    if quota.quota.memory_mb:
+        keys.append(f"limits.nvidia.com/gpumem={quota.quota.memory_mb} ({quota.used_mb} MB in use)")
+    if quota.quota.cores:
+        keys.append(f"limits.nvidia.com/gpucores={quota.quota.cores} ({quota.used_cores}% in use)")
+    return f" [namespace {quota.namespace} quota {', '.join(keys)}]"
+
+
+def _stranded(audience: Audience, verdict: Stranded) -> Finding:
+    """Advice: HAMi's walk strands a pod in this order with these policies."""
+    configured = " (the configured card policy)" if verdict.configured else ""
+    fitting = "fits in some placement, but " if verdict.placement_exists else ""  # unproven when the search ran out
+    failure = verdict.failure
+    if audience.several_nodes:
+        went = ", ".join(f"{pod} on {node}" for pod, node in verdict.placed) or "nothing before it"
+        how = (
+            f"with node policy {verdict.node_policy} and card policy {verdict.gpu_policy}{configured}, "
+            f"HAMi can put {went} and then strands it"
+        )
+        shown: NodeFailure | ContainerFailure = failure
+    else:
+        how = f"with card policy {verdict.gpu_policy}{configured}, HAMi strands it"
+        (shown,) = failure.failures.values()  # the one node's own walk
+    return Finding(
+        _severity(verdict),
+        audience.tenant,
+        failure.pod.workload,
+        ORDER_DEPENDENT,
+        f"{fitting}created in the order {_order_text(verdict.order)} {how}: {shown.explain()} ({shown.reason})",
+        ", ".join(shown.cards) or None,
+    )
+
+
+def _stranded_every_order(audience: Audience, verdict: Stranded) -> Finding:
+    """Certain: every order strands one; the failure shown is the declared order's."""
+    failure = verdict.failure
+    if audience.several_nodes:
+        went = ", ".join(f"{pod} on {node}" for pod, node in verdict.placed)
+        went = f"it puts {went} and then strands {failure.pod.workload}" if went else "it strands the first pod"
+        some = "some placement across the nodes would hold every pod, but " if verdict.placement_exists else ""
+        how = (
+            f"with node policy {verdict.node_policy} and card policy {verdict.gpu_policy}, strands one in every "
+            f"creation order, whichever tied node it picks; created as declared, {went}"
+        )
+    else:
+        some = "some placement would hold every pod, but " if verdict.placement_exists else ""
+        how = f"with card policy {verdict.gpu_policy}, strands one in every creation order; created as declared"
+    reason, why, cards = _why(audience, failure, verdict.quota)
+    return Finding(
+        _severity(verdict),
+        audience.tenant,
+        failure.pod.workload,
+        reason,
+        f"{some}HAMi places one pod at a time and, {how}: {why}",
+        cards,
+    )
+
+
+def _order_text(order: Sequence[PodRequest], shown: int = 8) -> str:
+    """A creation order as the message gives it: every pod of a short one, the ends of a long one."""
+    names = [pod.workload for pod in order]
+    if len(names) > 2 * shown + 1:
+        names = [*names[:shown], f"... ({len(names) - 2 * shown} more)", *names[-shown:]]
+    return " -> ".join(names)
+
+
+def _undecided(audience: Audience, verdict: Undecided) -> Finding:
+    match verdict.question:
+        case Question.POD_FITS | Question.SET_FITS:
+            workload = workload_of(verdict.pods[0]) if verdict.question is Question.POD_FITS else EVERY_WORKLOAD
+            message = (
+                f"the placement search ran out of its budget ({SEARCH_BUDGET} steps per tenant) without an answer; "
+                "treated as fitting, and only HAMi's greedy order was checked"
+            )
+        case Question.FIRST_UNPLACEABLE:
+            workload = EVERY_WORKLOAD
+            message = (
+                f"no placement holds all {len(verdict.pods)} pods, but the search ran out of its budget "
+                f"({SEARCH_BUDGET} steps per tenant) before finding the first one that does not fit"
+            )
+        case Question.ORDERS:
+            workload = EVERY_WORKLOAD
+            message = (
+                f"the creation-order simulation stopped (after {MAX_ORDER_STATES} states, or {MAX_TIE_RUNS} runs "
+                "of one order's score ties) without finding a stranded pod; not every order or tie was checked"
+            )
+    return Finding(_severity(verdict), audience.tenant, workload, UNDECIDED, message)
