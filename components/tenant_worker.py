@@ -1,8 +1,7 @@
 """TenantWorker: a kindest/node container joined to its tenant with kubeadm, with Calico, Ready.
 
-The container gets the flags kind itself gives a node (kind `pkg/cluster/internal/providers/docker/
-provision.go`), each commented below. It is not labelled as a kind node, so `kind delete cluster`
-never touches it; Pulumi owns it.
+The container gets the flags kind itself gives a node, defined once in model/node_container.py (each commented
+there). It is not labelled as a kind node, so `kind delete cluster` never touches it; Pulumi owns it.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from components.management_cluster import ManagementCluster
 from components.shell import remote_script, script_command
 from components.tenant_control_plane import TenantControlPlane
 from model.config import LabConfig, SshWorker, Tenant, secret
-from model.names import NODE_IMAGE_LABEL, TENANT_LABEL
+from model.node_container import NodeContainer
 
 JOIN_TIMEOUT = 300  # seconds per step of a worker's join (worker-join.sh and join-config.sh TIMEOUT)
 
@@ -51,32 +50,32 @@ def token_id_of(join_configuration: str) -> str:
 def container_args(
     tenant: Tenant, image_id: pulumi.Input[str], image_ref: str, network: str, node_name: str | None = None
 ) -> dict[str, Any]:
-    """Arguments of a node container (the tenant's first unless `node_name` is given), as kind runs a node."""
-    node_name = node_name or worker_node_name(tenant)
+    """pulumi-docker's arguments of a node container (the tenant's first unless `node_name` is given): the one
+    definition, model/node_container.py, rendered for the provider."""
+    node = NodeContainer(node_name or worker_node_name(tenant), tenant.name, image_ref, network)
     return {
-        "name": node_name,
-        "hostname": node_name,  # kubeadm registers the node under the hostname
+        "name": node.name,
+        "hostname": node.name,
         # The pulled image's id: the provider reads a container's image back as an id, so a name
         # here would show a diff on every refresh. The pinned reference goes into a label instead.
         "image": image_id,
-        "privileged": True,  # kubelet, containerd and kube-proxy manage cgroups, mounts and iptables
-        "security_opts": ["seccomp=unconfined", "apparmor=unconfined"],  # as kind: no profile in the way
-        "tmpfs": {"/tmp": "", "/run": ""},  # systemd expects tmpfs here; /tmp also keeps secrets off disk
+        "privileged": node.privileged,
+        "security_opts": list(node.security_opts),
+        "tmpfs": dict.fromkeys(node.tmpfs, ""),
         "volumes": [
-            docker.ContainerVolumeArgs(container_path="/var"),  # anonymous volume: containerd's overlayfs
-            docker.ContainerVolumeArgs(host_path="/lib/modules", container_path="/lib/modules", read_only=True),
+            *(docker.ContainerVolumeArgs(container_path=path) for path in node.anonymous_volumes),
+            *(
+                docker.ContainerVolumeArgs(host_path=path, container_path=path, read_only=True)
+                for path in node.read_only_mounts
+            ),
         ],
-        "cgroupns_mode": "private",  # kind's --cgroupns=private: the node sees its own cgroup root
-        "init": False,  # systemd is PID 1 (kind's --init=false)
-        "tty": True,  # kind's --tty: systemd logs to the console
-        "restart": "on-failure",
-        "max_retry_count": 1,  # kind's --restart=on-failure:1
-        "networks_advanced": [docker.ContainerNetworksAdvancedArgs(name=network)],
-        "labels": [
-            docker.ContainerLabelArgs(label=TENANT_LABEL, value=tenant.name),
-            docker.ContainerLabelArgs(label="gpulab.io/role", value="worker"),
-            docker.ContainerLabelArgs(label=NODE_IMAGE_LABEL, value=image_ref),
-        ],
+        "cgroupns_mode": node.cgroupns,
+        "init": node.init,
+        "tty": node.tty,
+        "restart": node.restart,
+        "max_retry_count": node.max_retry_count,
+        "networks_advanced": [docker.ContainerNetworksAdvancedArgs(name=node.network)],
+        "labels": [docker.ContainerLabelArgs(label=key, value=value) for key, value in node.all_labels().items()],
         "must_run": True,
     }
 

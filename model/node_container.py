@@ -1,0 +1,53 @@
+"""A tenant's node container, as kind runs a node (kind `pkg/cluster/internal/providers/docker/provision.go`,
+runArgsForNode and commonArgs), defined once: the Docker lab renders it for pulumi-docker
+(components/tenant_worker.py), process mode's node containers as `docker run` arguments (`run_args`).
+
+It is not labelled as a kind node, so `kind delete cluster` never touches it; its owner (Pulumi, or the dynamic
+resource that made it) removes it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from model.names import NODE_IMAGE_LABEL, TENANT_LABEL
+
+
+@dataclass(frozen=True)
+class NodeContainer:
+    """What a node container is run with; each value is kind's for a node, with the reason beside it."""
+
+    name: str  # also its hostname: kubeadm registers the node under the hostname
+    tenant: str
+    image_ref: str  # the pinned reference, recorded in a label (pulumi-docker is given the pulled image's id)
+    network: str
+    privileged: bool = True  # kubelet, containerd and kube-proxy manage cgroups, mounts and iptables
+    security_opts: tuple[str, ...] = ("seccomp=unconfined", "apparmor=unconfined")  # as kind: no profile in the way
+    tmpfs: tuple[str, ...] = ("/tmp", "/run")  # systemd expects tmpfs here; /tmp also keeps secrets off disk
+    anonymous_volumes: tuple[str, ...] = ("/var",)  # containerd's overlayfs must not sit on the container's own
+    read_only_mounts: tuple[str, ...] = ("/lib/modules",)  # the host's modules, for the kubelet and kube-proxy
+    cgroupns: str = "private"  # kind's --cgroupns=private: the node sees its own cgroup root
+    init: bool = False  # systemd is PID 1 (kind's --init=false)
+    tty: bool = True  # kind's --tty: systemd logs to the console
+    restart: str = "on-failure"
+    max_retry_count: int = 1  # kind's --restart=on-failure:1
+    labels: dict[str, str] = field(default_factory=dict)
+
+    def all_labels(self) -> dict[str, str]:
+        return {TENANT_LABEL: self.tenant, "gpulab.io/role": "worker", NODE_IMAGE_LABEL: self.image_ref, **self.labels}
+
+    def run_args(self, image: str) -> list[str]:
+        """`docker run` arguments (after `docker run`) that start this node from `image`, detached."""
+        args = ["--detach", "--name", self.name, "--hostname", self.name, "--network", self.network]
+        if self.privileged:
+            args.append("--privileged")
+        args += [arg for opt in self.security_opts for arg in ("--security-opt", opt)]
+        args += [arg for path in self.tmpfs for arg in ("--tmpfs", path)]
+        args += [arg for path in self.anonymous_volumes for arg in ("--volume", path)]
+        args += [arg for path in self.read_only_mounts for arg in ("--volume", f"{path}:{path}:ro")]
+        args += ["--cgroupns", self.cgroupns, f"--init={str(self.init).lower()}"]
+        if self.tty:
+            args.append("--tty")
+        args += ["--restart", f"{self.restart}:{self.max_retry_count}"]
+        args += [arg for key, value in sorted(self.all_labels().items()) for arg in ("--label", f"{key}={value}")]
+        return [*args, image]
