@@ -1,8 +1,8 @@
 """Bounded calls: every program diagnose runs gets a timeout, then TERM, then KILL to its whole
-process group, and the run as a whole has a budget. Programs hang (an API server that accepts and
-never answers, an exec credential plugin, `docker exec` into a wedged container) and some ignore
-TERM (../shared/notes/boundaries.md, "Processes"); kubectl's --request-timeout alone bounds HTTP
-requests only."""
+process group (model.bounded_run, the one bounded runner the process lab uses too), and the run as a
+whole has a budget. Programs hang (an API server that accepts and never answers, an exec credential
+plugin, `docker exec` into a wedged container) and some ignore TERM (../shared/notes/boundaries.md,
+"Processes"); kubectl's --request-timeout alone bounds HTTP requests only."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+
+from model import bounded_run
 
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 MAX_OUTPUT = 32 * 1024 * 1024  # a larger answer is cut: diagnose keeps what it reads in memory
@@ -76,12 +78,8 @@ class Runner:
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         try:
             # Own session: the timeout signals reach every process the program started.
-            proc = subprocess.Popen(
+            proc = bounded_run.start(
                 [program, *argv[1:]],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
                 preexec_fn=_unblock,  # the child must see TERM: the mask is inherited across exec
             )
             self.current = proc
@@ -89,20 +87,15 @@ class Runner:
             return Result(argv, None, problem=f"{argv[0]} could not start: {error.strerror}")
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-        problem = ""
-        try:
-            out, err = proc.communicate(timeout=limit)
-        except subprocess.TimeoutExpired:
-            problem = f"no answer within {limit:.0f}s (stopped)"
-            out, err = self._stop(proc)
+        ended = bounded_run.finish(proc, limit, grace=self.kill_after)
         self.current = None
         return Result(
             argv,
-            None if problem else proc.returncode,
-            out[:MAX_OUTPUT].decode(errors="replace"),
-            err[:MAX_OUTPUT].decode(errors="replace"),
+            None if ended.timed_out else ended.returncode,
+            ended.stdout[:MAX_OUTPUT].decode(errors="replace"),
+            ended.stderr[:MAX_OUTPUT].decode(errors="replace"),
             self.clock() - started,
-            problem,
+            f"no answer within {limit:.0f}s (stopped)" if ended.timed_out else "",
         )
 
     def abort(self) -> None:
@@ -115,17 +108,3 @@ class Runner:
             os.killpg(proc.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=self.kill_after)
-
-    def _stop(self, proc: subprocess.Popen[bytes]) -> tuple[bytes, bytes]:
-        for sig, wait in ((signal.SIGTERM, self.kill_after), (signal.SIGKILL, self.kill_after)):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, sig)
-            try:
-                return proc.communicate(timeout=wait)
-            except subprocess.TimeoutExpired:
-                continue
-        # Something outside the group still holds the pipes: stop reading and move on.
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
-        return b"", b""

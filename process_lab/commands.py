@@ -11,6 +11,11 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from model import bounded_run
+
+# Seconds from TERM to KILL of a call's group at its deadline (and from KILL to giving up on its pipes).
+STOP_GRACE = 5.0
+
 
 class ProcessLabError(RuntimeError):
     """A step of the process lab failed: the message says which step, what it waited for and what it saw."""
@@ -28,24 +33,28 @@ def run(
 ) -> subprocess.CompletedProcess[str]:
     """Run argv to its end within `timeout` seconds; ProcessLabError names `what` when it fails or hangs.
 
-    `detach`: in a session of its own, so that what it leaves running (kwokctl's control plane) outlives
-    the caller's process group, which the Pulumi engine kills with a dynamic provider's process."""
-    try:
-        result = subprocess.run(
-            [str(arg) for arg in argv],
-            env=dict(env),
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            start_new_session=detach,
-        )
-    except subprocess.TimeoutExpired as expired:
-        raise ProcessLabError(f"{what}: no answer within {timeout:.0f} s ({Path(str(argv[0])).name})") from expired
+    Every call runs in a session of its own (model.bounded_run), so that at the deadline TERM, then KILL,
+    reach everything it started, not only the program itself. `detach` says a call needs that session for
+    another reason too: what it leaves running (kwokctl's control plane) outlives the caller's process
+    group, which the Pulumi engine kills with a dynamic provider's process."""
+    del detach  # every call is detached now; kept so the callers that need it still say so
+    ended = bounded_run.run_bounded(
+        argv, timeout, env=env, stdin=None if stdin is None else stdin.encode(), grace=STOP_GRACE
+    )
+    if ended.timed_out:
+        raise ProcessLabError(f"{what}: no answer within {timeout:.0f} s ({Path(str(argv[0])).name})")
+    result = subprocess.CompletedProcess(
+        ended.argv, ended.returncode if ended.returncode is not None else -1, _text(ended.stdout), _text(ended.stderr)
+    )
     if check and result.returncode != 0:
         message = (result.stderr or result.stdout).strip().splitlines()
         raise ProcessLabError(f"{what} failed (exit {result.returncode}): {' '.join(message[-3:])[:600]}")
     return result
+
+
+def _text(data: bytes) -> str:
+    """Output as text mode reads it (universal newlines), an undecodable byte replaced rather than raised."""
+    return data.decode(errors="replace").replace("\r\n", "\n").replace("\r", "\n")
 
 
 _HANDED_OUT: set[int] = set()

@@ -244,17 +244,19 @@ def across_tenants(
         for i, tenant in tenants:
             if tenant.worker_mode != "container":
                 continue
-            for node in tenant.worker_node_names():
-                if node in owner:
-                    key = f"tenants[{i}].nodes" if tenant.nodes is not None else f"tenants[{i}].name"
+            for node in tenant.declared_nodes:
+                if node.name in owner:
+                    # A container of `nodes` is named by its entry, the one container of `gpus` by the tenant.
+                    key = f"tenants[{i}].nodes" if node.declared_in == "nodes" else f"tenants[{i}].name"
                     problems.append(
                         (
                             key,
                             NO_VALUE,
-                            f"gives the container {node}, which {owner[node]} already uses; rename the tenant or node",
+                            f"gives the container {node.name}, which {owner[node.name]} already uses; rename the "
+                            "tenant or node",
                         )
                     )
-                owner.setdefault(node, f"tenant {tenant.name}")
+                owner.setdefault(node.name, f"tenant {tenant.name}")
     if management is not None:
         problems += _against_management(management, tenants, kind_subnet)
     if versions is not None:

@@ -1,5 +1,6 @@
 """A tenant: its Kubernetes version and ranges, GPU nodes and cards, limits, quota, namespaces, workloads
-and workers, with the checks between its own keys."""
+and workers. Where its cards are is read into one list of nodes (nodes.py); the rules between its own keys
+are rules.py's."""
 
 from __future__ import annotations
 
@@ -24,7 +25,6 @@ from model.catalog import (
 from model.config.errors import NO_VALUE, KeyedError
 from model.config.fields import (
     DNS1123_LABEL,
-    MAX_CARDS_PER_TENANT,
     MAX_GPU_NODES,
     MAX_NAMESPACES,
     MAX_SERVICE_PREFIX,
@@ -41,6 +41,8 @@ from model.config.fields import (
     SshWorker,
     Workload,
 )
+from model.config.nodes import TenantNode, read_nodes
+from model.config.rules import TENANT_RULES, Check
 from model.image_ref import image_problem
 from model.versions import parse_kubernetes_version
 
@@ -166,163 +168,22 @@ class Tenant(ConfigModel):
         """Every cross-field problem of the tenant, keyed relative to it."""
         return [(key, value, message) for _, key, value, message in self.checks()]
 
-    def checks(self) -> list[tuple[frozenset[str], str, object, str]]:
+    def checks(self) -> list[Check]:
         """Every cross-field problem, with the keys it reads (so that parse_config can also report the problems
-        of a tenant with a bad field, among the checks that do not read that field)."""
-        problems: list[tuple[frozenset[str], str, object, str]] = []
+        of a tenant with a bad field, among the checks that do not read that field): the rules of
+        model/config/rules.py, in order."""
+        return [found for rule in TENANT_RULES for found in rule(self)]
 
-        def add(needs: str, key: str, value: object, message: str) -> None:
-            problems.append((frozenset(needs.split()), key, value, message))
-
-        pod = ipaddress.ip_network(self.pod_cidr)
-        service = ipaddress.ip_network(self.service_cidr)
-        if pod.overlaps(service):
-            add(
-                "podCidr serviceCidr",
-                "podCidr",
-                self.pod_cidr,
-                f"overlaps serviceCidr {self.service_cidr}; pick disjoint ranges, "
-                "e.g. podCidr 10.244.0.0/16 and serviceCidr 10.96.0.0/16",
-            )
-        for j, worker in enumerate(self.workers if self.worker_mode == "ssh" else []):
-            for key, network in (("podCidr", pod), ("serviceCidr", service)):
-                if worker.address is not None and worker.address in network:
-                    # The node's own address would be routed to pods (or taken by kube-proxy for services).
-                    add(
-                        f"{key} workers",
-                        f"workers[{j}].host",
-                        worker.host,
-                        f"is inside the tenant's {key} {network}, so the tenant would route the node's own address "
-                        f"into the cluster; pick a {key} that does not hold any worker's address",
-                    )
-        nodes = len(self.worker_node_names())
-        if nodes > 2 ** (NODE_POD_PREFIX - pod.prefixlen):
-            add(
-                "podCidr workers workerMode",
-                "podCidr",
-                self.pod_cidr,
-                f"holds {2 ** (NODE_POD_PREFIX - pod.prefixlen)} node pod ranges (/{NODE_POD_PREFIX} each) for "
-                f"{nodes} nodes; use a larger range",
-            )
-        names = [workload.name for workload in self.workloads]
-        duplicates = sorted({name for name in names if names.count(name) > 1})
-        if duplicates:
-            add("workloads", "workloads", NO_VALUE, f"duplicate names {duplicates}; give each workload its own name")
-        if self.worker_mode == "ssh":
-            if not self.workers:
-                add(
-                    "workerMode workers",
-                    "workers",
-                    NO_VALUE,
-                    "workerMode ssh needs workers: [{host: 10.0.0.21, user: ubuntu}] (the machines to join)",
-                )
-            if sum(1 for worker in self.workers if worker.gpu_node) > 1:
-                add(
-                    "workers",
-                    "workers",
-                    NO_VALUE,
-                    "mark at most one worker gpuNode: true (it carries the declared gpus)",
-                )
-            if self.worker_image is not None:
-                add(
-                    "workerMode workerImage",
-                    "workerImage",
-                    self.worker_image,
-                    "is for workerMode container; ssh workers bring their kubelet",
-                )
-            node_names = self.worker_node_names()
-            if len(set(node_names)) != len(node_names):
-                add("workers", "workers", NO_VALUE, f"node names {node_names} are not unique; set `name` on each")
-        elif self.workers:
-            add(
-                "workerMode workers",
-                "workers",
-                NO_VALUE,
-                "are only for workerMode: ssh; remove them or set workerMode: ssh",
-            )
-        placement = self._gpu_nodes_problems()
-        for key, message in placement:
-            add("gpus nodes workers workerMode", key, NO_VALUE, message)
-        largest = max((len(node.cards) for node in self.gpu_nodes()), default=0) if not placement else None
-        if self.gpu_mode == "real" and self.worker_mode != "ssh":
-            add(
-                "gpuMode workerMode",
-                "gpuMode",
-                self.gpu_mode,
-                "gpuMode real needs real GPUs, so workerMode ssh; a kindest/node container has none (use gpuMode mock)",
-            )
-        for i, workload in enumerate(self.workloads):
-            if workload.namespace is not None and workload.namespace not in self.namespaces:
-                add(
-                    "workloads namespaces",
-                    f"workloads[{i}].namespace",
-                    workload.namespace,
-                    f"is not in namespaces {self.namespaces}; add it there so gpulab creates it with its quota",
-                )
-            if largest is not None and workload.gpus > largest:
-                # HAMi never places a container that asks more cards than one node has (NodeInsufficientDevice).
-                add(
-                    "workloads gpus nodes",
-                    f"workloads[{i}].gpus",
-                    workload.gpus,
-                    f"asks more cards than the tenant's largest GPU node has ({largest}); at most {largest}",
-                )
-        return problems
-
-    def _gpu_nodes_problems(self) -> list[tuple[str, str]]:
-        """Where the cards are declared: tenant `gpus` (one GPU node), `nodes` (several containers) or
-        `workers[].gpus` (several SSH machines), exactly one of them; node names unique; card bounds.
-        Returns (key, message) pairs; none means gpu_nodes() is well defined."""
-        worker_gpus = [i for i, worker in enumerate(self.workers) if worker.gpus is not None]
-        problems: list[tuple[str, str]] = []
-        if self.gpus is not None and self.nodes is not None:
-            problems.append(
-                ("nodes", "give either gpus (one GPU node) or nodes (several), not both; move gpus into nodes")
-            )
-        if self.nodes is not None and self.worker_mode == "ssh":
-            problems.append(
-                ("nodes", "are kindest/node containers; with workerMode ssh give each GPU worker its own gpus")
-            )
-        if worker_gpus and self.gpus is not None:
-            problems.append(
-                (
-                    "gpus",
-                    "is the one GPU worker's cards; with workers[].gpus set, give every GPU worker its own gpus "
-                    "instead",
-                )
-            )
-        if worker_gpus and any(worker.gpu_node for worker in self.workers):
-            problems.append(
-                ("workers", "gpuNode marks the worker that carries the tenant's gpus; with workers[].gpus drop it")
-            )
-        if self.gpus is None and self.nodes is None and not worker_gpus:
-            problems.append(
-                (
-                    "gpus",
-                    "is required: the tenant's cards, e.g. [{model: L4, count: 1}] (or nodes: [{gpus: [...]}, ...] "
-                    "for several GPU nodes)",
-                )
-            )
-        if problems:
-            return problems
-        names = [node.name for node in self.gpu_nodes()]
-        if len(set(names)) != len(names):
-            problems.append(("nodes", f"node names {names} are not unique; give each node its own name"))
-        cards = sum(len(node.cards) for node in self.gpu_nodes())
-        if cards > MAX_CARDS_PER_TENANT:
-            key = "gpus" if self.gpus is not None else "nodes" if self.nodes is not None else "workers"
-            problems.append(
-                (key, f"declares {cards} cards; a tenant holds at most {MAX_CARDS_PER_TENANT} across its GPU nodes")
-            )
-        return problems
+    @property
+    def declared_nodes(self) -> list[TenantNode]:
+        """The tenant's worker nodes with their cards, however the stack file says where the cards are (`gpus`,
+        `nodes` or `workers[].gpus`: model/config/nodes.py). Read from the fields each time, not kept, so that a
+        copy with another name (`model_copy(update=...)`) has its own nodes."""
+        return read_nodes(self.name, self.worker_mode, self.gpus, self.nodes, self.workers)
 
     def worker_node_names(self) -> list[str]:
         """Node names of the tenant's workers, in order."""
-        if self.worker_mode == "container":
-            if self.nodes is not None:
-                return [f"{self.name}-{node.name or f'worker-{i}'}" for i, node in enumerate(self.nodes)]
-            return [f"{self.name}-worker"]
-        return [worker.name or f"{self.name}-worker-{i}" for i, worker in enumerate(self.workers)]
+        return [node.name for node in self.declared_nodes]
 
     def gpu_node_name(self) -> str:
         """The (first) node that carries the tenant's cards."""
@@ -332,25 +193,12 @@ class Tenant(ConfigModel):
         """Every GPU node with its cards, in declaration order. One node keeps the card ids it always
         had (`GPU-MOCK-<tenant>-<i>`); with several, ids carry the node (`GPU-MOCK-<node>-<i>`), unique
         within the tenant because node names are (card indexes are digits only)."""
-        names = self.worker_node_names()
-        if not names:
-            return []  # workerMode ssh without workers: reported by checks(), no node to hold cards
         split = self.split_count
-        if self.nodes is not None:
-            return [
-                NodeCards(name, expand_cards(name, [(e.model, e.count) for e in node.gpus], split))
-                for name, node in zip(names, self.nodes, strict=True)
-            ]
-        if self.gpus is None:  # ssh workers with their own gpus
-            return [
-                NodeCards(name, expand_cards(name, [(e.model, e.count) for e in worker.gpus], split))
-                for name, worker in zip(names, self.workers, strict=True)
-                if worker.gpus is not None
-            ]
-        node = names[0]
-        if self.worker_mode == "ssh":
-            node = next((n for n, w in zip(names, self.workers, strict=True) if w.gpu_node), node)
-        return [NodeCards(node, expand_cards(self.name, [(e.model, e.count) for e in self.gpus], split))]
+        return [
+            NodeCards(node.name, expand_cards(node.card_stem, [(e.model, e.count) for e in node.gpus], split))
+            for node in self.declared_nodes
+            if node.gpus
+        ]
 
     def workload_namespace(self, workload: Workload) -> str:
         return workload.namespace or self.namespaces[0]
