@@ -7,7 +7,6 @@ there). It is not labelled as a kind node, so `kind delete cluster` never touche
 from __future__ import annotations
 
 import copy
-import math
 import re
 import sys
 from typing import Any
@@ -22,18 +21,9 @@ from components.management_cluster import ManagementCluster
 from components.shell import remote_script, script_command
 from components.tenant_control_plane import TenantControlPlane
 from model.config import LabConfig, SshWorker, Tenant, secret
-from model.node_container import NodeContainer
+from model.node_container import NodeContainer, join_token_ttl_minutes
 
 JOIN_TIMEOUT = 300  # seconds per step of a worker's join (worker-join.sh and join-config.sh TIMEOUT)
-
-
-def join_token_ttl_minutes(timeout: int) -> int:
-    """How long an SSH worker's bootstrap token lives. It is made on the Pulumi host before join-config.sh waits
-    (up to TIMEOUT) for the tenant to accept it; the machine then waits for systemd (up to TIMEOUT) and joins,
-    a call bounded at 2 x TIMEOUT + 60 s (worker-join.sh join_bound); 5 minutes more cover the steps between
-    (Pulumi opening the SSH session, the quick checks). worker-join.sh refuses to start a join the token would
-    not outlive, and delete-token.sh deletes it once the join is over."""
-    return math.ceil((timeout + timeout + (2 * timeout + 60) + 300) / 60)
 
 
 def worker_node_name(tenant: Tenant) -> str:

@@ -8,6 +8,7 @@ resource that made it) removes it.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from model.names import NODE_IMAGE_LABEL, TENANT_LABEL
@@ -51,3 +52,12 @@ class NodeContainer:
         args += ["--restart", f"{self.restart}:{self.max_retry_count}"]
         args += [arg for key, value in sorted(self.all_labels().items()) for arg in ("--label", f"{key}={value}")]
         return [*args, image]
+
+
+def join_token_ttl_minutes(timeout: int) -> int:
+    """How long an SSH worker's bootstrap token lives. It is made on the Pulumi host before join-config.sh waits
+    (up to TIMEOUT) for the tenant to accept it; the machine then waits for systemd (up to TIMEOUT) and joins,
+    a call bounded at 2 x TIMEOUT + 60 s (worker-join.sh join_bound); 5 minutes more cover the steps between
+    (Pulumi opening the SSH session, the quick checks). worker-join.sh refuses to start a join the token would
+    not outlive, and delete-token.sh deletes it once the join is over."""
+    return math.ceil((timeout + timeout + (2 * timeout + 60) + 300) / 60)

@@ -12,8 +12,8 @@
 # killed with KILL left on the node's tmpfs are removed first. One join runs at a time per worker (a lock; a
 # re-run ends an earlier run of the same join that is still going). The token lives only a little longer than
 # the join's bound (join_bound).
-# An SSH worker (JOIN_CONFIG_ON_STDIN=1) gets only the JoinConfiguration, made on the Pulumi host
-# (join-config.sh): no admin kubeconfig and no token creation on the machine.
+# With JOIN_CONFIG_ON_STDIN=1 (SSH workers; process mode's node containers) the worker gets only the
+# JoinConfiguration, made on the Pulumi host (join-config.sh): no admin kubeconfig and no token creation on it.
 # stdin: tenant admin kubeconfig, or the JoinConfiguration. env: CONTAINER or NODE_NAME, TENANT,
 #        TIMEOUT (s, per step), IGNORE_PREFLIGHT (kubeadm preflight checks to skip), KUBELET_CONF
 set -euo pipefail
@@ -173,7 +173,6 @@ printf '%s %s %s %s\n' $$ "$(_gpulab_started $$)" "${TENANT:-?}" "$(date -u +%Y-
 
 given_config=${JOIN_CONFIG_ON_STDIN:-0}
 if [ "$given_config" = 1 ]; then
-  [ -z "${CONTAINER:-}" ] || die "JOIN_CONFIG_ON_STDIN is for machines, not containers"
   to_node_file "$join_conf"
   # shellcheck disable=SC2016 # expanded when the run ends
   on_exit 'rm -f "$join_conf"'
@@ -199,7 +198,11 @@ ended=$(end_node_join) || die "cannot end a kubeadm join an earlier run left run
 [ -z "$ended" ] || log "ended a kubeadm join an earlier run left running on $node (pid $ended there)"
 # A run killed with KILL could not clean up: its admin kubeconfig and JoinConfiguration are still on the
 # node's tmpfs. Nothing else removes them (a container keeps /tmp until it is removed).
-if [ -n "${CONTAINER:-}" ]; then
+if [ -n "${CONTAINER:-}" ] && [ "$given_config" = 1 ]; then
+  # This run's JoinConfiguration is already there (written over any left by an earlier run); the token it
+  # carries was made on the Pulumi host, which deletes it (delete-token.sh).
+  on_node rm -f "$admin_conf" >/dev/null 2>&1 || die "cannot remove leftovers of an earlier join on $node"
+elif [ -n "${CONTAINER:-}" ]; then
   on_node rm -f "$admin_conf" "$join_conf" >/dev/null 2>&1 || die "cannot remove leftovers of an earlier join on $node"
   delete_stale_tokens
 fi

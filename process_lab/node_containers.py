@@ -1,0 +1,194 @@
+"""Real nodes for process mode: a tenant's workers as containers of gpulab's node image (`make node-image`) on the
+lab's own `--internal` Docker network, each with a real kubelet joined by kubeadm to the tenant's control plane
+of local processes (../docs/real-nodes.md).
+
+The Docker engine is driven with its CLI (the Pulumi docker provider cannot be had here: tools/README.md), every
+call bounded. A node container is made from the one definition of a node (model/node_container.py); it is joined
+by the lab's own scripts, with join material made on this host from the tenant's admin kubeconfig, which never
+goes into the node (scripts/join-config.sh, worker-join.sh with JOIN_CONFIG_ON_STDIN, delete-token.sh).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from model.node_container import NodeContainer, join_token_ttl_minutes
+from process_lab.commands import ProcessLabError, run
+from process_lab.control_plane import ControlPlane
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = ROOT / "scripts"
+OWNER_LABEL = "gpulab.io/owner"  # the tenant folder a node container or lab network belongs to
+JOIN_TIMEOUT = 300  # seconds per step of a join (as the Docker lab's JOIN_TIMEOUT)
+# Preflight checks a node container cannot pass: its kernel config is the host's (SystemVerification), swap is
+# the host's (failSwapOn: false), and the image carries only what gpulab uses (FileExisting).
+CONTAINER_PREFLIGHT = "SystemVerification,FileExisting,Swap"
+CNI_CONFLIST = "/etc/cni/net.d/10-gpulab-bridge.conflist"
+
+
+def docker(*args: str, what: str, timeout: float = 60, stdin: str | None = None, check: bool = True):
+    return run(["docker", *args], env=os.environ, what=what, timeout=timeout, stdin=stdin, check=check)
+
+
+@dataclass(frozen=True)
+class LabNetwork:
+    """The lab's Docker network: `--internal` (no route beyond the host: nothing leaves the machine), labelled
+    with its owner. Its gateway is the host's address on it, where the tenants' API servers listen."""
+
+    name: str
+    owner: str
+
+    def create(self) -> str:
+        """Make the network (one left by an interrupted run of the same owner is taken as it is); its gateway."""
+        found = self.gateway()
+        if found is None:
+            docker(
+                "network", "create", "--internal", "--label", f"{OWNER_LABEL}={self.owner}", self.name,
+                what=f"creating the lab network {self.name}",
+            )  # fmt: skip
+            found = self.gateway()
+        if not found:
+            raise ProcessLabError(f"the lab network {self.name} has no IPv4 gateway (docker network inspect)")
+        return found
+
+    def gateway(self) -> str | None:
+        """The gateway address of the network, None when there is no such network; refuses one not ours."""
+        answer = docker("network", "inspect", self.name, what=f"reading network {self.name}", check=False)
+        if answer.returncode != 0:
+            return None
+        network = json.loads(answer.stdout)[0]
+        owner = (network.get("Labels") or {}).get(OWNER_LABEL)
+        if owner != self.owner:
+            raise ProcessLabError(
+                f"a Docker network named {self.name} exists and is not this lab's ({OWNER_LABEL}={owner}): "
+                "remove it (docker network rm) or name another stack"
+            )
+        for config in (network.get("IPAM") or {}).get("Config") or []:
+            if re.fullmatch(r"\d+\.\d+\.\d+\.\d+", config.get("Gateway") or ""):
+                return str(config["Gateway"])
+        return ""
+
+    def delete(self) -> None:
+        if self.gateway() is not None:
+            docker("network", "rm", self.name, what=f"removing the lab network {self.name}")
+
+
+def bridge_conflist(pod_cidr: str) -> str:
+    """The CNI bridge plugin over the tenant's pod CIDR (Debian's containernetworking-plugins in the node image):
+    one node per tenant, so no route between nodes is needed. Masquerade for pods reaching the host."""
+    return json.dumps(
+        {
+            "cniVersion": "1.0.0",
+            "name": "gpulab-bridge",
+            "plugins": [
+                {
+                    "type": "bridge",
+                    "bridge": "cni0",
+                    "isGateway": True,
+                    "ipMasq": True,
+                    "ipam": {
+                        "type": "host-local",
+                        "ranges": [[{"subnet": pod_cidr}]],
+                        "routes": [{"dst": "0.0.0.0/0"}],
+                    },
+                },
+                {"type": "portmap", "capabilities": {"portMappings": True}},
+            ],
+        },
+        indent=2,
+    )
+
+
+def container_owner(name: str) -> str | None:
+    """The owner label of container `name`, "" for a container without one, None when there is none."""
+    answer = docker("inspect", "--type", "container", name, what=f"reading container {name}", check=False)
+    if answer.returncode != 0:
+        return None
+    return ((json.loads(answer.stdout)[0].get("Config") or {}).get("Labels") or {}).get(OWNER_LABEL, "")
+
+
+def running(name: str) -> bool:
+    answer = docker("inspect", "--type", "container", "-f", "{{.State.Running}}", name, what=name, check=False)
+    return answer.returncode == 0 and answer.stdout.strip() == "true"
+
+
+def remove_node(name: str, owner: str) -> None:
+    """Remove a node container of this owner with its anonymous volume (/var); a container of that name that is
+    someone else's is refused, not removed."""
+    found = container_owner(name)
+    if found is None:
+        return
+    if found != owner:
+        raise ProcessLabError(f"a container named {name} exists and is not this lab's ({OWNER_LABEL}={found})")
+    docker("rm", "--force", "--volumes", name, what=f"removing node container {name}", timeout=120)
+
+
+def start_node(node: NodeContainer, image: str, owner: str, pod_cidr: str) -> str:
+    """Run the node container (one an interrupted run left is removed first) with its CNI configuration; its id."""
+    remove_node(node.name, owner)
+    labelled = NodeContainer(**{**node.__dict__, "labels": {**node.labels, OWNER_LABEL: owner}})
+    started = docker("run", *labelled.run_args(image), what=f"starting node container {node.name}", timeout=120)
+    docker(
+        "exec", "-i", node.name, "sh", "-c", f"cat > {CNI_CONFLIST}",
+        what=f"writing the CNI configuration of {node.name}", stdin=bridge_conflist(pod_cidr),
+    )  # fmt: skip
+    return started.stdout.strip()
+
+
+def _script(control_plane: ControlPlane, name: str, env: dict[str, str], stdin: str, what: str, timeout: float) -> str:
+    """One of the lab's scripts, with the programs of `make tools` first on PATH (kubectl), secrets on stdin."""
+    env = {**control_plane.env, **env}
+    return run(["bash", str(SCRIPTS / name)], env=env, what=what, timeout=timeout, stdin=stdin).stdout
+
+
+def join(control_plane: ControlPlane, node: str, tenant: str) -> None:
+    """kubeadm join of the node container, with a JoinConfiguration made here from the admin kubeconfig (which
+    stays on this host); the bootstrap token is deleted once the join is over, failed or not."""
+    admin = control_plane.kubeconfig.read_text()
+    material = _script(
+        control_plane,
+        "join-config.sh",
+        {
+            "NODE_NAME": node,
+            "TENANT": tenant,
+            "IGNORE_PREFLIGHT": CONTAINER_PREFLIGHT,
+            "TTL_MINUTES": str(join_token_ttl_minutes(JOIN_TIMEOUT)),
+            "TIMEOUT": str(JOIN_TIMEOUT),
+            "PYTHON": sys.executable,
+        },
+        admin,
+        f"making join material for {node}",
+        JOIN_TIMEOUT + 90,
+    )
+    token = re.search(r"token:\s*\"?([a-z0-9]{6})\.", material)
+    try:
+        env = {"CONTAINER": node, "TENANT": tenant, "TIMEOUT": str(JOIN_TIMEOUT), "JOIN_CONFIG_ON_STDIN": "1"}
+        _script(control_plane, "worker-join.sh", env, material, f"joining {node} to {tenant}", 4 * JOIN_TIMEOUT + 120)
+    finally:
+        if token:
+            env = {"TOKEN_ID": token.group(1), "TENANT": tenant}
+            _script(control_plane, "delete-token.sh", env, admin, f"deleting the join token of {node}", 120)
+
+
+def wait_ready(control_plane: ControlPlane, node: str, timeout: int = 300) -> None:
+    control_plane.kubectl(
+        "wait", "--for=condition=Ready", f"--timeout={timeout}s", f"node/{node}", timeout=timeout + 30
+    )
+
+
+def leave(control_plane: ControlPlane, node: str) -> None:
+    """Remove the Node object from its tenant where the tenant still answers (scripts/node-leave.sh)."""
+    if control_plane.kubeconfig.exists():
+        run(
+            ["bash", str(SCRIPTS / "node-leave.sh")],
+            env={**control_plane.env, "NODE_NAME": node, "TIMEOUT": "60"},
+            what=f"removing node {node} from its tenant",
+            timeout=90,
+            stdin=control_plane.kubeconfig.read_text(),
+            check=False,
+        )
