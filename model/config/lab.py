@@ -154,6 +154,9 @@ class LabConfig(ConfigModel):
     # docker: the lab in containers (kind, Kamaji, kindest/node workers). process: every tenant as local
     # processes from `make tools` (kwokctl's control plane, KWOK nodes, hami-scheduler): docs/process-lab.md.
     runtime: Literal["docker", "process"] = "docker"
+    # Process mode's workers: kwok (KWOK nodes: no kubelet, no container) or containers (real nodes: a container of
+    # gpulab's node image per tenant, `make node-image`, with a real kubelet joined by kubeadm): docs/real-nodes.md.
+    workers: Literal["kwok", "containers"] = "kwok"
     management: Management = Management()
     tenants: list[Tenant] = Field(min_length=1, max_length=MAX_TENANTS)
     scheduling: Scheduling = Scheduling()
@@ -163,6 +166,10 @@ class LabConfig(ConfigModel):
     def _across_tenants(self, info: ValidationInfo) -> LabConfig:
         if self.runtime == "process":  # first: the docker-mode rules' fixes (use workerMode: ssh) would mislead
             self._process_runtime()
+        elif self.workers != "kwok":
+            raise at(
+                "workers", "is for runtime: process; in the Docker lab each tenant's workerMode chooses", self.workers
+            )
         kind_subnet = info.context.get("kind_subnet") if info.context else None
         problems = across_tenants(self.management, list(enumerate(self.tenants)), self.versions, kind_subnet)
         if problems:
@@ -180,6 +187,15 @@ class LabConfig(ConfigModel):
             )
         problems: list[tuple[str, object, str]] = []
         for i, tenant in enumerate(self.tenants):
+            if self.workers == "containers" and len(tenant.worker_node_names()) != 1:
+                # The bridge CNI of a real node gives no routes between nodes (process_lab/node_containers.py).
+                problems.append(
+                    (
+                        f"tenants[{i}].nodes",
+                        tenant.worker_node_names(),
+                        "workers: containers runs one node per tenant; declare the tenant's cards under gpus",
+                    )
+                )
             if tenant.worker_mode != "container":
                 problems.append(
                     (f"tenants[{i}].workerMode", tenant.worker_mode, f"runtime: process runs KWOK nodes only; {fix}")
@@ -194,6 +210,11 @@ class LabConfig(ConfigModel):
     @property
     def process_mode(self) -> bool:
         return self.runtime == "process"
+
+    @property
+    def real_nodes(self) -> bool:
+        """Process mode with node containers: real kubelets joined to control planes of local processes."""
+        return self.process_mode and self.workers == "containers"
 
     def worker_image(self, tenant: Tenant) -> str | None:
         return tenant.worker_image or self.versions.worker_node_images.get(tenant.kubernetes_version)
