@@ -43,7 +43,7 @@ RESUME := true
 endif
 
 .PHONY: help up down plan verify report check test lint bench prereqs policy-venv stack upstream-data clean deploy destroy \
-	diagnose lab-exists lint-python stack-file tools test-real process-tools
+	diagnose lab-exists lint-python stack-file tools test-real process-tools node-image
 
 help:
 	@echo "make up             preflight (Linux, Docker, tools, disk), then venv, pinned kind/kubectl/pulumi in ./bin, pulumi up"
@@ -60,6 +60,8 @@ help:
 	@echo "                    GPULAB_UPSTREAM or ../shared/upstream when complete, downloads only what is missing"
 	@echo "make tools          build the real upstream programs (kube-apiserver, etcd, kwok, pulumi...) from pinned"
 	@echo "                    Go modules into ./bin (needs Go 1.26 and the Go module proxy; see tools/README.md)"
+	@echo "make node-image     gpulab's node image without a registry: Debian packages (debootstrap of this machine's apt"
+	@echo "                    sources) and make tools' kubelet/kubeadm/kubectl; needs root and Docker (docs/real-nodes.md)"
 	@echo "make bench          benchmarks (program growth, policy checking, image pulls)"
 	@echo "make lint           ruff and shellcheck only"
 	@echo "make policy-venv    the policy pack's own venv (policies/venv), for pulumi preview --policy-pack policies"
@@ -226,6 +228,14 @@ test-real: $(VENV)/.installed
 # The real programs, from the wrapper Go modules in tools/ (programs.toml): a second run builds nothing.
 tools:
 	@$(PYTHON_HOST) scripts/build_tools.py
+
+# gpulab's node image (scripts/node-image.sh): kubelet, kubeadm and kubectl of make tools (unless GPULAB_BIN names
+# another folder), an engine (scripts/docker-engine.sh starts Debian's where none answers), then the image; a second
+# run with nothing changed ends in seconds.
+node-image:
+	@if [ -z "$${GPULAB_BIN:-}" ]; then $(PYTHON_HOST) scripts/build_tools.py kubelet kubeadm kubectl; fi
+	@bash scripts/docker-engine.sh start
+	@bash scripts/node-image.sh
 
 upstream-data:
 	$(PYTHON_HOST) tests/upstream_data.py
