@@ -20,7 +20,8 @@ from components.image_cache import ImageCache
 from components.kwok_workers import KwokWorkers
 from components.management_cluster import ManagementCluster
 from components.mock_gpu_node import MockGpuNode
-from components.parts import TenantParts
+from components.node_container_workers import LabNetwork, NodeContainerWorkers
+from components.parts import TenantParts, Workers
 from components.process_control_plane import ProcessControlPlane, process_stack
 from components.process_gpu_node import ProcessGpuNode
 from components.real_gpu_node import RealGpuNode
@@ -28,6 +29,7 @@ from components.tenant_control_plane import TenantControlPlane
 from components.tenant_namespaces import TenantNamespaces
 from components.tenant_worker import TenantWorker
 from model.config import LabConfig, Tenant, load_config
+from model.names import docker_name
 
 
 def docker_lab(lab: LabConfig) -> Callable[[Tenant], TenantParts]:
@@ -52,12 +54,24 @@ def docker_lab(lab: LabConfig) -> Callable[[Tenant], TenantParts]:
 
 
 def process_lab(lab: LabConfig) -> Callable[[Tenant], TenantParts]:
-    """Process mode: per tenant a control plane of local processes, KWOK nodes and HAMi as a local process."""
-    stack = process_stack(pulumi.get_stack())  # the programs `make tools` built, checked before any starts
+    """Process mode: per tenant a control plane of local processes, its workers (KWOK nodes, or node containers
+    with real kubelets on the lab's --internal network: workers: containers) and HAMi as a local process."""
+    hami = lab.scheduling.hami
+    stack = process_stack(pulumi.get_stack(), hami)  # the programs `make tools` built, checked before any starts
+    network = None
+    if lab.real_nodes:
+        network_name = docker_name(f"gpulab-{pulumi.get_project()}-{pulumi.get_stack()}")
+        network = LabNetwork("nodes-network", network_name, owner=str(stack.folder))
+        pulumi.export("nodes_network", network_name)
 
     def tenant_parts(tenant: Tenant) -> TenantParts:
-        control_plane = ProcessControlPlane(tenant.name, tenant, stack)
-        workers = KwokWorkers(f"{tenant.name}-worker", tenant, control_plane)
+        if network is None:
+            control_plane = ProcessControlPlane(tenant.name, tenant, stack, hami=hami)
+            workers: Workers = KwokWorkers(f"{tenant.name}-worker", tenant, control_plane)
+        else:
+            control_plane = ProcessControlPlane(tenant.name, tenant, stack, network.gateway, hami, after=[network])
+            image = lab.worker_image(tenant) or ""
+            workers = NodeContainerWorkers(f"{tenant.name}-worker", tenant, image, network, network_name, control_plane)
         gpus = ProcessGpuNode(f"{tenant.name}-gpus", tenant, lab, stack, control_plane, workers)
         return TenantParts(tenant, control_plane, workers, gpus)
 
@@ -69,7 +83,7 @@ tenant_parts = process_lab(lab) if lab.process_mode else docker_lab(lab)
 
 for tenant in lab.tenants:
     parts = tenant_parts(tenant)
-    GpuAdmissionPolicy(f"{tenant.name}-admission", tenant, parts.control_plane.provider)
+    GpuAdmissionPolicy(f"{tenant.name}-admission", tenant, parts.control_plane.provider, lab.scheduling.hami)
     namespaces = TenantNamespaces(f"{tenant.name}-namespaces", parts, lab)
     if tenant.workloads:
         GpuWorkloads(f"{tenant.name}-workloads", parts, lab, namespaces)

@@ -17,11 +17,16 @@ class GpuAdmissionPolicy(pulumi.ComponentResource):
     """A tenant's GPU admission policies and bindings, in the tenant's own API server."""
 
     def __init__(
-        self, name: str, tenant: Tenant, provider: k8s.Provider, opts: pulumi.ResourceOptions | None = None
+        self,
+        name: str,
+        tenant: Tenant,
+        provider: k8s.Provider,
+        hami: bool = True,
+        opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpulab:index:GpuAdmissionPolicy", name, None, opts)
         created: dict[str, pulumi.Resource] = {}
-        for document in policy_objects(tenant):
+        for document in policy_objects(tenant, hami):
             kind, object_name = document["kind"], document["metadata"]["name"]
             resource_class = (
                 k8s.admissionregistration.v1.ValidatingAdmissionPolicy

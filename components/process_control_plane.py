@@ -24,12 +24,12 @@ from process_lab.stack import ProcessStack, TenantProcesses
 TYPE = "gpulab:index:TenantControlPlane"
 
 
-def process_stack(stack: str) -> ProcessStack:
+def process_stack(stack: str, hami: bool = True) -> ProcessStack:
     """Where the stack's programs and state are, checked before the first process starts: every program is
     there (pulumi.RunError naming the fix if not). `make plan` starts nothing and sets GPULAB_PLAN: it says
     what is missing in a line of its own."""
     found = ProcessStack.named(stack)
-    missing = found.missing()
+    missing = [program for program in found.missing() if hami or program != "hami-scheduler"]
     if missing and not pulumi.runtime.is_dry_run() and not os.environ.get("GPULAB_PLAN"):
         raise pulumi.RunError(
             f"runtime: process needs {', '.join(missing)} in {found.bin_dir}: run `make tools` "
@@ -50,7 +50,14 @@ class ProcessControlPlane(pulumi.ComponentResource):
     tenant_processes: TenantProcesses  # the tenant's folder and programs, for the parts of this runtime
 
     def __init__(
-        self, name: str, tenant: Tenant, stack: ProcessStack, opts: pulumi.ResourceOptions | None = None
+        self,
+        name: str,
+        tenant: Tenant,
+        stack: ProcessStack,
+        bind_address: pulumi.Input[str] | None = None,
+        hami: bool = True,
+        after: list[pulumi.Resource] | None = None,
+        opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__(TYPE, name, None, opts)
         self.tenant_processes = stack.tenant(tenant.name)
@@ -59,8 +66,13 @@ class ProcessControlPlane(pulumi.ComponentResource):
         lost = lost_data(tenant.name, self.tenant_processes.control_plane, bool(recorded))
         if lost:
             pulumi.log.warn(lost, resource=self)
+        # Real nodes reach the API server on the lab network's gateway (bind_address); KWOK nodes need loopback only.
         self.processes = ControlPlaneProcesses(
-            f"{name}-processes", self.tenant_processes, opts=pulumi.ResourceOptions(parent=self)
+            f"{name}-processes",
+            self.tenant_processes,
+            bind_address,
+            hami,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=after or []),
         )
         self.api_ready = self.processes  # kwokctl --wait: the API answers once it is created
         self.kubeconfig = pulumi.Output.secret(self.processes.kubeconfig)

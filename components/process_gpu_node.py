@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import pulumi
 
-from components.kwok_workers import KwokWorkers
-from components.parts import gpu_node_prefixes
+from components.parts import Workers, gpu_node_prefixes
 from components.process_control_plane import ProcessControlPlane
 from components.process_resources import GpuInventory, HamiProcesses
 from model.catalog import Card, register_annotation, totals
@@ -31,7 +30,7 @@ class ProcessGpuNode(pulumi.ComponentResource):
     former_type: str | None = None
     cards: list[Card]
     advertised: dict[str, int]
-    hami: HamiProcesses
+    hami: HamiProcesses | None = None
     readies: list[pulumi.Resource]
 
     def __init__(
@@ -41,7 +40,7 @@ class ProcessGpuNode(pulumi.ComponentResource):
         lab: LabConfig,
         stack: ProcessStack,
         control_plane: ProcessControlPlane,
-        workers: KwokWorkers,
+        workers: Workers,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__(TYPE, name, None, opts)
@@ -49,14 +48,19 @@ class ProcessGpuNode(pulumi.ComponentResource):
         self.cards = tenant.cards()
         self.advertised = totals(self.cards)
         processes = control_plane.tenant_processes
-        self.hami = HamiProcesses(
-            f"{name}-hami",
-            processes,
-            control_plane.processes,
-            stack.hami_binary,
-            HamiSettings.of(lab, tenant),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[workers.ready]),
-        )
+        hami = lab.scheduling.hami
+        after: pulumi.Resource = workers.ready
+        if hami:
+            self.hami = HamiProcesses(
+                f"{name}-hami",
+                processes,
+                control_plane.processes,
+                stack.hami_binary,
+                HamiSettings.of(lab, tenant),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[workers.ready]),
+            )
+            after = self.hami
+        # Without HAMi (scheduling.scheduler: kube-scheduler) the cards are the node's extended resources only.
         self.readies = [
             GpuInventory(
                 f"{prefix}-inventory",
@@ -65,7 +69,8 @@ class ProcessGpuNode(pulumi.ComponentResource):
                 node.name,
                 register_annotation(node.cards),
                 totals(node.cards),
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.hami]),
+                hami,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[after]),
             )
             for prefix, node in gpu_node_prefixes(name, tenant)
         ]

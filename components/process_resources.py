@@ -103,7 +103,7 @@ class ControlPlaneProvider(ResourceProvider):
     kwok-controller), with HAMi's extender in its kube-scheduler: HAMi's ports and TLS are chosen here,
     before the scheduler starts, and used by HamiProvider."""
 
-    KEYS = ("cluster", "bin_dir", "folder", "running")
+    KEYS = ("cluster", "bin_dir", "folder", "bind_address", "without_hami", "running")
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         processes = TenantProcesses.from_props(props)
@@ -111,9 +111,11 @@ class ControlPlaneProvider(ResourceProvider):
         # folder: another tenant's create may be making its own folder inside it right now.
         self._clear(props, parents=False)
         make_folder(processes.folder)
-        config, hami_port, metrics_port = prepare(processes.folder)
+        config, hami_port, metrics_port = None, None, None
+        if not props.get("without_hami"):
+            config, hami_port, metrics_port = prepare(processes.folder)
         control_plane = processes.control_plane
-        control_plane.create(config)
+        control_plane.create(config, bind_address=props.get("bind_address"))
         kubeconfig = control_plane.kubeconfig.read_text()
         server = next(line.split()[-1] for line in kubeconfig.splitlines() if line.strip().startswith("server:"))
         outs = {
@@ -173,8 +175,21 @@ class ControlPlaneProcesses(pulumi.dynamic.Resource):
     folder: pulumi.Output[str]
     instance: pulumi.Output[str]
 
-    def __init__(self, name: str, processes: TenantProcesses, opts: pulumi.ResourceOptions) -> None:
-        props = {**processes.props(), "running": True}
+    def __init__(
+        self,
+        name: str,
+        processes: TenantProcesses,
+        bind_address: pulumi.Input[str] | None,
+        hami: bool,
+        opts: pulumi.ResourceOptions,
+    ) -> None:
+        props: dict[str, Any] = {**processes.props(), "running": True}
+        # Set only when they differ from a loopback control plane with HAMi's extender: such a state's inputs stay
+        # as they were.
+        if bind_address is not None:
+            props["bind_address"] = bind_address
+        if not hami:
+            props["without_hami"] = True
         outs = dict.fromkeys(("kubeconfig", "endpoint", "hami_port", "hami_metrics_port"))
         secret = pulumi.ResourceOptions(additional_secret_outputs=["kubeconfig"])
         super().__init__(ControlPlaneProvider(), name, {**props, **outs}, pulumi.ResourceOptions.merge(opts, secret))
@@ -335,13 +350,14 @@ class GpuInventoryProvider(ResourceProvider):
     """One GPU node's cards: HAMi's register annotation and the node's capacity (as the Docker lab's
     apply-gpu-inventory.sh and mock device plugin write them), then the wait until HAMi has taken them in."""
 
-    KEYS = ("cluster", "bin_dir", "folder", "control_plane", "node", "register", "capacity", "running")
+    KEYS = ("cluster", "bin_dir", "folder", "control_plane", "node", "register", "capacity", "without_hami", "running")
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         node = props["node"]
         write_inventory(_control_plane(props), node, props["register"], props["capacity"])
-        # HAMi takes a node in on its add event or its 15 s registration tick (notes/process-lab.md).
-        wait_for_registered(Path(props["folder"]) / "hami-scheduler.log", [node])
+        if not props.get("without_hami"):
+            # HAMi takes a node in on its add event or its 15 s registration tick (notes/process-lab.md).
+            wait_for_registered(Path(props["folder"]) / "hami-scheduler.log", [node])
         return CreateResult(id_=f"{props['cluster']}/{node}/inventory", outs={**props, "running": True})
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
@@ -388,6 +404,7 @@ class GpuInventory(pulumi.dynamic.Resource):
         node: str,
         register: str,
         capacity: dict[str, int],
+        hami: bool,
         opts: pulumi.ResourceOptions,
     ) -> None:
         props = {
@@ -398,4 +415,6 @@ class GpuInventory(pulumi.dynamic.Resource):
             "capacity": capacity,
             "running": True,
         }
+        if not hami:  # only then, as ControlPlaneProcesses' without_hami
+            props["without_hami"] = True
         super().__init__(GpuInventoryProvider(), name, props, opts)

@@ -218,7 +218,7 @@ def _largest(tenant: Tenant) -> int:
     return max(card.memory_mb for card in tenant.cards())
 
 
-def deny_validations(tenant: Tenant) -> list[dict]:
+def deny_validations(tenant: Tenant, hami: bool = True) -> list[dict]:
     """Only the first failing validation reaches the user (the API server shows deniedDecisions[0]), so
     they come in the order HAMi itself would judge: per container, more cards than the node has
     (fitInDevices), then per card type, UUID and memory (device.go Fit). gpulab's own rules follow."""
@@ -284,6 +284,8 @@ def deny_validations(tenant: Tenant) -> list[dict]:
                 f"string({total})) + '{unit} in total; tenant {tenant.name} allows {limit}{unit} per pod'",
             }
         )
+    if not hami:  # kube-scheduler alone places GPU pods (scheduling.scheduler): no HAMi to bypass
+        return validations
     validations.append(
         {
             # Read through variables.template (the Pod itself): the API server type-checks each validation
@@ -339,11 +341,12 @@ MATCH = {
 }
 
 
-def policy_objects(tenant: Tenant) -> list[dict]:
-    """The two policies and their bindings for one tenant, as Kubernetes objects."""
+def policy_objects(tenant: Tenant, hami: bool = True) -> list[dict]:
+    """The two policies and their bindings for one tenant, as Kubernetes objects; without HAMi
+    (scheduling.scheduler: kube-scheduler) no rule asks for its schedulerName."""
     objects = []
     for name, validations, actions in (
-        (DENY_POLICY, deny_validations(tenant), ["Deny"]),
+        (DENY_POLICY, deny_validations(tenant, hami), ["Deny"]),
         (WARN_POLICY, warn_validations(), ["Warn"]),
     ):
         objects.append(

@@ -1,6 +1,8 @@
 """Names the program writes and the policy pack, checker and report read: defined once, so a rename
 cannot make a policy silently stop matching. Standard library only (the pack imports it)."""
 
+import re
+
 TENANT_LABEL = "gpulab.io/tenant"
 WORKLOAD_LABEL = "gpulab.io/workload"
 NODE_IMAGE_LABEL = "gpulab.io/node-image"  # the pinned kindest/node reference a worker was created from
@@ -18,3 +20,10 @@ POOL_NAME = "gpulab"  # MetalLB IPAddressPool and L2Advertisement
 HAMI_NAMESPACE = "kube-system"  # the mock plugin mounts hami-scheduler-device from its own namespace (notes/hami.md 6)
 DENY_POLICY = "gpulab-gpu-requests"  # the in-tenant ValidatingAdmissionPolicies (model/admission_policy.py)
 WARN_POLICY = "gpulab-gpu-requests-advice"
+
+
+def docker_name(text: str) -> str:
+    """`text` as a Docker object name ([a-zA-Z0-9][a-zA-Z0-9_.-]*, moby daemon/names): other characters become
+    '-', at most 63 long so that it also fits a bridge's label."""
+    name = re.sub(r"[^a-zA-Z0-9_.-]", "-", text)[:63].strip("-_.")
+    return name or "gpulab"

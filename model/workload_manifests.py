@@ -25,12 +25,12 @@ def gpu_limits(workload: Workload) -> dict[str, str]:
     return limits
 
 
-def pod_template(tenant: Tenant, workload: Workload, image: str) -> dict:
-    """The workload's pod template: metadata and spec."""
+def pod_template(tenant: Tenant, workload: Workload, image: str, scheduler_name: str = "hami-scheduler") -> dict:
+    """The workload's pod template: metadata and spec (scheduled by HAMi unless the lab leaves HAMi out)."""
     labels = {"app.kubernetes.io/name": workload.name, TENANT_LABEL: tenant.name, WORKLOAD_LABEL: workload.name}
     spec = {
         # Asked for directly: HAMi places these pods even if its webhook ever fails open.
-        "schedulerName": "hami-scheduler",
+        "schedulerName": scheduler_name,
         "terminationGracePeriodSeconds": 5,
         "containers": [
             {"name": "gpu", "image": image, "command": IDLE_COMMAND, "resources": {"limits": gpu_limits(workload)}}
@@ -39,9 +39,9 @@ def pod_template(tenant: Tenant, workload: Workload, image: str) -> dict:
     return {"metadata": {"labels": labels}, "spec": spec}
 
 
-def workload_manifest(tenant: Tenant, workload: Workload, image: str) -> dict:
+def workload_manifest(tenant: Tenant, workload: Workload, image: str, scheduler_name: str = "hami-scheduler") -> dict:
     """The complete object (Pod or Deployment) for one declared workload."""
-    template = pod_template(tenant, workload, image)
+    template = pod_template(tenant, workload, image, scheduler_name)
     metadata = {
         "name": workload.name,
         "namespace": tenant.workload_namespace(workload),

@@ -48,7 +48,13 @@ RUNTIMES = {
         "mock_gpu_node",
         "real_gpu_node",
     },
-    "process": {"process_control_plane", "kwok_workers", "process_gpu_node", "process_resources"},
+    "process": {
+        "process_control_plane",
+        "kwok_workers",
+        "node_container_workers",
+        "process_gpu_node",
+        "process_resources",
+    },
 }
 SHARED_COMPONENTS = {"__init__", "parts", "shell", "gpu_admission", "tenant_namespaces", "gpu_workloads"}
 SDKS = ("pulumi", "pulumi_kubernetes", "pulumi_docker", "pulumi_command", "kubernetes", "docker")

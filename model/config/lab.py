@@ -138,6 +138,19 @@ class Scheduling(ConfigModel):
     # nothing the lab reads needs more than 0 (its registration line, the reasons in events); the cost of each is in
     # docs/performance.md.
     hami_log_verbosity: int = Field(default=2, ge=0, le=10)
+    # Who places GPU pods: hami (HAMi's extender and webhook: cards, shares, HAMi's reasons) or kube-scheduler
+    # alone (process mode only: the node's extended resources counted as a cluster without HAMi counts them; for
+    # machines without a HAMi binary, such as CI, and the ceiling docs/performance.md compares HAMi with).
+    scheduler: Literal["hami", "kube-scheduler"] = "hami"
+
+    @property
+    def hami(self) -> bool:
+        return self.scheduler == "hami"
+
+    @property
+    def scheduler_name(self) -> str:
+        """The schedulerName of the lab's GPU pods."""
+        return "hami-scheduler" if self.hami else "default-scheduler"
 
     def hami_flags(self) -> list[str]:
         return hami_client_flags(self.hami_kube_qps, self.hami_kube_burst, self.hami_log_verbosity)
@@ -166,6 +179,9 @@ class LabConfig(ConfigModel):
     def _across_tenants(self, info: ValidationInfo) -> LabConfig:
         if self.runtime == "process":  # first: the docker-mode rules' fixes (use workerMode: ssh) would mislead
             self._process_runtime()
+        elif self.scheduling.scheduler != "hami":
+            fix = "is for runtime: process; the Docker lab runs HAMi's chart in every tenant: remove it"
+            raise at("scheduling.scheduler", fix, self.scheduling.scheduler)
         elif self.workers != "kwok":
             raise at(
                 "workers", "is for runtime: process; in the Docker lab each tenant's workerMode chooses", self.workers
@@ -217,7 +233,13 @@ class LabConfig(ConfigModel):
         return self.process_mode and self.workers == "containers"
 
     def worker_image(self, tenant: Tenant) -> str | None:
-        return tenant.worker_image or self.versions.worker_node_images.get(tenant.kubernetes_version)
+        """The node image of a tenant's containers: its own, else gpulab's node image for real nodes in process
+        mode (`make node-image` tags it with its kubelet's version), else the pinned kindest/node."""
+        if tenant.worker_image:
+            return tenant.worker_image
+        if self.real_nodes:
+            return f"gpulab/node:{tenant.kubernetes_version}"
+        return self.versions.worker_node_images.get(tenant.kubernetes_version)
 
 
 # --- Rules between the lab's parts ---------------------------------------------------------------------

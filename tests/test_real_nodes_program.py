@@ -1,0 +1,97 @@
+"""The nodes stack (Pulumi.nodes.yaml: process mode with workers: containers) under Pulumi's mocks: what the
+program declares for real nodes, and for a lab that leaves HAMi out (scheduling.scheduler: kube-scheduler)."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from lab_harness import LAB_PROJECT, ROOT, run_program
+
+from model.config import ConfigError, parse_config
+from model.names import DENY_POLICY
+
+DYNAMIC = "pulumi-python:dynamic:Resource"
+
+
+def nodes_config(**changes) -> dict:
+    document = yaml.safe_load((ROOT / "Pulumi.nodes.yaml").read_text())["config"]
+    config = {key.split(":", 1)[1]: value for key, value in document.items()}
+    config.update(changes)
+    return config
+
+
+@pytest.fixture(autouse=True)
+def no_program_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPULAB_PLAN", "1")  # the mocks start nothing: no check of ./bin or the engine
+
+
+def test_the_nodes_stack_is_the_sim_stack_on_node_containers() -> None:
+    sim = yaml.safe_load((LAB_PROJECT / "Pulumi.sim.yaml").read_text())["config"]
+    nodes = yaml.safe_load((ROOT / "Pulumi.nodes.yaml").read_text())["config"]
+    assert nodes["gpulab:tenants"] == sim["gpulab:tenants"]
+    assert nodes["gpulab:runtime"] == "process" and nodes["gpulab:workers"] == "containers"
+    lab = parse_config(nodes_config())
+    assert [lab.worker_image(t) for t in lab.tenants] == ["gpulab/node:v1.36.4"] * 2
+
+
+def test_each_tenant_gets_a_node_container_on_the_lab_network_and_a_control_plane_bound_to_its_gateway() -> None:
+    program = run_program(nodes_config())
+    network = program.named("nodes-network")
+    assert network.type == DYNAMIC and network.inputs["name"] == program.exports["nodes_network"]
+    for tenant in ("tenant-a", "tenant-b"):
+        plane = program.named(f"{tenant}-processes")
+        assert program.depends_on(plane, network), "the API server binds to the network's gateway"
+        node = program.named(f"{tenant}-worker-node")
+        assert node.inputs["image"] == "gpulab/node:v1.36.4" and node.inputs["pod_cidr"]
+        assert node.inputs["network"] == network.inputs["name"]
+        assert program.depends_on(node, plane)
+        assert not [r for r in program.registrations.values() if r.name == f"{tenant}-worker-kwok-nodes"]
+        assert program.depends_on(program.named(f"{tenant}-gpus-inventory"), node)
+        assert "kubeconfig" not in node.inputs, "the admin kubeconfig is read on the host, never handed over"
+
+
+def test_without_hami_kube_scheduler_places_gpu_pods_and_no_rule_asks_for_hami() -> None:
+    program = run_program(nodes_config(scheduling={"scheduler": "kube-scheduler"}))
+    assert not [r for r in program.registrations.values() if r.name.endswith("-gpus-hami")]
+    assert program.named("tenant-a-processes").inputs["without_hami"] is True
+    assert program.named("tenant-a-gpus-inventory").inputs["without_hami"] is True
+    pod = program.named("tenant-a-workloads-trainer-1")
+    assert pod.inputs["spec"]["schedulerName"] == "default-scheduler"
+    deny = program.named(f"tenant-a-admission-{DENY_POLICY}")
+    assert "hami-scheduler" not in str(deny.inputs["spec"]["validations"])
+
+
+def test_with_hami_the_pods_and_the_rule_name_hami_scheduler() -> None:
+    program = run_program(nodes_config())
+    assert program.named("tenant-a-workloads-trainer-1").inputs["spec"]["schedulerName"] == "hami-scheduler"
+    deny = program.named(f"tenant-a-admission-{DENY_POLICY}")
+    assert "hami-scheduler" in str(deny.inputs["spec"]["validations"])
+    assert "without_hami" not in program.named("tenant-a-processes").inputs
+
+
+@pytest.mark.parametrize(
+    ("changes", "line"),
+    [
+        ({"runtime": "docker"}, "gpulab:workers = 'containers': is for runtime: process"),
+        (
+            {"runtime": "docker", "workers": "kwok", "scheduling": {"scheduler": "kube-scheduler"}},
+            "gpulab:scheduling.scheduler = 'kube-scheduler': is for runtime: process",
+        ),
+        ({"scheduling": {"scheduler": "kwok"}}, "gpulab:scheduling.scheduler = 'kwok': must be one of"),
+    ],
+)
+def test_the_runtime_s_keys_are_refused_where_they_mean_nothing(changes: dict, line: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        parse_config(nodes_config(**changes))
+    assert line in str(refused.value)
+
+
+def test_real_nodes_run_one_node_per_tenant() -> None:
+    config = nodes_config()
+    tenant = dict(config["tenants"][0])
+    gpus = tenant.pop("gpus")
+    tenant["nodes"] = [{"name": "n1", "gpus": gpus}, {"name": "n2", "gpus": gpus}]
+    config["tenants"] = [tenant, *config["tenants"][1:]]
+    with pytest.raises(ConfigError) as refused:
+        parse_config(config)
+    assert "workers: containers runs one node per tenant" in str(refused.value)
