@@ -136,7 +136,7 @@ endif
 
 # Process mode's preflight: every program `pulumi up` will start is built (one line each if not).
 process-tools: $(VENV)/.installed
-	@$(PY) -m process_lab.preflight
+	@$(PY) -m process_lab.preflight --stack $(STACK)
 
 deploy: $(TOOLS) policy-venv stack
 	@$(PYTHON_HOST) scripts/secrets_check.py $(STACK)
@@ -153,7 +153,7 @@ down:
 destroy:
 ifeq ($(RUNTIME),process)
 	@$(MAKE) --no-print-directory --silent $(VENV)/.installed  # silent: no "is up to date" line
-	@$(PY) -m process_lab.preflight --destroy
+	@$(PY) -m process_lab.preflight --destroy --stack $(STACK)
 else
 	bash scripts/preflight.sh --docker-only
 	@$(MAKE) --no-print-directory prereqs

@@ -59,15 +59,32 @@ class LabNetwork(pulumi.dynamic.Resource):
 class NodeContainerProvider(ResourceProvider):
     """One node container, joined and Ready; deleted: its Node object left, the container and its /var gone."""
 
-    KEYS = ("cluster", "bin_dir", "folder", "control_plane", "tenant", "node", "image", "network", "pod_cidr")
+    KEYS = (
+        "cluster",
+        "bin_dir",
+        "folder",
+        "control_plane",
+        "tenant",
+        "node",
+        "image",
+        "network",
+        "pod_cidr",
+        "endpoint",
+    )
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         processes = TenantProcesses.from_props(props)
         node = NodeContainer(props["node"], props["tenant"], props["image"], props["network"])
         container_id = node_containers.start_node(node, props["image"], str(processes.folder), props["pod_cidr"])
         control_plane = processes.control_plane
-        node_containers.join(control_plane, props["node"], props["tenant"])
-        node_containers.wait_ready(control_plane, props["node"])
+        try:
+            node_containers.join(control_plane, props["node"], props["tenant"], props["endpoint"])
+            node_containers.wait_ready(control_plane, props["node"])
+        except Exception:
+            # A failed create is not in the state, so no delete would find the container: remove it now.
+            node_containers.leave(control_plane, props["node"])
+            node_containers.remove_node(props["node"], str(processes.folder))
+            raise
         return CreateResult(id_=props["node"], outs={**props, "container_id": container_id, "running": True})
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
@@ -122,6 +139,7 @@ class NodeContainerWorkers(pulumi.ComponentResource):
             "image": image,
             "network": network_name,
             "pod_cidr": tenant.pod_cidr,
+            "endpoint": control_plane.processes.join_endpoint,  # the relay on the lab network's gateway
         }
         self.ready = NodeContainerResource(
             f"{name}-node",

@@ -73,6 +73,11 @@ class ProcessControlPlane(pulumi.ComponentResource):
             bind_address,
             hami,
             opts=pulumi.ResourceOptions(parent=self, depends_on=after or []),
+            join={
+                "kubernetes_version": tenant.kubernetes_version,
+                "pod_cidr": tenant.pod_cidr,
+                "service_cidr": tenant.service_cidr,
+            },
         )
         self.api_ready = self.processes  # kwokctl --wait: the API answers once it is created
         self.kubeconfig = pulumi.Output.secret(self.processes.kubeconfig)

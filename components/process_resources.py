@@ -23,10 +23,11 @@ from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvide
 
 from model.catalog import REGISTER_ANNOTATION
 from model.quantity import parse_quantity
-from process_lab.commands import ProcessLabError, is_ours, start_detached, stop_all, stop_session
+from process_lab.commands import ProcessLabError, free_port, is_ours, start_detached, stop_all, stop_session
 from process_lab.control_plane import ControlPlane
 from process_lab.gpu_nodes import apply_nodes, write_inventory
 from process_lab.hami_scheduler import HamiScheduler, HamiSettings, prepare, serve, wait_for_registered
+from process_lab.joinable import join_kubeconfig, kubeadm_configuration, make_joinable, start_relay
 from process_lab.stack import TenantProcesses
 
 
@@ -103,7 +104,7 @@ class ControlPlaneProvider(ResourceProvider):
     kwok-controller), with HAMi's extender in its kube-scheduler: HAMi's ports and TLS are chosen here,
     before the scheduler starts, and used by HamiProvider."""
 
-    KEYS = ("cluster", "bin_dir", "folder", "bind_address", "without_hami", "running")
+    KEYS = ("cluster", "bin_dir", "folder", "bind_address", "join", "without_hami", "running")
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         processes = TenantProcesses.from_props(props)
@@ -116,6 +117,7 @@ class ControlPlaneProvider(ResourceProvider):
             config, hami_port, metrics_port = prepare(processes.folder)
         control_plane = processes.control_plane
         control_plane.create(config, bind_address=props.get("bind_address"))
+        joined = _joinable(props, control_plane, free_port()) if props.get("bind_address") else {}
         kubeconfig = control_plane.kubeconfig.read_text()
         server = next(line.split()[-1] for line in kubeconfig.splitlines() if line.strip().startswith("server:"))
         outs = {
@@ -124,6 +126,7 @@ class ControlPlaneProvider(ResourceProvider):
             "endpoint": server,
             "hami_port": hami_port,
             "hami_metrics_port": metrics_port,
+            **joined,
         }
         return CreateResult(id_=str(processes.folder), outs=outs)
 
@@ -135,13 +138,20 @@ class ControlPlaneProvider(ResourceProvider):
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         running = not _control_plane(props).stopped_components() and _api_ready(props)
+        relay = props.get("relay_pid")
+        running = running and (not relay or is_ours(int(relay), f"{props['folder']}/relay"))
         return _observed(id_, props, running)
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         """Start what stopped, on the same data, ports, certificates and kubeconfig: every object survives and
         every saved kubeconfig still works."""
         _control_plane(olds).start()
-        kept = {key: olds[key] for key in ("kubeconfig", "endpoint", "hami_port", "hami_metrics_port")}
+        kept = {key: olds.get(key) for key in ("kubeconfig", "endpoint", "hami_port", "hami_metrics_port")}
+        if olds.get("join_endpoint"):  # the relay again, on the same address and port (the nodes know it)
+            port = int(str(olds["join_endpoint"]).rsplit(":", 1)[1])
+            stop_all(f"{olds['folder']}/relay", timeout=5)
+            relay = start_relay(Path(olds["folder"]), olds["bind_address"], port, _loopback(olds["kubeconfig"]))
+            kept |= {"join_endpoint": olds["join_endpoint"], "relay_pid": relay}
         return UpdateResult(outs={**news, **kept, "running": True})
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
@@ -165,6 +175,26 @@ class ControlPlaneProvider(ResourceProvider):
                 parent.rmdir()  # only when empty: another tenant or stack may still run (make_folder retries)
 
 
+def _loopback(kubeconfig: str) -> str:
+    """host:port of the API server a kwokctl kubeconfig names."""
+    server = next(line.split()[-1] for line in kubeconfig.splitlines() if line.strip().startswith("server:"))
+    return server.removeprefix("https://")
+
+
+def _joinable(props: dict[str, Any], control_plane: ControlPlane, port: int) -> dict[str, Any]:
+    """Real nodes reach the API server through a relay on the lab network's gateway; kubeadm's phases make the
+    tenant joinable (process_lab.joinable). What the nodes' join needs: the relay's address."""
+    folder, address = Path(props["folder"]), props["bind_address"]
+    relay = start_relay(folder, address, port, _loopback(control_plane.kubeconfig.read_text()))
+    endpoint = f"{address}:{port}"
+    tenant = props["join"]
+    configuration = kubeadm_configuration(
+        endpoint, tenant["kubernetes_version"], tenant["pod_cidr"], tenant["service_cidr"]
+    )
+    make_joinable(control_plane, join_kubeconfig(control_plane, endpoint), configuration, folder)
+    return {"join_endpoint": endpoint, "relay_pid": relay}
+
+
 class ControlPlaneProcesses(pulumi.dynamic.Resource):
     """A tenant's control plane as local processes (ControlPlaneProvider)."""
 
@@ -174,6 +204,7 @@ class ControlPlaneProcesses(pulumi.dynamic.Resource):
     hami_metrics_port: pulumi.Output[int]
     folder: pulumi.Output[str]
     instance: pulumi.Output[str]
+    join_endpoint: pulumi.Output[str]
 
     def __init__(
         self,
@@ -182,15 +213,19 @@ class ControlPlaneProcesses(pulumi.dynamic.Resource):
         bind_address: pulumi.Input[str] | None,
         hami: bool,
         opts: pulumi.ResourceOptions,
+        join: dict[str, str] | None = None,
     ) -> None:
         props: dict[str, Any] = {**processes.props(), "running": True}
         # Set only when they differ from a loopback control plane with HAMi's extender: such a state's inputs stay
         # as they were.
         if bind_address is not None:
             props["bind_address"] = bind_address
+            props["join"] = join
         if not hami:
             props["without_hami"] = True
         outs = dict.fromkeys(("kubeconfig", "endpoint", "hami_port", "hami_metrics_port"))
+        if bind_address is not None:
+            outs |= dict.fromkeys(("join_endpoint", "relay_pid"))
         secret = pulumi.ResourceOptions(additional_secret_outputs=["kubeconfig"])
         super().__init__(ControlPlaneProvider(), name, {**props, **outs}, pulumi.ResourceOptions.merge(opts, secret))
         # Which control plane this is: the same while it is started again on its data, another once it is made

@@ -45,6 +45,51 @@ def kwokctl_configuration() -> str:
     return LOOPBACK_ONLY + "".join(f"  {option}: {free_port()}\n" for option in PORT_OPTIONS)
 
 
+# What a kubelet's `kubeadm join` needs of a control plane beyond kwokctl's defaults, as a Kamaji
+# TenantControlPlane gives it (notes/real-nodes.md 4b): kwok v0.8.0 KwokctlConfiguration componentsPatches
+# (pkg/apis/config/v1alpha1/kwokctl_configuration_types.go).
+JOINABLE_PATCHES = {
+    "kube-apiserver": [
+        ("enable-bootstrap-token-auth", "true"),  # kubeadm's TLS bootstrap authenticates with a bootstrap token
+        ("kubelet-preferred-address-types", "InternalIP"),  # logs and exec reach the kubelet by its address
+        # ... and authenticate to it (kwokctl sets no client certificate for kubelets: KWOK nodes have none).
+        ("kubelet-client-certificate", "{pki}/admin.crt"),
+        ("kubelet-client-key", "{pki}/admin.key"),
+    ],
+    "kube-controller-manager": [
+        # kubeadm's own set (cmd/kubeadm/app/phases/controlplane/manifests.go): the bootstrap signer signs
+        # cluster-info for discovery, the token cleaner deletes expired tokens, csrsigning signs the kubelet's.
+        ("controllers", "*,bootstrapsigner,tokencleaner"),
+        ("cluster-signing-cert-file", "{pki}/ca.crt"),
+        ("cluster-signing-key-file", "{pki}/ca.key"),
+        ("use-service-account-credentials", "true"),
+    ],
+    # kwokctl runs it with --manage-all-nodes=true: real nodes are their kubelets', only KWOK's own are its
+    # (pkg/kwokctl/components/kwok_controller.go; process_lab/gpu_nodes.py annotates KWOK nodes so).
+    "kwok-controller": [
+        ("manage-all-nodes", "false"),
+        ("manage-nodes-with-annotation-selector", "kwok.x-k8s.io/node=fake"),
+    ],
+}
+
+
+# Of JOINABLE_PATCHES' arguments, those kwokctl v0.8.0 itself passes (pkg/kwokctl/components/kwok_controller.go).
+KWOKCTL_SETS = {"manage-all-nodes"}
+
+
+def joinable_configuration(address: str, pki: Path) -> str:
+    """The options (to append under kwokctl_configuration's `options:`) and patches that make a cluster joinable
+    by real kubelets reaching its API server at `address` (its serving certificate names it)."""
+    lines = [f"  kubeApiserverCertSANs: [{json.dumps(address)}]", "componentsPatches:"]
+    for component, args in JOINABLE_PATCHES.items():
+        lines += [f"- name: {component}", "  extraArgs:"]
+        for key, value in args:
+            # `override` replaces an argument kwokctl sets and drops one it does not: only for those it sets.
+            override = "true" if key in KWOKCTL_SETS else "false"
+            lines += [f"  - key: {key}", f"    value: {json.dumps(value.format(pki=pki))}", f"    override: {override}"]
+    return "\n".join(lines) + "\n"
+
+
 # The processes of a binary-runtime cluster, each with a pid file `pids/<name>.pid` in the cluster's folder
 # (kwok v0.8.0 pkg/kwokctl/runtime/exec.go, ForkExec / ForkExecIsRunning).
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok-controller")
@@ -92,13 +137,18 @@ class ControlPlane:
     def cluster_dir(self) -> Path:
         return self.workdir / "clusters" / self.name
 
-    def create(self, scheduler_config: Path | None = None, timeout: float = 120) -> None:
+    def create(
+        self, scheduler_config: Path | None = None, timeout: float = 120, bind_address: str | None = None
+    ) -> None:
+        """kwokctl's cluster on loopback; with `bind_address`, joinable by real kubelets that reach its API server
+        there (through process_lab.forward, started by the caller)."""
         missing = missing_programs(self.bin_dir)
         if missing:
             raise ProcessLabError(f"{', '.join(missing)} not in {self.bin_dir}: run `make tools` first")
         self.workdir.mkdir(parents=True, exist_ok=True)
         config = self.workdir / f"{self.name}.kwokctl.yaml"
-        config.write_text(kwokctl_configuration())
+        joinable = joinable_configuration(bind_address, self.cluster_dir / "pki") if bind_address else ""
+        config.write_text(kwokctl_configuration() + joinable)
         argv: list[str | Path] = [self.bin_dir / "kwokctl", "-c", config, "create", "cluster", "--name", self.name]
         argv += ["--runtime", "binary", "--kubeconfig", self.kubeconfig, "--wait", f"{int(timeout)}s"]
         for flag, program in (

@@ -20,6 +20,7 @@ from pathlib import Path
 from model.node_container import NodeContainer, join_token_ttl_minutes
 from process_lab.commands import ProcessLabError, run
 from process_lab.control_plane import ControlPlane
+from process_lab.joinable import join_kubeconfig
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
@@ -74,8 +75,17 @@ class LabNetwork:
         return ""
 
     def delete(self) -> None:
-        if self.gateway() is not None:
-            docker("network", "rm", self.name, what=f"removing the lab network {self.name}")
+        """Remove the network, and first every node container of this lab still on it (one a failed or
+        interrupted create left, which no state records); a container that is not the lab's stays, and so does
+        the network then (docker names the active endpoint)."""
+        if self.gateway() is None:
+            return
+        answer = docker("network", "inspect", "-f", "{{range .Containers}}{{.Name}} {{end}}", self.name, what=self.name)
+        for name in answer.stdout.split():
+            owner = container_owner(name) or ""
+            if owner == self.owner or owner.startswith(f"{self.owner}/"):
+                remove_node(name, owner)
+        docker("network", "rm", self.name, what=f"removing the lab network {self.name}")
 
 
 def bridge_conflist(pod_cidr: str) -> str:
@@ -133,10 +143,14 @@ def start_node(node: NodeContainer, image: str, owner: str, pod_cidr: str) -> st
     remove_node(node.name, owner)
     labelled = NodeContainer(**{**node.__dict__, "labels": {**node.labels, OWNER_LABEL: owner}})
     started = docker("run", *labelled.run_args(image), what=f"starting node container {node.name}", timeout=120)
-    docker(
-        "exec", "-i", node.name, "sh", "-c", f"cat > {CNI_CONFLIST}",
-        what=f"writing the CNI configuration of {node.name}", stdin=bridge_conflist(pod_cidr),
-    )  # fmt: skip
+    try:
+        docker(
+            "exec", "-i", node.name, "sh", "-c", f"cat > {CNI_CONFLIST}",
+            what=f"writing the CNI configuration of {node.name}", stdin=bridge_conflist(pod_cidr),
+        )  # fmt: skip
+    except ProcessLabError:
+        remove_node(node.name, owner)  # a create that fails leaves nothing: no state records the container
+        raise
     return started.stdout.strip()
 
 
@@ -146,10 +160,11 @@ def _script(control_plane: ControlPlane, name: str, env: dict[str, str], stdin: 
     return run(["bash", str(SCRIPTS / name)], env=env, what=what, timeout=timeout, stdin=stdin).stdout
 
 
-def join(control_plane: ControlPlane, node: str, tenant: str) -> None:
-    """kubeadm join of the node container, with a JoinConfiguration made here from the admin kubeconfig (which
-    stays on this host); the bootstrap token is deleted once the join is over, failed or not."""
-    admin = control_plane.kubeconfig.read_text()
+def join(control_plane: ControlPlane, node: str, tenant: str, endpoint: str) -> None:
+    """kubeadm join of the node container to the API server at `endpoint` (the relay on the lab network), with a
+    JoinConfiguration made here from the admin kubeconfig (which stays on this host); the bootstrap token is
+    deleted once the join is over, failed or not."""
+    admin = join_kubeconfig(control_plane, endpoint)
     material = _script(
         control_plane,
         "join-config.sh",

@@ -5,12 +5,14 @@ provider come from `make tools` (./bin, or GPULAB_BIN); HAMi's scheduler from GP
 ./bin/hami-scheduler, since the Go module proxy refuses HAMi (tools/README.md). One line per missing
 fix, each saying what to do; exit 1 if any is missing. `--destroy` checks what `make down` runs: it
 starts no HAMi, so a lab whose hami-scheduler is gone (or set in another shell) can still be taken down.
-Usage: python -m process_lab.preflight [--destroy]
+Usage: python -m process_lab.preflight [--destroy] [--stack NAME]
 """
 
 from __future__ import annotations
 
+import argparse
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -26,6 +28,7 @@ ENGINE = (
     "pulumi-resource-pulumi-python",
     "pulumi-resource-kubernetes",
 )
+NODE_PROGRAMS = ("kubeadm", "kubelet")  # kubeadm's phases on this host; both are in the node image too
 
 
 def bin_dir() -> Path:
@@ -37,26 +40,63 @@ def programs_missing(tools: Path) -> list[str]:
     return missing_programs(tools) + (["hami-scheduler"] if find_hami_scheduler(tools) is None else [])
 
 
-def problems(tools: Path, *, destroy: bool = False) -> list[str]:
+def problems(tools: Path, *, destroy: bool = False, hami: bool = True, node_images: tuple[str, ...] = ()) -> list[str]:
+    """One line per fix: programs `make tools` builds, HAMi's scheduler (unless the stack leaves HAMi out or this
+    is a destroy), and for real nodes a Docker engine and the node image (`make node-image`)."""
     lines = []
     missing = [*missing_programs(tools), *(name for name in ENGINE if not os.access(tools / name, os.X_OK))]
+    if node_images:
+        missing += [name for name in NODE_PROGRAMS if not os.access(tools / name, os.X_OK)]
     if missing:
         lines.append(f"not built in {tools}: {', '.join(missing)}: run `make tools` (from pinned Go modules)")
-    if not destroy and find_hami_scheduler(tools) is None:
+    if hami and not destroy and find_hami_scheduler(tools) is None:
         lines.append(
             f"hami-scheduler is not in {tools} and GPULAB_HAMI_SCHEDULER is not set: build HAMi v2.8.3's "
             "cmd/scheduler (the Go module proxy refuses HAMi; docs/process-lab.md says how) and set "
-            "GPULAB_HAMI_SCHEDULER to the binary"
+            "GPULAB_HAMI_SCHEDULER to the binary, or leave HAMi out with scheduling.scheduler: kube-scheduler"
         )
+    if node_images:
+        lines += docker_problems(node_images, destroy)
     return lines
 
 
+def docker_problems(images: tuple[str, ...], destroy: bool) -> list[str]:
+    """Real nodes need a Docker engine that answers and, to be made, gpulab's node image."""
+    try:
+        answer = subprocess.run(["docker", "info"], capture_output=True, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return [f"workers: containers needs a Docker engine, and `docker info` did not answer ({error})"]
+    if answer.returncode != 0:
+        return [
+            "workers: containers needs a Docker engine, and `docker info` failed: start Docker (as root on a "
+            "machine without one: bash scripts/docker-engine.sh start)"
+        ]
+    if destroy:
+        return []
+    absent = [
+        image
+        for image in images
+        if subprocess.run(["docker", "image", "inspect", image], capture_output=True, timeout=30).returncode != 0
+    ]
+    return [f"the node image {image} is not in the Docker engine: run `make node-image`" for image in absent]
+
+
+def stack_needs(stack: str) -> tuple[bool, tuple[str, ...]]:
+    """(whether the stack runs HAMi, the node images its node containers run) from its stack file."""
+    from model.config.loading import load_stack_file
+
+    lab = load_stack_file(ROOT / f"Pulumi.{stack}.yaml")
+    images = tuple(sorted({lab.worker_image(t) or "" for t in lab.tenants})) if lab.real_nodes else ()
+    return lab.scheduling.hami, images
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if args not in ([], ["--destroy"]):
-        print("usage: python -m process_lab.preflight [--destroy]", file=sys.stderr)
-        return 2
-    found = problems(bin_dir(), destroy=args == ["--destroy"])
+    parser = argparse.ArgumentParser(prog="python -m process_lab.preflight")
+    parser.add_argument("--destroy", action="store_true")
+    parser.add_argument("--stack", help="read what this stack needs (HAMi, node containers) from its file")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    hami, images = stack_needs(args.stack) if args.stack else (True, ())
+    found = problems(bin_dir(), destroy=args.destroy, hami=hami, node_images=images)
     for line in found:
         print(f"[gpulab] {line}", file=sys.stderr)
     return 1 if found else 0

@@ -176,11 +176,12 @@ if [ "$given_config" = 1 ]; then
   to_node_file "$join_conf"
   # shellcheck disable=SC2016 # expanded when the run ends
   on_exit 'rm -f "$join_conf"'
-  endpoint=$(awk '$1 == "apiServerEndpoint:" { gsub(/"/, "", $2); print $2; exit }' "$join_conf")
+  # Read where it is: on the node (in its container, or right here on a machine).
+  endpoint=$(on_node cat "$join_conf" | awk '$1 == "apiServerEndpoint:" { gsub(/"/, "", $2); print $2; exit }')
   [ -n "$endpoint" ] || die "no JoinConfiguration with an apiServerEndpoint on standard input"
   tenant_server="https://$endpoint"
   # A join retried after an earlier failure gets the same material; its token may have expired.
-  expires=$(sed -n 's/^# gpulab: token expires //p' "$join_conf")
+  expires=$(on_node cat "$join_conf" | sed -n 's/^# gpulab: token expires //p')
   remake="make a new one: pulumi up --replace \"\$(pulumi stack --show-urns | grep -o 'urn:[^ ]*${JOIN_CONFIG_RESOURCE:-join-config}')\""
   if [ -n "$expires" ] && [[ "$(date -u +%Y-%m-%dT%H:%M:%SZ)" > "$expires" ]]; then
     die "the join material for $node expired at $expires (its bootstrap token is short-lived); $remake"
