@@ -37,6 +37,15 @@ class Lab:
         if self.config.process_mode:
             pytest.skip(f"not applicable in process mode (runtime: process): {what}")
 
+    @property
+    def hami(self) -> bool:
+        return self.config.scheduling.hami
+
+    def needs_hami(self, what: str) -> None:
+        """Skip, in one line, a check of HAMi itself on a lab that leaves HAMi out (scheduling.scheduler)."""
+        if not self.hami:
+            pytest.skip(f"not applicable without HAMi (scheduling.scheduler: kube-scheduler): {what}")
+
 
 @pytest.fixture(scope="session")
 def lab() -> Lab:

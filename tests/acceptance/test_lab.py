@@ -107,6 +107,12 @@ def test_tc02_tenant_apis_and_workers(lab) -> None:
             node = api.read_node(node_name)
             ready = {c.type: c.status for c in node.status.conditions}["Ready"]
             assert ready == "True", f"{node_name} Ready={ready}"
+            if lab.config.real_nodes:  # a real kubelet in a container of gpulab's node image, its runtime containerd
+                info = node.status.node_info
+                assert info.kubelet_version == tenant.kubernetes_version, (node_name, info.kubelet_version)
+                assert info.container_runtime_version.startswith("containerd://"), info.container_runtime_version
+                assert "kwok.x-k8s.io/node" not in (node.metadata.annotations or {}), "a real node, not KWOK's"
+                continue
             if lab.config.process_mode:  # KWOK nodes: no kubelet, no CNI, no konnectivity
                 continue
             on_node = api.list_namespaced_pod("kube-system", field_selector=f"spec.nodeName={node_name}").items
@@ -116,6 +122,7 @@ def test_tc02_tenant_apis_and_workers(lab) -> None:
 
 
 def test_tc03_gpu_pod_admitted_by_webhook_and_placed_by_hami(lab) -> None:
+    lab.needs_hami("HAMi's webhook and placement")
     tenant = first_tenant(lab)
     api = core(lab.tenants[tenant.name])
     with disposable_namespace(api) as namespace:
@@ -141,6 +148,7 @@ def test_tc04_workers_advertise_exactly_their_inventory(lab) -> None:
 
 
 def test_tc05_three_shares_on_one_card_bound_back_to_back(lab) -> None:
+    lab.needs_hami("HAMi's card allocation and node lock")
     tenant = first_tenant(lab)
     api = core(lab.tenants[tenant.name])
     with disposable_namespace(api) as namespace:
@@ -170,7 +178,8 @@ def test_tc05_three_shares_on_one_card_bound_back_to_back(lab) -> None:
         assert time.monotonic() - started < 120, "three sequential GPU pods took minutes: the node lock held them"
 
 
-def running_shares(api: client.CoreV1Api) -> list:
+def running_shares(api: client.CoreV1Api, hami: bool = True) -> list:
+    """The running 20000 MB / 30 % pods (with HAMi: those HAMi placed on a card)."""
     pods = api.list_pod_for_all_namespaces(field_selector="status.phase=Running").items
     found = []
     for pod in pods:
@@ -178,7 +187,7 @@ def running_shares(api: client.CoreV1Api) -> list:
         # Read as the API server writes them: 20000 arrives as "20k" (seen against the real API server).
         share = {key: quantity(limits.get(f"nvidia.com/{key}", "0")) for key in SHARE}
         is_share = share == SHARE
-        if is_share and (pod.metadata.annotations or {}).get(ALLOCATED):
+        if is_share and (not hami or (pod.metadata.annotations or {}).get(ALLOCATED)):
             found.append(pod)
     return found
 
@@ -193,14 +202,28 @@ def refused_for(lab, api: client.CoreV1Api, namespace: str, name: str, reason: s
     assert api.read_namespaced_pod(name, namespace).spec.scheduler_name == "hami-scheduler"
 
 
+def refused_by_kube_scheduler(api: client.CoreV1Api, namespace: str, name: str, resource: str) -> None:
+    """Without HAMi: kube-scheduler's FailedScheduling event names the extended resource the node lacks."""
+
+    def reason_seen():
+        pod = api.read_namespaced_pod(name, namespace)
+        assert pod.status.phase == "Pending", f"{name} is {pod.status.phase}; it should not fit"
+        return any(f"Insufficient {resource}" in message for _, message in pod_events(api, namespace, name))
+
+    wait_until(reason_seen, 120, f"kube-scheduler's FailedScheduling event with Insufficient {resource} for {name}")
+
+
 def test_tc06_fourth_share_refused_for_cores(lab) -> None:
     tenant = first_tenant(lab)
     api = core(lab.tenants[tenant.name])
-    if len(running_shares(api)) < 3:
+    if len(running_shares(api, lab.hami)) < 3:
         pytest.fail("TC-06 needs tenant-a's three 20000 MB / 30 % pods running (declared in Pulumi.dev.yaml)")
     with disposable_namespace(api) as namespace:
         api.create_namespaced_pod(namespace, gpu_pod("tc06", image(lab), **SHARE))
-        refused_for(lab, api, namespace, "tc06", "CardInsufficientCore")
+        if lab.hami:
+            refused_for(lab, api, namespace, "tc06", "CardInsufficientCore")
+        else:  # the node's 100 gpucores, 90 of them held: kube-scheduler's own accounting refuses it
+            refused_by_kube_scheduler(api, namespace, "tc06", "nvidia.com/gpucores")
 
 
 def denied_at_admission(create, reason: str, *expected: str) -> str:
@@ -231,10 +254,13 @@ def test_tc07_memory_refusals(lab) -> None:
         denied_at_admission(
             lambda: api.create_namespaced_pod(namespace, pod), "CardInsufficientMemory", "asks 90000 MB per card"
         )
-        if len(running_shares(api)) < 3:
+        if len(running_shares(api, lab.hami)) < 3:
             pytest.fail("TC-07 needs tenant-a's three 20000 MB / 30 % pods running (declared in Pulumi.dev.yaml)")
         api.create_namespaced_pod(namespace, gpu_pod("tc07-run", image(lab), gpumem=30000, gpucores=5))
-        refused_for(lab, api, namespace, "tc07-run", "CardInsufficientMemory")
+        if lab.hami:
+            refused_for(lab, api, namespace, "tc07-run", "CardInsufficientMemory")
+        else:
+            refused_by_kube_scheduler(api, namespace, "tc07-run", "nvidia.com/gpumem")
 
 
 def test_tc08_tenants_are_isolated(lab) -> None:
@@ -276,6 +302,7 @@ def test_tc09_checker_judges_against_live_usage(lab, capsys) -> None:
     from policies.checker import main
     from tests.test_checker import MANIFESTS
 
+    lab.needs_hami("the checker reads HAMi's allocation annotations")
     tenant = first_tenant(lab)
     if len(running_shares(core(lab.tenants[tenant.name]))) < 3:
         pytest.fail("TC-09 needs tenant-a's three 20000 MB / 30 % pods running (declared in Pulumi.dev.yaml)")
@@ -313,12 +340,13 @@ def test_tc10_gpu_limits_hold_at_admission(lab) -> None:
         denied_at_admission(
             lambda: apps.create_namespaced_deployment(namespace, deployment), "CardInsufficientMemory", "90000 MB"
         )
-        bypass = gpu_pod("tc10-bypass", image(lab), gpumem=1000, gpucores=5)
-        bypass["metadata"]["labels"]["hami.io/webhook"] = "ignore"  # HAMi's webhook skips it
-        bypass["spec"]["schedulerName"] = "default-scheduler"
-        denied_at_admission(
-            lambda: api.create_namespaced_pod(namespace, bypass), "a GPU pod must be scheduled by hami-scheduler"
-        )
+        if lab.hami:  # without HAMi there is no webhook to bypass, and no rule asks for hami-scheduler
+            bypass = gpu_pod("tc10-bypass", image(lab), gpumem=1000, gpucores=5)
+            bypass["metadata"]["labels"]["hami.io/webhook"] = "ignore"  # HAMi's webhook skips it
+            bypass["spec"]["schedulerName"] = "default-scheduler"
+            denied_at_admission(
+                lambda: api.create_namespaced_pod(namespace, bypass), "a GPU pod must be scheduled by hami-scheduler"
+            )
         # Updates are judged only when they change what HAMi reads: a relabel or scale goes through, a bigger
         # GPU request is refused like a new one (strategic merge: the container is matched by name).
         update = copy.deepcopy(deployment)
@@ -335,4 +363,5 @@ def test_tc10_gpu_limits_hold_at_admission(lab) -> None:
         )
         valid = gpu_pod("tc10-valid", image(lab), gpumem=20000, gpucores=5)
         created = api.create_namespaced_pod(namespace, valid)
-        assert created.spec.scheduler_name == "hami-scheduler", "admitted, through HAMi's webhook"
+        expected = lab.config.scheduling.scheduler_name
+        assert created.spec.scheduler_name == expected, "admitted (with HAMi: through its webhook)"
