@@ -1,0 +1,74 @@
+"""What a process-mode lab left after `make down`: its node containers and lab network in the Docker engine, its
+processes (any command line naming its state folder, zombies aside: they hold nothing) and its state folder.
+One line per leftover; exit 1 if there is any. CI runs it after `make down STACK=...` (.ci/run).
+
+Usage: python3 scripts/lab_leftovers.py STACK
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OWNER_LABEL = "gpulab.io/owner"  # process_lab/node_containers.py
+
+
+def docker_lines(*args: str) -> list[str]:
+    try:
+        answer = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return answer.stdout.split() if answer.returncode == 0 else []
+
+
+def owned(kind: str, ids: list[str], folder: Path) -> list[str]:
+    found = []
+    for item in ids:
+        answer = subprocess.run(["docker", kind, "inspect", item], capture_output=True, text=True, timeout=60)
+        if answer.returncode != 0:
+            continue
+        document = json.loads(answer.stdout)[0]
+        labels = (document.get("Config") or {}).get("Labels") or document.get("Labels") or {}
+        if str(labels.get(OWNER_LABEL, "")).startswith(str(folder)):
+            found.append(f"{kind} {document.get('Name', item).lstrip('/')}")
+    return found
+
+
+def processes(folder: Path) -> list[str]:
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = next(line for line in (proc / "status").read_text().splitlines() if line.startswith("State:"))
+        except (OSError, StopIteration):
+            continue
+        if str(folder) in cmdline and "\tZ" not in state and proc.name != str(Path("/proc/self").resolve().name):
+            found.append(f"process {proc.name}: {cmdline[:160]}")
+    return found
+
+
+def leftovers(stack: str) -> list[str]:
+    folder = ROOT / ".state" / "process" / stack
+    found = owned("container", docker_lines("ps", "-aq"), folder)
+    found += owned("network", docker_lines("network", "ls", "-q"), folder)
+    found += processes(folder)
+    if folder.exists():
+        found.append(f"folder {folder}")
+    return found
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print(__doc__.strip().splitlines()[-1], file=sys.stderr)
+        return 2
+    found = leftovers(argv[0])
+    for line in found:
+        print(f"[gpulab] left after make down: {line}", file=sys.stderr)
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
