@@ -94,7 +94,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m process_lab.preflight")
     parser.add_argument("--destroy", action="store_true")
     parser.add_argument("--stack", help="read what this stack needs (HAMi, node containers) from its file")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    except SystemExit as usage:  # argparse's own exit (2 for a wrong argument), returned as an exit code
+        return int(usage.code or 0)
     hami, images = stack_needs(args.stack) if args.stack else (True, ())
     found = problems(bin_dir(), destroy=args.destroy, hami=hami, node_images=images)
     for line in found:

@@ -126,10 +126,15 @@ wait_for() {
 bounded() {
   local limit=$1 rc=0 pid group
   shift
-  timeout --kill-after="${GPULAB_KILL_AFTER:-5}" "$limit" "$@" 0<&0 & # 0<&0: a job keeps standard input
+  # The call's group is recorded by the job itself before `timeout` starts (exec keeps its pid and start time):
+  # recorded after `&` instead, a KILL of this script on a loaded machine could fall between the program's
+  # start and the record, and the next run would not find the group to end (seen once in make test).
+  (
+    _gpulab_started "$BASHPID" >"$GPULAB_RUN_DIR/groups/$BASHPID"
+    exec timeout --kill-after="${GPULAB_KILL_AFTER:-5}" "$limit" "$@"
+  ) 0<&0 & # 0<&0: a job keeps standard input
   pid=$!
   group="$GPULAB_RUN_DIR/groups/$pid"
-  _gpulab_started "$pid" >"$group"
   wait "$pid" || rc=$?
   rm -f "$group"
   # 124: stopped with TERM; 137: it ignored TERM and was killed.
