@@ -117,6 +117,7 @@ class NodeContainerWorkers(pulumi.ComponentResource):
     node_name: str
     node_ip: pulumi.Output[str]
     ready: NodeContainerResource
+    instance: pulumi.Output[str]
 
     def __init__(
         self,
@@ -147,4 +148,6 @@ class NodeContainerWorkers(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[control_plane.api_ready, network]),
         )
         self.node_ip = pulumi.Output.from_input("")  # the container's address on the lab network: not needed yet
+        # Which container the node is: a node made again (removed by hand) registers afresh, without its cards.
+        self.instance = self.ready.container_id
         self.register_outputs({"nodeNames": self.node_names, "nodeName": self.node_name})

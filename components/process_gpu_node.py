@@ -70,6 +70,7 @@ class ProcessGpuNode(pulumi.ComponentResource):
                 register_annotation(node.cards),
                 totals(node.cards),
                 hami,
+                getattr(workers, "instance", None),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[after]),
             )
             for prefix, node in gpu_node_prefixes(name, tenant)

@@ -385,11 +385,15 @@ class GpuInventoryProvider(ResourceProvider):
     """One GPU node's cards: HAMi's register annotation and the node's capacity (as the Docker lab's
     apply-gpu-inventory.sh and mock device plugin write them), then the wait until HAMi has taken them in."""
 
-    KEYS = ("cluster", "bin_dir", "folder", "control_plane", "node", "register", "capacity", "without_hami", "running")
+    KEYS = (
+        *("cluster", "bin_dir", "folder", "control_plane", "node", "register", "capacity"),
+        *("without_hami", "worker", "running"),
+    )
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         node = props["node"]
-        write_inventory(_control_plane(props), node, props["register"], props["capacity"])
+        kwok = not props.get("worker")  # a real node's container is recorded as its worker
+        write_inventory(_control_plane(props), node, props["register"], props["capacity"], kwok)
         if not props.get("without_hami"):
             # HAMi takes a node in on its add event or its 15 s registration tick (notes/process-lab.md).
             wait_for_registered(Path(props["folder"]) / "hami-scheduler.log", [node])
@@ -440,6 +444,7 @@ class GpuInventory(pulumi.dynamic.Resource):
         register: str,
         capacity: dict[str, int],
         hami: bool,
+        worker: pulumi.Input[str] | None,
         opts: pulumi.ResourceOptions,
     ) -> None:
         props = {
@@ -452,4 +457,6 @@ class GpuInventory(pulumi.dynamic.Resource):
         }
         if not hami:  # only then, as ControlPlaneProcesses' without_hami
             props["without_hami"] = True
+        if worker is not None:  # a real node's container: the cards are written again on a node made anew
+            props["worker"] = worker
         super().__init__(GpuInventoryProvider(), name, props, opts)

@@ -47,10 +47,14 @@ def apply_nodes(control_plane: ControlPlane, nodes: dict[str, list[Card]]) -> No
         control_plane.kubectl("patch", "node", name, "--subresource=status", "--type=merge", "-p", status)
 
 
-def write_inventory(control_plane: ControlPlane, node: str, register: str, capacity: dict[str, int]) -> None:
+def write_inventory(
+    control_plane: ControlPlane, node: str, register: str, capacity: dict[str, int], kwok: bool = True
+) -> None:
     """One GPU node's cards on a node that is there: HAMi's register annotation and the node's capacity, as the
-    Docker lab's apply-gpu-inventory.sh and mock device plugin write them."""
+    Docker lab's apply-gpu-inventory.sh and mock device plugin write them. A KWOK node also gets room for pods
+    (HOST_CAPACITY); a real node's cpu, memory and pods are its kubelet's, which keeps the GPU resources
+    patched beside them across its status updates (notes/real-nodes.md 4b)."""
     control_plane.kubectl("annotate", "node", node, "--overwrite", f"{REGISTER_ANNOTATION}={register}")
-    written = {**HOST_CAPACITY, **{key: str(value) for key, value in capacity.items()}}
+    written = {**(HOST_CAPACITY if kwok else {}), **{key: str(value) for key, value in capacity.items()}}
     status = json.dumps({"status": {"capacity": written, "allocatable": written}})
     control_plane.kubectl("patch", "node", node, "--subresource=status", "--type=merge", "-p", status)
