@@ -11,8 +11,10 @@ that is not an http URL is a file), so nothing is downloaded.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,6 +95,7 @@ def joinable_configuration(address: str, pki: Path) -> str:
 # The processes of a binary-runtime cluster, each with a pid file `pids/<name>.pid` in the cluster's folder
 # (kwok v0.8.0 pkg/kwokctl/runtime/exec.go, ForkExec / ForkExecIsRunning).
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok-controller")
+LEASE_HOLDERS = ("kube-controller-manager", "kube-scheduler")  # leader-elected: they exit when the lease is lost
 
 
 def missing_programs(bin_dir: Path) -> list[str]:
@@ -200,6 +203,15 @@ class ControlPlane:
         reboot a pid file may name someone else's process: kwokctl would start nothing. So the pid files of
         stopped components go first; the running ones are left alone."""
         stopped = self.stopped_components()
+        if {"etcd", "kube-apiserver"} & set(stopped):
+            # kube-controller-manager and kube-scheduler hold a leader lease in the API server and exit once they
+            # cannot renew it (client-go leaderelection: renew deadline 10 s), which may be after this start:
+            # restarted with the API server, they take the lease afresh (seen: kube-controller-manager gone
+            # seconds after kube-apiserver came back).
+            for component in LEASE_HOLDERS:
+                if component not in stopped:
+                    self._stop(component)
+                    stopped.append(component)
         for component in stopped:
             (self.cluster_dir / "pids" / f"{component}.pid").unlink(missing_ok=True)
         if stopped:
@@ -212,6 +224,22 @@ class ControlPlane:
             )
         self.wait_ready(timeout)
         return stopped
+
+    def _stop(self, component: str, timeout: float = 10) -> None:
+        """TERM to a running component of this cluster (its pid file, checked against its command line), then
+        KILL once `timeout` has passed; until it is gone or a zombie."""
+        pid = self._running_pid(component)
+        if pid is None:
+            return
+        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, timeout)):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, sig)
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline:
+                if not is_ours(pid, str(self.cluster_dir)) or zombie(pid):
+                    return
+                time.sleep(0.05)
+        raise ProcessLabError(f"{component} of {self.name} (pid {pid}) did not stop within {2 * timeout:.0f} s")
 
     def wait_ready(self, timeout: float) -> None:
         """Poll /readyz until the API server says ready (its etcd, informers and post-start hooks), or fail
