@@ -21,7 +21,7 @@ from components.kwok_workers import KwokWorkers
 from components.management_cluster import ManagementCluster
 from components.mock_gpu_node import MockGpuNode
 from components.node_container_workers import LabNetwork, NodeContainerWorkers
-from components.parts import TenantParts, Workers
+from components.parts import TenantParts
 from components.process_control_plane import ProcessControlPlane, process_stack
 from components.process_gpu_node import ProcessGpuNode
 from components.real_gpu_node import RealGpuNode
@@ -67,7 +67,7 @@ def process_lab(lab: LabConfig) -> Callable[[Tenant], TenantParts]:
     def tenant_parts(tenant: Tenant) -> TenantParts:
         if network is None:
             control_plane = ProcessControlPlane(tenant.name, tenant, stack, hami=hami)
-            workers: Workers = KwokWorkers(f"{tenant.name}-worker", tenant, control_plane)
+            workers: KwokWorkers | NodeContainerWorkers = KwokWorkers(f"{tenant.name}-worker", tenant, control_plane)
         else:
             control_plane = ProcessControlPlane(tenant.name, tenant, stack, network.gateway, hami, after=[network])
             image = lab.worker_image(tenant) or ""

@@ -22,6 +22,7 @@ class KwokWorkers(pulumi.ComponentResource):
     node_name: str  # the node that carries the tenant's declared GPUs
     node_ip: pulumi.Output[str]
     ready: KwokNodes
+    instance = None  # KWOK nodes are the control plane's objects: no container of their own to follow
 
     def __init__(
         self, name: str, tenant: Tenant, control_plane: ProcessControlPlane, opts: pulumi.ResourceOptions | None = None

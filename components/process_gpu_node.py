@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import pulumi
 
-from components.parts import Workers, gpu_node_prefixes
+from components.kwok_workers import KwokWorkers
+from components.node_container_workers import NodeContainerWorkers
+from components.parts import gpu_node_prefixes
 from components.process_control_plane import ProcessControlPlane
 from components.process_resources import GpuInventory, HamiProcesses
 from model.catalog import Card, register_annotation, totals
@@ -40,7 +42,7 @@ class ProcessGpuNode(pulumi.ComponentResource):
         lab: LabConfig,
         stack: ProcessStack,
         control_plane: ProcessControlPlane,
-        workers: Workers,
+        workers: KwokWorkers | NodeContainerWorkers,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__(TYPE, name, None, opts)
@@ -70,7 +72,7 @@ class ProcessGpuNode(pulumi.ComponentResource):
                 register_annotation(node.cards),
                 totals(node.cards),
                 hami,
-                getattr(workers, "instance", None),
+                workers.instance,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[after]),
             )
             for prefix, node in gpu_node_prefixes(name, tenant)

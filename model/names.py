@@ -5,6 +5,7 @@ import re
 
 TENANT_LABEL = "gpulab.io/tenant"
 WORKLOAD_LABEL = "gpulab.io/workload"
+OWNER_LABEL = "gpulab.io/owner"  # process mode: the state folder a node container or lab network belongs to
 NODE_IMAGE_LABEL = "gpulab.io/node-image"  # the pinned kindest/node reference a worker was created from
 KAMAJI_MAX_ANNOTATION = "gpulab.io/kamaji-max-kubernetes"  # newest minor the pinned Kamaji accepts
 INVENTORY_CONFIGMAP = "gpulab-gpu-inventory"

@@ -29,15 +29,13 @@ def run(
     timeout: float = 60,
     stdin: str | None = None,
     check: bool = True,
-    detach: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """Run argv to its end within `timeout` seconds; ProcessLabError names `what` when it fails or hangs.
 
     Every call runs in a session of its own (model.bounded_run), so that at the deadline TERM, then KILL,
-    reach everything it started, not only the program itself. `detach` says a call needs that session for
-    another reason too: what it leaves running (kwokctl's control plane) outlives the caller's process
-    group, which the Pulumi engine kills with a dynamic provider's process."""
-    del detach  # every call is detached now; kept so the callers that need it still say so
+    reach everything it started, not only the program itself; and so that what a call leaves running
+    (kwokctl's control plane) outlives the caller's process group, which the Pulumi engine kills with a
+    dynamic provider's process."""
     ended = bounded_run.run_bounded(
         argv, timeout, env=env, stdin=None if stdin is None else stdin.encode(), grace=STOP_GRACE
     )

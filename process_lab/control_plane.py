@@ -169,7 +169,6 @@ class ControlPlane:
             env=self.env,
             what=f"starting control plane {self.name} (kwokctl create cluster)",
             timeout=timeout + 30,
-            detach=True,
         )
 
     @property
@@ -220,7 +219,6 @@ class ControlPlane:
                 env=self.env,
                 what=f"starting control plane {self.name} again on its data (kwokctl start cluster)",
                 timeout=timeout + 30,
-                detach=True,
             )
         self.wait_ready(timeout)
         return stopped

@@ -17,6 +17,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from model.names import OWNER_LABEL
 from model.node_container import NodeContainer, join_token_ttl_minutes
 from process_lab.commands import ProcessLabError, run
 from process_lab.control_plane import ControlPlane
@@ -24,11 +25,10 @@ from process_lab.joinable import join_kubeconfig
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
-OWNER_LABEL = "gpulab.io/owner"  # the tenant folder a node container or lab network belongs to
 JOIN_TIMEOUT = 300  # seconds per step of a join (as the Docker lab's JOIN_TIMEOUT)
 # Preflight checks a node container cannot pass: its kernel config is the host's (SystemVerification), swap is
 # the host's (failSwapOn: false), and the image carries only what gpulab uses (FileExisting).
-CONTAINER_PREFLIGHT = "SystemVerification,FileExisting,Swap"
+CONTAINER_PREFLIGHT = "SystemVerification,FileExisting,Swap"  # as worker-join.sh's default for a container
 CNI_CONFLIST = "/etc/cni/net.d/10-gpulab-bridge.conflist"
 
 

@@ -13,7 +13,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-OWNER_LABEL = "gpulab.io/owner"  # process_lab/node_containers.py
+sys.path.insert(0, str(ROOT))  # run as a file by .ci/run, with the host's python3
+
+from model.names import OWNER_LABEL  # noqa: E402
 
 
 def docker_lines(*args: str) -> list[str]:
