@@ -37,7 +37,9 @@ class GpuWorkloads(pulumi.ComponentResource):
         )
         self.resources = []
         for workload in tenant.workloads:
-            manifest = workload_manifest(tenant, workload, lab.versions.workload_image, lab.scheduling.scheduler_name)
+            manifest = workload_manifest(
+                tenant, workload, lab.versions.workload_image, lab.scheduling.scheduler_name, lab.workload_pull_policy
+            )
             kind = k8s.core.v1.Pod if manifest["kind"] == "Pod" else k8s.apps.v1.Deployment
             self.resources.append(
                 kind(f"{name}-{workload.name}", metadata=manifest["metadata"], spec=manifest["spec"], opts=child)

@@ -25,8 +25,15 @@ def gpu_limits(workload: Workload) -> dict[str, str]:
     return limits
 
 
-def pod_template(tenant: Tenant, workload: Workload, image: str, scheduler_name: str = "hami-scheduler") -> dict:
-    """The workload's pod template: metadata and spec (scheduled by HAMi unless the lab leaves HAMi out)."""
+def pod_template(
+    tenant: Tenant,
+    workload: Workload,
+    image: str,
+    scheduler_name: str = "hami-scheduler",
+    pull_policy: str | None = None,
+) -> dict:
+    """The workload's pod template: metadata and spec (scheduled by HAMi unless the lab leaves HAMi out; with
+    `pull_policy`, the container's imagePullPolicy: LabConfig.workload_pull_policy)."""
     labels = {"app.kubernetes.io/name": workload.name, TENANT_LABEL: tenant.name, WORKLOAD_LABEL: workload.name}
     spec = {
         # Asked for directly: HAMi places these pods even if its webhook ever fails open.
@@ -36,12 +43,20 @@ def pod_template(tenant: Tenant, workload: Workload, image: str, scheduler_name:
             {"name": "gpu", "image": image, "command": IDLE_COMMAND, "resources": {"limits": gpu_limits(workload)}}
         ],
     }
+    if pull_policy:
+        spec["containers"][0]["imagePullPolicy"] = pull_policy
     return {"metadata": {"labels": labels}, "spec": spec}
 
 
-def workload_manifest(tenant: Tenant, workload: Workload, image: str, scheduler_name: str = "hami-scheduler") -> dict:
+def workload_manifest(
+    tenant: Tenant,
+    workload: Workload,
+    image: str,
+    scheduler_name: str = "hami-scheduler",
+    pull_policy: str | None = None,
+) -> dict:
     """The complete object (Pod or Deployment) for one declared workload."""
-    template = pod_template(tenant, workload, image, scheduler_name)
+    template = pod_template(tenant, workload, image, scheduler_name, pull_policy)
     metadata = {
         "name": workload.name,
         "namespace": tenant.workload_namespace(workload),

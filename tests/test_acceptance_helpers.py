@@ -16,6 +16,7 @@ from tests.acceptance.helpers import (
     disposable_namespace,
     gpu_pod,
     hami_reasons,
+    image_pull_problem,
     pod_events,
     wait_until,
 )
@@ -162,7 +163,7 @@ def test_acceptance_suite_is_collected_and_skips_with_a_reason() -> None:
         timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "13 skipped" in result.stdout and "passed" not in result.stdout  # TC-01..TC-10, TC-11 (3)
+    assert "16 skipped" in result.stdout and "passed" not in result.stdout  # TC-01..10, TC-11 (3), TC-12 (2), TC-13
     assert "acceptance cases run against a live lab with `make verify`" in result.stdout
 
 
@@ -230,3 +231,31 @@ def test_the_hint_without_a_lab_names_the_stack_it_was_given(tmp_path) -> None:
     assert result.stderr.strip().endswith(
         "stack 'sim' has no lab outputs (never deployed, or destroyed): run `make up STACK=sim`"
     ), result.stderr
+
+
+def pod_waiting(reason: str, message: str, image: str = "localhost/gpulab/busybox:1.35.0") -> SimpleNamespace:
+    """A pod as the Kubernetes client reads it back while a container waits (V1ContainerStateWaiting)."""
+    waiting = SimpleNamespace(reason=reason, message=message)
+    container = SimpleNamespace(image=image, state=SimpleNamespace(waiting=waiting))
+    return SimpleNamespace(
+        metadata=SimpleNamespace(namespace="ns", name="p"),
+        spec=SimpleNamespace(node_name="tenant-a-worker"),
+        status=SimpleNamespace(init_container_statuses=None, container_statuses=[container]),
+    )
+
+
+def test_a_pod_whose_node_lacks_its_image_is_a_lab_error_naming_node_and_image() -> None:
+    """Boundary: the kubelet's waiting reasons for an image it does not hold (ErrImageNeverPull under
+    imagePullPolicy: Never, ImagePullBackOff after a refused pull)."""
+    message = 'Container image "localhost/gpulab/busybox:1.35.0" is not present with pull policy of Never'
+    problem = image_pull_problem(pod_waiting("ErrImageNeverPull", message))
+    assert problem == (
+        "lab error: node tenant-a-worker does not hold image localhost/gpulab/busybox:1.35.0 of pod ns/p "
+        f"(ErrImageNeverPull: {message}); every image a node runs must be in its containerd before it is needed "
+        "(make node-image, or the lab's image loader)"
+    )
+    assert "ImagePullBackOff" in (image_pull_problem(pod_waiting("ImagePullBackOff", "Back-off pulling")) or "")
+
+
+def test_a_pod_still_creating_its_container_is_no_pull_problem() -> None:
+    assert image_pull_problem(pod_waiting("ContainerCreating", "")) is None

@@ -95,3 +95,29 @@ def test_real_nodes_run_one_node_per_tenant() -> None:
     with pytest.raises(ConfigError) as refused:
         parse_config(config)
     assert "workers: containers runs one node per tenant" in str(refused.value)
+
+
+def test_a_workload_image_the_node_image_does_not_hold_is_refused_before_anything_is_made() -> None:
+    """Boundary: a real node on the lab's --internal network, which can pull nothing (notes: real-nodes.md 6)."""
+    config = nodes_config()
+    config["versions"] = {"workloadImage": "docker.io/library/busybox:1.37.0"}
+    with pytest.raises(ConfigError) as refused:
+        parse_config(config)
+    assert (
+        "gpulab:versions.workloadImage = 'docker.io/library/busybox:1.37.0': is not in gpulab's node image, and a "
+        "real node cannot pull it (its network is --internal): use localhost/gpulab/busybox:1.35.0"
+    ) in str(refused.value)
+
+
+def test_a_tenant_on_a_node_image_of_its_own_may_name_its_own_workload_image() -> None:
+    config = nodes_config(versions={"workloadImage": "registry.example/busybox:1.37.0"})
+    config["tenants"] = [{**tenant, "workerImage": "registry.example/node:v1.36.4"} for tenant in config["tenants"]]
+    assert parse_config(config).versions.workload_image == "registry.example/busybox:1.37.0"
+
+
+def test_real_nodes_never_pull_the_labs_workloads_and_kwok_nodes_keep_the_default() -> None:
+    """A missing image on a real node is ErrImageNeverPull, naming the image, never a pull from a registry."""
+    trainer = run_program(nodes_config()).named("tenant-a-workloads-trainer-1")
+    assert trainer.inputs["spec"]["containers"][0]["imagePullPolicy"] == "Never"
+    simulated = run_program(nodes_config(workers="kwok")).named("tenant-a-workloads-trainer-1")
+    assert "imagePullPolicy" not in simulated.inputs["spec"]["containers"][0]

@@ -28,6 +28,7 @@ from model.config.fields import (
 )
 from model.config.tenant import Tenant
 from model.network import metallb_addresses, ranges_overlap
+from model.node_contract import gpulab_node
 from model.versions import Versions, image_tag, parse_kubernetes_version
 
 
@@ -220,8 +221,28 @@ class LabConfig(ConfigModel):
                 problems.append(
                     (f"tenants[{i}].gpuMode", tenant.gpu_mode, f"runtime: process simulates every card; {fix}")
                 )
+        carried = gpulab_node().workload_image
+        uses_node_image = any(tenant.worker_image is None for tenant in self.tenants)
+        if self.workers == "containers" and uses_node_image and self.versions.workload_image != carried:
+            # A real node on the lab's --internal network can pull nothing: its workloads run the image gpulab's
+            # node image carries (scripts/node-image.sh), never pulled (workload_pull_policy).
+            problems.append(
+                (
+                    "versions.workloadImage",
+                    self.versions.workload_image,
+                    f"is not in gpulab's node image, and a real node cannot pull it (its network is --internal): "
+                    f"use {carried}, or give the tenants a workerImage of your own that holds it",
+                )
+            )
         if problems:
             raise KeyedError(problems)
+
+    @property
+    def workload_pull_policy(self) -> str | None:
+        """The imagePullPolicy of the lab's own workloads: Never on real nodes, whose images are all in their
+        containerd beforehand (a missing one is ErrImageNeverPull, naming it, never a pull); else Kubernetes's
+        default."""
+        return "Never" if self.real_nodes else None
 
     @property
     def process_mode(self) -> bool:

@@ -37,6 +37,11 @@ class Lab:
         if self.config.process_mode:
             pytest.skip(f"not applicable in process mode (runtime: process): {what}")
 
+    def needs_real_nodes(self, what: str) -> None:
+        """Skip, in one line, a check of a real kubelet on a lab whose nodes have none (KWOK, kindest/node)."""
+        if not self.config.real_nodes:
+            pytest.skip(f"for real nodes only (runtime: process, workers: containers): {what}")
+
     @property
     def hami(self) -> bool:
         return self.config.scheduling.hami

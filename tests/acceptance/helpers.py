@@ -68,6 +68,25 @@ def wait_until(
         sleep(interval)
 
 
+# A container waiting in one of these states wants an image its node does not hold (kubelet's images/types.go).
+PULL_STATES = {"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName"}
+
+
+def image_pull_problem(pod: Any) -> str | None:
+    """What a pod waits for when its node lacks one of its images, as a lab error; None otherwise. Every image a
+    lab's node runs is in its containerd before it is needed: a pull is the lab's fault, never a wait."""
+    status = pod.status
+    for container in [*(status.init_container_statuses or []), *(status.container_statuses or [])]:
+        waiting = container.state.waiting if container.state else None
+        if waiting and waiting.reason in PULL_STATES:
+            return (
+                f"lab error: node {pod.spec.node_name} does not hold image {container.image} of pod "
+                f"{pod.metadata.namespace}/{pod.metadata.name} ({waiting.reason}: {waiting.message}); every image a "
+                "node runs must be in its containerd before it is needed (make node-image, or the lab's image loader)"
+            )
+    return None
+
+
 def pod_events(core, namespace: str, pod: str) -> list[tuple[str, str]]:
     """(reason, message) of the events about one pod, oldest first."""
     events = core.list_namespaced_event(namespace, field_selector=f"involvedObject.name={pod}").items

@@ -18,7 +18,14 @@ from kubernetes.client.exceptions import ApiException
 from components.tenant_control_plane import control_plane_namespace
 from model.catalog import totals
 from model.quantity import parse_quantity
-from tests.acceptance.helpers import disposable_namespace, gpu_pod, hami_reasons, pod_events, wait_until
+from tests.acceptance.helpers import (
+    disposable_namespace,
+    gpu_pod,
+    hami_reasons,
+    image_pull_problem,
+    pod_events,
+    wait_until,
+)
 
 CONTROL_PLANE_CONTAINERS = {"kube-apiserver", "kube-controller-manager", "kube-scheduler", "konnectivity-server"}
 ALLOCATED = "hami.io/vgpu-devices-allocated"
@@ -46,6 +53,8 @@ def deployments_available(apps: client.AppsV1Api, namespace: str) -> list[str]:
 def wait_running(api: client.CoreV1Api, namespace: str, name: str, timeout: float = 180):
     def running():
         pod = api.read_namespaced_pod(name, namespace)
+        problem = image_pull_problem(pod)
+        assert problem is None, problem  # named at once: waiting would only end in a timeout
         return pod if pod.status.phase == "Running" else None
 
     return wait_until(running, timeout, f"pod {namespace}/{name} to be Running")

@@ -1,0 +1,92 @@
+"""TC-12, TC-13: what a real kubelet does to the lab (`make verify` on a stack with workers: containers).
+
+Boundary: the real kubelet v1.36.4 in a container of gpulab's node image, under systemd (its unit restarts it),
+rewriting its node's status. The GPU inventory gpulab patched onto the node must survive the kubelet's own
+restart and its death; and no node of the lab may ever pull an image (its network is --internal).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from datetime import datetime
+
+import pytest
+from kubernetes import client
+
+from model.catalog import totals
+from model.quantity import parse_quantity
+from tests.acceptance.helpers import wait_until
+
+
+def on_node(container: str, *command: str) -> str:
+    """A command in a node container (named as its node: model/node_container.py), bounded."""
+    done = subprocess.run(
+        ["docker", "exec", container, *command], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, f"docker exec {container} {' '.join(command)}: {done.stderr.strip()[:300]}"
+    return done.stdout.strip()
+
+
+def kubelet_pid(container: str) -> str:
+    return on_node(container, "systemctl", "show", "--property", "MainPID", "--value", "kubelet")
+
+
+def ready_heartbeat(node: client.V1Node) -> tuple[str, datetime | None]:
+    ready = next(c for c in node.status.conditions if c.type == "Ready")
+    return ready.status, ready.last_heartbeat_time
+
+
+def gpu_allocatable(node: client.V1Node) -> dict[str, int]:
+    items = node.status.allocatable.items()
+    return {key: int(parse_quantity(value)) for key, value in items if key.startswith("nvidia.com/")}
+
+
+def kubelet_comes_back(api: client.CoreV1Api, name: str, how: str) -> client.V1Node:
+    """`how` done to the kubelet of node container `name`; the node once systemd runs a new kubelet and that
+    kubelet has posted a Ready status. A kubelet posts its node's whole status when it starts (kubelet v1.36
+    pkg/kubelet/kubelet_node_status.go), so what is read then has been through the post that would drop it."""
+    pid = kubelet_pid(name)
+    _, heartbeat = ready_heartbeat(api.read_node(name))
+    since = int(on_node(name, "date", "+%s"))
+    if how == "systemctl restart":
+        on_node(name, "systemctl", "restart", "kubelet")
+    else:
+        on_node(name, "kill", "-KILL", pid)
+
+    def posted_again() -> client.V1Node | None:
+        if kubelet_pid(name) in {"0", pid}:
+            return None
+        node = api.read_node(name)
+        status, posted = ready_heartbeat(node)
+        fresh = posted is not None and posted != heartbeat and posted.timestamp() >= since
+        return node if status == "True" and fresh else None
+
+    return wait_until(posted_again, 120, f"a new kubelet on {name} to post a Ready status after `{how}`")
+
+
+@pytest.mark.parametrize("how", ["systemctl restart", "kill -KILL"])
+def test_tc12_the_gpu_inventory_outlives_a_kubelet_restart_and_a_killed_kubelet(lab, how: str) -> None:
+    lab.needs_real_nodes("a real kubelet restarted on its node")
+    for tenant in lab.config.tenants:
+        name = tenant.gpu_node_name()
+        api = client.CoreV1Api(lab.tenants[tenant.name])
+        declared = totals(tenant.gpu_nodes()[0].cards)
+        assert gpu_allocatable(api.read_node(name)) == declared, f"{name} before the {how}"
+        node = kubelet_comes_back(api, name, how)
+        assert gpu_allocatable(node) == declared, f"{name} after the kubelet's `{how}`"
+
+
+def test_tc13_no_node_of_the_lab_pulled_an_image(lab) -> None:
+    """Every image a node runs was in its containerd before it was needed: the kubelet's `Pulling` event (and a
+    failed pull) would name the image it asked a registry for."""
+    lab.needs_real_nodes("a real kubelet's image events")
+    for tenant in lab.config.tenants:
+        events = client.CoreV1Api(lab.tenants[tenant.name]).list_event_for_all_namespaces().items
+        pulls = [
+            f"{e.involved_object.namespace}/{e.involved_object.name}: {e.reason}: {e.message}"
+            for e in events
+            if e.reason in {"Pulling", "ErrImageNeverPull"} or (e.reason == "Failed" and "pull" in (e.message or ""))
+        ]
+        assert not pulls, f"lab error: tenant {tenant.name}'s node asked for images it should hold: {pulls}"
+        present = [e for e in events if e.reason == "Pulled" and "already present" in (e.message or "")]
+        assert present, f"tenant {tenant.name}: no kubelet event shows a pod's image found on its node"
