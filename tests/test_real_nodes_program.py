@@ -121,3 +121,32 @@ def test_real_nodes_never_pull_the_labs_workloads_and_kwok_nodes_keep_the_defaul
     assert trainer.inputs["spec"]["containers"][0]["imagePullPolicy"] == "Never"
     simulated = run_program(nodes_config(workers="kwok")).named("tenant-a-workloads-trainer-1")
     assert "imagePullPolicy" not in simulated.inputs["spec"]["containers"][0]
+
+
+@pytest.mark.parametrize(
+    ("changes", "line"),
+    [
+        (
+            {"cni": "calico"},
+            "gpulab:cni = 'calico': real nodes run the CNI bridge plugin of gpulab's node image: Calico's images",
+        ),
+        (
+            {"runtime": "docker", "workers": "kwok", "cni": "bridge"},
+            "gpulab:cni = 'bridge': the Docker lab runs Calico on its kindest/node workers, whose image has no bridge",
+        ),
+        ({"workers": "kwok", "cni": "bridge"}, "gpulab:cni = 'bridge': KWOK nodes run no pod and need no pod network"),
+        ({"cni": "flannel"}, "gpulab:cni = 'flannel': must be one of"),
+    ],
+)
+def test_a_cni_the_nodes_cannot_run_is_refused_with_the_one_they_can(changes: dict, line: str) -> None:
+    with pytest.raises(ConfigError) as refused:
+        parse_config(nodes_config(**changes))
+    assert line in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("changes", "network"),
+    [({}, "bridge"), ({"cni": "bridge"}, "bridge"), ({"runtime": "docker", "workers": "kwok", "cni": "calico"}, "calico")],
+)
+def test_each_runtime_names_its_pod_network(changes: dict, network: str) -> None:
+    assert parse_config(nodes_config(**changes)).pod_network == network

@@ -171,6 +171,10 @@ class LabConfig(ConfigModel):
     # Process mode's workers: kwok (KWOK nodes: no kubelet, no container) or containers (real nodes: a container of
     # gpulab's node image per tenant, `make node-image`, with a real kubelet joined by kubeadm): docs/real-nodes.md.
     workers: Literal["kwok", "containers"] = "kwok"
+    # The pod network of each tenant's nodes: calico (the Docker lab: its images are pulled onto kindest/node
+    # workers) or bridge (the CNI bridge plugin of gpulab's node image, for real nodes, which can pull no Calico
+    # image: one node per tenant, as the bridge gives no routes between nodes). Unset: the runtime's own.
+    cni: Literal["calico", "bridge"] | None = None
     management: Management = Management()
     tenants: list[Tenant] = Field(min_length=1, max_length=MAX_TENANTS)
     scheduling: Scheduling = Scheduling()
@@ -187,6 +191,8 @@ class LabConfig(ConfigModel):
             raise at(
                 "workers", "is for runtime: process; in the Docker lab each tenant's workerMode chooses", self.workers
             )
+        if self.cni not in (None, self.pod_network):
+            raise at("cni", self._cni_fix(), self.cni)
         kind_subnet = info.context.get("kind_subnet") if info.context else None
         problems = across_tenants(self.management, list(enumerate(self.tenants)), self.versions, kind_subnet)
         if problems:
@@ -236,6 +242,28 @@ class LabConfig(ConfigModel):
             )
         if problems:
             raise KeyedError(problems)
+
+    @property
+    def pod_network(self) -> str:
+        """The CNI of the tenants' nodes: Calico in the Docker lab, the bridge plugin on real nodes; KWOK nodes run
+        no pod and need none ("none")."""
+        if self.real_nodes:
+            return "bridge"
+        return "none" if self.process_mode else "calico"
+
+    def _cni_fix(self) -> str:
+        if self.real_nodes:
+            return (
+                "real nodes run the CNI bridge plugin of gpulab's node image: Calico's images (quay.io/calico/cni, "
+                "node, kube-controllers) are not in it, and a node on the lab's --internal network cannot pull them; "
+                "use bridge"
+            )
+        if self.process_mode:
+            return "KWOK nodes run no pod and need no pod network; remove it (workers: containers runs bridge)"
+        return (
+            "the Docker lab runs Calico on its kindest/node workers, whose image has no bridge plugin (kind's "
+            "images/base: host-local, loopback, ptp, portmap); use calico"
+        )
 
     @property
     def workload_pull_policy(self) -> str | None:
