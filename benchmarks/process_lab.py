@@ -3,8 +3,9 @@
 Needs `make tools` (./bin, or GPULAB_BIN); with GPULAB_HAMI_SCHEDULER set, each tenant also runs HAMi.
 Usage: venv/bin/python benchmarks/process_lab.py [--tenants 1 2 5]
 
-Memory is the resident set (VmRSS in /proc) of every process whose command line names the tenant's folder,
-read once every tenant is up: a steady lab, not a peak.
+Memory, read once every tenant is up (a steady lab, not a peak), per program of a tenant: its resident set (RSS)
+and its proportional set (PSS, shared pages divided among their sharers: benchmarks/memory.py); and the machine's
+MemAvailable before and after, the cost of the tenants as the machine sees it.
 """
 
 from __future__ import annotations
@@ -19,25 +20,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.memory import available_kb, by_program, table  # noqa: E402
 from model.config.loading import load_stack_file  # noqa: E402
 from process_lab.control_plane import missing_programs  # noqa: E402
 from process_lab.tenant import TenantLab  # noqa: E402
-
-
-def resident_mb(folder: Path) -> float:
-    """Summed VmRSS of the processes started from `folder` (their command lines name it)."""
-    total_kb = 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if str(folder) not in (entry / "cmdline").read_bytes().decode(errors="replace"):
-                continue
-            status = (entry / "status").read_text()
-        except OSError:  # the process ended while we looked
-            continue
-        total_kb += next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)
-    return total_kb / 1024
 
 
 def measure(count: int, bin_dir: Path, hami: Path | None) -> None:
@@ -49,22 +35,28 @@ def measure(count: int, bin_dir: Path, hami: Path | None) -> None:
             TenantLab(template.model_copy(update={"name": f"bench-{i}"}), lab, bin_dir, folder / f"t{i}", hami)
             for i in range(count)
         ]
+        before = available_kb(Path("/proc/meminfo").read_text())
         started = time.monotonic()
         try:
             for tenant in tenants:
                 tenant.up()
             up = time.monotonic() - started
-            memory = [resident_mb(folder / f"t{i}") for i in range(count)]
+            memory = [by_program(folder / f"t{i}") for i in range(count)]
+            taken_mb = (before - available_kb(Path("/proc/meminfo").read_text())) / 1024
         finally:
             stopping = time.monotonic()
             for tenant in tenants:
                 tenant.down()
             down = time.monotonic() - stopping
+        pss = [sum(u.pss_kb for u in usage.values()) / 1024 for usage in memory]
         print(
             f"{count} tenant(s){' with HAMi' if hami else ''}: up {up:.1f} s, down {down:.1f} s, "
-            f"memory per tenant {sum(memory) / count:.0f} MB (min {min(memory):.0f}, max {max(memory):.0f})",
+            f"PSS per tenant {sum(pss) / count:.0f} MB (min {min(pss):.0f}, max {max(pss):.0f}), "
+            f"MemAvailable down by {taken_mb:.0f} MB ({taken_mb / count:.0f} MB a tenant)",
             flush=True,
         )
+        for line in table(memory):
+            print(f"  {line}", flush=True)
 
 
 def main() -> int:
