@@ -71,7 +71,10 @@ def process_lab(lab: LabConfig) -> Callable[[Tenant], TenantParts]:
         else:
             control_plane = ProcessControlPlane(tenant.name, tenant, stack, network.gateway, hami, after=[network])
             image = lab.worker_image(tenant) or ""
-            workers = NodeContainerWorkers(f"{tenant.name}-worker", tenant, image, network, network_name, control_plane)
+            images = lab.real_node_images(tenant)
+            workers = NodeContainerWorkers(
+                f"{tenant.name}-worker", tenant, image, images, network, network_name, control_plane
+            )
         gpus = ProcessGpuNode(f"{tenant.name}-gpus", tenant, lab, stack, control_plane, workers)
         return TenantParts(tenant, control_plane, workers, gpus)
 

@@ -12,7 +12,6 @@ nothing; a replaced node (new container id) is loaded again.
 
 from __future__ import annotations
 
-import platform
 import re
 
 import pulumi
@@ -20,12 +19,7 @@ import pulumi
 from components.shell import script_command
 from model.config import LabConfig
 from model.images import to_load
-
-
-def node_platform() -> str:
-    """The platform of the host's node containers (kind publishes amd64 and arm64 node images)."""
-    machine = platform.machine().lower()
-    return "linux/arm64" if machine in ("aarch64", "arm64") else "linux/amd64"
+from model.node_container import node_platform
 
 
 def _slug(text: str) -> str:

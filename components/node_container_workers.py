@@ -78,6 +78,7 @@ class NodeContainerProvider(ResourceProvider):
         container_id = node_containers.start_node(node, props["image"], str(processes.folder), props["pod_cidr"])
         control_plane = processes.control_plane
         try:
+            node_containers.load_images(props["node"], props.get("images") or [])
             node_containers.join(control_plane, props["node"], props["tenant"], props["endpoint"])
             node_containers.wait_ready(control_plane, props["node"])
         except Exception:
@@ -124,6 +125,7 @@ class NodeContainerWorkers(pulumi.ComponentResource):
         name: str,
         tenant: Tenant,
         image: str,
+        images: list[str],
         network: LabNetwork,
         network_name: str,
         control_plane: ProcessControlPlane,
@@ -141,6 +143,7 @@ class NodeContainerWorkers(pulumi.ComponentResource):
             "network": network_name,
             "pod_cidr": tenant.pod_cidr,
             "endpoint": control_plane.processes.join_endpoint,  # the relay on the lab network's gateway
+            "images": images,  # not compared (KEYS): checked on every node made, a change makes no node anew
         }
         self.ready = NodeContainerResource(
             f"{name}-node",

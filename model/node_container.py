@@ -9,9 +9,16 @@ resource that made it) removes it.
 from __future__ import annotations
 
 import math
+import platform
 from dataclasses import dataclass, field
 
 from model.names import NODE_IMAGE_LABEL, TENANT_LABEL
+
+
+def node_platform() -> str:
+    """The platform of the host's node containers (kind publishes amd64 and arm64 node images)."""
+    machine = platform.machine().lower()
+    return "linux/arm64" if machine in ("aarch64", "arm64") else "linux/amd64"
 
 
 @dataclass(frozen=True)

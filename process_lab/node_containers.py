@@ -14,11 +14,12 @@ import json
 import os
 import re
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from model.names import OWNER_LABEL
-from model.node_container import NodeContainer, join_token_ttl_minutes
+from model.node_container import NodeContainer, join_token_ttl_minutes, node_platform
 from process_lab.commands import ProcessLabError, run
 from process_lab.control_plane import ControlPlane
 from process_lab.joinable import join_kubeconfig
@@ -152,6 +153,25 @@ def start_node(node: NodeContainer, image: str, owner: str, pod_cidr: str) -> st
         remove_node(node.name, owner)  # a create that fails leaves nothing: no state records the container
         raise
     return started.stdout.strip()
+
+
+def booted(node: str) -> bool:
+    """systemd has finished booting the node (its image import included: gpulab-images.service)."""
+    state = docker("exec", node, "systemctl", "is-system-running", what=f"asking {node}'s systemd", check=False)
+    return state.stdout.strip() in {"running", "degraded"}
+
+
+def load_images(node: str, images: list[str], timeout: float = 120, interval: float = 0.5) -> None:
+    """Every image the node runs in its containerd before the join, by the lab's own loader (scripts/load-images.sh:
+    an image the node holds is kept, one it lacks is loaded from this host's engine, one neither has is an error
+    naming it), once systemd has booted the node, so the images its boot imports are there to be found."""
+    deadline = time.monotonic() + timeout
+    while not booted(node):
+        if time.monotonic() >= deadline:
+            raise ProcessLabError(f"{node} did not finish booting within {timeout:.0f}s (systemctl is-system-running)")
+        time.sleep(interval)
+    env = {**os.environ, "NODE": node, "IMAGES": " ".join(images), "PLATFORM": node_platform(), "TIMEOUT": "120"}
+    run(["bash", str(SCRIPTS / "load-images.sh")], env=env, what=f"loading {node}'s images", timeout=timeout + 900)
 
 
 def _script(control_plane: ControlPlane, name: str, env: dict[str, str], stdin: str, what: str, timeout: float) -> str:

@@ -6,6 +6,7 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
 from shared_data import ROOT
 from test_first_run import BASH, fake_bin
 
@@ -83,3 +84,52 @@ def test_load_skips_what_the_node_has(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert not any("image save" in call and "--help" not in call for call in calls)
     assert result.stderr.count("already in tenant-a-worker") == 2
+
+
+def node_docker(tmp_path: Path, host_has: str) -> str:
+    """A node whose systemd is still starting on the first question, then running; whose containerd holds the
+    node image's pause; and a host engine that holds `host_has` (docker image save fails for anything else)."""
+    asked = tmp_path / "asked"
+    return f"""echo "docker $*" >> {tmp_path}/calls
+if [ "$1 $3 $4" = "exec systemctl is-system-running" ]; then
+  [ -e {asked} ] && echo running && exit 0
+  touch {asked}; echo starting; exit 1
+fi
+if [ "$1 $3 $5 $6" = "exec ctr images ls" ]; then
+  [ "$8" = name==registry.k8s.io/pause:3.10.2 ] && echo "${{8#name==}}"
+  exit 0
+fi
+if [ "$1 $2" = "image save" ]; then
+  [ "$3" = --help ] && echo "  --platform string" && exit 0
+  [ "${{*: -1}}" = {host_has} ] || exit 1
+fi
+exit 0"""
+
+
+def test_a_real_node_gets_what_it_lacks_from_the_host_once_it_has_booted(tmp_path: Path, monkeypatch) -> None:
+    """process mode's node containers go through the lab's own loader before the join (boundary: systemd's
+    is-system-running while the node boots, then containerd's image list)."""
+    from process_lab import node_containers
+
+    fakes = fake_bin(tmp_path / "fakes", docker=node_docker(tmp_path, "localhost/mine:1"))
+    monkeypatch.setenv("PATH", f"{fakes}:{os.environ['PATH']}")
+    monkeypatch.setenv("GPULAB_POLL_INTERVAL", "0")
+    node_containers.load_images("tenant-a-worker", ["registry.k8s.io/pause:3.10.2", "localhost/mine:1"], interval=0)
+    calls = (tmp_path / "calls").read_text().splitlines()
+    booted = calls.index("docker exec tenant-a-worker systemctl is-system-running", 1)
+    first_image = next(i for i, call in enumerate(calls) if "images ls" in call)
+    assert booted < first_image, "images are looked for once the node has booted (its boot imports some)"
+    saved = [call for call in calls if call.startswith("docker image save") and "--help" not in call]
+    assert saved == [f"docker image save --platform {node_containers.node_platform()} localhost/mine:1"]
+
+
+def test_an_image_neither_the_node_nor_the_host_holds_stops_the_node_naming_it(tmp_path: Path, monkeypatch) -> None:
+    from process_lab import node_containers
+    from process_lab.commands import ProcessLabError
+
+    fakes = fake_bin(tmp_path / "fakes", docker=node_docker(tmp_path, "localhost/other:1"))
+    monkeypatch.setenv("PATH", f"{fakes}:{os.environ['PATH']}")
+    monkeypatch.setenv("GPULAB_POLL_INTERVAL", "0")
+    with pytest.raises(ProcessLabError) as refused:
+        node_containers.load_images("tenant-a-worker", ["localhost/mine:1"], interval=0)
+    assert "loading localhost/mine:1 into tenant-a-worker failed (is it on the host?" in str(refused.value)

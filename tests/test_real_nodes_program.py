@@ -119,7 +119,7 @@ def test_real_nodes_never_pull_the_labs_workloads_and_kwok_nodes_keep_the_defaul
     """A missing image on a real node is ErrImageNeverPull, naming the image, never a pull from a registry."""
     trainer = run_program(nodes_config()).named("tenant-a-workloads-trainer-1")
     assert trainer.inputs["spec"]["containers"][0]["imagePullPolicy"] == "Never"
-    simulated = run_program(nodes_config(workers="kwok")).named("tenant-a-workloads-trainer-1")
+    simulated = run_program(nodes_config(workers="kwok", cni=None)).named("tenant-a-workloads-trainer-1")
     assert "imagePullPolicy" not in simulated.inputs["spec"]["containers"][0]
 
 
@@ -134,7 +134,7 @@ def test_real_nodes_never_pull_the_labs_workloads_and_kwok_nodes_keep_the_defaul
             {"runtime": "docker", "workers": "kwok", "cni": "bridge"},
             "gpulab:cni = 'bridge': the Docker lab runs Calico on its kindest/node workers, whose image has no bridge",
         ),
-        ({"workers": "kwok", "cni": "bridge"}, "gpulab:cni = 'bridge': KWOK nodes run no pod and need no pod network"),
+        ({"workers": "kwok"}, "gpulab:cni = 'bridge': KWOK nodes run no pod and need no pod network"),
         ({"cni": "flannel"}, "gpulab:cni = 'flannel': must be one of"),
     ],
 )

@@ -265,6 +265,13 @@ class LabConfig(ConfigModel):
             "images/base: host-local, loopback, ptp, portmap); use calico"
         )
 
+    def real_node_images(self, tenant: Tenant) -> list[str]:
+        """The images a tenant's real node runs, in its containerd before the join (the lab's loader checks them and
+        loads from the host's engine any a node lacks): the sandbox image of gpulab's node image, unless the tenant
+        runs a node image of its own, and the lab's workload image."""
+        own = [] if tenant.worker_image else [gpulab_node(tenant.kubernetes_version).sandbox_image]
+        return [*own, self.versions.workload_image]
+
     @property
     def workload_pull_policy(self) -> str | None:
         """The imagePullPolicy of the lab's own workloads: Never on real nodes, whose images are all in their
