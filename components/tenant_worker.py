@@ -21,7 +21,7 @@ from components.management_cluster import ManagementCluster
 from components.shell import remote_script, script_command
 from components.tenant_control_plane import TenantControlPlane
 from model.config import LabConfig, SshWorker, Tenant, secret
-from model.node_container import NodeContainer, join_token_ttl_minutes
+from model.node_container import CONTAINER_PREFLIGHT, NodeContainer, join_token_ttl_minutes
 
 JOIN_TIMEOUT = 300  # seconds per step of a worker's join (worker-join.sh and join-config.sh TIMEOUT)
 
@@ -219,19 +219,45 @@ class TenantWorker(pulumi.ComponentResource):
             parent=self,
             after=[container],
         )
-        # The container id in the environment makes a replaced container re-run the join.
-        return script_command(
+        # As an SSH worker's: the node gets only a JoinConfiguration made here with the admin kubeconfig (which
+        # stays on this host), and its token is deleted once the node has joined. The container id in both
+        # environments makes a replaced container get fresh material (a new token) and re-run the join.
+        material = script_command(
+            f"{prefix}-join-config",
+            "join-config.sh",
+            stdin=control_plane.kubeconfig,
+            environment={
+                "NODE_NAME": node_name,
+                "CONTAINER_ID": container.id,
+                "TENANT": tenant.name,
+                "IGNORE_PREFLIGHT": CONTAINER_PREFLIGHT,
+                "TTL_MINUTES": str(join_token_ttl_minutes(JOIN_TIMEOUT)),
+                "TIMEOUT": str(JOIN_TIMEOUT),
+                "PYTHON": sys.executable,
+            },
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[control_plane.api_ready, loaded]),
+        )
+        join = script_command(
             f"{prefix}-join",
             "worker-join.sh",
-            stdin=control_plane.kubeconfig,
+            stdin=pulumi.Output.secret(material.stdout),  # the token: secret in the state and logs
             environment={
                 "CONTAINER": container.name,
                 "CONTAINER_ID": container.id,
                 "TENANT": tenant.name,
                 "TIMEOUT": str(JOIN_TIMEOUT),
+                "JOIN_CONFIG_RESOURCE": f"{prefix}-join-config",
             },
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[control_plane.api_ready, loaded]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[control_plane.api_ready, loaded, material]),
         )
+        script_command(
+            f"{prefix}-join-token-delete",
+            "delete-token.sh",
+            stdin=control_plane.kubeconfig,
+            environment={"TOKEN_ID": material.stdout.apply(token_id_of), "TENANT": tenant.name},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[join]),
+        )
+        return join
 
     def _ssh_node(self, index: int, worker: SshWorker) -> pulumi.Resource:
         """A real machine: checked, joined over SSH, reset and removed from the tenant on destroy."""
@@ -286,7 +312,6 @@ class TenantWorker(pulumi.ComponentResource):
                     "NODE_NAME": node_name,
                     "TENANT": tenant.name,
                     "TIMEOUT": str(JOIN_TIMEOUT),
-                    "JOIN_CONFIG_ON_STDIN": "1",
                     "JOIN_CONFIG_RESOURCE": f"{prefix}-join-config",
                 },
                 sudo,

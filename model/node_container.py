@@ -61,8 +61,13 @@ class NodeContainer:
         return [*args, image]
 
 
+# kubeadm preflight checks a node container cannot pass: its kernel config is the host's (SystemVerification), swap
+# is the host's (failSwapOn: false), and the image carries only what a node uses (FileExisting).
+CONTAINER_PREFLIGHT = "SystemVerification,FileExisting,Swap"
+
+
 def join_token_ttl_minutes(timeout: int) -> int:
-    """How long an SSH worker's bootstrap token lives. It is made on the Pulumi host before join-config.sh waits
+    """How long a worker's bootstrap token lives. It is made on the Pulumi host before join-config.sh waits
     (up to TIMEOUT) for the tenant to accept it; the machine then waits for systemd (up to TIMEOUT) and joins,
     a call bounded at 2 x TIMEOUT + 60 s (worker-join.sh join_bound); 5 minutes more cover the steps between
     (Pulumi opening the SSH session, the quick checks). worker-join.sh refuses to start a join the token would

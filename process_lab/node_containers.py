@@ -5,7 +5,7 @@ of local processes (../docs/real-nodes.md).
 The Docker engine is driven with its CLI (the Pulumi docker provider cannot be had here: tools/README.md), every
 call bounded. A node container is made from the one definition of a node (model/node_container.py); it is joined
 by the lab's own scripts, with join material made on this host from the tenant's admin kubeconfig, which never
-goes into the node (scripts/join-config.sh, worker-join.sh with JOIN_CONFIG_ON_STDIN, delete-token.sh).
+goes into the node (scripts/join-config.sh, worker-join.sh, delete-token.sh: the Docker lab's join too).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from model.names import OWNER_LABEL
-from model.node_container import NodeContainer, join_token_ttl_minutes, node_platform
+from model.node_container import CONTAINER_PREFLIGHT, NodeContainer, join_token_ttl_minutes, node_platform
 from process_lab.commands import ProcessLabError, run
 from process_lab.control_plane import ControlPlane
 from process_lab.joinable import join_kubeconfig
@@ -27,9 +27,6 @@ from process_lab.joinable import join_kubeconfig
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
 JOIN_TIMEOUT = 300  # seconds per step of a join (as the Docker lab's JOIN_TIMEOUT)
-# Preflight checks a node container cannot pass: its kernel config is the host's (SystemVerification), swap is
-# the host's (failSwapOn: false), and the image carries only what gpulab uses (FileExisting).
-CONTAINER_PREFLIGHT = "SystemVerification,FileExisting,Swap"  # as worker-join.sh's default for a container
 CNI_CONFLIST = "/etc/cni/net.d/10-gpulab-bridge.conflist"
 
 
@@ -202,7 +199,7 @@ def join(control_plane: ControlPlane, node: str, tenant: str, endpoint: str) -> 
     )
     token = re.search(r"token:\s*\"?([a-z0-9]{6})\.", material)
     try:
-        env = {"CONTAINER": node, "TENANT": tenant, "TIMEOUT": str(JOIN_TIMEOUT), "JOIN_CONFIG_ON_STDIN": "1"}
+        env = {"CONTAINER": node, "TENANT": tenant, "TIMEOUT": str(JOIN_TIMEOUT)}
         _script(control_plane, "worker-join.sh", env, material, f"joining {node} to {tenant}", 4 * JOIN_TIMEOUT + 120)
     finally:
         if token:

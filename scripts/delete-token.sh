@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# After an SSH worker joined: deletes its bootstrap token from the tenant, so nobody else can join
+# After a worker joined: deletes its bootstrap token from the tenant, so nobody else can join
 # with it (it would otherwise stay valid until it expires, TTL_MINUTES after it was made).
 # stdin: tenant admin kubeconfig. env: TOKEN_ID, TENANT
 set -euo pipefail

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# An SSH worker's join material, made here on the Pulumi host: creates a bootstrap token in the
-# tenant (retrying while Kamaji still sets up RBAC) and prints the kubeadm JoinConfiguration on
-# stdout (the Command marks stdout secret). The worker receives only that, never the admin kubeconfig.
+# A worker's join material (an SSH machine's or a node container's), made here on the Pulumi host: creates a
+# bootstrap token in the tenant (retrying while Kamaji still sets up RBAC) and prints the kubeadm
+# JoinConfiguration on stdout (the Command marks stdout secret). The worker receives only that (worker-join.sh),
+# never the admin kubeconfig.
 # stdin: tenant admin kubeconfig. env: NODE_NAME, TENANT, IGNORE_PREFLIGHT, TTL_MINUTES, TIMEOUT, PYTHON
 set -euo pipefail
 # shellcheck source=lib.sh

@@ -1,5 +1,5 @@
-"""Join material for an SSH worker, made on the Pulumi host: the machine receives only a kubeadm
-JoinConfiguration, never the tenant's admin kubeconfig.
+"""Join material for a worker (an SSH machine or a node container), made on the Pulumi host: the worker
+receives only a kubeadm JoinConfiguration, never the tenant's admin kubeconfig.
 
 - a bootstrap token (random id and secret, `secrets` module) as the Secret kubeadm itself would
   create (`kube-system/bootstrap-token-<id>`, type bootstrap.kubernetes.io/token, usages

@@ -1,21 +1,18 @@
 #!/usr/bin/env bash
-# Joins a tenant worker to its Kamaji control plane with kubeadm, the way Kamaji's own e2e does
-# (e2e/worker_kubeadm_join_test.go): wait for systemd, create a bootstrap token against the tenant
-# (retrying while Kamaji still sets up RBAC), join. The worker is a kindest/node container
-# (CONTAINER set: commands go through docker exec) or the machine this runs on (sent over SSH).
+# Joins a tenant worker to its Kamaji control plane with kubeadm, as Kamaji's own e2e does
+# (e2e/worker_kubeadm_join_test.go), with a JoinConfiguration made on the Pulumi host (join-config.sh, with the
+# tenant's admin kubeconfig, which never reaches the worker): wait for systemd, join. The worker is a node
+# container (CONTAINER set: commands go through docker exec) or the machine this runs on (sent over SSH).
 #
-# The bootstrap token never appears in a command line, stdout, stderr or a file on disk: it goes into
-# a kubeadm JoinConfiguration (mode 0600) on the node's tmpfs, read with `kubeadm join --config`,
-# removed afterwards; and the token is deleted from the tenant once the join is over, failed or not.
-# A node already joined to this tenant is left alone; one joined elsewhere is an error naming that
-# API server; leftovers of a failed attempt are reset before the join is retried, and the files a run
-# killed with KILL left on the node's tmpfs are removed first. One join runs at a time per worker (a lock; a
-# re-run ends an earlier run of the same join that is still going). The token lives only a little longer than
-# the join's bound (join_bound).
-# With JOIN_CONFIG_ON_STDIN=1 (SSH workers; process mode's node containers) the worker gets only the
-# JoinConfiguration, made on the Pulumi host (join-config.sh): no admin kubeconfig and no token creation on it.
-# stdin: tenant admin kubeconfig, or the JoinConfiguration. env: CONTAINER or NODE_NAME, TENANT,
-#        TIMEOUT (s, per step), IGNORE_PREFLIGHT (kubeadm preflight checks to skip), KUBELET_CONF
+# The bootstrap token never appears in a command line, stdout, stderr or a file on disk: the JoinConfiguration
+# goes (mode 0600) onto the node's tmpfs, is read with `kubeadm join --config` and removed afterwards; the
+# Pulumi host deletes the token once the join is over (delete-token.sh). A join the token would not outlive is
+# not started. A node already joined to this tenant is left alone; one joined elsewhere is an error naming that
+# API server; leftovers of a failed attempt are reset before the join is retried, and what a run killed with
+# KILL left on the node is ended or removed first. One join runs at a time per worker (a lock; a re-run ends an
+# earlier run of the same join that is still going).
+# stdin: the JoinConfiguration. env: CONTAINER or NODE_NAME, TENANT, TIMEOUT (s, per step), KUBELET_CONF,
+#        JOIN_CONFIG_RESOURCE (the Command that made it, named when it has expired)
 set -euo pipefail
 # shellcheck source=lib.sh
 source "${BASH_SOURCE[0]%/*}/lib.sh" # no fork before lib.sh: it drops the secrets handed in the environment first
@@ -26,7 +23,8 @@ kubelet_conf=${KUBELET_CONF:-$kubeadm_dir/kubelet.conf}
 # tmpfs on the node: /tmp in a kind node (kind's flags), /run on a machine.
 node_dir=/tmp
 [ -n "${CONTAINER:-}" ] || node_dir=${GPULAB_NODE_TMPFS:-/run}
-admin_conf="$node_dir/gpulab-admin.conf"
+# Where an older gpulab copied the tenant's admin kubeconfig into a container; a run it killed may have left it.
+old_admin_conf="$node_dir/gpulab-admin.conf"
 join_conf="$node_dir/gpulab-join.yaml"
 join_pid="$node_dir/gpulab-join.pid"
 # kubeadm join waits up to 5 minutes for discovery and 4 for the kubelet's TLS bootstrap; the call is bounded
@@ -93,32 +91,6 @@ end_node_join() {
     echo "$p"' sh "$join_pid"
 }
 
-# Kamaji's soot controller creates the kubeadm RBAC after the control plane turns Ready; until
-# then token creation is Forbidden. Any failure is retried to the deadline; the last error is shown.
-token_description="gpulab: joins $node to tenant ${TENANT:-?}"
-create_join_command() {
-  # Valid for as long as the join may take (and a little more), then expired even if nobody deletes it.
-  on_node kubeadm token create --print-join-command --ttl "$((join_bound + 120))s" --kubeconfig "$admin_conf" \
-    --description "$token_description" >"$GPULAB_RUN_DIR/join-command"
-}
-
-# delete_stale_tokens: the tokens earlier runs made for this node and could not delete (killed with KILL).
-# Found by their description (public); the listing prints names and descriptions, never a token.
-delete_stale_tokens() {
-  local listing name description wanted
-  wanted=$(printf '%s' "$token_description" | base64 | tr -d '\n')
-  listing=$(kc -n kube-system get secrets --field-selector type=bootstrap.kubernetes.io/token \
-    -o jsonpath='{range .items[*]}{.metadata.name}{" "}{.data.description}{"\n"}{end}') || {
-    log "could not list earlier bootstrap tokens of $node; they expire by themselves"
-    return 0
-  }
-  while read -r name description; do
-    [ -n "$name" ] && [ "$description" = "$wanted" ] || continue
-    kc -n kube-system delete secret "$name" --ignore-not-found >/dev/null &&
-      log "deleted bootstrap token ${name#bootstrap-token-} left by an interrupted join of $node"
-  done <<<"$listing"
-}
-
 # One join at a time per worker. Two tenants' joins on one machine (one machine under two spellings of its
 # address) would otherwise race: the second would overwrite the first's JoinConfiguration, or reset its
 # half-done join. So would a re-run and the run it replaces: cancelling `pulumi up` kills only the /bin/sh that
@@ -171,41 +143,33 @@ fi
 # The file stays (removing a lock file another run has open would let two runs hold "the lock"); it holds no secret.
 printf '%s %s %s %s\n' $$ "$(_gpulab_started $$)" "${TENANT:-?}" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" >"$join_lock_file"
 
-given_config=${JOIN_CONFIG_ON_STDIN:-0}
-if [ "$given_config" = 1 ]; then
-  to_node_file "$join_conf"
-  # shellcheck disable=SC2016 # expanded when the run ends
-  on_exit 'rm -f "$join_conf"'
-  # Read where it is: on the node (in its container, or right here on a machine).
-  endpoint=$(on_node cat "$join_conf" | awk '$1 == "apiServerEndpoint:" { gsub(/"/, "", $2); print $2; exit }')
-  [ -n "$endpoint" ] || die "no JoinConfiguration with an apiServerEndpoint on standard input"
-  tenant_server="https://$endpoint"
-  # A join retried after an earlier failure gets the same material; its token may have expired.
-  expires=$(on_node cat "$join_conf" | sed -n 's/^# gpulab: token expires //p')
-  remake="make a new one: pulumi up --replace \"\$(pulumi stack --show-urns | grep -o 'urn:[^ ]*${JOIN_CONFIG_RESOURCE:-join-config}')\""
-  if [ -n "$expires" ] && [[ "$(date -u +%Y-%m-%dT%H:%M:%SZ)" > "$expires" ]]; then
-    die "the join material for $node expired at $expires (its bootstrap token is short-lived); $remake"
-  fi
-else
-  kubeconfig_from_stdin
-  tenant_server=$(server_of <"$KUBECONFIG_FILE")
-  [ -n "$tenant_server" ] || die "the tenant kubeconfig names no API server"
-fi
+# Read into memory and checked here before anything goes to the node: only a JoinConfiguration does, never
+# anything else handed in by mistake (an admin kubeconfig).
+material=$(cat)
+[[ $'\n'"$material"$'\n' == *$'\n'"kind: JoinConfiguration"$'\n'* ]] ||
+  die "standard input is not a kubeadm JoinConfiguration (join-config.sh makes it); nothing was sent to $node"
+endpoint=$(printf '%s\n' "$material" | awk '$1 == "apiServerEndpoint:" { gsub(/"/, "", $2); print $2; exit }')
+[ -n "$endpoint" ] || die "the JoinConfiguration on standard input has no apiServerEndpoint"
+tenant_server="https://$endpoint"
+# A join retried after an earlier failure gets the same material; its token may have expired.
+expires=$(printf '%s\n' "$material" | sed -n 's/^# gpulab: token expires //p')
+# Removed from the node (its container, or right here) when the run ends, even if it was only half written.
+# shellcheck disable=SC2016 # expanded when the run ends
+on_exit 'on_node rm -f "$join_conf" >/dev/null 2>&1'
+printf '%s\n' "$material" | to_node_file "$join_conf"
+unset material
+remake="make a new one: pulumi up --replace \"\$(pulumi stack --show-urns | grep -o 'urn:[^ ]*${JOIN_CONFIG_RESOURCE:-join-config}')\""
 
 # kind waits for systemd in a node before using it; docker run returns as soon as PID 1 starts.
 wait_for "$timeout" "systemd to boot on $node" node_booted
 # With the lock held, a join still running on the node is an earlier run's that lost its script.
 ended=$(end_node_join) || die "cannot end a kubeadm join an earlier run left running on $node"
 [ -z "$ended" ] || log "ended a kubeadm join an earlier run left running on $node (pid $ended there)"
-# A run killed with KILL could not clean up: its admin kubeconfig and JoinConfiguration are still on the
-# node's tmpfs. Nothing else removes them (a container keeps /tmp until it is removed).
-if [ -n "${CONTAINER:-}" ] && [ "$given_config" = 1 ]; then
-  # This run's JoinConfiguration is already there (written over any left by an earlier run); the token it
-  # carries was made on the Pulumi host, which deletes it (delete-token.sh).
-  on_node rm -f "$admin_conf" >/dev/null 2>&1 || die "cannot remove leftovers of an earlier join on $node"
-elif [ -n "${CONTAINER:-}" ]; then
-  on_node rm -f "$admin_conf" "$join_conf" >/dev/null 2>&1 || die "cannot remove leftovers of an earlier join on $node"
-  delete_stale_tokens
+# An older gpulab copied the admin kubeconfig into a container for its join; one of its runs killed with KILL
+# left it on the node's tmpfs, which a container keeps until it is removed. (This run's JoinConfiguration is
+# already there, written over any an earlier run left.)
+if [ -n "${CONTAINER:-}" ]; then
+  on_node rm -f "$old_admin_conf" >/dev/null 2>&1 || die "cannot remove leftovers of an earlier join on $node"
 fi
 
 if on_node test -s "$kubelet_conf"; then
@@ -217,6 +181,15 @@ if on_node test -s "$kubelet_conf"; then
   die "$node is already a node of the cluster at ${joined_server:-an unknown API server}, not of tenant" \
     "${TENANT:-?} ($tenant_server): run 'kubeadm reset' on it first, or use another machine"
 fi
+# Checked only now: a joined node needs no token. It was made on the Pulumi host some time ago, and must
+# outlive the whole join, not just its start.
+if [ -n "$expires" ]; then
+  [[ "$(date -u +%Y-%m-%dT%H:%M:%SZ)" < "$expires" ]] ||
+    die "the join material for $node expired at $expires (its bootstrap token is short-lived); $remake"
+  left=$(($(date -u -d "$expires" +%s) - $(date -u +%s)))
+  ((left > join_bound)) || die "the join material for $node expires in ${left}s, before a join could finish" \
+    "(up to ${join_bound}s); $remake"
+fi
 # A failed attempt leaves kubeadm's files behind (no kubelet.conf yet), and kubeadm join then stops
 # in preflight. Nothing of a working node is there to lose: reset it and join afresh.
 if on_node test -e "$kubeadm_dir/bootstrap-kubelet.conf" || on_node test -e "$kubeadm_dir/pki/ca.crt"; then
@@ -224,47 +197,6 @@ if on_node test -e "$kubeadm_dir/bootstrap-kubelet.conf" || on_node test -e "$ku
   on_node kubeadm reset --force >/dev/null 2>&1 || die "kubeadm reset failed on $node"
 fi
 
-if [ "$given_config" != 1 ]; then
-  to_node_file "$admin_conf" <"$KUBECONFIG_FILE"
-  # shellcheck disable=SC2016 # expanded when the run ends
-  on_exit 'on_node rm -f "$admin_conf" "$join_conf" >/dev/null 2>&1'
-
-  wait_for "$timeout" "a bootstrap token from tenant ${TENANT:-?}" create_join_command
-  read -r -a words <"$GPULAB_RUN_DIR/join-command"
-  endpoint="" token="" ca_hash=""
-  [ "${words[0]:-}" = "kubeadm" ] && [ "${words[1]:-}" = "join" ] && endpoint=${words[2]:-}
-  for ((i = 3; i + 1 < ${#words[@]}; i++)); do
-    case "${words[$i]}" in
-    --token) token=${words[$((i + 1))]} ;;
-    --discovery-token-ca-cert-hash) ca_hash=${words[$((i + 1))]} ;;
-    esac
-  done
-  rm -f "$GPULAB_RUN_DIR/join-command"
-  [ -n "$endpoint" ] && [ -n "$token" ] && [ -n "$ca_hash" ] ||
-    die "tenant ${TENANT:-?} returned something other than a kubeadm join command"
-  # Delete the token when this run ends, whatever happens: nobody else may join with it.
-  # shellcheck disable=SC2016 # expanded when the run ends
-  on_exit 'on_node kubeadm token delete "${token%%.*}" --kubeconfig "$admin_conf" >/dev/null 2>&1 && log "bootstrap token deleted from tenant ${TENANT:-?}"'
-
-  # Container default: SystemVerification (the node is a container, its kernel config unreadable),
-  # FileExisting (kind images lack some host binaries kubeadm checks for), Swap (failSwapOn=false).
-  ignore=${IGNORE_PREFLIGHT:-SystemVerification,FileExisting,Swap}
-  {
-    printf 'apiVersion: kubeadm.k8s.io/v1beta4\nkind: JoinConfiguration\n'
-    printf 'discovery:\n  bootstrapToken:\n    apiServerEndpoint: "%s"\n    token: "%s"\n' "$endpoint" "$token"
-    printf '    caCertHashes: ["%s"]\n' "$ca_hash"
-    printf 'nodeRegistration:\n'
-    [ -n "${NODE_NAME:-}" ] && printf '  name: "%s"\n' "$NODE_NAME"
-    printf '  ignorePreflightErrors: [%s]\n' "$(sed 's/[^,][^,]*/"&"/g; s/,/, /g' <<<"$ignore")"
-  } | to_node_file "$join_conf"
-fi
-
-if [ "$given_config" = 1 ] && [ -n "$expires" ]; then
-  # The token was made on the Pulumi host some time ago: it must outlive the whole join, not just its start.
-  left=$(($(date -u -d "$expires" +%s) - $(date -u +%s)))
-  ((left > join_bound)) || die "the join material for $node expires in ${left}s, before a join could finish" \
-    "(up to ${join_bound}s); $remake"
-fi
 log "joining $node to tenant ${TENANT:-?}"
 join_errors="$GPULAB_RUN_DIR/join-errors"
 on_exit 'end_node_join >/dev/null 2>&1'

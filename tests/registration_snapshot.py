@@ -4,11 +4,13 @@ per URN its type, parent and dependencies.
 `python tests/registration_snapshot.py OUT.json` writes the snapshot of the configs below. The stored
 ones were made by the code before a change that had to keep them: tests/snapshots/one-node-registrations.json
 before tenants could have several GPU nodes (commit 317f006), tests/snapshots/real-gpu-registrations.json
-before issue 23 split MockGpuNode. A test reads today's registrations through the aliases the engine would
-follow (`as_before`) and proves every stored resource keeps its URN, parent and dependencies, and only new
-components were added. Inputs are left out: they embed script bodies, the host's platform and pins that
-other changes legitimately alter. A change that adds, renames or rewires resources on purpose gives the
-moved ones aliases, or regenerates a snapshot with the command above."""
+before issue 23 split MockGpuNode; issue 40's one join path then added each container worker's `-join-config`
+and `-join-token-delete` and rewired its `-join` in both (updated in place, everything else as stored). A test
+reads today's registrations through the aliases the engine would follow (`as_before`) and proves every stored
+resource keeps its URN, parent and dependencies, and only new components were added. Inputs are left out: they
+embed script bodies, the host's platform and pins that other changes legitimately alter. A change that adds,
+renames or rewires resources on purpose gives the moved ones aliases, or regenerates a snapshot with the command
+above."""
 
 from __future__ import annotations
 

@@ -227,7 +227,12 @@ def test_each_node_is_loaded_after_it_exists_and_before_what_runs_there(program)
     for tenant in ("tenant-a", "tenant-b"):
         load = program.named(f"{tenant}-worker-images")
         assert program.depends_on(load, program.named(f"{tenant}-worker-node"))
-        for later in (f"{tenant}-worker-join", f"{tenant}-worker-calico", f"{tenant}-gpus-hami"):
+        for later in (
+            f"{tenant}-worker-join-config",
+            f"{tenant}-worker-join",
+            f"{tenant}-worker-calico",
+            f"{tenant}-gpus-hami",
+        ):
             assert program.depends_on(program.named(later), load), later
         images = load.inputs["environment"]["IMAGES"].split()
         assert "docker.io/projecthami/hami:v2.8.3" in images

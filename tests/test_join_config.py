@@ -1,4 +1,5 @@
-"""Join material made on the Pulumi host for SSH workers: the CA pin, the token and its Secret."""
+"""Join material made on the Pulumi host for every worker (SSH machines, node containers): the CA pin, the
+token and its Secret."""
 
 from __future__ import annotations
 
@@ -92,7 +93,8 @@ def test_join_configuration() -> None:
     assert config["nodeRegistration"] == {"ignorePreflightErrors": ["Swap"], "name": "gpu-1"}
 
 
-def test_join_config_script_makes_the_token_here_and_prints_only_the_join_configuration(tmp_path: Path) -> None:
+def run_join_config(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
+    """join-config.sh as a worker's `<prefix>-join-config` Command runs it, against the fake kubectl (the tenant)."""
     environment = {
         **os.environ,
         "PATH": f"{FAKES}:{os.environ['PATH']}",
@@ -103,8 +105,9 @@ def test_join_config_script_makes_the_token_here_and_prints_only_the_join_config
         "IGNORE_PREFLIGHT": "Swap",
         "PYTHONPATH": str(ROOT),
         "GPULAB_POLL_INTERVAL": "0.05",
+        **env,
     }
-    result = subprocess.run(
+    return subprocess.run(
         ["bash", str(ROOT / "scripts" / "join-config.sh")],
         input=KUBECONFIG,
         capture_output=True,
@@ -112,6 +115,10 @@ def test_join_config_script_makes_the_token_here_and_prints_only_the_join_config
         env=environment,
         timeout=60,
     )
+
+
+def test_join_config_script_makes_the_token_here_and_prints_only_the_join_configuration(tmp_path: Path) -> None:
+    result = run_join_config(tmp_path)
     assert result.returncode == 0, result.stderr
     config = yaml.safe_load(result.stdout)
     token = config["discovery"]["bootstrapToken"]["token"]
@@ -125,3 +132,20 @@ def test_join_config_script_makes_the_token_here_and_prints_only_the_join_config
     assert " apply " not in calls and "--save-config" not in calls
     assert token.split(".")[1] not in result.stderr
     assert not list(tmp_path.glob("gpulab-run.*"))
+
+
+def test_join_config_waits_while_the_tenant_refuses_the_token(tmp_path: Path) -> None:
+    """Kamaji's soot controller makes the kubeadm RBAC after the control plane turns Ready; until then creating
+    the token is Forbidden, and join-config.sh retries."""
+    result = run_join_config(tmp_path, FAKE_FORBIDDEN="3")
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "calls").read_text().count(" create -f ") == 4
+    assert yaml.safe_load(result.stdout)["kind"] == "JoinConfiguration"
+
+
+def test_join_config_gives_up_at_its_deadline_and_says_why(tmp_path: Path) -> None:
+    result = run_join_config(tmp_path, FAKE_FORBIDDEN="100000", TIMEOUT="1")
+    assert result.returncode == 1
+    assert "timed out after 1s waiting for tenant tenant-a to accept a bootstrap token for gpu-1" in result.stderr
+    assert "is forbidden" in result.stderr, "the last error must be shown"
+    assert result.stdout == "", "no material for a token the tenant does not have"

@@ -8,6 +8,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,7 +16,17 @@ from pathlib import Path
 import pytest
 import yaml
 from test_modes import run_remote
-from test_scripts import FAKES, ROOT, calls, processes_of, run_script
+from test_scripts import (
+    FAKES,
+    KUBECONFIG,
+    ROOT,
+    calls,
+    container_material,
+    node_written,
+    processes_of,
+    run_container_join,
+    run_script,
+)
 
 from components.shell import remote_script
 from components.tenant_worker import JOIN_TIMEOUT, join_token_ttl_minutes
@@ -33,7 +44,7 @@ def start_remote_join(tmp_path: Path, tenant: str, endpoint: str, timeout: str =
     """The join as an SSH session runs it (sh -c ...), in a session of its own so a test can KILL all of it."""
     command = remote_script(
         "worker-join.sh",
-        {"NODE_NAME": "gpu-1", "TENANT": tenant, "TIMEOUT": timeout, "JOIN_CONFIG_ON_STDIN": "1"},
+        {"NODE_NAME": "gpu-1", "TENANT": tenant, "TIMEOUT": timeout},
         sudo=False,
     )
     environment = {
@@ -154,8 +165,6 @@ def test_a_rerun_ends_the_join_a_cancelled_pulumi_up_left_running(tmp_path: Path
         "TENANT": "tenant-a",
         "FAKE_JOIN_SLEEP": "300",  # far beyond the re-run's TIMEOUT: only ending the first run lets it join
     }
-    from test_scripts import KUBECONFIG
-
     first = subprocess.Popen(
         ["sh", "-c", f"bash {ROOT / 'scripts' / 'worker-join.sh'}"],  # as pulumi-command runs a Command
         stdin=subprocess.PIPE,
@@ -164,14 +173,14 @@ def test_a_rerun_ends_the_join_a_cancelled_pulumi_up_left_running(tmp_path: Path
         env=env,
         text=True,
     )
-    first.stdin.write(KUBECONFIG)
+    first.stdin.write(container_material())
     first.stdin.close()
     wait_for_file(tmp_path / "joining")
     first.kill()  # the /bin/sh only
     first.wait(timeout=10)
     # Success within its TIMEOUT (30 s, a margin for a loaded machine; the first run's join sleeps 300 s) means the
     # re-run ended the first run: a lock still held at the TIMEOUT is an error (worker-join.sh).
-    again = run_script("worker-join.sh", tmp_path, CONTAINER="tenant-a-worker", TENANT="tenant-a", TIMEOUT="30")
+    again = run_container_join(tmp_path, TIMEOUT="30")
     assert again.returncode == 0, again.stderr
     assert not (tmp_path / "overlaps").exists(), "two kubeadm joins ran in one container at once"
     assert "an earlier run of this join" in again.stderr, again.stderr
@@ -180,9 +189,10 @@ def test_a_rerun_ends_the_join_a_cancelled_pulumi_up_left_running(tmp_path: Path
 
 @pytest.mark.usefixtures("leftovers_killed")
 def test_a_join_killed_with_kill_leaves_its_secrets_only_until_the_next_run(tmp_path: Path) -> None:
-    """KILL skips every trap: the admin kubeconfig and the JoinConfiguration stay on the node's tmpfs, and the
-    `kubeadm join` goes on in the container (the daemon does not end an exec's process when its client dies:
-    moby/moby#9098). The next run ends that join and removes the files, even when it finds nothing else to do."""
+    """KILL skips every trap: the JoinConfiguration stays on the node's tmpfs, and the `kubeadm join` goes on in
+    the container (the daemon does not end an exec's process when its client dies: moby/moby#9098). The next run
+    ends that join and removes the file, even when it finds nothing else to do; and the admin kubeconfig a run of
+    an older gpulab (which copied it into the container) may have left there."""
     env = {
         **os.environ,
         "PATH": f"{FAKES}:{os.environ['PATH']}",
@@ -202,9 +212,7 @@ def test_a_join_killed_with_kill_leaves_its_secrets_only_until_the_next_run(tmp_
         text=True,
         start_new_session=True,
     )
-    from test_scripts import KUBECONFIG
-
-    process.stdin.write(KUBECONFIG)
+    process.stdin.write(container_material())
     process.stdin.close()
     deadline = time.monotonic() + 20
     while not (tmp_path / "joined-with").exists() and time.monotonic() < deadline:
@@ -213,9 +221,11 @@ def test_a_join_killed_with_kill_leaves_its_secrets_only_until_the_next_run(tmp_
     os.killpg(process.pid, signal.SIGKILL)
     process.wait(timeout=10)
     left = tmp_path / "node" / "tmp"
-    assert (left / "gpulab-admin.conf").exists() and (left / "gpulab-join.yaml").exists(), "KILL cleaned up?"
+    assert (left / "gpulab-join.yaml").exists(), "KILL cleaned up?"
+    assert not (left / "gpulab-admin.conf").exists() and "client-key-data" not in node_written(tmp_path)
+    (left / "gpulab-admin.conf").write_text(KUBECONFIG)  # as a killed run of an older gpulab left it
 
-    again = run_script("worker-join.sh", tmp_path, CONTAINER="tenant-a-worker", TENANT="tenant-a", FAKE_JOINED="1")
+    again = run_container_join(tmp_path, FAKE_JOINED="1")
     assert again.returncode == 0, again.stderr
     assert not (left / "gpulab-admin.conf").exists() and not (left / "gpulab-join.yaml").exists()
     assert "ended a kubeadm join an earlier run left running on tenant-a-worker" in again.stderr, again.stderr
@@ -231,7 +241,7 @@ def test_the_token_ttl_covers_the_worst_case_join() -> None:
 
 
 def test_a_join_the_token_would_not_outlive_is_not_started(tmp_path: Path) -> None:
-    env = {"NODE_NAME": "gpu-1", "TENANT": "tenant-a", "TIMEOUT": str(JOIN_TIMEOUT), "JOIN_CONFIG_ON_STDIN": "1"}
+    env = {"NODE_NAME": "gpu-1", "TENANT": "tenant-a", "TIMEOUT": str(JOIN_TIMEOUT)}
     extra = {"KUBEADM_DIR": str(tmp_path / "k"), "GPULAB_NODE_TMPFS": str(tmp_path), "TMPDIR": str(tmp_path)}
     soon = datetime.now(UTC) + timedelta(seconds=2 * JOIN_TIMEOUT)  # less than the join's bound of 2 x T + 60
     result = run_remote(tmp_path, "worker-join.sh", env, stdin=material("10.0.0.5:6443", soon), **extra)
@@ -245,29 +255,58 @@ def test_a_join_the_token_would_not_outlive_is_not_started(tmp_path: Path) -> No
     assert (tmp_path / "joined-with").exists()
 
 
-def test_a_container_workers_token_outlives_its_join(tmp_path: Path) -> None:
-    result = run_script("worker-join.sh", tmp_path, CONTAINER="tenant-a-worker", TENANT="tenant-a", TIMEOUT="300")
+def test_a_container_join_the_token_would_not_outlive_is_not_started(tmp_path: Path) -> None:
+    """A node container's token is made on the Pulumi host as an SSH worker's is (join-config.sh), with the same
+    TTL: its join refuses to start when the token would expire before the join's bound."""
+    soon = datetime.now(UTC) + timedelta(seconds=2 * JOIN_TIMEOUT)
+    result = run_container_join(tmp_path, stdin=container_material(soon), TIMEOUT=str(JOIN_TIMEOUT))
+    assert result.returncode == 1
+    assert re.search(r"expires in \d+s, before a join could finish \(up to 660s\)", result.stderr), result.stderr
+    assert not (tmp_path / "joined-with").exists()
+    assert not (tmp_path / "node" / "tmp" / "gpulab-join.yaml").exists()
+
+
+def test_a_joined_node_needs_no_live_token(tmp_path: Path) -> None:
+    """A join re-run on a node that has joined (Pulumi re-runs it when its inputs change, an SSH join's whenever
+    worker-join.sh does) finds nothing to do, even with material whose token expired long ago: it is not
+    refused for a token it does not need."""
+    expired = datetime(2020, 1, 1, tzinfo=UTC)
+    result = run_container_join(tmp_path, stdin=container_material(expired), FAKE_JOINED="1")
     assert result.returncode == 0, result.stderr
-    ttl = re.search(r"kubeadm token create --print-join-command --ttl (\d+)s", calls(tmp_path))
-    assert ttl and int(ttl.group(1)) > 2 * 300 + 60, calls(tmp_path)
+    assert "already joined to tenant tenant-a; nothing to do" in result.stderr
+    result = run_container_join(tmp_path, stdin=container_material(expired))
+    assert result.returncode == 1 and "expired at 2020-01-01T00:00:00Z" in result.stderr
+    assert "kubeadm join --config" not in calls(tmp_path)
 
 
-def test_tokens_a_killed_join_left_are_deleted_by_the_next_run(tmp_path: Path) -> None:
-    """Found by the description the join gives its tokens; other tokens in the tenant are not touched."""
-    tokens = (
-        "bootstrap-token-old123=gpulab:_joins_tenant-a-worker_to_tenant_tenant-a bootstrap-token-keep99=kubeadm_init"
+def test_the_token_join_config_makes_is_deleted_after_a_container_join(tmp_path: Path) -> None:
+    """Boundary: a node container's three Commands as Pulumi runs them, one after the other (join-config.sh; then
+    worker-join.sh with its stdout; then delete-token.sh with the token id components/tenant_worker.py reads from
+    that stdout), against the tenant's API (tests/fakes/kubectl) and the node (tests/fakes/docker). The token the
+    first makes is the one the last deletes, and the node never sees the admin kubeconfig."""
+    from test_join_config import KUBECONFIG as ADMIN  # with the CA data join-config.sh pins
+
+    from components.tenant_worker import token_id_of
+    from model.node_container import CONTAINER_PREFLIGHT
+
+    made = run_script(
+        "join-config.sh",
+        tmp_path,
+        stdin=ADMIN,
+        NODE_NAME="tenant-a-worker",
+        TENANT="tenant-a",
+        IGNORE_PREFLIGHT=CONTAINER_PREFLIGHT,
+        TTL_MINUTES=str(join_token_ttl_minutes(JOIN_TIMEOUT)),
+        PYTHON=sys.executable,
+        PYTHONPATH=str(ROOT),
     )
-    result = run_script(
-        "worker-join.sh", tmp_path, CONTAINER="tenant-a-worker", TENANT="tenant-a", FAKE_JOINED="1", FAKE_TOKENS=tokens
-    )
-    assert result.returncode == 0, result.stderr
-    log = calls(tmp_path)
-    assert "-n kube-system delete secret bootstrap-token-old123" in log
-    assert "delete secret bootstrap-token-keep99" not in log, "deleted someone else's token"
-    assert "deleted bootstrap token old123 left by an interrupted join of tenant-a-worker" in result.stderr
-
-
-def test_the_join_names_its_tokens(tmp_path: Path) -> None:
-    result = run_script("worker-join.sh", tmp_path, CONTAINER="tenant-a-worker", TENANT="tenant-a")
-    assert result.returncode == 0, result.stderr
-    assert "--description gpulab: joins tenant-a-worker to tenant tenant-a" in calls(tmp_path)
+    assert made.returncode == 0, made.stderr
+    token_id = token_id_of(made.stdout)
+    assert token_id and f"name: bootstrap-token-{token_id}" in (tmp_path / "applied").read_text()
+    joined = run_container_join(tmp_path, stdin=made.stdout)
+    assert joined.returncode == 0, joined.stderr
+    assert (tmp_path / "join-config").read_text() == made.stdout
+    assert "client-key-data" not in node_written(tmp_path) and "c2VjcmV0" not in node_written(tmp_path)
+    deleted = run_script("delete-token.sh", tmp_path, stdin=ADMIN, TOKEN_ID=token_id, TENANT="tenant-a")
+    assert deleted.returncode == 0, deleted.stderr
+    assert f"-n kube-system delete secret bootstrap-token-{token_id} --ignore-not-found" in calls(tmp_path)

@@ -291,7 +291,7 @@ def test_remote_join_runs_kubeadm_on_the_machine_itself(tmp_path: Path) -> None:
     config = yaml.safe_dump(
         join_configuration("10.0.0.5:6443", "abcdef", "0123456789abcdef", "sha256:5e1f", "gpu-1", ["Swap"])
     )
-    env = {"NODE_NAME": "gpu-1", "TENANT": "tenant-a", "TIMEOUT": "5", "JOIN_CONFIG_ON_STDIN": "1"}
+    env = {"NODE_NAME": "gpu-1", "TENANT": "tenant-a", "TIMEOUT": "5"}
     result = run_remote(
         tmp_path,
         "worker-join.sh",
@@ -323,7 +323,7 @@ def test_ssh_workers_get_join_material_not_the_admin_kubeconfig() -> None:
     assert material.type == "command:local:Command" and material.inputs["create"] == "bash scripts/join-config.sh"
     assert material.inputs["stdin"] == tenant_kubeconfig("tenant-a"), "made on the Pulumi host"
     assert join.inputs.get("stdin") != tenant_kubeconfig("tenant-a"), "the machine never gets the admin kubeconfig"
-    assert "JOIN_CONFIG_ON_STDIN=1" in join.inputs["create"] and "stdin" in join.secret_inputs
+    assert "stdin" in join.secret_inputs
     assert program.depends_on(join, material) and program.depends_on(delete, join)
     assert delete.inputs["create"] == "bash scripts/delete-token.sh"
 
@@ -390,7 +390,6 @@ def test_a_retried_ssh_join_with_expired_material_says_what_to_do(tmp_path: Path
         "NODE_NAME": "gpu-1",
         "TENANT": "tenant-a",
         "TIMEOUT": "5",
-        "JOIN_CONFIG_ON_STDIN": "1",
         "JOIN_CONFIG_RESOURCE": "tenant-a-worker-gpu-1-join-config",
     }
     result = run_remote(

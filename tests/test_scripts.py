@@ -9,11 +9,15 @@ import shutil
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+import yaml
 from shared_data import ROOT
 from upstream_data import in_ci
+
+from model.node_container import CONTAINER_PREFLIGHT, join_token_ttl_minutes
 
 # policies/analyzer: the pack as an executable analyzer (pulumi preview --policy-pack policies/analyzer).
 SCRIPTS = [*sorted((ROOT / "scripts").glob("*.sh")), ROOT / "policies" / "analyzer"]
@@ -105,64 +109,94 @@ def calls(tmp_path: Path) -> str:
     return (tmp_path / "calls").read_text() if (tmp_path / "calls").exists() else ""
 
 
+def container_material(expires: datetime | None = None) -> str:
+    """A node container's JoinConfiguration as join-config.sh prints it, expiring as its token would."""
+    from scripts.join_config import EXPIRY_COMMENT, join_configuration
+
+    expires = expires or datetime.now(UTC) + timedelta(minutes=join_token_ttl_minutes(300))
+    config = join_configuration(
+        "172.30.255.201:6443", "abcdef", TOKEN_SECRET, "sha256:5e1f", "tenant-a-worker", CONTAINER_PREFLIGHT.split(",")
+    )
+    return f"{EXPIRY_COMMENT}{expires.strftime('%Y-%m-%dT%H:%M:%SZ')}\n" + yaml.safe_dump(config, sort_keys=False)
+
+
+def run_container_join(tmp_path: Path, stdin: str | None = None, **env: str) -> subprocess.CompletedProcess:
+    """worker-join.sh as the Docker lab's `<prefix>-join` runs it: the node container's JoinConfiguration on stdin."""
+    env = {"CONTAINER": "tenant-a-worker", "TENANT": "tenant-a", **env}
+    return run_script("worker-join.sh", tmp_path, stdin=container_material() if stdin is None else stdin, **env)
+
+
+def node_written(tmp_path: Path) -> str:
+    """Every file written into the node container, path and contents (the fake docker records them)."""
+    return (tmp_path / "node-written").read_text() if (tmp_path / "node-written").exists() else ""
+
+
 def test_join_already_joined_node_is_left_alone(tmp_path: Path) -> None:
-    result = run_script("worker-join.sh", tmp_path, CONTAINER="tenant-a-worker", TENANT="tenant-a", FAKE_JOINED="1")
+    result = run_container_join(tmp_path, FAKE_JOINED="1")
     assert result.returncode == 0, result.stderr
     assert "already joined" in result.stderr
-    assert "kubeadm token create" not in calls(tmp_path)
+    assert "kubeadm join --config" not in calls(tmp_path)
     assert not (tmp_path / "joined-with").exists()
 
 
-def test_join_retries_while_token_creation_is_forbidden(tmp_path: Path) -> None:
-    result = run_script(
-        "worker-join.sh", tmp_path, CONTAINER="tenant-a-worker", TENANT="tenant-a", FAKE_FORBIDDEN="3", FAKE_BOOTING="2"
-    )
+def test_a_container_joins_with_the_join_configuration_it_is_given(tmp_path: Path) -> None:
+    """Boundary: the docker CLI, as a kindest/node container answers it (tests/fakes/docker). The node gets the
+    JoinConfiguration made on the Pulumi host, byte for byte, and nothing else; it makes no token and holds no
+    admin kubeconfig; the file is gone from its tmpfs afterwards."""
+    material = container_material()
+    result = run_container_join(tmp_path, stdin=material, FAKE_BOOTING="2")
     assert result.returncode == 0, result.stderr
-    assert calls(tmp_path).count("kubeadm token create") == 4
     assert (tmp_path / "joined-with").read_text().strip() == "kubeadm join --config /tmp/gpulab-join.yaml"
-    config = (tmp_path / "join-config").read_text()
-    assert "kind: JoinConfiguration" in config and f'token: "{TOKEN}"' in config
-    assert 'apiServerEndpoint: "172.30.255.201:6443"' in config and 'caCertHashes: ["sha256:5e1f"]' in config
-    assert 'ignorePreflightErrors: ["SystemVerification", "FileExisting", "Swap"]' in config
-    assert (tmp_path / "copied-kubeconfig").read_text() == KUBECONFIG
+    assert (tmp_path / "join-config").read_text() == material
+    assert node_written(tmp_path) == f"== /tmp/gpulab-join.yaml\n{material}", "only the JoinConfiguration"
     log = calls(tmp_path)
-    assert "rm -f /tmp/gpulab-admin.conf /tmp/gpulab-join.yaml" in log, "kubeconfig or join config left in node"
-    assert (tmp_path / "tokens-deleted").read_text().split() == ["abcdef"], "the token outlives the join"
+    assert log.count("systemctl is-system-running") == 3
+    assert "kubeadm token" not in log and "kubectl" not in log, "no token made or deleted in the node"
+    assert not (tmp_path / "node" / "tmp" / "gpulab-join.yaml").exists(), "the token stayed in the node"
+
+
+def test_the_admin_kubeconfig_never_reaches_the_node(tmp_path: Path) -> None:
+    """A caller that still hands the tenant's admin kubeconfig (as the container join did before issue 40) is
+    refused before anything is written into the node: no file in it ever holds the kubeconfig."""
+    result = run_container_join(tmp_path, stdin=KUBECONFIG)
+    assert result.returncode == 1
+    assert "standard input is not a kubeadm JoinConfiguration" in result.stderr
+    assert node_written(tmp_path) == "" and "exec -i" not in calls(tmp_path)
+    assert "c2VjcmV0" not in calls(tmp_path) + result.stderr
+    for env in ({}, {"FAKE_JOIN_RC": "1"}, {"FAKE_HALF_JOINED": "1"}):
+        run_container_join(tmp_path, **env)
+        assert "c2VjcmV0" not in node_written(tmp_path) and "client-key-data" not in node_written(tmp_path)
+        assert "docker cp" not in calls(tmp_path)
 
 
 def test_the_token_is_never_on_a_command_line(tmp_path: Path) -> None:
     """Every argv the join runs (docker, kubeadm) is recorded by the fakes: the secret is in none."""
     for env in ({}, {"FAKE_JOIN_RC": "1"}):
-        run_script("worker-join.sh", tmp_path, CONTAINER="tenant-a-worker", TENANT="tenant-a", **env)
+        run_container_join(tmp_path, **env)
         assert TOKEN_SECRET not in calls(tmp_path)
         (tmp_path / "calls").unlink()
 
 
-def test_the_token_is_deleted_when_the_join_fails(tmp_path: Path) -> None:
-    result = run_script("worker-join.sh", tmp_path, CONTAINER="tenant-a-worker", TENANT="tenant-a", FAKE_JOIN_RC="1")
+def test_a_failed_join_leaves_no_token_in_the_node(tmp_path: Path) -> None:
+    """The token is deleted by the Pulumi host after a join (delete-token.sh); a failed one leaves it valid for the
+    retry, which gets the same material, but never on the node's tmpfs."""
+    result = run_container_join(tmp_path, FAKE_JOIN_RC="1")
     assert result.returncode == 1
-    assert (tmp_path / "tokens-deleted").read_text().split() == ["abcdef"]
-    assert "bootstrap token deleted from tenant tenant-a" in result.stderr
+    assert "rm -f /tmp/gpulab-join.yaml" in calls(tmp_path)
+    assert not (tmp_path / "node" / "tmp" / "gpulab-join.yaml").exists()
 
 
 def test_a_node_joined_to_another_cluster_is_an_error(tmp_path: Path) -> None:
-    result = run_script(
-        "worker-join.sh",
-        tmp_path,
-        CONTAINER="tenant-a-worker",
-        TENANT="tenant-b",
-        FAKE_JOINED="1",
-        FAKE_JOINED_SERVER="https://172.30.255.200:6443",
+    result = run_container_join(
+        tmp_path, TENANT="tenant-b", FAKE_JOINED="1", FAKE_JOINED_SERVER="https://172.30.255.200:6443"
     )
     assert result.returncode == 1
     assert "already a node of the cluster at https://172.30.255.200:6443, not of tenant tenant-b" in result.stderr
-    assert "kubeadm token create" not in calls(tmp_path) and "kubeadm reset" not in calls(tmp_path)
+    assert "kubeadm join --config" not in calls(tmp_path) and "kubeadm reset" not in calls(tmp_path)
 
 
 def test_a_half_done_join_is_reset_then_retried(tmp_path: Path) -> None:
-    result = run_script(
-        "worker-join.sh", tmp_path, CONTAINER="tenant-a-worker", TENANT="tenant-a", FAKE_HALF_JOINED="1"
-    )
+    result = run_container_join(tmp_path, FAKE_HALF_JOINED="1")
     assert result.returncode == 0, result.stderr
     log = calls(tmp_path)
     assert log.index("kubeadm reset --force") < log.index("kubeadm join --config")
@@ -170,7 +204,7 @@ def test_a_half_done_join_is_reset_then_retried(tmp_path: Path) -> None:
 
 
 def test_join_never_prints_the_token(tmp_path: Path) -> None:
-    result = run_script("worker-join.sh", tmp_path, CONTAINER="tenant-a-worker", TENANT="tenant-a", FAKE_FORBIDDEN="1")
+    result = run_container_join(tmp_path)
     assert result.returncode == 0
     assert TOKEN not in result.stdout + result.stderr
     assert result.stdout == ""
@@ -181,27 +215,25 @@ def test_join_never_prints_the_token(tmp_path: Path) -> None:
 
 
 def test_join_gives_up_at_its_deadline_and_says_why(tmp_path: Path) -> None:
-    result = run_script(
-        "worker-join.sh", tmp_path, CONTAINER="tenant-a-worker", TENANT="tenant-a", FAKE_FORBIDDEN="100000", TIMEOUT="1"
-    )
+    result = run_container_join(tmp_path, FAKE_BOOTING="100000", TIMEOUT="1")
     assert result.returncode == 1
-    assert "timed out after 1s waiting for a bootstrap token from tenant tenant-a" in result.stderr
-    assert "is forbidden" in result.stderr, "the last error must be shown"
+    assert "timed out after 1s waiting for systemd to boot on tenant-a-worker" in result.stderr
+    assert "systemd state: starting" in result.stderr, "the last error must be shown"
     assert not (tmp_path / "joined-with").exists()
 
 
 def test_join_failure_is_reported_without_the_command(tmp_path: Path) -> None:
-    result = run_script("worker-join.sh", tmp_path, CONTAINER="tenant-a-worker", TENANT="t", FAKE_JOIN_RC="1")
+    result = run_container_join(tmp_path, TENANT="t", FAKE_JOIN_RC="1")
     assert result.returncode == 1
     assert "kubeadm join failed on tenant-a-worker" in result.stderr
     assert "timed out waiting for the condition" in result.stderr
     assert TOKEN not in result.stderr
 
 
-def test_join_without_kubeconfig_fails_clearly(tmp_path: Path) -> None:
-    result = run_script("worker-join.sh", tmp_path, stdin="", CONTAINER="tenant-a-worker")
+def test_join_without_join_configuration_fails_clearly(tmp_path: Path) -> None:
+    result = run_container_join(tmp_path, stdin="")
     assert result.returncode == 1
-    assert "no kubeconfig on standard input" in result.stderr
+    assert "standard input is not a kubeadm JoinConfiguration (join-config.sh makes it)" in result.stderr
 
 
 def test_inventory_restarts_hami_only_when_the_annotation_changes(tmp_path: Path) -> None:
@@ -584,27 +616,6 @@ def test_previous_outputs_reach_no_child(tmp_path: Path) -> None:
     assert "TEGACY-CLIENT-KEY" not in seen and "PULUMI_COMMAND_" not in seen
 
 
-def test_container_and_ssh_joins_write_the_same_join_configuration(tmp_path: Path) -> None:
-    """worker-join.sh writes the container's JoinConfiguration in bash; scripts/join_config.py makes an
-    SSH worker's. They must not drift apart."""
-    import yaml
-
-    from scripts.join_config import join_configuration
-
-    result = run_script("worker-join.sh", tmp_path, CONTAINER="tenant-a-worker", TENANT="tenant-a")
-    assert result.returncode == 0, result.stderr
-    written = yaml.safe_load((tmp_path / "join-config").read_text())
-    expected = join_configuration(
-        "172.30.255.201:6443",
-        "abcdef",
-        "0123456789abcdef",
-        "sha256:5e1f",
-        None,
-        ["SystemVerification", "FileExisting", "Swap"],
-    )
-    assert written == expected
-
-
 ENVIRONMENT_CASES = {
     "worker-join.sh": {"CONTAINER": "tenant-a-worker", "TENANT": "tenant-a"},
     "wait-tenant-api.sh": {"TENANT": "t", "TIMEOUT": "1"},
@@ -663,6 +674,7 @@ def test_no_child_inherits_the_previous_output(tmp_path: Path, script: str) -> N
     run_script(
         script,
         tmp_path,
+        stdin=container_material() if script == "worker-join.sh" else KUBECONFIG,
         PULUMI_COMMAND_STDOUT="PREVIOUS-STDOUT-SECRET",
         PULUMI_COMMAND_STDERR="PREVIOUS-STDERR",
         **ENVIRONMENT_CASES[script],

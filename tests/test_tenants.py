@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import json
+
 import jsonschema
 import pulumi
 import pytest
+import yaml
 from lab_harness import UNKNOWN_ID, LabMocks, lab_config, make_tenant, reference_program, run_program, tenant_kubeconfig
 from shared_data import crd_schema, validate_crd
 
 from components.tenant_control_plane import control_plane_spec
-from components.tenant_worker import calico_pool_transform, set_container_env
+from components.tenant_worker import JOIN_TIMEOUT, calico_pool_transform, set_container_env
 from model.config import parse_config
+from model.node_container import CONTAINER_PREFLIGHT, join_token_ttl_minutes
+from scripts.join_config import join_configuration
 
 TCP = "kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane"
 
@@ -143,15 +148,64 @@ def test_host_prerequisites_run_before_the_container(program) -> None:
     assert program.depends_on(program.named("tenant-a-worker-node"), prerequisites)
 
 
-def test_join_gets_the_kubeconfig_on_stdin_and_keeps_output_secret(program) -> None:
+def test_join_keeps_its_input_and_output_secret(program) -> None:
     join = program.named("tenant-a-worker-join")
     assert join.inputs["create"] == "bash scripts/worker-join.sh"
-    assert join.inputs["stdin"] == tenant_kubeconfig("tenant-a")
     assert "stdin" in join.secret_inputs
     assert join.additional_secret_outputs == ["stdout"]
     assert join.inputs["logging"] == "stderr"
     assert "KUBECONFIG" not in str(join.inputs["environment"])
     assert join.inputs["environment"]["CONTAINER"] == "tenant-a-worker"
+    assert join.inputs["environment"]["JOIN_CONFIG_RESOURCE"] == "tenant-a-worker-join-config"
+
+
+def join_material(tenant: str) -> str:
+    """What join-config.sh prints for a tenant's node container (a token id per tenant: tokena, tokenb)."""
+    config = join_configuration(
+        "172.30.255.201:6443", f"token{tenant[-1]}", "0123456789abcdef", "sha256:5e1f", f"{tenant}-worker", []
+    )
+    return yaml.safe_dump(config, sort_keys=False)
+
+
+class JoinMaterialMocks(LabMocks):
+    """As the engine answers once join-config.sh has run: a join-config Command's stdout is its JoinConfiguration."""
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict]:
+        resource_id, outputs = super().new_resource(args)
+        if args.typ == "command:local:Command" and args.name.endswith("-join-config"):
+            outputs["stdout"] = join_material(args.inputs["environment"]["TENANT"])
+        return resource_id, outputs
+
+
+def test_a_container_join_gets_a_join_configuration_never_the_admin_kubeconfig() -> None:
+    """Boundary: what the engine is asked to run for the Docker lab's container worker. As for an SSH worker, its
+    JoinConfiguration is made on the Pulumi host from the admin kubeconfig (join-config.sh); the join's stdin is
+    that Command's stdout, and the token in it is deleted once the node has joined (delete-token.sh)."""
+    program = run_program(lab_config(), mocks=JoinMaterialMocks())
+    for tenant in ("tenant-a", "tenant-b"):
+        node = program.named(f"{tenant}-worker-node")
+        material = program.named(f"{tenant}-worker-join-config")
+        join = program.named(f"{tenant}-worker-join")
+        delete = program.named(f"{tenant}-worker-join-token-delete")
+        assert material.inputs["create"] == "bash scripts/join-config.sh"
+        assert material.inputs["stdin"] == tenant_kubeconfig(tenant), "made on the Pulumi host"
+        assert material.additional_secret_outputs == ["stdout"]
+        environment = material.inputs["environment"]
+        assert environment["NODE_NAME"] == f"{tenant}-worker" and environment["IGNORE_PREFLIGHT"] == CONTAINER_PREFLIGHT
+        assert environment["TTL_MINUTES"] == str(join_token_ttl_minutes(JOIN_TIMEOUT))
+        assert program.depends_on(material, program.named(f"{tenant}-api-ready"))
+        assert program.depends_on(material, program.named(f"{tenant}-worker-images"))
+
+        assert join.inputs["stdin"] == join_material(tenant) and "stdin" in join.secret_inputs
+        assert tenant_kubeconfig(tenant) not in json.dumps(join.inputs), "the node never gets the admin kubeconfig"
+        assert program.depends_on(join, material)
+
+        assert delete.inputs["create"] == "bash scripts/delete-token.sh"
+        assert delete.inputs["stdin"] == tenant_kubeconfig(tenant)
+        assert delete.inputs["environment"] == {"TOKEN_ID": f"token{tenant[-1]}", "TENANT": tenant}
+        assert program.depends_on(delete, join)
+        # A replaced container is joined again with a new token: its id is in both Commands' inputs.
+        assert environment["CONTAINER_ID"] == join.inputs["environment"]["CONTAINER_ID"] == f"{node.name}-id"
 
 
 def test_calico_is_pinned_applied_through_the_tenant_and_transformed(program) -> None:
@@ -222,6 +276,7 @@ def test_dependency_chain_management_control_plane_worker(program) -> None:
         assert program.depends_on(tcp, kamaji_ready)
         assert program.depends_on(join, tcp)
         assert program.depends_on(join, program.named(f"{tenant}-worker-node"))
+        assert program.depends_on(program.named(f"{tenant}-worker-join-config"), program.named(f"{tenant}-worker-node"))
         assert program.depends_on(ready, join)
 
 
