@@ -105,12 +105,15 @@ prereqs: $(VENV)/.installed
 
 policy-venv: policies/venv/.installed
 
+# A new stack whose file holds an encryptionsalt made with another passphrase stops here; up_outcome.py says so.
 stack: $(TOOLS)
 	mkdir -p -m 700 .state
-	pulumi stack select --create $(STACK)
+	@echo "pulumi stack select --create $(STACK)"
+	@$(PYTHON_HOST) scripts/up_outcome.py --setup $(STACK) pulumi stack select --create $(STACK)
 
-# When pulumi up or the acceptance suite fails on a lab: one line pointing at make diagnose, and the step's
-# own exit code. Not before: a failed preflight, venv or download says itself what to do (nothing to diagnose).
+# When the acceptance suite fails on a lab: one line pointing at make diagnose, and the step's own exit code
+# (pulumi up's is scripts/up_outcome.py's). Not before: a failed preflight, venv or download says itself what
+# to do (nothing to diagnose).
 DIAGNOSE_HINT = { rc=$$?; echo "[gpulab] $@ failed: \`make diagnose STACK=$(STACK)\` tells why (summary + reports/diagnose-*.tar.gz)" >&2; exit $$rc; }
 
 # Is STACK one of the project's stacks? One message for every target that reads Pulumi.$(STACK).yaml, before
@@ -143,7 +146,9 @@ deploy: $(TOOLS) policy-venv stack
 	@$(PYTHON_HOST) scripts/stack_lock.py $(STACK)
 	@$(RESUME) $(STACK)
 	@echo "pulumi up --yes --stack $(STACK)$(UP_OPTIONS)"
-	@pulumi up --yes --stack $(STACK)$(UP_OPTIONS) || $(DIAGNOSE_HINT)
+	@# Its output as it comes; a failure's last line fits it: a policy refusal, Ctrl-C, a wrong passphrase, or
+	@# the diagnose hint. Ctrl-C reaches pulumi from the terminal itself (scripts/up_outcome.py).
+	@$(PYTHON_HOST) scripts/up_outcome.py $(STACK) pulumi up --yes --stack $(STACK)$(UP_OPTIONS)
 
 # Nothing deployed: say so, download nothing. Otherwise Docker must answer before pulumi destroy runs.
 down:

@@ -90,7 +90,7 @@ def collect(args: argparse.Namespace, runner: Runner, stack: str, private: Path)
                             "kubeconfig",
                             f"no {tenant.output_stem}_kubeconfig stack output yet: its own checks are skipped",
                             "",
-                            "`make up` did not finish for it: see its TenantControlPlane in the management findings",
+                            cluster_findings.unfinished_tenant_fix(stack, tenant.name, process_mode),
                         )
                     )
                 continue
@@ -98,6 +98,7 @@ def collect(args: argparse.Namespace, runner: Runner, stack: str, private: Path)
             out.findings += cluster_findings.tenant_findings(
                 cluster,
                 **tenant_expectations(lab, tenant.name),
+                stack=stack,
                 now=host_findings.now_utc(),
                 lock_timeout_seconds=lock_timeout,
             )

@@ -32,6 +32,7 @@ from diagnose.analyze import (
 from model.catalog import GPU_RESOURCE, GPUCORES_RESOURCE, GPUMEM_RESOURCE, REGISTER_ANNOTATION
 from model.names import HAMI_NAMESPACE, KAMAJI_DATASTORE, METALLB_NAMESPACE, POOL_NAME
 from model.quantity import QuantityError, parse_quantity
+from model.stack_file import make_up
 
 
 def pod_findings(cluster: Cluster) -> list[Finding]:
@@ -394,6 +395,24 @@ def admission_findings(cluster: Cluster, policies: list[str]) -> list[Finding]:
     return findings
 
 
+def process_logs(stack: str, tenant: str) -> str:
+    """Process mode: where a tenant's processes (kwokctl's control plane, hami-scheduler, the bind-time role)
+    write their logs (process_lab/stack.py), which diagnose puts in its archive."""
+    return f".state/process/{stack}/{tenant}/ (process/{tenant}/ in this archive)"
+
+
+def unfinished_tenant_fix(stack: str, tenant: str, process_mode: bool) -> str:
+    """A tenant with no kubeconfig output yet: `make up` stopped before it. In process mode there is no
+    TenantControlPlane to look at; a rerun starts stopped processes on their data (process_lab/resume.py)."""
+    if not process_mode:
+        return "`make up` did not finish for it: see its TenantControlPlane in the management findings"
+    return (
+        f"`{make_up(stack)}` did not finish for it: the logs of the tenant's processes, if any started, are under "
+        f"{process_logs(stack, tenant)}; `{make_up(stack)}` again makes what is missing and starts stopped ones "
+        "on their data"
+    )
+
+
 def tenant_findings(
     cluster: Cluster,
     *,
@@ -405,19 +424,25 @@ def tenant_findings(
     lock_timeout_seconds: float,
     namespaces: tuple[str, ...] = (),
     process_mode: bool = False,
+    stack: str = "dev",
 ) -> list[Finding]:
     """`namespaces`: the tenant's GPU workload namespaces (a Deployment there may have no pod at all).
-    `process_mode`: HAMi and the device plugin's part are local processes (their logs are in the archive),
-    not workloads in the tenant."""
+    `process_mode`: the control plane, HAMi and the device plugin's part are local processes (their logs are in
+    the archive), not a TenantControlPlane and workloads in the tenant."""
     if not cluster.answered:
+        where = (
+            f"its API server is a local process (kwokctl's, on 127.0.0.1): the logs of the tenant's processes are "
+            f"under {process_logs(stack, cluster.name)}; `{make_up(stack)}` again starts stopped ones on their data"
+            if process_mode
+            else "check its TenantControlPlane and its MetalLB address in the management findings"
+        )
         return [
             Finding(
                 cluster.where,
                 "API server",
                 "tenant API not answering",
                 cluster.error,
-                "check its TenantControlPlane and its MetalLB address in the management findings; "
-                "from this host: kubectl --kubeconfig <tenant kubeconfig> get --raw /readyz",
+                f"{where}; from this host: kubectl --kubeconfig <tenant kubeconfig> get --raw /readyz",
                 "tenant API not answering",
             )
         ]

@@ -135,11 +135,17 @@ class Collector:
                 self.out.files[f"process/{log.relative_to(folder)}"] = handle.read().decode(errors="replace")
 
     def tools(self) -> dict[str, Any] | None:
+        self.call("tools/kubectl-version.json", ["kubectl", "version", "--client", "-o", "json"])
+        self.call("tools/pulumi-version.txt", ["pulumi", "version"])
+        if self.lab and self.lab.process_mode:  # its runtime has no Docker or kind: an error file would mislead
+            self.out.files["tools/runtime.txt"] = (
+                f"process: the lab is local processes (.state/process/{self.stack}); this runtime has no Docker or "
+                "kind, so neither was asked\n"
+            )
+            return None
         self.call("tools/docker-version.json", ["docker", "version", "--format", "{{json .}}"])
         info = self.call("tools/docker-info.json", ["docker", "info", "--format", "{{json .}}"])
         self.call("tools/kind-version.txt", ["kind", "version"])
-        self.call("tools/kubectl-version.json", ["kubectl", "version", "--client", "-o", "json"])
-        self.call("tools/pulumi-version.txt", ["pulumi", "version"])
         docker_info = None
         if info.ok:
             try:
@@ -166,7 +172,7 @@ class Collector:
             )
             essentials = {key: docker_info.get(key) for key in keep if key in docker_info}
             self.out.files["tools/docker-info.json"] = json.dumps(essentials, indent=2)
-        elif not (self.lab and self.lab.process_mode):  # process mode runs no container
+        else:
             fix = "start Docker; `docker info` must work for your user"
             if info.problem.endswith("not found on PATH"):
                 fix = "install Docker Engine (docs/setup.md: What you need)"

@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from model.config import ConfigError, LabConfig, load_stack_file
+from model.stack_file import make_up
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -23,12 +24,6 @@ class StackError(RuntimeError):
 
 def stack_name(stack: str | None = None) -> str:
     return stack or os.environ.get("GPULAB_STACK") or "dev"
-
-
-def make_up(stack: str) -> str:
-    """The command that makes this stack's lab: a hint for another stack would build another lab (the Docker
-    lab for `dev`, which pulls images, when a process-mode user meant `sim`)."""
-    return "make up" if stack == "dev" else f"make up STACK={stack}"
 
 
 def stack_outputs(stack: str | None = None) -> dict[str, Any]:

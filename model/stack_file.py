@@ -17,6 +17,12 @@ ROOT = Path(__file__).resolve().parent.parent
 STACK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}", re.ASCII)
 
 
+def make_up(stack: str) -> str:
+    """The command that makes this stack's lab: a hint for another stack would build another lab (the Docker
+    lab for `dev`, which pulls images, when a process-mode user meant `sim`)."""
+    return "make up" if stack == "dev" else f"make up STACK={stack}"
+
+
 def stacks(project: Path = ROOT) -> list[str]:
     """The project's stacks: the names of its Pulumi.<name>.yaml files, sorted."""
     return sorted(path.name[len("Pulumi.") : -len(".yaml")] for path in project.glob("Pulumi.?*.yaml"))

@@ -1246,3 +1246,41 @@ def test_process_mode_asks_for_no_docker_daemon(tmp_path: Path, monkeypatch: pyt
         collector = Collector(Runner(5, 1, 30), "x", lab, tmp_path, request_timeout=3)
         collector.tools()
         assert [f.component for f in collector.out.findings] == expected
+
+
+def test_process_mode_points_at_the_tenant_s_processes_not_at_kamaji(lab: FakeLab, tmp_path: Path) -> None:
+    """Issue 42 item 6: a process-mode tenant has no TenantControlPlane or MetalLB address. Its API server and
+    the rest are local processes logging under .state/process/<stack>/<tenant>/, and `make up` starts stopped
+    ones again on their data (process_lab/resume.py, docs/process-lab.md). Item 9: nothing of Docker or kind
+    is asked for, and the archive says why instead of holding their error files."""
+    stack = ["stack", "output", "--json", "--stack", "sim"]
+    outputs = {"tenant_a_kubeconfig": lab.kubeconfigs["tenant-a"], "tenant_a_endpoint": "127.0.0.1:32766"}
+    lab.answer("pulumi", stack, json.dumps({**outputs, "tenant_a_kubeconfig": "[secret]"}))
+    lab.answer("pulumi", [*stack[:3], "--show-secrets", *stack[3:]], json.dumps(outputs))
+    lab.answer("pulumi", ["config", "--json", "--stack", "sim"], "{}")
+    lab.mark("tenant-a", "refused")
+    work = tmp_path / "work"
+    work.mkdir()
+    result = lab.run(work, "--stack", "sim")
+    assert result.returncode == 1, result.stderr
+    fixes = [line for line in result.stdout.splitlines() if line.startswith("    fix:")]
+    assert fixes == [
+        "    fix:  its API server is a local process (kwokctl's, on 127.0.0.1): the logs of the tenant's processes are "
+        "under .state/process/sim/tenant-a/ (process/tenant-a/ in this archive); `make up STACK=sim` again starts "
+        "stopped ones on their data; from this host: kubectl --kubeconfig <tenant kubeconfig> get --raw /readyz",
+        "    fix:  `make up STACK=sim` did not finish for it: the logs of the tenant's processes, if any started, are "
+        "under .state/process/sim/tenant-b/ (process/tenant-b/ in this archive); `make up STACK=sim` again makes "
+        "what is missing and starts stopped ones on their data",
+    ]
+    calls = (lab.root / "calls").read_text().splitlines()
+    assert [c for c in calls if c.split()[0] in ("docker", "kind")] == []
+    [archive] = list((work / "reports").glob("diagnose-sim-*.tar.gz"))
+    with tarfile.open(archive) as tar:
+        names = {m.name.split("/", 1)[1]: m for m in tar.getmembers() if m.isfile()}
+        runtime = tar.extractfile(names["tools/runtime.txt"]).read().decode()
+    # (the fake's `kubectl version --client` prints nothing: no file for it)
+    assert [name for name in names if name.startswith("tools/")] == ["tools/pulumi-version.txt", "tools/runtime.txt"]
+    assert runtime == (
+        "process: the lab is local processes (.state/process/sim); this runtime has no Docker or kind, so neither "
+        "was asked\n"
+    )
