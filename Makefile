@@ -42,7 +42,7 @@ UP_OPTIONS := $() --policy-pack policies
 RESUME := true
 endif
 
-.PHONY: help up down plan verify report check test lint bench prereqs policy-venv stack upstream-data clean deploy destroy \
+.PHONY: help up down plan verify report check test lint bench bench-scheduling prereqs policy-venv stack upstream-data clean deploy destroy \
 	diagnose lab-exists lint-python stack-file tools test-real process-tools node-image
 
 help:
@@ -63,6 +63,8 @@ help:
 	@echo "make node-image     gpulab's node image without a registry: Debian packages (debootstrap of this machine's apt"
 	@echo "                    sources) and make tools' kubelet/kubeadm/kubectl; needs root and Docker (docs/real-nodes.md)"
 	@echo "make bench          benchmarks (program growth, policy checking, image pulls)"
+	@echo "make bench-scheduling  HAMi against kube-scheduler alone on KWOK nodes, issue 41's rows in one run (the"
+	@echo "                    programs of make tools, GPULAB_HAMI_SCHEDULER; an hour or more: docs/performance.md)"
 	@echo "make lint           ruff and shellcheck only"
 	@echo "make policy-venv    the policy pack's own venv (policies/venv), for pulumi preview --policy-pack policies"
 	@echo "make clean          remove venv, policies/venv, bin, reports, caches (never .state: destroy first)"
@@ -253,6 +255,12 @@ bench: $(VENV)/.installed
 	$(PY) -u benchmarks/policy_check.py
 	@echo "[gpulab] bench 3/3: registry pulls with and without pre-loading" >&2
 	$(PY) -u benchmarks/image_pulls.py
+
+# Real control planes and HAMi (not part of make bench: it needs make tools and a HAMi binary, and takes an hour or
+# more, the chart's rows running to their deadline). Each row: HAMi at the chart's and the lab's setting, and
+# kube-scheduler alone at its own client rate and unthrottled.
+bench-scheduling: $(VENV)/.installed
+	$(PY) -u benchmarks/hami_scheduling.py --rows issue41 --settings chart lab ceiling ceiling-unthrottled
 
 clean:
 	rm -rf $(VENV) policies/venv bin reports .cache .pytest_cache .ruff_cache .hypothesis

@@ -1,26 +1,37 @@
-"""Scheduling through the real HAMi: pods per second at N KWOK GPU nodes of 8 A100 cards in one tenant, and
-gpulab's checker on the same pods and cards, in one run (issue 29's figures).
+"""Scheduling through the real HAMi against kube-scheduler alone (the ceiling), on the same pods and KWOK GPU
+nodes of 8 A100 cards in one tenant; and gpulab's checker on the same pods and cards (issues 29 and 41).
 
-Per node count: a fresh process-lab tenant (tenant-a of Pulumi.dev.yaml: real control plane, gpulab's
-admission, HAMi v2.8.3 as extender and webhook, the bind-time role of process_lab/device_plugin.py), its
-GPU node replaced by N KWOK nodes; then P GPU pods (1 card, 1000 MB, 5 % cores) created at once in a
-namespace without quota. HAMi's time runs from the create until every pod is bound (spec.nodeName set by
-HAMi's /bind); the checker's is evaluate_tenant over the same pods and cards (best of three).
+Per row (N nodes, P pods, node policy) and setting: a fresh process-lab tenant (tenant-a of Pulumi.dev.yaml: a
+real control plane, gpulab's admission), its GPU node replaced by N KWOK nodes; once every node is Ready and
+untainted, P GPU pods (1 card, 1000 MB, 5 % cores) are created at once in a namespace without quota. The time
+runs from the create until every pod is bound (spec.nodeName, seen by one `kubectl get --watch`), or the deadline.
 
-Needs `make tools` and GPULAB_HAMI_SCHEDULER; GPULAB_BENCH_KEEP_LOG=FILE keeps the last HAMi log (its
-`client-side throttling` lines show the client rate at work). Each setting is a row: `chart`, HAMi as its chart
-deploys it (client-go's 5 QPS / burst 10, -v=4); `lab`, the stack's scheduling settings (hamiKubeQps,
-hamiKubeBurst, hamiLogVerbosity); `lab-v4`, the lab's rate at the chart's verbosity (what -v=4 costs). Usage:
-  venv/bin/python benchmarks/hami_scheduling.py [--nodes 10 100 1000] [--pods 200] [--settings chart lab lab-v4]
+Settings (benchmarks/scheduling_rows.py): `chart`, HAMi v2.8.3 as its chart deploys it (client-go's 5 QPS /
+burst 10, -v=4); `lab`, the stack's scheduling settings; `lab-v4`, the lab's at -v=4. HAMi runs as extender
+and webhook with the bind-time role of process_lab/device_plugin.py; HAMi binds. `ceiling`, kube-scheduler
+alone on the nodes' extended resources (no HAMi, as scheduling.scheduler: kube-scheduler): the default profile
+scoring nvidia.com/gpu LeastAllocated (spread) or MostAllocated (binpack), its client at its own defaults (50
+QPS, burst 100); `ceiling-unthrottled`, the same at 5000 / 10000, to tell the scheduler's limit from its
+client's. Each row prints HAMi / ceiling (rates); the run ends with a Markdown table of every row.
+
+Needs `make tools` and, for HAMi's settings, GPULAB_HAMI_SCHEDULER; GPULAB_BENCH_KEEP_LOG=FILE keeps the last
+HAMi log. Usage (`make bench-scheduling` runs issue 41's rows):
+  venv/bin/python benchmarks/hami_scheduling.py [--rows issue41 | 100x1000:spread 10x100:binpack ...]
+      [--nodes 10 100 1000 --pods 200 --node-policy spread] [--settings chart lab ceiling ...]
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
+import queue
+import shlex
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -28,12 +39,28 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.multinode_check import inventory  # noqa: E402
+from benchmarks.scheduling_rows import (  # noqa: E402
+    SETTINGS,
+    Result,
+    Row,
+    ceiling_scheduler_config,
+    header,
+    line,
+    parse_rows,
+    scoring_strategy,
+    summary,
+    table,
+    unready_nodes,
+    watched_binding,
+)
 from model.catalog import GPU_CATALOG, Card  # noqa: E402
+from model.config import LabConfig  # noqa: E402
 from model.config.loading import load_stack_file  # noqa: E402
 from policies.evaluate import evaluate_tenant  # noqa: E402
 from policies.workloads import read_workload  # noqa: E402
+from process_lab.control_plane import ControlPlane, missing_programs  # noqa: E402
 from process_lab.gpu_nodes import node_object, node_status  # noqa: E402
-from process_lab.hami_scheduler import find_hami_scheduler  # noqa: E402
+from process_lab.hami_scheduler import SCHEDULER_NAME, find_hami_scheduler  # noqa: E402
 from process_lab.preflight import bin_dir  # noqa: E402
 from process_lab.tenant import TenantLab  # noqa: E402
 
@@ -41,6 +68,7 @@ CARDS_PER_NODE = 8
 NAMESPACE = "bench"
 A100 = GPU_CATALOG["A100-80GB"]
 LIMITS = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000", "nvidia.com/gpucores": "5"}
+CREATORS = 4  # kubectl processes creating the pods side by side, each with its own client rate
 
 
 def gpu_nodes(count: int) -> list[dict]:
@@ -51,46 +79,139 @@ def gpu_nodes(count: int) -> list[dict]:
     return nodes
 
 
-def pods(count: int) -> list[dict]:
+def pods(count: int, scheduler: str = SCHEDULER_NAME) -> list[dict]:
     container = {"name": "c", "image": "busybox", "resources": {"limits": LIMITS}}
     return [
         {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {"name": f"p-{i}", "namespace": NAMESPACE},
-            "spec": {"schedulerName": "hami-scheduler", "containers": [container]},
+            "spec": {"schedulerName": scheduler, "containers": [container]},
         }
         for i in range(count)
     ]
 
 
-def hami_seconds(lab: TenantLab, nodes: int, count: int, deadline: float) -> tuple[float, int]:
-    """Seconds until every pod is bound (or the deadline), and how many were bound."""
+def kubectl_argv(plane: ControlPlane, *args: str) -> list[str]:
+    return [str(plane.bin_dir / "kubectl"), "--kubeconfig", str(plane.kubeconfig), *args]
+
+
+class BindWatch:
+    """One `kubectl get pods --watch` of the namespace, read by a thread: each pod's node as it is bound, with the
+    moment it was seen. One long-lived client instead of a list per poll, which would take CPU from what is
+    measured."""
+
+    def __init__(self, plane: ControlPlane) -> None:
+        self.plane, self.events = plane, queue.Queue[tuple[float, str]]()
+        self.process: subprocess.Popen[str] | None = None
+
+    def start(self, timeout: float = 30) -> None:
+        """Until kubectl has listed the (empty) namespace: from then on every binding is seen as it happens."""
+        template = 'jsonpath={.metadata.name}{" "}{.spec.nodeName}{"\\n"}'
+        argv = kubectl_argv(self.plane, "get", "pods", "-n", NAMESPACE, "--watch", "-o", template)
+        self.process = subprocess.Popen(
+            argv, env=self.plane.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
+        listed = threading.Event()
+        threading.Thread(target=self._pump, args=(self.process.stdout, None), daemon=True).start()
+        threading.Thread(target=self._pump, args=(self.process.stderr, listed), daemon=True).start()
+        if not listed.wait(timeout):  # kubectl says "No resources found" once its first list is empty
+            raise RuntimeError(f"kubectl's watch of {NAMESPACE} listed nothing within {timeout:.0f} s")
+
+    def _pump(self, stream, listed: threading.Event | None) -> None:
+        for text in stream:
+            if listed is None:
+                self.events.put((time.monotonic(), text))
+            elif "No resources found" in text:
+                listed.set()
+
+    def wait_bound(self, names: set[str], started: float, deadline: float) -> tuple[float, int]:
+        """Seconds from `started` until every pod named was seen bound (or the deadline), and how many were."""
+        bound: set[str] = set()
+        last = started
+        while bound != names:
+            left = started + deadline - time.monotonic()
+            if left <= 0:
+                return deadline, len(bound)
+            try:
+                seen, text = self.events.get(timeout=min(left, 1.0))
+            except queue.Empty:
+                if self.process and self.process.poll() is not None:
+                    raise RuntimeError(f"kubectl's watch ended (exit {self.process.returncode})") from None
+                continue
+            event = watched_binding(text)
+            if event and event[1] and event[0] in names and event[0] not in bound:
+                bound.add(event[0])
+                last = seen
+        return last - started, len(bound)
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(10)
+
+
+def add_nodes(lab: TenantLab, nodes: int) -> None:
+    """Only the benchmark's nodes (tenant-a's own deleted), each Ready, untainted and seen by HAMi if it runs."""
     plane = lab.control_plane
-    plane.kubectl("delete", "node", "--all", timeout=60)  # tenant-a's own node: only the benchmark's nodes
+    plane.kubectl("delete", "node", "--all", timeout=60)
     created = gpu_nodes(nodes)
     for start in range(0, nodes, 100):  # server-side apply in lists of 100 nodes
         plane.apply(created[start : start + 100])
-    assert lab.hami is not None
-    lab.hami.wait_for_nodes([f"bench-n{n}" for n in range(nodes)], timeout=300)
-    plane.kubectl("create", "namespace", NAMESPACE)
-    document = json.dumps({"apiVersion": "v1", "kind": "List", "items": pods(count)})
-    started = time.monotonic()
-    plane.kubectl("create", "-f", "-", stdin=document, timeout=120)
-    bound = 0
-    while time.monotonic() - started < deadline:
-        listed = json.loads(plane.kubectl("get", "pods", "-n", NAMESPACE, "-o", "json", timeout=60).stdout)
-        bound = sum(1 for pod in listed["items"] if pod["spec"].get("nodeName"))
-        if bound == count:
-            break
-        time.sleep(0.2)  # a poll interval: the condition is read from the API each round
-    return time.monotonic() - started, bound
+    if lab.hami is not None:
+        lab.hami.wait_for_nodes([f"bench-n{n}" for n in range(nodes)], timeout=300)
+    give_up = time.monotonic() + 300
+    while waiting := unready_nodes(plane.get("nodes")["items"]):
+        if time.monotonic() > give_up:
+            raise RuntimeError(f"{len(waiting)} nodes not schedulable within 300 s, e.g. {waiting[:3]}")
+        time.sleep(1)  # before the clock starts: nothing measured yet
 
 
-def checker_seconds(nodes: int, count: int, node_policy: str) -> tuple[float, int]:
+def create_pods(plane: ControlPlane, items: list[dict]) -> None:
+    """The pods by CREATORS kubectl processes side by side, so that one client's rate is not what is measured."""
+    chunks = [items[i::CREATORS] for i in range(CREATORS) if items[i::CREATORS]]
+    creators = [
+        subprocess.Popen(
+            kubectl_argv(plane, "create", "-f", "-", "-o", "name"),
+            env=plane.env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in chunks
+    ]
+    for creator, chunk in zip(creators, chunks, strict=True):
+        assert creator.stdin is not None
+        creator.stdin.write(json.dumps({"apiVersion": "v1", "kind": "List", "items": chunk}))
+        creator.stdin.close()
+    for creator in creators:
+        _, errors = creator.communicate(timeout=300)
+        if creator.returncode != 0:
+            raise RuntimeError(f"kubectl create failed (exit {creator.returncode}): {errors.strip()[-300:]}")
+
+
+def measure(lab: TenantLab, row: Row, scheduler: str, deadline: float) -> tuple[float, int, float]:
+    """(seconds until every pod was bound or the deadline, pods bound, seconds until every pod was created)."""
+    add_nodes(lab, row.nodes)
+    lab.control_plane.kubectl("create", "namespace", NAMESPACE)
+    items = pods(row.pods, scheduler)
+    watch = BindWatch(lab.control_plane)
+    watch.start()
+    try:
+        started = time.monotonic()
+        create_pods(lab.control_plane, items)
+        created = time.monotonic() - started
+        seconds, bound = watch.wait_bound({pod["metadata"]["name"] for pod in items}, started, deadline)
+    finally:
+        watch.stop()
+    return seconds, bound, created
+
+
+def checker_seconds(row: Row) -> tuple[float, int]:
     """Best of three evaluate_tenant calls over the same pods and cards; and the errors it finds."""
-    workloads = [read_workload("Pod", pod) for pod in pods(count)]
-    tenant = inventory("bench", nodes, CARDS_PER_NODE, node_policy=node_policy)
+    workloads = [read_workload("Pod", pod) for pod in pods(row.pods)]
+    tenant = inventory("bench", row.nodes, CARDS_PER_NODE, node_policy=row.policy)
     best, errors = float("inf"), 0
     for _ in range(3):
         started = time.perf_counter()
@@ -100,55 +221,84 @@ def checker_seconds(nodes: int, count: int, node_policy: str) -> tuple[float, in
     return best, errors
 
 
-# What each row changes of the stack's scheduling settings (None: nothing, the lab's own).
-SETTINGS: dict[str, dict | None] = {
-    "chart": {"hami_kube_qps": 5, "hami_kube_burst": 10, "hami_log_verbosity": 4},  # client-go's defaults, -v=4
-    "lab": None,
-    "lab-v4": {"hami_log_verbosity": 4},
-}
+def run_one(lab_config: LabConfig, row: Row, name: str, tools: Path, hami: Path | None, deadline: float) -> Result:
+    setting = SETTINGS[name]
+    scheduling = lab_config.scheduling.model_copy(update={"node_scheduler_policy": row.policy, **(setting.hami or {})})
+    if setting.ceiling:
+        scheduling = scheduling.model_copy(update={"scheduler": "kube-scheduler"})
+    rated = lab_config.model_copy(update={"scheduling": scheduling})
+    with tempfile.TemporaryDirectory(prefix="gpulab-bench-scheduling-") as scratch:
+        config = None
+        if setting.client:
+            config = Path(scratch) / "kube-scheduler.yaml"
+            config.write_text(ceiling_scheduler_config(row.policy, setting.client))
+            qps, burst = setting.client
+            flags = (
+                f"kube-scheduler alone, {scoring_strategy(row.policy)} on nvidia.com/gpu, client {qps} QPS / {burst}"
+            )
+        else:
+            flags = " ".join(scheduling.hami_flags())
+        lab = TenantLab(
+            lab_config.tenants[0], rated, tools, Path(scratch) / "lab", hami if not setting.ceiling else None, config
+        )
+        try:
+            lab.up()
+            seconds, bound, created = measure(lab, row, scheduling.scheduler_name, deadline)
+        finally:
+            if os.environ.get("GPULAB_BENCH_KEEP_LOG") and lab.hami:
+                Path(os.environ["GPULAB_BENCH_KEEP_LOG"]).write_bytes(lab.hami.log.read_bytes())
+            lab.down()
+    at = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return Result(row, name, flags, bound, seconds, created, at)
 
 
-def main() -> int:
+def program_versions(tools: Path, hami: Path | None) -> str:
+    answer = subprocess.run([tools / "kube-scheduler", "--version"], capture_output=True, text=True, timeout=30)
+    found = f"kube-scheduler {answer.stdout.strip().removeprefix('Kubernetes ')}"
+    return found + (f"; HAMi's scheduler {hami}" if hami else "; no HAMi")
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", nargs="+", help="a preset (issue41) or NODESxPODS[:POLICY]; else --nodes/--pods")
     parser.add_argument("--nodes", type=int, nargs="+", default=[10, 100, 1000])
     parser.add_argument("--pods", type=int, default=200)
-    parser.add_argument("--deadline", type=float, default=900, help="seconds per node count for HAMi")
     parser.add_argument("--node-policy", choices=["spread", "binpack"], default="spread")
-    parser.add_argument("--settings", nargs="+", choices=sorted(SETTINGS), default=["chart", "lab"])
-    args = parser.parse_args()
+    parser.add_argument("--deadline", type=float, default=900, help="seconds per measurement")
+    parser.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=["chart", "lab", "ceiling"])
+    args = parser.parse_args(argv)
+    try:
+        rows = parse_rows(args.rows) if args.rows else [Row(n, args.pods, args.node_policy) for n in args.nodes]
+    except argparse.ArgumentTypeError as error:
+        parser.error(str(error))
     tools = bin_dir()
+    if missing := missing_programs(tools):
+        print(f"{', '.join(missing)} not in {tools}: run `make tools` first (or set GPULAB_BIN)", file=sys.stderr)
+        return 1
     hami = find_hami_scheduler(tools)
-    if hami is None:
+    if hami is None and any(not SETTINGS[name].ceiling for name in args.settings):
         print("hami-scheduler not found: set GPULAB_HAMI_SCHEDULER (docs/process-lab.md)", file=sys.stderr)
         return 1
     lab_config = load_stack_file(ROOT / "Pulumi.dev.yaml")
-    scheduling = lab_config.scheduling.model_copy(update={"node_scheduler_policy": args.node_policy})
-    lab_config = lab_config.model_copy(update={"scheduling": scheduling})
-    tenant = lab_config.tenants[0]
-    print(
-        f"{os.cpu_count()} CPUs; {args.pods} pods of {LIMITS} per node count; {CARDS_PER_NODE} cards per node; "
-        f"node policy {args.node_policy}, card policy {scheduling.gpu_scheduler_policy}"
+    command = shlex.join(
+        ["venv/bin/python", "benchmarks/hami_scheduling.py", *(sys.argv[1:] if argv is None else argv)]
     )
-    for setting, nodes in ((setting, nodes) for setting in args.settings for nodes in args.nodes):
-        rated = lab_config.model_copy(update={"scheduling": scheduling.model_copy(update=SETTINGS[setting] or {})})
-        with tempfile.TemporaryDirectory(prefix="gpulab-bench-hami-") as scratch:
-            lab = TenantLab(tenant, rated, tools, Path(scratch), hami)
-            try:
-                lab.up()
-                seconds, bound = hami_seconds(lab, nodes, args.pods, args.deadline)
-            finally:
-                if os.environ.get("GPULAB_BENCH_KEEP_LOG") and lab.hami:
-                    Path(os.environ["GPULAB_BENCH_KEEP_LOG"]).write_bytes(lab.hami.log.read_bytes())
-                lab.down()
-        checker, errors = checker_seconds(nodes, args.pods, args.node_policy)
-        flags = " ".join(rated.scheduling.hami_flags())
-        rate = f"{setting} ({flags})"
-        print(
-            f"{nodes} nodes, {rate}: HAMi bound {bound}/{args.pods} pods in {seconds:.1f} s "
-            f"({bound / seconds:.1f} pods/s); "
-            f"checker {checker * 1000:.1f} ms ({errors} refused); HAMi/checker {seconds / checker:,.0f}x",
-            flush=True,
-        )
+    for text in header(command, program_versions(tools, hami)):
+        print(text)
+    print(
+        f"# pods of {LIMITS}; {CARDS_PER_NODE} {A100.type} cards per KWOK node; card policy "
+        f"{lab_config.scheduling.gpu_scheduler_policy}; deadline {args.deadline:g} s",
+        flush=True,
+    )
+    results: list[Result] = []
+    for row in rows:
+        for name in args.settings:
+            results.append(run_one(lab_config, row, name, tools, hami, args.deadline))
+            print(line(results[-1]), flush=True)
+        checker, errors = checker_seconds(row)
+        print(summary(row, results, f"checker {checker * 1000:.1f} ms ({errors} refused)"), flush=True)
+    print()
+    print("\n".join(table(results)))
     return 0
 
 

@@ -22,8 +22,22 @@ from process_lab.hami_scheduler import HamiScheduler, HamiSettings, prepare, ser
 
 
 class TenantLab:
-    def __init__(self, tenant: Tenant, lab: LabConfig, bin_dir: Path, folder: Path, hami_binary: Path | None) -> None:
+    """Without `hami_binary`, kube-scheduler alone places GPU pods (as scheduling.scheduler: kube-scheduler), with
+    `scheduler_config` if given (a KubeSchedulerConfiguration file), else kwokctl's defaults."""
+
+    def __init__(
+        self,
+        tenant: Tenant,
+        lab: LabConfig,
+        bin_dir: Path,
+        folder: Path,
+        hami_binary: Path | None,
+        scheduler_config: Path | None = None,
+    ) -> None:
+        if hami_binary and scheduler_config:
+            raise ProcessLabError("a scheduler configuration is for a tenant without HAMi: HAMi's names its extender")
         self.tenant, self.lab, self.folder, self.hami_binary = tenant, lab, folder, hami_binary
+        self.scheduler_config = scheduler_config
         self.control_plane = ControlPlane(f"gpulab-{tenant.name}", bin_dir, folder / "kwok")
         self.hami: HamiScheduler | None = None  # made by up(), on the ports it chooses
         self.bind_time = BindTimeRole(self.control_plane) if hami_binary else None
@@ -31,7 +45,7 @@ class TenantLab:
 
     def up(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
-        scheduler_config = None
+        scheduler_config = self.scheduler_config
         if self.hami_binary:
             # HAMi's HTTPS and metrics ports, fixed in kube-scheduler's configuration.
             scheduler_config, *self.ports = prepare(self.folder)
@@ -47,7 +61,9 @@ class TenantLab:
         nodes = self.tenant.gpu_nodes()
         all_cards = [card for node in nodes for card in node.cards]
         namespaces, quotas, inventory = tenant_objects(self.tenant, self.lab, all_cards, nodes[0].name)
-        self.control_plane.apply([*policy_objects(self.tenant), *namespaces, *quotas.values(), inventory])
+        # Without HAMi no rule asks GPU pods for HAMi's schedulerName (its webhook is not there to set it).
+        policies = policy_objects(self.tenant, hami=self.hami_binary is not None)
+        self.control_plane.apply([*policies, *namespaces, *quotas.values(), inventory])
         if self.hami:
             serve(self.hami, self.control_plane, HamiSettings.of(self.lab, self.tenant), self.folder / "tls")
         # With their capacity from the start: HAMi's node-add event takes in only a node whose allocatable

@@ -1,15 +1,42 @@
-"""The benchmarks (`make bench`) still run: each at a tiny size, so they cannot rot unnoticed."""
+"""The benchmarks (`make bench`) still run: each at a tiny size, so they cannot rot unnoticed. The scheduling
+benchmark (`make bench-scheduling`) needs real programs: its rows, settings and report are tested here offline,
+each test naming the boundary it stands for."""
 
 from __future__ import annotations
 
+import argparse
+import os
+import platform
+import re
+import subprocess
 import sys
 
+import pytest
+import yaml
+from cel_harness import admitted, run_policy
 from shared_data import ROOT
+
+from model.admission_policy import DENY_POLICY
+from model.config.loading import load_stack_file
+from process_lab.tenant import TenantLab
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import policy_check
 import program_under_mocks
+from hami_scheduling import pods
+from scheduling_rows import (
+    SETTINGS,
+    Result,
+    Row,
+    ceiling_scheduler_config,
+    header,
+    parse_rows,
+    summary,
+    table,
+    unready_nodes,
+    watched_binding,
+)
 
 
 def test_program_benchmark_runs(capsys) -> None:
@@ -79,3 +106,155 @@ def test_memory_is_summed_per_program_of_the_tenant_and_nothing_else(tmp_path) -
     lines = memory.table([usage])
     assert lines[-1].split() == ["per", "tenant", "371", "254"]
     assert memory.available_kb("MemTotal: 10 kB\nMemFree: 5 kB\nMemAvailable: 7 kB\n") == 7
+
+
+# --- the scheduling benchmark (benchmarks/hami_scheduling.py): its pure parts, offline --------------------------
+
+
+def result(row: Row, setting: str, bound: int, seconds: float) -> Result:
+    return Result(row, setting, "flags", bound, seconds, 1.0, "2026-12-03 10:00:00 UTC")
+
+
+def test_issue_41s_rows_and_rows_written_out_parse_and_a_bad_row_is_refused_naming_the_form() -> None:
+
+    issue = parse_rows(["issue41"])
+    assert [(r.nodes, r.pods, r.policy) for r in issue] == [
+        (100, 1000, "spread"),
+        (10, 100, "binpack"),
+        (10, 100, "spread"),
+        (100, 100, "spread"),
+        (1000, 100, "spread"),
+    ]
+    assert [r.goal for r in issue[:2]] == [17, 5], "the issue's goals: 1,000 pods under 60 s; 5 pods/s binpack"
+    assert parse_rows(["2x10", "10x100:binpack"]) == [Row(2, 10, "spread"), Row(10, 100, "binpack")]
+    for bad in ("100x", "0x10", "10x10:random", "issue40"):
+        with pytest.raises(argparse.ArgumentTypeError, match=r"NODESxPODS\[:spread\|binpack\] or one of: issue41"):
+            parse_rows([bad])
+
+
+def test_each_hami_row_is_divided_by_the_ceiling_of_its_own_row_and_judged_against_its_goal() -> None:
+
+    spread, binpack = Row(100, 1000, "spread", goal=17), Row(10, 100, "binpack", goal=5)
+    results = [
+        result(spread, "chart", 450, 900.0),  # cut at the deadline: 0.5 pods/s
+        result(spread, "lab", 1000, 50.0),  # 20 pods/s
+        result(spread, "ceiling", 1000, 20.0),  # 50 pods/s
+        result(binpack, "lab", 100, 25.0),  # 4 pods/s; no ceiling measured on this row
+    ]
+    checker = "checker 1.0 ms (0 refused)"
+    assert summary(spread, results, checker) == (
+        "100 nodes, 1000 pods, spread: HAMi / ceiling (50.0 pods/s): chart 0.01, lab 0.40; "
+        "goal: chart not met (>= 17), lab met (>= 17); checker 1.0 ms (0 refused)"
+    )
+    assert summary(binpack, results, checker) == (
+        "10 nodes, 100 pods, binpack: goal: lab not met (>= 5); checker 1.0 ms (0 refused)"
+    )
+    rows = table(results)
+    assert rows[0].split("|")[1:-1] == [
+        f" {h} "
+        for h in ("nodes", "pods", "node policy", "setting", "bound", "time", "pods/s", "HAMi / ceiling", "goal")
+    ]
+    assert rows[2:] == [
+        "| 100 | 1000 | spread | chart | 450/1000 | 900.0 s | 0.5 | 0.01 | not met (>= 17) |",
+        "| 100 | 1000 | spread | lab | 1000/1000 | 50.0 s | 20.0 | 0.40 | met (>= 17) |",
+        "| 100 | 1000 | spread | ceiling | 1000/1000 | 20.0 s | 50.0 |  |  |",
+        "| 10 | 100 | binpack | lab | 100/100 | 25.0 s | 4.0 |  | not met (>= 5) |",
+    ]
+
+
+def test_the_ceilings_scheduler_config_is_one_kwokctl_takes_and_scores_gpus_as_the_node_policy() -> None:
+    """Boundary: kwokctl v0.8.0 refuses a scheduler config of another apiVersion or kind
+    (pkg/kwokctl/runtime/scheduler.go); kube-scheduler's NodeResourcesFit reads scoringStrategy (v1 args)."""
+
+    for policy, strategy in (("spread", "LeastAllocated"), ("binpack", "MostAllocated")):
+        config = yaml.safe_load(ceiling_scheduler_config(policy, SETTINGS["ceiling"].client))
+        assert (config["apiVersion"], config["kind"]) == (
+            "kubescheduler.config.k8s.io/v1",
+            "KubeSchedulerConfiguration",
+        )
+        assert config["clientConnection"] == {"qps": 50, "burst": 100}, "kube-scheduler's own defaults, written out"
+        [profile] = config["profiles"]
+        assert profile["schedulerName"] == "default-scheduler"
+        [fit] = profile["pluginConfig"]
+        assert fit["name"] == "NodeResourcesFit"
+        assert fit["args"]["scoringStrategy"] == {
+            "type": strategy,
+            "resources": [{"name": "nvidia.com/gpu", "weight": 1}],
+        }
+    unthrottled = yaml.safe_load(ceiling_scheduler_config("spread", SETTINGS["ceiling-unthrottled"].client))
+    assert unthrottled["clientConnection"] == {"qps": 5000, "burst": 10000}
+
+
+def test_only_ready_untainted_nodes_with_gpus_are_waited_for_before_the_clock_starts() -> None:
+    """Boundary: Nodes as the API server lists them: KWOK sets Ready, the node lifecycle controller taints a node
+    not ready until then."""
+
+    def node(name: str, ready: str | None, taints: list | None = None, gpus: str | None = "80") -> dict:
+        status: dict = {"allocatable": {"nvidia.com/gpu": gpus} if gpus else {}}
+        if ready:
+            status["conditions"] = [{"type": "MemoryPressure", "status": "False"}, {"type": "Ready", "status": ready}]
+        return {"metadata": {"name": name}, "spec": {"taints": taints} if taints else {}, "status": status}
+
+    not_ready = [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]
+    items = [
+        node("just-created", None),
+        node("tainted", "True", not_ready),
+        node("unknown", "Unknown"),
+        node("no-gpus", "True", gpus=None),
+        node("ready", "True"),
+    ]
+    assert unready_nodes(items) == ["just-created", "tainted", "unknown", "no-gpus"]
+
+
+def test_the_pod_watch_reads_a_binding_only_once_the_node_is_set() -> None:
+    """Boundary: kubectl's jsonpath `{.metadata.name}{" "}{.spec.nodeName}{"\\n"}`, one line per watch event."""
+
+    assert watched_binding("p-1 \n") == ("p-1", None)
+    assert watched_binding("p-1 bench-n7\n") == ("p-1", "bench-n7")
+    assert watched_binding("\n") is None
+
+
+def test_a_runs_header_names_its_date_machine_command_and_programs(tmp_path) -> None:
+
+    (tmp_path / "cpuinfo").write_text("processor\t: 0\nmodel name\t: AMD EPYC 7B13\n\nprocessor\t: 1\n")
+    (tmp_path / "meminfo").write_text("MemTotal:       24576000 kB\nMemFree:  1 kB\n")
+    lines = header("venv/bin/python benchmarks/hami_scheduling.py --rows issue41", "kube-scheduler v1.36.4", tmp_path)
+    assert re.fullmatch(r"# date: \d{4}-\d\d-\d\d \d\d:\d\d UTC", lines[0]), lines[0]
+    cpus = len(os.sched_getaffinity(0))
+    assert lines[1] == f"# machine: {cpus} CPUs (AMD EPYC 7B13), 23.4 GiB, {platform.system()} {platform.release()}"
+    assert lines[2:] == [
+        "# command: venv/bin/python benchmarks/hami_scheduling.py --rows issue41",
+        "# programs: kube-scheduler v1.36.4",
+    ]
+
+
+def test_a_tenant_without_hami_admits_the_ceilings_gpu_pods_and_starts_kube_scheduler_with_its_config(tmp_path) -> None:
+    """Boundary: the tenant's API server (its deny policy judged by tests/cel_harness.py, which tests/real compares
+    with the real one) and kwokctl (the scheduler configuration it is started with)."""
+
+    class RecordingPlane:
+        def __init__(self) -> None:
+            self.created: list = []
+            self.applied: list[dict] = []
+
+        def create(self, scheduler_config=None) -> None:
+            self.created.append(scheduler_config)
+
+        def apply(self, objects: list[dict]) -> None:
+            self.applied += objects
+
+        def kubectl(self, *args: str, **_) -> subprocess.CompletedProcess:
+            return subprocess.CompletedProcess(args, 0, "", "")
+
+    lab = load_stack_file(ROOT / "Pulumi.dev.yaml")
+    config = tmp_path / "kube-scheduler.yaml"
+    tenant = TenantLab(lab.tenants[0], lab, tmp_path / "bin", tmp_path / "lab", None, config)
+    plane = tenant.control_plane = RecordingPlane()  # type: ignore[assignment]
+    tenant.up()
+    assert plane.created == [config]
+    deny = next(
+        o for o in plane.applied if o["kind"] == "ValidatingAdmissionPolicy" and o["metadata"]["name"] == DENY_POLICY
+    )
+    [pod] = pods(1, "default-scheduler")
+    outcome = run_policy(deny, admitted(pod, webhook=False))
+    assert outcome.matched and outcome.failed == [], outcome
