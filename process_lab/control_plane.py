@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import signal
 import time
@@ -264,10 +265,15 @@ class ControlPlane:
         self.kubeconfig.unlink(missing_ok=True)
         (self.workdir / f"{self.name}.kwokctl.yaml").unlink(missing_ok=True)
 
+    def kubectl_argv(self, timeout: float) -> list[str | Path]:
+        """kubectl on this cluster, every request given up after `timeout` seconds (a watch's stream too)."""
+        # Whole seconds, rounded up: kubectl reads 0 as no timeout at all.
+        seconds = max(1, math.ceil(timeout))
+        return [self.bin_dir / "kubectl", "--kubeconfig", self.kubeconfig, "--request-timeout", f"{seconds}s"]
+
     def kubectl(self, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 30):
-        argv = [self.bin_dir / "kubectl", "--kubeconfig", self.kubeconfig, "--request-timeout", f"{int(timeout)}s"]
         return run(
-            [*argv, *args],
+            [*self.kubectl_argv(timeout), *args],
             env=self.env,
             what=f"kubectl {args[0]} on {self.name}",
             stdin=stdin,
