@@ -146,7 +146,11 @@ def test_a_cni_the_nodes_cannot_run_is_refused_with_the_one_they_can(changes: di
 
 @pytest.mark.parametrize(
     ("changes", "network"),
-    [({}, "bridge"), ({"cni": "bridge"}, "bridge"), ({"runtime": "docker", "workers": "kwok", "cni": "calico"}, "calico")],
+    [
+        ({}, "bridge"),
+        ({"cni": "bridge"}, "bridge"),
+        ({"runtime": "docker", "workers": "kwok", "cni": "calico"}, "calico"),
+    ],
 )
 def test_each_runtime_names_its_pod_network(changes: dict, network: str) -> None:
     assert parse_config(nodes_config(**changes)).pod_network == network
