@@ -203,8 +203,10 @@ check: stack-file $(VENV)/.installed
 	@test -n "$(TENANT)" -a -n "$(FILES)" || { echo "usage: make check TENANT=name FILES='a.yaml ...' [LIVE=1]" >&2; exit 2; }
 	$(PY) -m policies check --tenant "$(TENANT)" --stack "$(STACK)" $(if $(LIVE),--live) $(FILES)
 
+# Every shell script: the project's, and each fake whose first line asks for a shell (some fakes are Python).
 lint: lint-python
-	$(VENV)/bin/shellcheck scripts/*.sh policies/analyzer tests/fakes/*
+	$(VENV)/bin/shellcheck scripts/*.sh policies/analyzer \
+		$$(find tests/fakes -type f -exec grep -lE '^#!(/usr/bin/env |/bin/)(ba)?sh' {} +)
 
 lint-python: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
