@@ -4,7 +4,7 @@ Boundary: kubectl in front of an API server. The pure parts (an event's line, wh
 checked as functions; the role itself against tests/fakes/kube-api/kubectl, which answers as the real kubectl
 did (`get --raw` streaming a watch, its exit codes and messages when the stream ends, dies, times out or is
 refused) and as the API server does (a list's resourceVersion, the 410 Expired ERROR event). The real API
-server, restarted under the role, is tests/real/test_bind_time.py's.
+server, restarted under the role, is tests/real/test_bind_time_watch.py's.
 """
 
 from __future__ import annotations
