@@ -1,6 +1,6 @@
 """HAMi's chart in a tenant, shared by the Docker lab's GPU node components (MockGpuNode, RealGpuNode): the values,
 its Release, the wait until a GPU node is usable through HAMi, and the base both components build on.
-Every choice below is from ../shared/notes/hami.md (sections in comments)."""
+Every choice below follows Project-HAMi/HAMi at tag v2.8.3 (its files named in comments)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def hami_values(tenant: Tenant, lab: LabConfig) -> dict:
     scheduling = lab.scheduling
     scheduler: dict = {
         # The in-pod kube-scheduler must match the tenant API server; Aliyun's default mirror may lag
-        # (section 1, "How the kube-scheduler sidecar image is chosen").
+        # (charts/hami/templates/_helpers.tpl: the tag is .Capabilities' version unless set).
         "kubeScheduler": {
             "image": {"registry": "registry.k8s.io", "repository": "kube-scheduler", "tag": tenant.kubernetes_version}
         },
@@ -42,7 +42,7 @@ def hami_values(tenant: Tenant, lab: LabConfig) -> dict:
             "nodeSchedulerPolicy": scheduling.node_scheduler_policy,
             "gpuSchedulerPolicy": scheduling.gpu_scheduler_policy,
         },
-        # ClusterIP: no NodePort is claimed on the workers (checklist item 12).
+        # ClusterIP: none of the chart's NodePorts (31998, 31993, 31992: charts/hami/values.yaml) is claimed.
         "service": {"type": "ClusterIP"},
     }
     values: dict = {
@@ -54,10 +54,11 @@ def hami_values(tenant: Tenant, lab: LabConfig) -> dict:
     scheduler["extender"] = {"extraArgs": ["--debug", *scheduling.hami_flags()]}
     if tenant.gpu_mode == "mock":
         # The mock plugin never releases HAMi's node lock, so every bind after the first would wait
-        # 5 minutes. `nodeLockExpire` is ignored (#2790); this flag works (section 3). Real plugins
-        # release the lock themselves, and a short timeout there risks swapped allocations (#3096).
+        # 5 minutes. `nodeLockExpire` is ignored (HAMi #2790); this flag works (cmd/scheduler/main.go). Real plugins
+        # release the lock themselves, and a short timeout there risks swapped allocations (HAMi #3096).
         scheduler["extender"]["extraArgs"].append(f"--node-lock-timeout={scheduling.node_lock_timeout}")
-        # The chart's mock plugin, and not the mock repo's manifests too: same RBAC names (checklist item 11).
+        # The chart's mock plugin, and not the mock repo's manifests too: both name their RBAC hami-mock-device-plugin
+        # (templates/device-plugin/daemonsetmock.yaml; mock-device-plugin's k8s-mock-rbac.yaml).
         values["mockDevicePlugin"] = {"enabled": True, "image": split_image(lab.versions.mock_device_plugin_image)}
     return values
 
@@ -66,7 +67,7 @@ def hami_release(
     name: str, tenant: Tenant, lab: LabConfig, control_plane: TenantControlPlane, opts: pulumi.ResourceOptions
 ) -> k8s.helm.v3.Release:
     """helm.v3.Release, not Chart v4: HAMi's webhook certificate comes from Helm hook Jobs, and the
-    release renders against the tenant's real version (.Capabilities; section 1)."""
+    release renders against the tenant's real version (.Capabilities: charts/hami/templates/_helpers.tpl)."""
     return k8s.helm.v3.Release(
         f"{name}-hami",
         name=HAMI_RELEASE,

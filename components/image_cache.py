@@ -1,10 +1,11 @@
 """ImageCache: every image the lab runs is pulled once into the host's Docker and loaded into the nodes.
 
 Docker Hub allows 10 anonymous pulls per hour per IP, and containerd inside kind nodes pulls
-anonymously even when the host ran `docker login` (../shared/notes/images.md section 2). So the host
-pulls (with the user's credentials and proxy, into a cache that survives `make down`), and each node
-container gets the images it runs from there before any release or manifest that runs them. Nodes then
-make no registry pulls. Existing management clusters and SSH workers are not fed: they pull themselves.
+anonymously even when the host ran `docker login` (docs.docker.com/docker-hub/usage;
+kubernetes-sigs/kind#3977). So the host pulls (with the user's credentials and proxy, into a cache that
+survives `make down`), and each node container gets the images it runs from there before any release or
+manifest that runs them. Nodes then make no registry pulls. Existing management clusters and SSH workers
+are not fed: they pull themselves.
 
 Pulumi runs a Command only when its inputs change, so a second `pulumi up` with nothing changed moves
 nothing; a replaced node (new container id) is loaded again.

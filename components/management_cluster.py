@@ -31,7 +31,7 @@ from model.network import PoolError, metallb_range
 
 # Kamaji's CRDs carry `cert-manager.io/inject-ca-from: kamaji-system/kamaji-serving-cert` and its
 # conversion webhook points at kamaji-system, so release name and namespace are fixed
-# (../shared/notes/kamaji.md section 0 item 4).
+# (Kamaji 26.8.2-edge charts/kamaji/crds/*.yaml, charts/kamaji/controller-gen/crd-conversion.yaml).
 KAMAJI_RELEASE = "kamaji"
 KAMAJI_VALUES_FILE = "components/values/kamaji.yaml"
 
@@ -250,7 +250,8 @@ class ManagementCluster(pulumi.ComponentResource):
 
     def _kamaji(self, cert_manager_ready: pulumi.Resource) -> k8s.helm.v3.Release:
         """Kamaji with its etcd DataStore. helm.v3.Release (not Chart v4) so the kamaji-etcd hooks run:
-        they enable etcd auth, which per-tenant datastore isolation relies on (notes/kamaji.md section 4)."""
+        they enable etcd auth, which per-tenant datastore isolation relies on (kamaji-etcd v0.17.0
+        templates/etcd_job_preinstall_2.yaml; Kamaji internal/datastore/etcd.go)."""
         versions = self._lab.versions
         return k8s.helm.v3.Release(
             f"{self._name}-kamaji",

@@ -2,7 +2,8 @@
 
 HAMi's scheduler places pods by `nvidia.com/gpumem` / `nvidia.com/gpucores` on cards it reads from
 the node's `hami.io/node-nvidia-register` annotation; the mock device plugin advertises those same
-cards to the kubelet. Every choice below is from ../shared/notes/hami.md (sections in comments).
+cards to the kubelet. Every choice below follows HAMi v2.8.3 and mock-device-plugin 1.0.1 (hami_chart.py
+names the upstream files).
 Real GPUs are RealGpuNode's (real_gpu_node.py), process mode's ProcessGpuNode's (process_gpu_node.py);
 the tenant's namespaces, quotas and inventory ConfigMap are TenantNamespaces' (tenant_namespaces.py).
 """

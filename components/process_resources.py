@@ -395,7 +395,7 @@ class GpuInventoryProvider(ResourceProvider):
         kwok = not props.get("worker")  # a real node's container is recorded as its worker
         write_inventory(_control_plane(props), node, props["register"], props["capacity"], kwok)
         if not props.get("without_hami"):
-            # HAMi takes a node in on its add event or its 15 s registration tick (notes/process-lab.md).
+            # HAMi takes a node in on its add event or its 15 s registration tick (v2.8.3 pkg/scheduler/scheduler.go).
             wait_for_registered(Path(props["folder"]) / "hami-scheduler.log", [node])
         return CreateResult(id_=f"{props['cluster']}/{node}/inventory", outs={**props, "running": True})
 

@@ -1,7 +1,7 @@
 """TenantControlPlane: one Kamaji control plane per tenant, on a MetalLB IP, and its admin kubeconfig.
 
-Every value below is checked against ../shared/notes/kamaji.md and, in tests, against Kamaji's CRD
-schema in ../shared/upstream/kamaji/.
+Every value below follows Kamaji 26.8.2-edge (api/v1alpha1/tenantcontrolplane_types.go) and, in tests, is
+checked against its CRD schema (charts/kamaji/crds/kamaji.clastix.io_tenantcontrolplanes.yaml).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def control_plane_namespace(tenant: Tenant) -> str:
 
 
 def control_plane_spec(tenant: Tenant) -> dict:
-    """The TenantControlPlane spec; every field Kamaji requires is here (notes/kamaji.md section 0)."""
+    """The TenantControlPlane spec; every field Kamaji's CRD requires is here."""
     service = ipaddress.ip_network(tenant.service_cidr)
     return {
         "dataStore": KAMAJI_DATASTORE,
@@ -40,15 +40,16 @@ def control_plane_spec(tenant: Tenant) -> dict:
         "kubernetes": {
             "version": tenant.kubernetes_version,
             # `kubelet` is required even when empty. Patches use `add`: `replace` fails on the missing
-            # key and kubelet-config is never uploaded (notes/kamaji.md section 0 item 10).
+            # key (omitempty) and kubelet-config is never uploaded (Kamaji internal/kubeadm/uploadconfig.go).
             "kubelet": {
                 "preferredAddressTypes": ["InternalIP", "ExternalIP", "Hostname"],
                 "configurationJSONPatches": [
                     # kindest/node's containerd runs with SystemdCgroup = true.
                     {"op": "add", "path": "/cgroupDriver", "value": "systemd"},
-                    # Swap on the host must not stop the kubelet (item 9).
+                    # Swap on the host must not stop the kubelet (Kamaji uploads kubelet defaults: failSwapOn true).
                     {"op": "add", "path": "/failSwapOn", "value": False},
-                    # The kubelet sees the host disk; kind turns these thresholds off too (item 18).
+                    # The kubelet sees the host disk; kind turns these thresholds off too
+                    # (kind pkg/cluster/internal/kubeadm/config.go).
                     {
                         "op": "add",
                         "path": "/evictionHard",
@@ -135,7 +136,8 @@ class TenantControlPlane(pulumi.ComponentResource):
                 "namespace": namespace.metadata.name,
                 "labels": {TENANT_LABEL: tenant.name, "tenant.clastix.io": tenant.name},
                 "annotations": {
-                    # TCPs have no conditions; Ready is this status string (notes/kamaji.md section 2).
+                    # TCPs have no conditions; Ready is this status string
+                    # (Kamaji api/v1alpha1/tenantcontrolplane_status.go).
                     "pulumi.com/waitFor": "jsonpath={.status.kubernetesResources.version.status}=Ready",
                     "pulumi.com/timeoutSeconds": str(READY_TIMEOUT_SECONDS),
                     KAMAJI_MAX_ANNOTATION: kamaji_max_kubernetes,
@@ -149,7 +151,7 @@ class TenantControlPlane(pulumi.ComponentResource):
         status = self.tenant_control_plane.status
 
         # The read's id is unknown until the TCP exists, which defers the read on a fresh stack's first
-        # preview instead of failing on a missing Secret (notes/pulumi.md section 6).
+        # preview instead of failing on a missing Secret (pulumi pkg/resource/deploy/step.go, ReadStep.Apply).
         admin = k8s.core.v1.Secret.get(
             f"{name}-admin-kubeconfig",
             pulumi.Output.all(namespace.metadata.name, status).apply(lambda args: admin_secret_id(*args)),

@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 
 from model.names import CERT_MANAGER_NAMESPACE, KAMAJI_NAMESPACE, METALLB_NAMESPACE
 
-NODE_LOCK_ANNOTATION = "hami.io/mutex.lock"  # value `<RFC3339>,<ns>,<pod>` (notes/hami.md section 3)
-TCP_POD_LABEL = "kamaji.clastix.io/name"  # pods of a TenantControlPlane (notes/kamaji.md)
+NODE_LOCK_ANNOTATION = "hami.io/mutex.lock"  # value `<RFC3339>,<ns>,<pod>` (HAMi pkg/util/nodelock/nodelock.go)
+# pods of a TenantControlPlane (Kamaji internal/builders/controlplane/deployment.go)
+TCP_POD_LABEL = "kamaji.clastix.io/name"
 HAMI_REASONS = re.compile(
     r"\b(CardNotHealth|CardCordoned|CardTypeMismatch|NumaNotFit|CardUuidMismatch|CardTimeSlicingExhausted|"
     r"ExclusiveDeviceAllocateConflict|ResourceQuotaNotFit|CardInsufficientMemory|CardInsufficientCore|"

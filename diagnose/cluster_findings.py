@@ -312,7 +312,8 @@ def gpu_node_findings(cluster: Cluster, node_name: str, expected: dict[str, int]
                 "GPU inventory missing",
             )
         )
-    # Allocatable is what the kubelet admits against and what HAMi 2.8 registers by (notes/hami.md section 2).
+    # Allocatable is what the kubelet admits against and what HAMi 2.8 registers by (pkg/device/nvidia/device.go
+    # `CheckHealth`).
     status = node.get("status") or {}
     capacity = status.get("allocatable") or status.get("capacity") or {}
     for resource in (GPU_RESOURCE, GPUMEM_RESOURCE, GPUCORES_RESOURCE):

@@ -1,8 +1,8 @@
 """Bounded calls: every program diagnose runs gets a timeout, then TERM, then KILL to its whole
 process group (model.bounded_run, the one bounded runner the process lab uses too), and the run as a
 whole has a budget. Programs hang (an API server that accepts and never answers, an exec credential
-plugin, `docker exec` into a wedged container) and some ignore TERM (../shared/notes/boundaries.md,
-"Processes"); kubectl's --request-timeout alone bounds HTTP requests only."""
+plugin, `docker exec` into a wedged container) and some ignore TERM; kubectl's --request-timeout alone
+bounds HTTP requests only, not an exec credential plugin."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """HAMi v2.8.3's card rules: whether a container fits a card, why not, and which cards it takes.
 
-Every rule follows HAMi v2.8.3 (../shared/notes/hami.md, "Exact placement details of v2.8.3"; the
-conformance table in hami/tests/test_conformance.py holds HAMi's own unit-test vectors):
+Every rule follows HAMi v2.8.3 (pkg/device/nvidia/device.go `Fit`, pkg/scheduler/score.go,
+pkg/scheduler/policy/gpu_policy.go; the conformance table in hami/tests/test_conformance.py holds HAMi's own
+unit-test vectors):
 
 - a container request carries HAMi's fields as HAMi stores them (`Memreq`, `MemPercentagereq` with
   101 meaning "not given", `Coresreq`), so memory is computed per candidate card, exactly as `Fit` does;

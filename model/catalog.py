@@ -2,7 +2,8 @@
 
 The annotation format is HAMi's `[]*DeviceInfo` JSON (`pkg/device/devices.go`, read by chart >= 2.8.0):
 numbers as JSON numbers, `health: true`, `mode: hami-core`, a unique `id`, and a `type` that contains
-`NVIDIA` (HAMi keeps a card only if its type contains the request type; ../shared/notes/hami.md section 2).
+`NVIDIA` (HAMi keeps a card only if its type contains the request type: v2.8.3 pkg/scheduler/score.go
+`getNodeResources`).
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-# HAMi's default deviceSplitCount: at most this many containers share one card (notes/hami.md section 8).
+# HAMi's default deviceSplitCount (chart values.yaml): at most this many containers share one card (v2.8.3
+# pkg/device/nvidia/device.go `Fit`, CardTimeSlicingExhausted).
 DEFAULT_SPLIT_COUNT = 10
 CORES_PER_CARD = 100
 # Upper bounds, far above any lab or real node, so that a typo cannot make gpulab (or the policy
@@ -102,7 +104,8 @@ def gpu_capacity(cards: list[Card]) -> int:
 
 
 def totals(cards: list[Card]) -> dict[str, int]:
-    """What the mock device plugin advertises from the annotation (notes/hami.md section 6)."""
+    """What the mock device plugin advertises from the annotation (mock-device-plugin v1.0.1
+    internal/pkg/api/device/nvidia/device.go)."""
     return {
         GPU_RESOURCE: gpu_capacity(cards),
         GPUMEM_RESOURCE: sum(card.memory_mb for card in cards),

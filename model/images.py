@@ -8,10 +8,10 @@ and fail if anything they would run is missing here (tests/test_images.py).
 Where each list comes from:
 - pins: model/versions.py (node images, Kamaji, the kamaji-etcd kubectl job, mock plugin, workloads);
 - charts and manifests: what the pinned cert-manager, MetalLB, Kamaji (+ kamaji-etcd v0.17.0), Calico and
-  HAMi releases run with the values gpulab passes (../shared/notes/images.md section 1; proven by render);
+  HAMi releases run with the values gpulab passes (their images, rendered offline; proven by render in tests);
 - Kamaji itself: per TenantControlPlane, kube-apiserver/controller-manager/scheduler at the tenant version and
-  konnectivity `v0.<minor>.0` (../shared/notes/kamaji.md section 0 item 12); kube-proxy and the konnectivity
-  agent in the tenant.
+  konnectivity `v0.<minor>.0` (Kamaji 26.8.2-edge internal/builders/controlplane/konnectivity_server.go);
+  kube-proxy and the konnectivity agent in the tenant.
 Images a kindest/node already carries (kind pre-loads its version's control-plane images) are listed as
 `preloaded` and never pulled. CoreDNS and pause are left out: their tags are kubeadm's own choice for the
 version, and kind pre-loads exactly kubeadm's list.

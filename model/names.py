@@ -18,7 +18,8 @@ METALLB_NAMESPACE = "metallb-system"
 KAMAJI_NAMESPACE = "kamaji-system"
 KAMAJI_DATASTORE = "default"  # the Kamaji chart's kamaji-etcd DataStore (defaultDatastoreName)
 POOL_NAME = "gpulab"  # MetalLB IPAddressPool and L2Advertisement
-HAMI_NAMESPACE = "kube-system"  # the mock plugin mounts hami-scheduler-device from its own namespace (notes/hami.md 6)
+# The mock plugin mounts hami-scheduler-device from its own namespace (HAMi v2.8.3 daemonsetmock.yaml).
+HAMI_NAMESPACE = "kube-system"
 DENY_POLICY = "gpulab-gpu-requests"  # the in-tenant ValidatingAdmissionPolicies (model/admission_policy.py)
 WARN_POLICY = "gpulab-gpu-requests-advice"
 

@@ -2,7 +2,8 @@
 
 kind networks are often dual-stack (kind adds an IPv6 ULA subnet whenever the host allows it), and
 the naive `{{range .IPAM.Config}}{{.Gateway}}{{end}}` glues both gateways into garbage that MetalLB's
-webhook rejects (../shared/notes/kamaji.md section 0 item 13). So: pick the IPv4 entry, whatever its
+webhook rejects (kind pkg/cluster/internal/providers/docker/network.go; Kamaji 26.8.2-edge
+docs/content/getting-started/kamaji-kind.md, Troubleshooting). So: pick the IPv4 entry, whatever its
 prefix length, and take the pool from the top of it. Docker hands container addresses out from the
 bottom of the subnet (or from `IPRange` when one is set), so the top end stays free for MetalLB.
 """

@@ -13,7 +13,7 @@ from model.names import INVENTORY_CONFIGMAP, INVENTORY_LABEL, INVENTORY_NAMESPAC
 
 def quota_hard(tenant: Tenant) -> dict[str, str]:
     """ResourceQuota keys HAMi tracks: limits.nvidia.com/gpumem|gpucores; the GPU count via the native
-    requests.nvidia.com/gpu (HAMi ignores limits.nvidia.com/gpu; ../shared/notes/hami.md section 5)."""
+    requests.nvidia.com/gpu (HAMi ignores limits.nvidia.com/gpu; HAMi v2.8.3 pkg/device/quota.go)."""
     quota = tenant.quota
     if quota is None:
         return {}

@@ -117,7 +117,7 @@ class Versions(BaseModel):
         alias="managementNodeImage",
     )
     # Tenant worker images by Kubernetes version; a tenant's worker must run its control plane's version
-    # (kubelet never newer than the API server, ../shared/notes/kamaji.md section 0 item 16).
+    # (kubelet never newer than the API server: Kubernetes' version skew policy).
     worker_node_images: dict[str, str] = Field(
         default={
             "v1.36.4": "kindest/node:v1.36.4@sha256:099e049362a1526b2db71494e1947aae99bd16290d7c895f2b7ea312e3cbfaed",
@@ -154,7 +154,8 @@ class Versions(BaseModel):
         alias="calicoManifest",
     )
     # HAMi 2.8.3 reads the JSON register annotation (>= 2.8.0) and still uses the list form of `vnpus`
-    # that mock-device-plugin 1.0.1 parses (../shared/notes/hami.md section 6, compatibility trap).
+    # that mock-device-plugin 1.0.1 parses (its internal/pkg/config/config.go `VNPUs []VNPUConfig`; the chart
+    # makes `vnpus` a mapping from 2.9.0, and the mock plugin then exits on the YAML error).
     hami: HelmChart = HelmChart(repo="https://project-hami.github.io/HAMi/", chart="hami", version="2.8.3")
     mock_device_plugin_image: str = Field(
         default="docker.io/projecthami/mock-device-plugin:1.0.1", alias="mockDevicePluginImage"

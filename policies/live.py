@@ -2,7 +2,7 @@
 
 HAMi records each placed pod's cards in `hami.io/vgpu-devices-allocated` (`hami.io/vgpu-devices-to-allocate`
 while it is being bound): `UUID,NVIDIA,<MB>,<cores>:` per card and `;` per container
-(pkg/device/devices.go `EncodePodSingleDevice`; ../shared/notes/hami.md). A finished pod (Succeeded or
+(HAMi v2.8.3 pkg/device/devices.go `EncodePodSingleDevice`). A finished pod (Succeeded or
 Failed) no longer counts. The native `requests.nvidia.com/gpu` quota counts every non-terminal pod's
 nvidia.com/gpu request, placed or not.
 """

@@ -49,8 +49,8 @@ def kwokctl_configuration() -> str:
 
 
 # What a kubelet's `kubeadm join` needs of a control plane beyond kwokctl's defaults, as a Kamaji
-# TenantControlPlane gives it (notes/real-nodes.md 4b): kwok v0.8.0 KwokctlConfiguration componentsPatches
-# (pkg/apis/config/v1alpha1/kwokctl_configuration_types.go).
+# TenantControlPlane gives it (Kamaji internal/builders/controlplane/deployment.go): kwok v0.8.0
+# KwokctlConfiguration componentsPatches (pkg/apis/config/v1alpha1/kwokctl_configuration_types.go).
 JOINABLE_PATCHES = {
     "kube-apiserver": [
         ("enable-bootstrap-token-auth", "true"),  # kubeadm's TLS bootstrap authenticates with a bootstrap token

@@ -2,9 +2,10 @@
 
 HAMi's `/bind` locks the node (`hami.io/mutex.lock`), marks the pod `hami.io/bind-phase=allocating`, then binds
 it; the device plugin's Allocate then marks the pod `success` and releases the lock (HAMi v2.8.3
-pkg/scheduler/scheduler.go Bind; pkg/device-plugin/nvidiadevice/nvinternal/plugin/util.go; notes/hami.md
-section 3). Without it the next GPU pod on that node waits for the lock timeout. BindTimeRole does both, for
-every pod HAMi binds, as soon as the API server says the pod is bound: its lock lives milliseconds after the bind.
+pkg/scheduler/scheduler.go Bind; pkg/device-plugin/nvidiadevice/nvinternal/plugin/util.go;
+pkg/util/nodelock/nodelock.go). Without it the next GPU pod on that node waits for the lock timeout.
+BindTimeRole does both, for every pod HAMi binds, as soon as the API server says the pod is bound: its lock
+lives milliseconds after the bind.
 
 It watches the pods rather than polling them. On each (re)connect it lists them (a pod bound while nothing
 watched is finished from the list), then watches from the list's resourceVersion through the real kubectl's

@@ -1,9 +1,9 @@
 """A tenant's GPU nodes as KWOK nodes: the cards of the catalog as HAMi's register annotation and node capacity.
 
 HAMi v2.8.x reads a node's cards from `hami.io/node-nvidia-register` and takes the node in while its
-allocatable `nvidia.com/gpu` is above 0 (notes/hami.md section 2); KWOK keeps a node's status capacity as
-given and takes bound pods to Running (notes/process-lab.md). The annotation and the capacity come from
-the same functions as the Docker lab's mock device plugin inventory (model/catalog.py).
+allocatable `nvidia.com/gpu` is above 0 (pkg/device/nvidia/device.go `CheckHealth`); KWOK v0.8.0 keeps a node's
+status capacity as given and takes bound pods to Running (kustomize/stage/node/fast, pod/fast). The annotation
+and the capacity come from the same functions as the Docker lab's mock device plugin inventory (model/catalog.py).
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def write_inventory(
     """One GPU node's cards on a node that is there: HAMi's register annotation and the node's capacity, as the
     Docker lab's apply-gpu-inventory.sh and mock device plugin write them. A KWOK node also gets room for pods
     (HOST_CAPACITY); a real node's cpu, memory and pods are its kubelet's, which keeps the GPU resources
-    patched beside them across its status updates (notes/real-nodes.md 4b)."""
+    patched beside them across its status updates (seen with kubelet v1.36.4, also across its restart)."""
     control_plane.kubectl("annotate", "node", node, "--overwrite", f"{REGISTER_ANNOTATION}={register}")
     written = {**(HOST_CAPACITY if kwok else {}), **{key: str(value) for key, value in capacity.items()}}
     status = json.dumps({"status": {"capacity": written, "allocatable": written}})

@@ -1,6 +1,6 @@
 """HAMi's scheduler extender and webhook (`hami-scheduler`, HAMi's cmd/scheduler) as a local process.
 
-The wiring follows HAMi v2.8.3's chart (notes/hami.md section 1): one binary serves the extender (`/filter`,
+The wiring follows HAMi v2.8.3's chart (charts/hami/templates/scheduler/): one binary serves the extender (`/filter`,
 `/bind`) and the mutating webhook (`/webhook`) over TLS on `--http_bind`; the tenant's kube-scheduler gets a
 `hami-scheduler` profile and an extender at that address, with every HAMi resource `ignoredByScheduler`
 (`templates/scheduler/configmapnew.yaml`); the webhook is a MutatingWebhookConfiguration by URL with the
@@ -158,8 +158,8 @@ def webhook_object(port: int, ca_pem: bytes) -> dict:
 
 
 def device_config(split_count: int) -> str:
-    """The chart's generated `nvidia:` device config (notes/hami.md section 1); the scheduler reads the
-    cards themselves from each node's register annotation."""
+    """The chart's generated `nvidia:` device config (templates/scheduler/device-configmap.yaml); the scheduler
+    reads the cards themselves from each node's register annotation."""
     values = {
         "resourceCountName": GPU_RESOURCE,
         "resourceMemoryName": GPUMEM_RESOURCE,

@@ -1,9 +1,10 @@
 """Making a tenant's control plane of local processes joinable by real kubelets, as Kamaji makes a
 TenantControlPlane joinable: kubeadm's own `init phase` commands run against the tenant (Kamaji runs the same
-phases in its controllers: internal/kubeadm/phases.go, upload-config and bootstrap-token), with a kubeconfig
+phases in its controllers: internal/resources/kubeadm_phases.go, upload-config and bootstrap-token), with a kubeconfig
 whose server is the address the nodes reach (the relay of process_lab/forward.py on the lab network's gateway).
 
-What the phases leave in the tenant (notes/real-nodes.md 4b): the kubeadm-config and kubelet-config ConfigMaps
+What the phases leave in the tenant (kubeadm v1.36.4 cmd/kubeadm/app/phases/uploadconfig and bootstraptoken):
+the kubeadm-config and kubelet-config ConfigMaps
 (the kubelet's configuration: cgroupfs as the node image's containerd, and cgroup v1 allowed), `cluster-info` in
 kube-public (signed per token by the controller-manager's bootstrapsigner), and the RBAC for bootstrap tokens,
 CSR approval and rotation. The token the bootstrap-token phase makes for itself is deleted at once: each join

@@ -1,4 +1,4 @@
-"""Parsers for HAMi's node and pod annotations (formats from ../shared/notes/hami.md sections 2 and 3).
+"""Parsers for HAMi's node and pod annotations (HAMi v2.8.3 pkg/device/devices.go, pkg/util/types.go).
 
 - node `hami.io/node-nvidia-register`: JSON list of devices (chart >= 2.8), e.g.
   `[{"id":"GPU-MOCK-tenant-a-0","count":10,"devmem":81920,"devcore":100,"type":"NVIDIA-A100-SXM4-80GB",...}]`

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Gives a worker its simulated GPUs: the HAMi register annotation, and status capacity
 # nvidia.com/gpu (the mock device plugin reports nothing until it is > 0, and HAMi registers a node
-# only once allocatable nvidia.com/gpu > 0; ../shared/notes/hami.md sections 2, 6, 8).
+# only once allocatable nvidia.com/gpu > 0: HAMi v2.8.3 pkg/device/nvidia/device.go CheckHealth,
+# mock-device-plugin v1.0.1 internal/pkg/api/device/nvidia/device.go).
 # Capacity is in the /status subresource, which no Pulumi Patch resource can write.
 # stdin: tenant kubeconfig. env: NODE_NAME, REGISTER_JSON, GPU_CAPACITY, HAMI_NAMESPACE
 set -euo pipefail
@@ -19,7 +20,7 @@ kc patch node "$NODE_NAME" --subresource=status --type=merge \
 
 if [ -n "$previous" ] && [ "$previous" != "$REGISTER_JSON" ]; then
   # HAMi 2.8.x reads a node's register annotation only when it first registers the node; a changed
-  # inventory takes effect after the scheduler restarts (../shared/notes/hami.md section 2).
+  # inventory takes effect after the scheduler restarts (pkg/device/nvidia/device.go CheckHealth).
   log "GPU inventory of $NODE_NAME changed; restarting hami-scheduler so HAMi re-reads it"
   kc -n "$namespace" rollout restart deployment/hami-scheduler >&2
   rollout=${ROLLOUT_TIMEOUT:-300}

@@ -3,8 +3,8 @@
 `scripts/wait-gpu-node.sh` polls `kubectl get node -o json` and the hami-scheduler EndpointSlices
 and asks this module; it exits 0 only when the node's allocatable equals the declared totals and
 HAMi's webhook Service has a ready endpoint (without one the webhook fails open and GPU pods land
-on default-scheduler; ../shared/notes/hami.md section 7). Standard library only: it runs under
-whatever Python runs the Pulumi program.
+on default-scheduler: the chart's failurePolicy is Ignore, HAMi v2.8.3 charts/hami/values.yaml). Standard
+library only: it runs under whatever Python runs the Pulumi program.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@
 #
 # Every program a script starts is bounded in time (`bounded`, `kc`, `attempt`): a kubectl waiting on an
 # exec credential plugin, or a `docker exec` into a wedged container, would otherwise hang it forever
-# (../shared/notes/boundaries.md, Processes). And none outlives the script: it ends their process
+# (--request-timeout bounds HTTP requests only). And none outlives the script: it ends their process
 # groups when it ends, so its stdout closes with it.
 
 # pulumi-command hands a Command's previous stdout and stderr to its update and delete in the

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs inside a privileged helper container on the host network (see host-prereqs.sh).
 # Each fix only raises a limit or loads a module; anything else is left to the user with the exact
-# command to run. Sources: ../shared/notes/kamaji.md section 0 items 8 and 9, section 5.
+# command to run. Sources: kind pkg/cluster/internal/kubeadm/config.go (conntrack maxPerCore 0) and
+# kubernetes-sigs/kind#2240; Kamaji controllers/soot/controllers/kubeproxy.go; Kamaji e2e/worker_kubeadm_join_test.go
+# (br_netfilter, swapoff).
 set -euo pipefail
 
 fail() {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Waits until Kamaji can take a TenantControlPlane: its default DataStore reports ready, and a
 # server-side dry run of a TenantControlPlane passes both Kamaji webhooks (failurePolicy: Fail,
-# so a TCP created earlier would be rejected; ../shared/notes/kamaji.md section 0 item 6).
+# so a TCP created earlier would be rejected; Kamaji charts/kamaji/controller-gen/*-webhook.yaml,
+# internal/webhook/handlers/tcp_datastore.go).
 # stdin: management kubeconfig. env: NAMESPACE (kamaji-system), DATASTORE (default), TIMEOUT (s)
 set -euo pipefail
 # shellcheck source=lib.sh

@@ -2,7 +2,7 @@
 # Waits until a new tenant API server is usable with its admin kubeconfig. "Ready" on the
 # TenantControlPlane only means its Deployment is up; the kubeadm:cluster-admins binding that
 # admin.conf needs and the cluster-info ConfigMap that kubeadm join reads are created afterwards
-# by Kamaji's soot controllers (../shared/notes/kamaji.md section 0 item 7).
+# by Kamaji's soot controllers (Kamaji e2e/worker_kubeadm_join_test.go retries for this).
 # stdin: tenant admin kubeconfig. env: TENANT, TIMEOUT (s)
 set -euo pipefail
 # shellcheck source=lib.sh

@@ -1,6 +1,6 @@
 """Every script ends by its deadline, even when kubectl hangs where --request-timeout does not reach (an exec
-credential plugin waiting for a login) and ignores TERM: only KILL ends it (../shared/notes/boundaries.md,
-Processes). The fake kubectl does exactly that under FAKE_KUBECTL_WEDGED=1."""
+credential plugin waiting for a login) and ignores TERM: only KILL ends it. The fake kubectl
+does exactly that under FAKE_KUBECTL_WEDGED=1."""
 
 from __future__ import annotations
 

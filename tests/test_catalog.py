@@ -53,7 +53,7 @@ def test_advertised_totals_match_the_reference_lab() -> None:
 
 
 def test_annotation_fields_follow_hamis_rules() -> None:
-    """notes/hami.md section 2: numbers as numbers, health true, hami-core, unique ids, NVIDIA in type."""
+    """HAMi v2.8.3 (devices.go, score.go): numbers as numbers, health true, hami-core, unique ids, NVIDIA in type."""
     for cards in reference_cards().values():
         devices = json.loads(register_annotation(cards))
         assert len({d["id"] for d in devices}) == len(devices)

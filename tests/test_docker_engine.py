@@ -1,6 +1,6 @@
 """scripts/docker-engine.sh against fakes of docker, dockerd, apt-get and dpkg-query (issue 40 item 1).
 
-The fakes behave as the real programs did on this project's machines (../shared/notes/real-nodes.md): `docker
+The fakes behave as the real programs did on the project's Debian 12 machines (2026-12-02): `docker
 info` fails until dockerd serves its socket; `docker run --privileged` fails with runc's "unable to apply caps:
 operation not permitted" where the capability bounding set lacks CAP_SYS_RESOURCE, unless dockerd's default
 runtime is a wrapper; dockerd writes its --pidfile and ends on TERM. The real engine ran the same script here:

@@ -73,7 +73,7 @@ def test_check_order_follows_hami() -> None:
 
 def test_a_refusal_tells_the_use_hamis_check_saw() -> None:
     """HAMi adds each container's cards to the node's use before the next container is checked (v2.8.3
-    pkg/scheduler/score.go `fitInDevices`, `AddResourceUsage` per container per card: ../shared/notes/hami.md);
+    pkg/scheduler/score.go `fitInDevices`, `AddResourceUsage` per container per card);
     the refused card's line tells that use, not the use before the pod (it said "24576 MB free of 24576"
     for a 20000 MB ask)."""
     first = request(12000, 10)

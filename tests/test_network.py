@@ -51,7 +51,7 @@ def test_dual_stack_with_ipv6_listed_first_picks_ipv4() -> None:
     address_range, subnet = metallb_range(ipam(IPV6_FIRST), 16)
     assert subnet == "172.18.0.0/16"
     assert address_range == "172.18.255.239-172.18.255.254"
-    assert ":" not in address_range  # the glued-gateways failure mode of notes/kamaji.md item 13
+    assert ":" not in address_range  # the glued gateways of Kamaji's kamaji-kind.md, Troubleshooting
 
 
 def test_slash24() -> None:

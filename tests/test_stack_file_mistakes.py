@@ -79,7 +79,7 @@ def test_the_program_refuses_an_unknown_key_too() -> None:
 
 
 def test_the_program_sees_the_keys_the_language_host_passes_in_its_environment(monkeypatch) -> None:
-    """Boundary: the language host's PULUMI_CONFIG (every key a string, objects as JSON; notes/pulumi.md)."""
+    """Boundary: the language host's PULUMI_CONFIG (every key a string, objects as JSON; pulumi runtime/config.py)."""
     monkeypatch.setenv("PULUMI_CONFIG", json.dumps({"gpulab:managment": json.dumps({"name": "lab"})}))
     with pytest.raises(pulumi.RunError) as raised:
         run_program({"tenants": [{"name": "tenant-a", "gpus": [{"model": "L4", "count": 1}]}]})

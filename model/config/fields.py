@@ -120,7 +120,7 @@ class PodLimits(ConfigModel):
 
 
 class GpuQuota(ConfigModel):
-    """A ResourceQuota in each workload namespace, with the keys HAMi actually tracks (notes/hami.md section 5)."""
+    """A ResourceQuota in each workload namespace, with the keys HAMi tracks (HAMi v2.8.3 pkg/device/quota.go)."""
 
     gpumem: int | None = Field(default=None, gt=0, le=MAX_POD_LIMIT)
     gpucores: int | None = Field(default=None, gt=0, le=MAX_POD_LIMIT)
