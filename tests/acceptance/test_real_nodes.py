@@ -15,7 +15,14 @@ from kubernetes import client
 
 from model.catalog import totals
 from model.quantity import parse_quantity
-from tests.acceptance.helpers import wait_until
+from tests.acceptance.helpers import (
+    IDLE_COMMAND,
+    SUITE_LABEL,
+    disposable_namespace,
+    image_pull_problem,
+    pod_events,
+    wait_until,
+)
 
 
 def on_node(container: str, *command: str) -> str:
@@ -76,17 +83,45 @@ def test_tc12_the_gpu_inventory_outlives_a_kubelet_restart_and_a_killed_kubelet(
         assert gpu_allocatable(node) == declared, f"{name} after the kubelet's `{how}`"
 
 
+def pulled_messages(core: client.CoreV1Api, node: str, image: str) -> list[str]:
+    """A pod of `image` on `node`, with Kubernetes' default pull policy for a tagged image (IfNotPresent), Running;
+    what its kubelet's `Pulled` events said. A pull problem is named at once."""
+    with disposable_namespace(core, "gpulab-acceptance-tc13") as namespace:
+        container = {"name": "idle", "image": image, "imagePullPolicy": "IfNotPresent", "command": IDLE_COMMAND}
+        spec = {"terminationGracePeriodSeconds": 1, "nodeName": node, "containers": [container]}
+        core.create_namespaced_pod(
+            namespace, {"metadata": {"name": "tc13", "labels": {SUITE_LABEL: "true"}}, "spec": spec}
+        )
+
+        def running() -> client.V1Pod | None:
+            found = core.read_namespaced_pod("tc13", namespace)
+            problem = image_pull_problem(found)
+            assert problem is None, problem
+            return found if found.status.phase == "Running" else None
+
+        wait_until(running, 120, f"pod {namespace}/tc13 on {node} to be Running")
+        return wait_until(
+            lambda: [message for reason, message in pod_events(core, namespace, "tc13") if reason == "Pulled"],
+            60,
+            f"the kubelet's Pulled event for {namespace}/tc13",
+        )
+
+
 def test_tc13_no_node_of_the_lab_pulled_an_image(lab) -> None:
-    """Every image a node runs was in its containerd before it was needed: the kubelet's `Pulling` event (and a
-    failed pull) would name the image it asked a registry for."""
+    """Every image a node runs was in its containerd before it was needed. Per tenant, a pod of the lab's workload
+    image runs and its kubelet says the image was already present; and no event of the lab shows a pull
+    (`Pulling`, a failed pull) or a pod refused for an image it would have had to pull (ErrImageNeverPull). The pod
+    is the test's own: the lab's events expire after an hour (kube-apiserver --event-ttl), and tenant-b's node runs
+    no pod of the lab's."""
     lab.needs_real_nodes("a real kubelet's image events")
     for tenant in lab.config.tenants:
-        events = client.CoreV1Api(lab.tenants[tenant.name]).list_event_for_all_namespaces().items
+        core = client.CoreV1Api(lab.tenants[tenant.name])
+        said = pulled_messages(core, tenant.gpu_node_name(), lab.config.versions.workload_image)
+        assert all("already present" in message for message in said), f"tenant {tenant.name}'s kubelet: {said}"
+        events = core.list_event_for_all_namespaces().items
         pulls = [
             f"{e.involved_object.namespace}/{e.involved_object.name}: {e.reason}: {e.message}"
             for e in events
             if e.reason in {"Pulling", "ErrImageNeverPull"} or (e.reason == "Failed" and "pull" in (e.message or ""))
         ]
         assert not pulls, f"lab error: tenant {tenant.name}'s node asked for images it should hold: {pulls}"
-        present = [e for e in events if e.reason == "Pulled" and "already present" in (e.message or "")]
-        assert present, f"tenant {tenant.name}: no kubelet event shows a pod's image found on its node"
