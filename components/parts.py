@@ -70,14 +70,19 @@ def gpu_node_prefixes(resource_name: str, tenant: Tenant) -> list[tuple[str, Nod
 
 
 def tenant_provider(
-    name: str, parent: pulumi.Resource, kubeconfig: pulumi.Output[str], api_ready: pulumi.Resource
+    name: str,
+    parent: pulumi.Resource,
+    kubeconfig: pulumi.Output[str],
+    api_ready: pulumi.Resource,
+    version: str | None = None,
 ) -> k8s.Provider:
     """The tenant's Kubernetes provider, once its API answers (every runtime's control plane). If the tenant API
     is gone (its control plane or the whole kind cluster deleted by hand, its processes killed), its objects are
-    gone with it: destroy drops them from the state instead of failing on them."""
+    gone with it: destroy drops them from the state instead of failing on them. `version`: the provider plugin
+    asked for, where it is not the SDK's own (None: the SDK's)."""
     return k8s.Provider(
         f"{name}-provider",
         kubeconfig=kubeconfig,
         delete_unreachable=True,
-        opts=pulumi.ResourceOptions(parent=parent, depends_on=[api_ready]),
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=[api_ready], version=version),
     )

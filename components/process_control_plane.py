@@ -9,6 +9,8 @@ workers and GPU node of the same runtime.
 from __future__ import annotations
 
 import os
+import tomllib
+from pathlib import Path
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -22,6 +24,17 @@ from process_lab.stack import ProcessStack, TenantProcesses
 
 # The type the Docker lab's control plane has: one concept, so an existing stack's URNs stay as they were.
 TYPE = "gpulab:index:TenantControlPlane"
+
+
+# The Kubernetes provider `make tools` builds (tools/programs.toml): the SDK (requirements.txt) asks for its own
+# release, which the Go module proxy does not serve, and the engine warns of the mismatch at every start.
+PROGRAMS = Path(__file__).resolve().parent.parent / "tools" / "programs.toml"
+
+
+def built_provider_version(programs: Path = PROGRAMS) -> str:
+    """The release of pulumi-resource-kubernetes that process mode runs, as Pulumi writes a version (4.25.0)."""
+    with programs.open("rb") as handle:
+        return tomllib.load(handle)["pulumi-kubernetes"]["release"].removeprefix("v")
 
 
 def process_stack(stack: str, hami: bool = True) -> ProcessStack:
@@ -82,5 +95,5 @@ class ProcessControlPlane(pulumi.ComponentResource):
         self.api_ready = self.processes  # kwokctl --wait: the API answers once it is created
         self.kubeconfig = pulumi.Output.secret(self.processes.kubeconfig)
         self.endpoint = self.processes.endpoint.apply(lambda url: url.removeprefix("https://"))
-        self.provider = tenant_provider(name, self, self.kubeconfig, self.api_ready)
+        self.provider = tenant_provider(name, self, self.kubeconfig, self.api_ready, built_provider_version())
         self.register_outputs({"kubeconfig": self.kubeconfig, "endpoint": self.endpoint})

@@ -432,3 +432,17 @@ def test_a_control_plane_recorded_before_the_runtime_split_is_no_change(tmp_path
     assert (diff.changes, diff.replaces) == (False, [])
     renamed = ControlPlaneProvider().diff("id", before, {"cluster": "gpulab-tenant-b", **common})
     assert renamed.replaces == ["cluster"]
+
+
+def test_process_mode_asks_for_the_kubernetes_provider_make_tools_built(built_tools: Path) -> None:
+    """The engine warns at every provider start when the plugin found is not the version asked for (the SDK asks
+    for its own release, requirements.txt); process mode asks for the one tools/programs.toml builds."""
+    import tomllib
+
+    from lab_harness import ROOT as PROJECT
+
+    release = tomllib.loads((PROJECT / "tools" / "programs.toml").read_text())["pulumi-kubernetes"]["release"]
+    program = run_program(sim_config())
+    providers = [r for r in program.registrations.values() if r.type == "pulumi:providers:kubernetes"]
+    assert len(providers) == 2, [r.name for r in providers]
+    assert {r.inputs.get("version") for r in providers} == {release.removeprefix("v")}
