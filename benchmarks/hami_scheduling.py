@@ -33,6 +33,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -105,25 +106,27 @@ class BindWatch:
         self.plane, self.events = plane, queue.Queue[tuple[float, str]]()
         self.process: subprocess.Popen[str] | None = None
 
-    def start(self, timeout: float = 30) -> None:
-        """Until kubectl has listed the (empty) namespace: from then on every binding is seen as it happens."""
-        template = 'jsonpath={.metadata.name}{" "}{.spec.nodeName}{"\\n"}'
-        argv = kubectl_argv(self.plane, "get", "pods", "-n", NAMESPACE, "--watch", "-o", template)
+    def start(self) -> None:
+        """The namespace listed, then watched from the list's resourceVersion (the API server sends every change
+        after it): from then on every binding is seen as it happens. `kubectl get --watch` cannot be used: it prints
+        nothing for an empty namespace, so nothing would say when its watch began."""
+        path = f"/api/v1/namespaces/{NAMESPACE}/pods"
+        listed = json.loads(self.plane.kubectl("get", "--raw", path, timeout=30).stdout)
+        query = urllib.parse.urlencode({"watch": "1", "resourceVersion": listed["metadata"]["resourceVersion"]})
+        argv = kubectl_argv(self.plane, "get", "--raw", f"{path}?{query}")
         self.process = subprocess.Popen(
-            argv, env=self.plane.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+            argv,
+            env=self.plane.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,
         )
-        listed = threading.Event()
-        threading.Thread(target=self._pump, args=(self.process.stdout, None), daemon=True).start()
-        threading.Thread(target=self._pump, args=(self.process.stderr, listed), daemon=True).start()
-        if not listed.wait(timeout):  # kubectl says "No resources found" once its first list is empty
-            raise RuntimeError(f"kubectl's watch of {NAMESPACE} listed nothing within {timeout:.0f} s")
+        threading.Thread(target=self._pump, args=(self.process.stdout,), daemon=True).start()
 
-    def _pump(self, stream, listed: threading.Event | None) -> None:
+    def _pump(self, stream) -> None:
         for text in stream:
-            if listed is None:
-                self.events.put((time.monotonic(), text))
-            elif "No resources found" in text:
-                listed.set()
+            self.events.put((time.monotonic(), text))
 
     def wait_bound(self, names: set[str], started: float, deadline: float) -> tuple[float, int]:
         """Seconds from `started` until every pod named was seen bound (or the deadline), and how many were."""
@@ -186,7 +189,9 @@ def create_pods(plane: ControlPlane, items: list[dict]) -> None:
         creator.stdin.write(json.dumps({"apiVersion": "v1", "kind": "List", "items": chunk}))
         creator.stdin.close()
     for creator in creators:
-        _, errors = creator.communicate(timeout=300)
+        assert creator.stderr is not None  # stdin is closed already: communicate() would flush it
+        errors = creator.stderr.read()
+        creator.wait(300)
         if creator.returncode != 0:
             raise RuntimeError(f"kubectl create failed (exit {creator.returncode}): {errors.strip()[-300:]}")
 

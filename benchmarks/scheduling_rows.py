@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import platform
 import re
@@ -131,11 +132,15 @@ def unready_nodes(items: list[dict]) -> list[str]:
 
 
 def watched_binding(line: str) -> tuple[str, str | None] | None:
-    """One line of the benchmark's pod watch (`NAME NODE`, NODE empty until bound): (name, node or None)."""
-    fields = line.split()
-    if not fields:
+    """One line of the benchmark's pod watch (`kubectl get --raw` of a watch: the API server's WatchEvent as JSON,
+    one a line): (pod, its node or None until bound); None for a blank line or an event that is not a pod's."""
+    if not line.strip():
         return None
-    return fields[0], fields[1] if len(fields) > 1 else None
+    event = json.loads(line)
+    if event.get("type") not in ("ADDED", "MODIFIED"):
+        return None
+    pod = event.get("object") or {}
+    return pod["metadata"]["name"], (pod.get("spec") or {}).get("nodeName") or None
 
 
 @dataclass(frozen=True)

@@ -207,10 +207,14 @@ def test_only_ready_untainted_nodes_with_gpus_are_waited_for_before_the_clock_st
 
 
 def test_the_pod_watch_reads_a_binding_only_once_the_node_is_set() -> None:
-    """Boundary: kubectl's jsonpath `{.metadata.name}{" "}{.spec.nodeName}{"\\n"}`, one line per watch event."""
+    """Boundary: `kubectl get --raw` of a pods watch prints the API server's WatchEvents, one JSON object a line."""
 
-    assert watched_binding("p-1 \n") == ("p-1", None)
-    assert watched_binding("p-1 bench-n7\n") == ("p-1", "bench-n7")
+    added = '{"type":"ADDED","object":{"kind":"Pod","metadata":{"name":"p-1"},"spec":{"containers":[]}}}\n'
+    bound = '{"type":"MODIFIED","object":{"kind":"Pod","metadata":{"name":"p-1"},"spec":{"nodeName":"bench-n7"}}}\n'
+    gone = '{"type":"DELETED","object":{"kind":"Pod","metadata":{"name":"p-1"},"spec":{"nodeName":"bench-n7"}}}\n'
+    assert watched_binding(added) == ("p-1", None)
+    assert watched_binding(bound) == ("p-1", "bench-n7")
+    assert watched_binding(gone) is None
     assert watched_binding("\n") is None
 
 
