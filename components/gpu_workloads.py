@@ -36,12 +36,18 @@ class GpuWorkloads(pulumi.ComponentResource):
             depends_on=[*parts.gpus.readies, *namespaces.namespaces, *namespaces.quotas],
         )
         self.resources = []
+        previous_pod: pulumi.CustomResource | None = None
         for workload in tenant.workloads:
             manifest = workload_manifest(
                 tenant, workload, lab.versions.workload_image, lab.scheduling.scheduler_name, lab.workload_pull_policy
             )
             kind = k8s.core.v1.Pod if manifest["kind"] == "Pod" else k8s.apps.v1.Deployment
-            self.resources.append(
-                kind(f"{name}-{workload.name}", metadata=manifest["metadata"], spec=manifest["spec"], opts=child)
-            )
+            # GPU pods one after another: HAMi binds one pod at a time per node (its node lock), so pods created
+            # together meet the lock, fail their bind (a warning each) and wait kube-scheduler's back-off.
+            after = [previous_pod] if previous_pod is not None else []
+            opts = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=after))
+            resource = kind(f"{name}-{workload.name}", metadata=manifest["metadata"], spec=manifest["spec"], opts=opts)
+            self.resources.append(resource)
+            if manifest["kind"] == "Pod":
+                previous_pod = resource
         self.register_outputs({"workloads": [workload.name for workload in tenant.workloads]})
