@@ -96,6 +96,10 @@ def joinable_configuration(address: str, pki: Path) -> str:
 # The processes of a binary-runtime cluster, each with a pid file `pids/<name>.pid` in the cluster's folder
 # (kwok v0.8.0 pkg/kwokctl/runtime/exec.go, ForkExec / ForkExecIsRunning).
 COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok-controller")
+# The Go runtime's garbage-collection target for the control plane's programs (GOGC, Go's runtime package: the heap
+# may grow GOGC % over the live heap before a collection; default 100). At 25 a tenant's programs took 416-438 MB
+# PSS instead of 531-575, for a start about 3 s slower (benchmarks/process_lab.py, docs/performance.md).
+GO_GC = "25"
 LEASE_HOLDERS = ("kube-controller-manager", "kube-scheduler")  # leader-elected: they exit when the lease is lost
 
 
@@ -130,7 +134,9 @@ class ControlPlane:
     def env(self) -> dict[str, str]:
         # kubectl (which kwokctl also calls) from ./bin; kwokctl's state and kubectl's discovery cache in our
         # folder, never ~/.kwok or ~/.kube/cache.
+        # GOGC reaches every program kwokctl starts (they inherit its environment); one the user set is kept.
         return {
+            "GOGC": GO_GC,
             **os.environ,
             "PATH": f"{self.bin_dir}:{os.environ.get('PATH', '')}",
             "KWOK_WORKDIR": str(self.workdir),

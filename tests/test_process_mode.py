@@ -446,3 +446,13 @@ def test_process_mode_asks_for_the_kubernetes_provider_make_tools_built(built_to
     providers = [r for r in program.registrations.values() if r.type == "pulumi:providers:kubernetes"]
     assert len(providers) == 2, [r.name for r in providers]
     assert {r.inputs.get("version") for r in providers} == {release.removeprefix("v")}
+
+
+def test_the_control_planes_programs_get_the_labs_gc_target_unless_the_user_set_one(monkeypatch) -> None:
+    from process_lab.control_plane import GO_GC, ControlPlane
+
+    plane = ControlPlane("gpulab-tenant-a", Path("/bin"), Path("/tmp/w"))
+    monkeypatch.delenv("GOGC", raising=False)
+    assert plane.env["GOGC"] == GO_GC == "25"
+    monkeypatch.setenv("GOGC", "off")
+    assert plane.env["GOGC"] == "off"

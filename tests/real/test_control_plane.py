@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+from pathlib import Path
 
 from model.catalog import GPU_RESOURCE, REGISTER_ANNOTATION, gpu_capacity, register_annotation
 from model.tenant_objects import quota_hard
@@ -29,6 +30,19 @@ def test_kwokctl_and_kubectl_keep_their_state_in_the_runs_folder(cluster) -> Non
     assert cluster.plane.cluster_dir.is_relative_to(workdir) and (cluster.plane.cluster_dir / "pids").is_dir()
     assert cluster.env()["KUBECACHEDIR"] == str(workdir / "kube-cache")
     assert any((workdir / "kube-cache").iterdir()), "kubectl cached its discovery there"
+
+
+def test_every_program_of_the_cluster_runs_with_the_labs_gc_target(cluster) -> None:
+    """Boundary: kwokctl's binary runtime starting each component with its own environment, GOGC included (the
+    lab's smaller heaps, process_lab/control_plane.py GO_GC, reach the programs only so)."""
+    import os
+
+    from process_lab.control_plane import GO_GC
+
+    expected = os.environ.get("GOGC", GO_GC)
+    for program, pid in cluster.pids().items():
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        assert f"GOGC={expected}".encode() in environ, f"{program} (pid {pid}) runs without GOGC={expected}"
 
 
 def test_the_api_server_type_checks_the_policies_without_a_warning(cluster, tenant_lab) -> None:
