@@ -22,6 +22,10 @@ else ifeq ($(PULUMI_CONFIG_PASSPHRASE),)
 unexport PULUMI_CONFIG_PASSPHRASE
 endif
 export PULUMI_SKIP_UPDATE_CHECK := true
+# The engine takes its plugins from Pulumi.yaml's project plugins, from beside the CLI or from its plugin cache,
+# never from PATH: ./bin is on PATH, and make tools' provider (4.25.0) would otherwise stand in, with a warning
+# at every start, for any release asked for (the Docker lab's SDK asks for its own). docs/process-lab.md.
+export PULUMI_IGNORE_AMBIENT_PLUGINS := true
 export PATH := $(CURDIR)/bin:$(VENV)/bin:$(PATH)
 # The stack's runtime (scripts/stack_runtime.py): docker, or process (runtime: process, e.g. STACK=sim), whose
 # programs are the ones `make tools` built: no Docker preflight and no download; the engine finds the Kubernetes

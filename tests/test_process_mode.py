@@ -448,6 +448,23 @@ def test_process_mode_asks_for_the_kubernetes_provider_make_tools_built(built_to
     assert {r.inputs.get("version") for r in providers} == {release.removeprefix("v")}
 
 
+def test_the_engine_takes_process_modes_provider_from_the_project_not_from_path() -> None:
+    """Boundary: the Pulumi CLI v3.274.0's plugin lookup (sdk/go/common/workspace/plugins.go
+    getPluginInfoAndPath): a project plugin of the requested name and release wins before $PATH, which warns
+    at every provider start; a request for another release skips it. Pulumi.yaml must name the release
+    tools/programs.toml builds, in a folder a fresh clone has (the CLI refuses a project whose plugin folder is
+    missing: resource/plugin/host.go resolvePluginPath), linking to ./bin's provider. The real engine's side
+    is tests/real/test_engine.py."""
+    import tomllib
+
+    release = tomllib.loads((ROOT / "tools" / "programs.toml").read_text())["pulumi-kubernetes"]["release"]
+    plugins = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["plugins"]["providers"]
+    assert [(p["name"], p["version"]) for p in plugins] == [("kubernetes", release.removeprefix("v"))]
+    link = ROOT / plugins[0]["path"] / "pulumi-resource-kubernetes"
+    assert link.is_symlink() and not Path(os.readlink(link)).is_absolute()
+    assert link.resolve() == (ROOT / "bin" / "pulumi-resource-kubernetes").resolve()
+
+
 def test_the_control_planes_programs_get_the_labs_gc_target_unless_the_user_set_one(monkeypatch) -> None:
     from process_lab.control_plane import GO_GC, ControlPlane
 

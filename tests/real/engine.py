@@ -26,10 +26,12 @@ def engine_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if missing:
         pytest.fail(f"{kwok.NOT_BUILT} ({', '.join(missing)} missing in {kwok.bin_dir()})", pytrace=False)
     copy = tmp_path_factory.mktemp("engine") / "gpulab"
-    shutil.copytree(ROOT, copy, ignore=lambda _dir, names: [n for n in names if n in SKIPPED_IN_COPY])
+    shutil.copytree(ROOT, copy, symlinks=True, ignore=lambda _dir, names: [n for n in names if n in SKIPPED_IN_COPY])
     for stack_file in copy.glob("Pulumi.*.yaml"):
         stack_file.unlink()
     shutil.copy(LAB_PROJECT / "Pulumi.sim.yaml", copy / "Pulumi.sim.yaml")
+    # Pulumi.yaml's provider folder links to ./bin/pulumi-resource-kubernetes, relative to the project.
+    (copy / "bin").symlink_to(kwok.bin_dir())
     (copy / "venv").symlink_to(Path(sys.executable).parents[1])  # Pulumi.yaml's `virtualenv: venv`
     # policies/analyzer runs the pack with policies/venv: the suite's own venv has pulumi-policy too.
     (copy / "policies" / "venv").symlink_to(Path(sys.executable).parents[1])
@@ -50,6 +52,7 @@ def pulumi(
         "PULUMI_CONFIG_PASSPHRASE": "engine-test",
         "PULUMI_PYTHON_CMD": sys.executable,
         "PULUMI_SKIP_UPDATE_CHECK": "true",
+        "PULUMI_IGNORE_AMBIENT_PLUGINS": "true",  # as make exports it
         "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
         "GPULAB_BIN": str(kwok.bin_dir()),
     }

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 from shared_data import ROOT
 
-from tests.real import cluster as kwok
 from tests.real.engine import engine_project
 
 pytestmark = pytest.mark.real
@@ -29,7 +28,6 @@ def readme_lines() -> list[str]:
 
 def test_readmes_by_hand_lines_preview_the_process_mode_stack(tmp_path_factory: pytest.TempPathFactory) -> None:
     project = engine_project(tmp_path_factory)
-    (project / "bin").symlink_to(kwok.bin_dir())
     (project / "venv").unlink()
     (project / "venv").symlink_to(Path(sys.executable).parents[1])
     lines = readme_lines()
@@ -47,5 +45,7 @@ def test_readmes_by_hand_lines_preview_the_process_mode_stack(tmp_path_factory: 
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "No module named" not in result.stdout + result.stderr
+    # README exports PULUMI_IGNORE_AMBIENT_PLUGINS as make does: the provider is Pulumi.yaml's, not PATH's.
+    assert "from $PATH" not in result.stdout + result.stderr, result.stdout[-2000:]
     # The sim stack's 39 resources (no management cluster or image cache in process mode since issue 39).
     assert re.search(r"\+ 39 to create", result.stdout), result.stdout[-2000:]
