@@ -387,6 +387,14 @@ METALLB_IPV4 = ResourceValidationPolicy(
     enforcement_level=EnforcementLevel.MANDATORY,
 )
 
+# What the policies that judge one kind of resource judge: a stack without any (process mode has no Kamaji,
+# MetalLB or worker containers) passes them with nothing judged, and `make plan` says so.
+SUBJECT_TYPES = {
+    WORKER_VERSION.name: CONTAINER_TYPE,
+    KAMAJI_VERSION.name: TCP_TYPE,
+    METALLB_IPV4.name: IP_POOL_TYPE,
+}
+
 # gpu-request-inputs first: the engine runs resource policies before stack policies, and so do the harnesses.
 ALL_POLICIES = [
     GPU_REQUEST_INPUTS,

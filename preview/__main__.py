@@ -111,11 +111,14 @@ def tree(program, lab) -> list[str]:
     def belongs(registration, tenant: str) -> bool:
         return registration.name == tenant or registration.name.startswith(f"{tenant}-")
 
-    out = ["management cluster"]
     tenant_names = [tenant.name for tenant in lab.tenants]
-    for top in tops:
-        if not any(belongs(top, name) for name in tenant_names):
-            out.extend(lines_of(top, 1))
+    shared = [top for top in tops if not any(belongs(top, name) for name in tenant_names)]
+    if shared or not lab.process_mode:
+        out = ["management cluster"]
+    else:  # no kind, cert-manager, MetalLB or Kamaji: each tenant's control plane is local processes
+        out = ["management cluster: none in process mode (each tenant's control plane runs as local processes)"]
+    for top in shared:
+        out.extend(lines_of(top, 1))
     for tenant in lab.tenants:
         cards, node_lines = gpu_summary(tenant)
         out.append(f"tenant {tenant.name} (Kubernetes {tenant.kubernetes_version}; {cards}; {tenant.gpu_mode} GPUs)")
@@ -152,6 +155,7 @@ def outputs(program, process_mode: bool = False) -> list[str]:
 
 
 def plan(stack: str, project_dir: Path = ROOT) -> tuple[int, list[str]]:
+    from policies.rules import SUBJECT_TYPES
     from preview.harness import LabMocks, run_program
     from preview.pack import is_mandatory, run_pack
 
@@ -194,8 +198,13 @@ def plan(stack: str, project_dir: Path = ROOT) -> tuple[int, list[str]]:
         ]
     lines += [*tree(program, lab), "", "outputs", *outputs(program, lab.process_mode), "", "policy pack"]
     refused = False
+    registered_types = {registration.type for registration in program.registrations.values()}
     for policy_name, messages in run_pack(program).items():
         level = "mandatory" if is_mandatory(policy_name) else "advisory"
+        subject = SUBJECT_TYPES.get(policy_name)
+        if not messages and subject and subject not in registered_types:
+            lines.append(f"  {policy_name} ({level}): nothing to judge (no {subject} in this stack)")
+            continue
         if not messages:
             lines.append(f"  {policy_name} ({level}): ok")
             continue

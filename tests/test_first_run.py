@@ -232,6 +232,8 @@ def test_plan_of_the_reference_stack(capsys) -> None:
         assert any(line.split() == [secret, "[secret]"] for line in lines), secret
     assert "apiVersion" not in out, "no kubeconfig is printed"
     assert "  gpu-request-limits (mandatory): ok" in lines
+    # The Docker lab has what those policies judge: none of them says it had nothing to judge.
+    assert "  metallb-pool-ipv4 (mandatory): ok" in lines and "nothing to judge" not in out
     assert lines[-1] == "verdict: ready for `make up`"
 
 
