@@ -22,10 +22,6 @@ else ifeq ($(PULUMI_CONFIG_PASSPHRASE),)
 unexport PULUMI_CONFIG_PASSPHRASE
 endif
 export PULUMI_SKIP_UPDATE_CHECK := true
-# The engine takes its plugins from Pulumi.yaml's project plugins, from beside the CLI or from its plugin cache,
-# never from PATH: ./bin is on PATH, and make tools' provider (4.25.0) would otherwise stand in, with a warning
-# at every start, for any release asked for (the Docker lab's SDK asks for its own). docs/process-lab.md.
-export PULUMI_IGNORE_AMBIENT_PLUGINS := true
 export PATH := $(CURDIR)/bin:$(VENV)/bin:$(PATH)
 # The stack's runtime (scripts/stack_runtime.py): docker, or process (runtime: process, e.g. STACK=sim), whose
 # programs are the ones `make tools` built: no Docker preflight and no download; the engine finds the Kubernetes
@@ -42,6 +38,10 @@ RESUME := $(PY) -m process_lab.resume
 export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION := true
 else
 TOOLS := prereqs
+# The Docker lab's plugins are the releases its SDKs ask for, downloaded into Pulumi's plugin cache: a provider
+# `make tools` left in ./bin (on PATH) must not stand in for them. (Process mode keeps PATH: a state written
+# before its providers asked for 4.25.0 still names 4.34.2, and only PATH's provider can read it.)
+export PULUMI_IGNORE_AMBIENT_PLUGINS := true
 UP_OPTIONS := $() --policy-pack policies
 RESUME := true
 endif

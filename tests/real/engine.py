@@ -52,7 +52,6 @@ def pulumi(
         "PULUMI_CONFIG_PASSPHRASE": "engine-test",
         "PULUMI_PYTHON_CMD": sys.executable,
         "PULUMI_SKIP_UPDATE_CHECK": "true",
-        "PULUMI_IGNORE_AMBIENT_PLUGINS": "true",  # as make exports it
         "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
         "GPULAB_BIN": str(kwok.bin_dir()),
     }

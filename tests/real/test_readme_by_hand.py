@@ -45,7 +45,9 @@ def test_readmes_by_hand_lines_preview_the_process_mode_stack(tmp_path_factory: 
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "No module named" not in result.stdout + result.stderr
-    # README exports PULUMI_IGNORE_AMBIENT_PLUGINS as make does: the provider is Pulumi.yaml's, not PATH's.
-    assert "from $PATH" not in result.stdout + result.stderr, result.stdout[-2000:]
+    # The providers are Pulumi.yaml's: the one "from $PATH" warning left is the engine's check, at start, of the
+    # SDK's own release (tests/real/test_engine.py); without the project plugin, one more per provider started.
+    diagnostics = result.stdout.split("Diagnostics:", 1)[-1].split("Outputs:", 1)[0]
+    assert diagnostics.count("warning: using pulumi-resource-kubernetes from $PATH") == 1, diagnostics
     # The sim stack's 39 resources (no management cluster or image cache in process mode since issue 39).
     assert re.search(r"\+ 39 to create", result.stdout), result.stdout[-2000:]
