@@ -167,7 +167,11 @@ def test_make_plan_needs_no_program_and_says_in_one_line_what_make_up_will(tmp_p
     assert "management cluster: none in process mode (each tenant's control plane runs as local processes)" in lines
     # The pack's Kamaji, MetalLB and worker-container policies judge nothing here, and the plan says so.
     nothing = [line.split(" (")[0].strip() for line in lines if ": nothing to judge (no " in line]
-    assert nothing == ["worker-version-matches-control-plane", "tenant-version-supported-by-kamaji", "metallb-pool-ipv4"]
+    assert nothing == [
+        "worker-version-matches-control-plane",
+        "tenant-version-supported-by-kamaji",
+        "metallb-pool-ipv4",
+    ]
     endpoint = "(127.0.0.1:<port>: the tenant API server's port, chosen free at pulumi up)"
     assert [line.split()[0] for line in lines if line.endswith(endpoint)] == ["tenant_a_endpoint", "tenant_b_endpoint"]
     assert "GPULAB_PLAN" not in os.environ, "the plan's setting outlived it: `pulumi up` would skip the check"
