@@ -55,6 +55,9 @@ def pulumi(
         "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
         "GPULAB_BIN": str(kwok.bin_dir()),
     }
+    # As make runs a process-mode stack: the Docker lab's setting (the suite runs under make's default stack)
+    # would hide the provider found on PATH.
+    env.pop("PULUMI_IGNORE_AMBIENT_PLUGINS", None)
     (project.parent / "state").mkdir(exist_ok=True)
     return subprocess.run(
         [kwok.bin_dir() / "pulumi", *args, "--non-interactive"],
