@@ -463,11 +463,10 @@ def test_the_engine_takes_process_modes_provider_from_the_project_not_from_path(
     tools/programs.toml builds, in a folder a fresh clone has (the CLI refuses a project whose plugin folder is
     missing: resource/plugin/host.go resolvePluginPath), linking to ./bin's provider. The real engine's side
     is tests/real/test_engine.py."""
-    import tomllib
+    from components.process_control_plane import built_provider_version
 
-    release = tomllib.loads((ROOT / "tools" / "programs.toml").read_text())["pulumi-kubernetes"]["release"]
     plugins = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["plugins"]["providers"]
-    assert [(p["name"], p["version"]) for p in plugins] == [("kubernetes", release.removeprefix("v"))]
+    assert [(p["name"], p["version"]) for p in plugins] == [("kubernetes", built_provider_version())]
     link = ROOT / plugins[0]["path"] / "pulumi-resource-kubernetes"
     assert link.is_symlink() and not Path(os.readlink(link)).is_absolute()
     assert link.resolve() == (ROOT / "bin" / "pulumi-resource-kubernetes").resolve()
