@@ -76,21 +76,41 @@ JOINABLE_PATCHES = {
 }
 
 
-# Of JOINABLE_PATCHES' arguments, those kwokctl v0.8.0 itself passes (pkg/kwokctl/components/kwok_controller.go).
+# What every cluster's kwok-controller needs: a KWOK node's pod that HAMi bound and no device plugin has allocated
+# yet (`hami.io/bind-phase=allocating`) stays Pending. A kubelet starts a pod's containers only after its device
+# manager's Allocate (kubernetes pkg/kubelet/cm/devicemanager/manager.go), and HAMi's device plugin marks the pod and
+# releases the node lock inside Allocate (HAMi v2.8.3 pkg/device-plugin/nvidiadevice/nvinternal/plugin/server.go,
+# util.go PodAllocationTrySuccess). Without it KWOK runs the pod at its bind (kwok v0.8.0 kustomize/stage/pod/fast,
+# pod-ready) with the lock still held, and the next GPU pod's bind fails on it (`node ... has been locked within`,
+# a warning and kube-scheduler's back-off). The flag is kwok v0.8.0's (pkg/kwok/cmd/root.go; deprecated for the
+# Stage API, whose stages would replace every default one); BindTimeRole writes `success` after the release.
+KWOK_PATCHES = {
+    "kwok-controller": [("disregard-status-with-annotation-selector", "hami.io/bind-phase=allocating")],
+}
+# Of the patches' arguments, those kwokctl v0.8.0 itself passes (pkg/kwokctl/components/kwok_controller.go).
 KWOKCTL_SETS = {"manage-all-nodes"}
 
 
-def joinable_configuration(address: str, pki: Path) -> str:
-    """The options (to append under kwokctl_configuration's `options:`) and patches that make a cluster joinable
-    by real kubelets reaching its API server at `address` (its serving certificate names it)."""
-    lines = [f"  kubeApiserverCertSANs: [{json.dumps(address)}]", "componentsPatches:"]
-    for component, args in JOINABLE_PATCHES.items():
+def components_patches(patches: dict[str, list[tuple[str, str]]], pki: Path) -> str:
+    """kwokctl's componentsPatches for `patches`: one entry a component, its arguments in order."""
+    lines = ["componentsPatches:"]
+    for component, args in patches.items():
         lines += [f"- name: {component}", "  extraArgs:"]
         for key, value in args:
             # `override` replaces an argument kwokctl sets and drops one it does not: only for those it sets.
             override = "true" if key in KWOKCTL_SETS else "false"
             lines += [f"  - key: {key}", f"    value: {json.dumps(value.format(pki=pki))}", f"    override: {override}"]
     return "\n".join(lines) + "\n"
+
+
+def cluster_configuration(pki: Path, address: str | None = None) -> str:
+    """What to append under kwokctl_configuration's `options:`: KWOK_PATCHES for every cluster and, with `address`,
+    what makes it joinable by real kubelets reaching its API server there (its serving certificate names it)."""
+    if address is None:
+        return components_patches(KWOK_PATCHES, pki)
+    patches = {component: [*KWOK_PATCHES.get(component, []), *args] for component, args in JOINABLE_PATCHES.items()}
+    sans = f"  kubeApiserverCertSANs: [{json.dumps(address)}]\n"
+    return sans + components_patches({**KWOK_PATCHES, **patches}, pki)
 
 
 # The processes of a binary-runtime cluster, each with a pid file `pids/<name>.pid` in the cluster's folder
@@ -157,8 +177,7 @@ class ControlPlane:
             raise ProcessLabError(f"{', '.join(missing)} not in {self.bin_dir}: run `make tools` first")
         self.workdir.mkdir(parents=True, exist_ok=True)
         config = self.workdir / f"{self.name}.kwokctl.yaml"
-        joinable = joinable_configuration(bind_address, self.cluster_dir / "pki") if bind_address else ""
-        config.write_text(kwokctl_configuration() + joinable)
+        config.write_text(kwokctl_configuration() + cluster_configuration(self.cluster_dir / "pki", bind_address))
         argv: list[str | Path] = [self.bin_dir / "kwokctl", "-c", config, "create", "cluster", "--name", self.name]
         argv += ["--runtime", "binary", "--kubeconfig", self.kubeconfig, "--wait", f"{int(timeout)}s"]
         for flag, program in (

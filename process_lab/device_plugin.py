@@ -5,7 +5,8 @@ it; the device plugin's Allocate then marks the pod `success` and releases the l
 pkg/scheduler/scheduler.go Bind; pkg/device-plugin/nvidiadevice/nvinternal/plugin/util.go;
 pkg/util/nodelock/nodelock.go). Without it the next GPU pod on that node waits for the lock timeout.
 BindTimeRole does both, for every pod HAMi binds, as soon as the API server says the pod is bound: its lock
-lives milliseconds after the bind.
+lives milliseconds after the bind. It releases the lock before it marks the pod, so that KWOK, which leaves an
+`allocating` pod Pending (control_plane.KWOK_PATCHES), runs a pod only once its node is free for the next one.
 
 It watches the pods rather than polling them. On each (re)connect it lists them (a pod bound while nothing
 watched is finished from the list), then watches from the list's resourceVersion through the real kubectl's
@@ -182,9 +183,11 @@ class BindTimeRole:
         if target is None:
             return
         namespace, name, node = target
-        # A pod or node deleted since (TenantLab.renew) needs no finishing.
-        done = self._annotate("pod", "-n", namespace, name, "--overwrite", f"{BIND_PHASE}=success")
-        if done and self._annotate("node", node, f"{NODE_LOCK}-"):
+        # The lock first: KWOK runs the pod once it is no longer `allocating` (process_lab/control_plane.py
+        # KWOK_PATCHES), so a running pod means its lock is gone, as a kubelet starts it only after Allocate has
+        # done both. A pod or node deleted since (TenantLab.renew) needs no finishing.
+        released = self._annotate("node", node, f"{NODE_LOCK}-")
+        if released and self._annotate("pod", "-n", namespace, name, "--overwrite", f"{BIND_PHASE}=success"):
             self.finished.append(f"{namespace}/{name}")
         self._finished_keys.add(pod_key(event.object))
 

@@ -28,7 +28,7 @@ from lab_harness import LAB_PROJECT, ROOT, run_program
 
 from model.config import ConfigError, parse_config
 from process_lab.commands import free_port, is_ours, start_detached, stop_session
-from process_lab.control_plane import PORT_OPTIONS, PROGRAMS, kwokctl_configuration
+from process_lab.control_plane import PORT_OPTIONS, PROGRAMS, cluster_configuration, kwokctl_configuration
 
 DYNAMIC = "pulumi-python:dynamic:Resource"
 
@@ -191,6 +191,22 @@ def test_two_control_planes_created_at_once_share_no_port() -> None:
     assert first["bindAddress"] == "127.0.0.1"
     ports = [first[o] for o in PORT_OPTIONS] + [second[o] for o in PORT_OPTIONS]
     assert len(set(ports)) == 2 * len(PORT_OPTIONS) and all(isinstance(p, int) for p in ports)
+
+
+@pytest.mark.parametrize("address", [None, "10.89.0.1"])
+def test_every_clusters_kwok_controller_leaves_a_pod_hami_has_not_allocated_pending(address: str | None) -> None:
+    """kwokctl's configuration as its loader reads it (one componentsPatches entry a component): the loopback
+    lab and the joinable one both pass kwok-controller the selector; tests/real/test_bind_time_watch.py shows
+    the real kwok-controller leaving such a pod Pending."""
+    document = yaml.safe_load(kwokctl_configuration() + cluster_configuration(Path("/pki"), address))
+    patches = document["componentsPatches"]
+    names = [patch["name"] for patch in patches]
+    assert len(names) == len(set(names)), names
+    kwok = {arg["key"]: arg["value"] for arg in next(p for p in patches if p["name"] == "kwok-controller")["extraArgs"]}
+    assert kwok["disregard-status-with-annotation-selector"] == "hami.io/bind-phase=allocating"
+    if address is not None:
+        assert document["options"]["kubeApiserverCertSANs"] == [address]
+        assert kwok["manage-nodes-with-annotation-selector"] == "kwok.x-k8s.io/node=fake"
 
 
 def _ignores_term(marker: Path) -> list[str]:

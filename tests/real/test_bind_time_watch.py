@@ -23,6 +23,7 @@ import pytest
 from process_lab.commands import zombie
 from process_lab.control_plane import ControlPlane
 from process_lab.device_plugin import BIND_PHASE, NODE_LOCK, BindTimeRole
+from process_lab.gpu_nodes import KWOK_NODE_ANNOTATION
 from tests.acceptance.helpers import wait_until
 
 pytestmark = pytest.mark.real
@@ -40,12 +41,13 @@ def control_plane(real_bin: Path, tmp_path_factory: pytest.TempPathFactory) -> I
         plane.delete()
 
 
-def bind(plane: ControlPlane, name: str) -> None:
+def bind(plane: ControlPlane, name: str, node_name: str = NODE) -> None:
     """What HAMi v2.8.3's Scheduler.Bind does: lock the node, annotate the pod, create the Binding."""
     stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}}
-    plane.kubectl("apply", "-f", "-", stdin=json.dumps(node))
-    plane.kubectl("annotate", "node", NODE, "--overwrite", f"{NODE_LOCK}={stamp},default,{name}")
+    if node_name == NODE:  # a node no kubelet and no KWOK runs: only the role acts on its pods
+        node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": NODE}}
+        plane.kubectl("apply", "-f", "-", stdin=json.dumps(node))
+    plane.kubectl("annotate", "node", node_name, "--overwrite", f"{NODE_LOCK}={stamp},default,{name}")
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -55,7 +57,7 @@ def bind(plane: ControlPlane, name: str) -> None:
     plane.kubectl("create", "-f", "-", stdin=json.dumps(pod))
     plane.kubectl("annotate", "pod", name, f"{BIND_PHASE}=allocating")
     binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name}}
-    binding["target"] = {"kind": "Node", "name": NODE}
+    binding["target"] = {"kind": "Node", "name": node_name}
     path = f"/api/v1/namespaces/default/pods/{name}/binding"
     plane.kubectl("create", "--raw", path, "-f", "-", stdin=json.dumps(binding))
 
@@ -107,3 +109,43 @@ def test_a_watch_the_api_server_ends_is_followed_by_a_fresh_one_without_an_error
     finally:
         role.stop()
     assert role.errors == []
+
+
+def phase(plane: ControlPlane, name: str) -> str:
+    return str(plane.get("pod", name).get("status", {}).get("phase"))
+
+
+def test_kwok_runs_a_pod_hami_bound_only_once_the_role_released_its_nodes_lock(control_plane: ControlPlane) -> None:
+    """Boundary: the real kwok-controller with the lab's flags (process_lab/control_plane.py KWOK_PATCHES). A
+    kubelet starts a GPU pod only after its device plugin's Allocate, which releases HAMi's node lock: a pod
+    running with the lock held makes the next GPU pod's bind fail (`has been locked within`)."""
+    node = "bind-time-kwok-0"
+    metadata = {"name": node, "annotations": {KWOK_NODE_ANNOTATION: "fake"}}
+    fake = {"apiVersion": "v1", "kind": "Node", "metadata": metadata}
+    control_plane.kubectl("apply", "-f", "-", stdin=json.dumps(fake))
+
+    def plain(name: str) -> None:  # a pod no device plugin takes part in, placed on the KWOK node directly
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"}}
+        pod["spec"] = {"nodeName": node, "containers": [{"name": "main", "image": "busybox"}]}
+        control_plane.kubectl("create", "-f", "-", stdin=json.dumps(pod))
+
+    try:
+        plain("plain-before")
+        wait_until(lambda: phase(control_plane, "plain-before") == "Running", WAIT, "KWOK running a plain pod", 0.2)
+        bind(control_plane, "held", node)  # locked and `allocating`, and no role runs yet
+        plain("plain-after")
+        wait_until(lambda: phase(control_plane, "plain-after") == "Running", WAIT, "KWOK running the next pod", 0.2)
+        assert phase(control_plane, "held") == "Pending", "KWOK ran a pod its device plugin has not allocated"
+
+        role = BindTimeRole(control_plane, watch_seconds=600)
+        role.start()
+        try:
+            wait_until(lambda: phase(control_plane, "held") == "Running", WAIT, "KWOK running the finished pod", 0.05)
+            # Running, and the lock is gone already: the role released it before it marked the pod.
+            assert NODE_LOCK not in (control_plane.get("node", node)["metadata"].get("annotations") or {})
+            assert control_plane.get("pod", "held")["metadata"]["annotations"][BIND_PHASE] == "success"
+        finally:
+            role.stop()
+    finally:
+        for name in ("plain-before", "plain-after", "held"):
+            control_plane.kubectl("delete", "pod", name, "--ignore-not-found", "--wait=false", check=False)
