@@ -61,7 +61,7 @@ help:
 	@echo "make test-real      the real Kubernetes programs (make tools; GPULAB_BIN=dir) judge the admission layer"
 	@echo "                    and the CEL test double (tests/real); fails when the programs are missing"
 	@echo "make upstream-data  get the upstream schemas/charts the tests validate against (sha256-checked); uses"
-	@echo "                    GPULAB_UPSTREAM or ../shared/upstream when complete, downloads only what is missing"
+	@echo "                    GPULAB_UPSTREAM (or ../shared/upstream on gpulab's CI) when complete, else downloads what is missing"
 	@echo "make tools          build the real upstream programs (kube-apiserver, etcd, kwok, pulumi...) from pinned"
 	@echo "                    Go modules into ./bin (needs Go 1.26 and the Go module proxy; see tools/README.md)"
 	@echo "make node-image     gpulab's node image without a registry: Debian packages (debootstrap of this machine's apt"
