@@ -106,11 +106,12 @@ def components_patches(patches: dict[str, list[tuple[str, str]]], pki: Path) -> 
 def cluster_configuration(pki: Path, address: str | None = None) -> str:
     """What to append under kwokctl_configuration's `options:`: KWOK_PATCHES for every cluster and, with `address`,
     what makes it joinable by real kubelets reaching its API server there (its serving certificate names it)."""
+    patches = {component: list(args) for component, args in KWOK_PATCHES.items()}
     if address is None:
-        return components_patches(KWOK_PATCHES, pki)
-    patches = {component: [*KWOK_PATCHES.get(component, []), *args] for component, args in JOINABLE_PATCHES.items()}
-    sans = f"  kubeApiserverCertSANs: [{json.dumps(address)}]\n"
-    return sans + components_patches({**KWOK_PATCHES, **patches}, pki)
+        return components_patches(patches, pki)
+    for component, args in JOINABLE_PATCHES.items():
+        patches.setdefault(component, []).extend(args)
+    return f"  kubeApiserverCertSANs: [{json.dumps(address)}]\n" + components_patches(patches, pki)
 
 
 # The processes of a binary-runtime cluster, each with a pid file `pids/<name>.pid` in the cluster's folder
