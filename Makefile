@@ -47,7 +47,7 @@ RESUME := true
 endif
 
 .PHONY: help up down plan verify report check test lint bench bench-scheduling prereqs policy-venv stack upstream-data clean deploy destroy \
-	diagnose lab-exists lint-python stack-file tools test-real process-tools node-image
+	diagnose lab-exists lint-python stack-file tools test-real process-tools node-image lab-images
 
 help:
 	@echo "make up             preflight (Linux, Docker, tools, disk), then venv, pinned kind/kubectl/pulumi in ./bin, pulumi up"
@@ -66,6 +66,8 @@ help:
 	@echo "                    Go modules into ./bin (needs Go 1.26 and the Go module proxy; see tools/README.md)"
 	@echo "make node-image     gpulab's node image without a registry: Debian packages (debootstrap of this machine's apt"
 	@echo "                    sources) and make tools' kubelet/kubeadm/kubectl; needs root and Docker (docs/real-nodes.md)"
+	@echo "make lab-images     the Docker lab's images of served programs without a registry: a kind node image (kubeadm's"
+	@echo "                    images inside) and MetalLB; needs root and Docker (docs/docker-lab.md)"
 	@echo "make bench          benchmarks (program growth, policy checking, image pulls)"
 	@echo "make bench-scheduling  HAMi against kube-scheduler alone on KWOK nodes, issue 41's rows in one run (the"
 	@echo "                    programs of make tools, GPULAB_HAMI_SCHEDULER; an hour or more: docs/performance.md)"
@@ -249,6 +251,15 @@ node-image:
 	@if [ -z "$${GPULAB_BIN:-}" ]; then $(PYTHON_HOST) scripts/build_tools.py kubelet kubeadm kubectl; fi
 	@bash scripts/docker-engine.sh start
 	@bash scripts/node-image.sh
+
+# The Docker lab's images of programs the Go module proxy serves (scripts/lab-images.sh): a kind node image with
+# kubeadm's images inside, and MetalLB's controller and speaker; their programs first (tools/programs.toml, group
+# lab-images, and kubernetes' own), unless GPULAB_BIN names a folder that has them.
+lab-images:
+	@if [ -z "$${GPULAB_BIN:-}" ]; then $(PYTHON_HOST) scripts/build_tools.py kube-apiserver kube-controller-manager \
+	  kube-scheduler kube-proxy kubelet kubeadm kubectl && $(PYTHON_HOST) scripts/build_tools.py --group lab-images; fi
+	@bash scripts/docker-engine.sh start
+	@bash scripts/lab-images.sh
 
 upstream-data:
 	$(PYTHON_HOST) tests/upstream_data.py

@@ -161,6 +161,7 @@ class ManagementCluster(pulumi.ComponentResource):
         of what gpulab owns (the node container's id, whether the network was there before): not secret, and
         handed to the next update and the delete, which act only on what it names."""
         management, versions = self._lab.management, self._lab.versions
+        internal = "INTERNAL_NETWORK=yes " if management.internal_network else ""
         return command.local.Command(
             f"{self._name}-kind",
             environment={
@@ -172,7 +173,8 @@ class ManagementCluster(pulumi.ComponentResource):
             # labs deployed before owners were recorded, and renamed stacks, are updated in place, not replaced.
             # OUTPUT=record changes the command line of states whose stdout was still the kubeconfig: their next
             # `pulumi up` updates (re-runs) the create once, which then prints the record.
-            create=f"OWNER={owner_label()} OUTPUT=record {script('kind-create.sh')}",
+            # INTERNAL_NETWORK too: on the command line only when asked, so that other labs' commands stay as they were.
+            create=f"OWNER={owner_label()} OUTPUT=record {internal}{script('kind-create.sh')}",
             delete=f"OWNER={owner_label()} {script('kind-delete.sh')}",
             logging=command.local.Logging.STDERR,
             opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True, replace_on_changes=["environment"]),

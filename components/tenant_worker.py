@@ -1,4 +1,5 @@
-"""TenantWorker: a kindest/node container joined to its tenant with kubeadm, with Calico, Ready.
+"""TenantWorker: a kindest/node container joined to its tenant with kubeadm, with Calico (or the bridge plugin of
+gpulab's kind node image), Ready.
 
 The container gets the flags kind itself gives a node, defined once in model/node_container.py (each commented
 there). It is not labelled as a kind node, so `kind delete cluster` never touches it; Pulumi owns it.
@@ -21,7 +22,13 @@ from components.management_cluster import ManagementCluster
 from components.shell import remote_script, script_command
 from components.tenant_control_plane import TenantControlPlane
 from model.config import LabConfig, SshWorker, Tenant, secret
-from model.node_container import CONTAINER_PREFLIGHT, NodeContainer, join_token_ttl_minutes
+from model.node_container import (
+    CNI_CONFLIST,
+    CONTAINER_PREFLIGHT,
+    NodeContainer,
+    bridge_conflist,
+    join_token_ttl_minutes,
+)
 
 JOIN_TIMEOUT = 300  # seconds per step of a worker's join (worker-join.sh and join-config.sh TIMEOUT)
 
@@ -38,11 +45,19 @@ def token_id_of(join_configuration: str) -> str:
 
 
 def container_args(
-    tenant: Tenant, image_id: pulumi.Input[str], image_ref: str, network: str, node_name: str | None = None
+    tenant: Tenant,
+    image_id: pulumi.Input[str],
+    image_ref: str,
+    network: str,
+    node_name: str | None = None,
+    bridge_cni: bool = False,
 ) -> dict[str, Any]:
     """pulumi-docker's arguments of a node container (the tenant's first unless `node_name` is given): the one
-    definition, model/node_container.py, rendered for the provider."""
+    definition, model/node_container.py, rendered for the provider. With `bridge_cni` the container is made with
+    the bridge plugin's configuration over the tenant's pod range in place (the provider uploads it before the
+    container starts), as the process lab's real nodes get it."""
     node = NodeContainer(node_name or worker_node_name(tenant), tenant.name, image_ref, network)
+    uploads = [docker.ContainerUploadArgs(file=CNI_CONFLIST, content=bridge_conflist(tenant.pod_cidr))]
     return {
         "name": node.name,
         "hostname": node.name,
@@ -67,6 +82,7 @@ def container_args(
         "networks_advanced": [docker.ContainerNetworksAdvancedArgs(name=node.network)],
         "labels": [docker.ContainerLabelArgs(label=key, value=value) for key, value in node.all_labels().items()],
         "must_run": True,
+        **({"uploads": uploads} if bridge_cni else {}),
     }
 
 
@@ -124,6 +140,7 @@ class TenantWorker(pulumi.ComponentResource):
         self._name, self._tenant, self._control_plane = name, tenant, control_plane
         self.node_names = tenant.worker_node_names()
         self.node_name = tenant.gpu_node_name()
+        self._bridge_cni = lab.pod_network == "bridge"
         self.container = None
         self.containers = []
         if tenant.worker_mode == "container":
@@ -133,23 +150,28 @@ class TenantWorker(pulumi.ComponentResource):
             host = dict(zip(self.node_names, (w.host for w in tenant.workers), strict=True))[self.node_name]
             self.node_ip = pulumi.Output.from_input(host)
 
-        # One CNI per tenant cluster, once every node has joined.
-        calico = k8s.yaml.v2.ConfigFile(
-            f"{name}-calico",
-            file=lab.versions.calico_manifest,
-            opts=pulumi.ResourceOptions(
-                parent=self,
-                provider=control_plane.provider,
-                depends_on=self.joins,
-                transforms=[calico_pool_transform(tenant.pod_cidr)],
-            ),
-        )
+        # One CNI per tenant cluster, once every node has joined: Calico, or the bridge plugin whose configuration
+        # each node container got when it was made (container_args).
+        network: list[pulumi.Resource] = list(self.joins)
+        if lab.pod_network == "calico":
+            network = [
+                k8s.yaml.v2.ConfigFile(
+                    f"{name}-calico",
+                    file=lab.versions.calico_manifest,
+                    opts=pulumi.ResourceOptions(
+                        parent=self,
+                        provider=control_plane.provider,
+                        depends_on=self.joins,
+                        transforms=[calico_pool_transform(tenant.pod_cidr)],
+                    ),
+                )
+            ]
         self.ready = script_command(
             f"{name}-ready",
             "wait-node-ready.sh",
             stdin=control_plane.kubeconfig,
             environment={"NODE_NAMES": " ".join(self.node_names), "TENANT": tenant.name, "TIMEOUT": "600"},
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[calico]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=network),
         )
         self.register_outputs({"nodeNames": self.node_names, "nodeName": self.node_name, "nodeIp": self.node_ip})
 
@@ -200,7 +222,7 @@ class TenantWorker(pulumi.ComponentResource):
         assert management.network_name is not None and management.cluster is not None
         container = docker.Container(
             f"{prefix}-node",
-            **container_args(tenant, image.image_id, image_ref, management.network_name, node_name),
+            **container_args(tenant, image.image_id, image_ref, management.network_name, node_name, self._bridge_cni),
             # On the network kind creates; a fixed container name means delete before replace.
             opts=pulumi.ResourceOptions(
                 parent=self,

@@ -124,11 +124,12 @@ def tenant_images(lab: LabConfig, tenant: Tenant) -> list[ImageUse]:
         image = lab.worker_image(tenant)
         assert image is not None  # LabConfig guarantees it
         uses.append(_use(part, image, "pin versions.workerNodeImages / tenants[].workerImage"))
-    calico = release_of(versions.calico_manifest, "calicoManifest")
-    uses += [
-        _use(part, f"quay.io/calico/{name}:{calico}", f"manifest calico {calico}")
-        for name in ("cni", "node", "kube-controllers")
-    ]
+    if lab.pod_network == "calico":
+        calico = release_of(versions.calico_manifest, "calicoManifest")
+        uses += [
+            _use(part, f"quay.io/calico/{name}:{calico}", f"manifest calico {calico}")
+            for name in ("cni", "node", "kube-controllers")
+        ]
     uses += [
         _use(part, f"registry.k8s.io/kube-proxy:{version}", "Kamaji kube-proxy addon", container),
         _use(part, f"registry.k8s.io/kas-network-proxy/proxy-agent:{konnectivity_tag(version)}", "Kamaji konnectivity"),

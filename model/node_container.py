@@ -8,6 +8,7 @@ resource that made it) removes it.
 
 from __future__ import annotations
 
+import json
 import math
 import platform
 from dataclasses import dataclass, field
@@ -73,3 +74,34 @@ def join_token_ttl_minutes(timeout: int) -> int:
     (Pulumi opening the SSH session, the quick checks). worker-join.sh refuses to start a join the token would
     not outlive, and delete-token.sh deletes it once the join is over."""
     return math.ceil((timeout + timeout + (2 * timeout + 60) + 300) / 60)
+
+
+# Where a node keeps the bridge CNI configuration gpulab writes (gpulab's node images carry Debian's
+# containernetworking-plugins; kindest/node does not carry the bridge plugin).
+CNI_CONFLIST = "/etc/cni/net.d/10-gpulab-bridge.conflist"
+
+
+def bridge_conflist(pod_cidr: str) -> str:
+    """The CNI bridge plugin over the tenant's pod CIDR (Debian's containernetworking-plugins in the node image):
+    one node per tenant, so no route between nodes is needed. Masquerade for pods reaching the host."""
+    return json.dumps(
+        {
+            "cniVersion": "1.0.0",
+            "name": "gpulab-bridge",
+            "plugins": [
+                {
+                    "type": "bridge",
+                    "bridge": "cni0",
+                    "isGateway": True,
+                    "ipMasq": True,
+                    "ipam": {
+                        "type": "host-local",
+                        "ranges": [[{"subnet": pod_cidr}]],
+                        "routes": [{"dst": "0.0.0.0/0"}],
+                    },
+                },
+                {"type": "portmap", "capabilities": {"portMappings": True}},
+            ],
+        },
+        indent=2,
+    )

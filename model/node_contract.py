@@ -113,3 +113,17 @@ def gpulab_node(kubernetes_version: str = "v1.36.4") -> NodeImage:
         workload_image="localhost/gpulab/busybox:1.35.0",  # Debian's busybox-static 1:1.35.0-4
         source="node-image/ and scripts/node-image.sh",
     )
+
+
+def gpulab_kind_node(kubernetes_version: str = "v1.36.4") -> NodeImage:
+    """gpulab's kind node image, as scripts/lab-images.sh builds it from node-image/ and node-image/kind/."""
+    return NodeImage(
+        name="gpulab/kind-node",
+        reference=f"gpulab/kind-node:{kubernetes_version}",
+        kubelet_path="/usr/bin/kubelet",
+        cgroup_driver="systemd",  # node-image/kind/files/etc/containerd/config.toml: SystemdCgroup = true, as kind
+        sandbox_image="registry.k8s.io/pause:3.10.2",  # kubeadm v1.36's PauseVersion, built from build/pause
+        extra_cni_plugins=("bridge",),  # Debian's containernetworking-plugins: the lab's bridge CNI
+        workload_image="localhost/gpulab/busybox:1.35.0",  # Debian's busybox-static 1:1.35.0-4
+        source="node-image/, node-image/kind/ and scripts/lab-images.sh",
+    )

@@ -19,7 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from model.names import OWNER_LABEL
-from model.node_container import CONTAINER_PREFLIGHT, NodeContainer, join_token_ttl_minutes, node_platform
+from model.node_container import (
+    CNI_CONFLIST,
+    CONTAINER_PREFLIGHT,
+    NodeContainer,
+    bridge_conflist,
+    join_token_ttl_minutes,
+    node_platform,
+)
 from process_lab.commands import ProcessLabError, run
 from process_lab.control_plane import ControlPlane
 from process_lab.joinable import join_kubeconfig
@@ -27,7 +34,6 @@ from process_lab.joinable import join_kubeconfig
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
 JOIN_TIMEOUT = 300  # seconds per step of a join (as the Docker lab's JOIN_TIMEOUT)
-CNI_CONFLIST = "/etc/cni/net.d/10-gpulab-bridge.conflist"
 
 
 def docker(*args: str, what: str, timeout: float = 60, stdin: str | None = None, check: bool = True):
@@ -84,32 +90,6 @@ class LabNetwork:
             if owner == self.owner or owner.startswith(f"{self.owner}/"):
                 remove_node(name, owner)
         docker("network", "rm", self.name, what=f"removing the lab network {self.name}")
-
-
-def bridge_conflist(pod_cidr: str) -> str:
-    """The CNI bridge plugin over the tenant's pod CIDR (Debian's containernetworking-plugins in the node image):
-    one node per tenant, so no route between nodes is needed. Masquerade for pods reaching the host."""
-    return json.dumps(
-        {
-            "cniVersion": "1.0.0",
-            "name": "gpulab-bridge",
-            "plugins": [
-                {
-                    "type": "bridge",
-                    "bridge": "cni0",
-                    "isGateway": True,
-                    "ipMasq": True,
-                    "ipam": {
-                        "type": "host-local",
-                        "ranges": [[{"subnet": pod_cidr}]],
-                        "routes": [{"dst": "0.0.0.0/0"}],
-                    },
-                },
-                {"type": "portmap", "capabilities": {"portMappings": True}},
-            ],
-        },
-        indent=2,
-    )
 
 
 def container_owner(name: str) -> str | None:

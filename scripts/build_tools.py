@@ -65,6 +65,9 @@ class Program:
     # go:embed files upstream generates before building: {"generator": PATH, "dir": PATH, "env": {...},
     # "outputs": [...]}, paths inside the source module.
     generate: dict = field(default_factory=dict)
+    # Which make target builds it: "tools" (`make tools`) or "lab-images" (`make lab-images`, the Docker lab's
+    # images of programs the Go module proxy serves). Left at its default, it is not part of the build key.
+    group: str = "tools"
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,7 @@ class ModuleFile:
     module: str
     path: str
     mode: int = 0o755
+    group: str = "tools"
 
 
 def say(message: str) -> None:
@@ -88,7 +92,15 @@ def load_manifest(path: Path = MANIFEST) -> tuple[list[Program | ModuleFile], di
     programs: list[Program | ModuleFile] = []
     for wrapper, table in data.items():
         for name, entry in table.get("files", {}).items():
-            programs.append(ModuleFile(name=name, wrapper=wrapper, module=entry["module"], path=entry["path"]))
+            programs.append(
+                ModuleFile(
+                    name=name,
+                    wrapper=wrapper,
+                    module=entry["module"],
+                    path=entry["path"],
+                    group=table.get("group", "tools"),
+                )
+            )
         for name, entry in table.get("programs", {}).items():
             programs.append(
                 Program(
@@ -105,6 +117,7 @@ def load_manifest(path: Path = MANIFEST) -> tuple[list[Program | ModuleFile], di
                     check=entry.get("check", "run"),
                     contains=tuple(entry.get("contains", ())),
                     generate=dict(table.get("generate", {})),
+                    group=table.get("group", "tools"),
                 )
             )
     return programs, unavailable
@@ -405,7 +418,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--cache", type=Path, default=CACHE, help="unpacked modules with generated files (default .cache/tools)"
     )
-    parser.add_argument("only", nargs="*", help="build only these programs (default: all)")
+    parser.add_argument(
+        "--group", default="tools", help="the programs of this group (tools, lab-images) when none is named"
+    )
+    parser.add_argument("only", nargs="*", help="build only these programs (default: all of --group)")
     args = parser.parse_args(argv)
     programs, unavailable = load_manifest(args.tools / "programs.toml")
     known = {p.name for p in programs}
@@ -413,7 +429,13 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         say(f"unknown program {', '.join(unknown)}; the programs are: {', '.join(sorted(known))}")
         return 2
-    selected = [p for p in programs if not args.only or p.name in args.only]
+    if args.only:
+        selected = [p for p in programs if p.name in args.only]
+    else:
+        selected = [p for p in programs if p.group == args.group]
+    if not selected:
+        say(f"no program in group {args.group!r}; the groups are: {', '.join(sorted({p.group for p in programs}))}")
+        return 2
 
     started = time.monotonic()
     keys_dir = args.bin / ".tools"
@@ -441,7 +463,7 @@ def main(argv: list[str] | None = None) -> int:
             say(str(failure))
             return 1
     for name, reason in sorted(unavailable.items()):
-        if not args.only:
+        if not args.only and args.group == "tools":
             say(f"not built here: {name}: {reason} (see tools/README.md)")
     elapsed = time.monotonic() - started
     summary = (

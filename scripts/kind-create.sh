@@ -11,8 +11,11 @@
 # State from before the record held the kubeconfig instead: the same cluster still has its CA.
 # Whether the Docker network existed before gpulab is carried from record to record, so destroy never
 # removes a network gpulab did not create.
+# With INTERNAL_NETWORK=yes gpulab creates the network itself, `--internal` (no route beyond the host: an offline
+# host, or a lab for tests); on any internal network the host reaches the node at its address there (kind-lib.sh).
 # env: CLUSTER_NAME, NODE_IMAGE, NETWORK, OWNER, PULUMI_COMMAND_STDOUT/STDERR (the previous run's, if any)
-#      (OUTPUT=record on the command line only marks the command line of states that printed the kubeconfig)
+#      (OUTPUT=record and INTERNAL_NETWORK=yes are set on the command line: OUTPUT=record only marks the command
+#      line of states that printed the kubeconfig)
 set -euo pipefail
 # shellcheck source=lib.sh
 source "${BASH_SOURCE[0]%/*}/lib.sh" # no fork before lib.sh: it drops the secrets handed in the environment first
@@ -55,14 +58,52 @@ else
     [ "$network" = created ] || log "Docker network $NETWORK exists and was not created by gpulab: using it; destroy will keep it"
   else
     network=created
+    if [ "${INTERNAL_NETWORK:-}" = yes ]; then
+      # kind would make a network with a route out; gpulab makes this one itself, and kind uses what exists.
+      bounded 60 docker network create --internal --label "gpulab.io/owner=$OWNER" "$NETWORK" >/dev/null
+      log "created Docker network $NETWORK (--internal: no route beyond this host)"
+    fi
   fi
-  printf 'kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnodes:\n- role: control-plane\n  labels:\n    gpulab.io/owner: "%s"\n' \
-    "$OWNER" >"$GPULAB_RUN_DIR/kind.yaml"
+  if [ "${INTERNAL_NETWORK:-}" = yes ] && [ "$(bounded 60 docker network inspect -f '{{.Internal}}' "$NETWORK")" != true ]; then
+    die "Docker network $NETWORK exists and is not --internal, but gpulab:management.internalNetwork asks for one;" \
+      "remove it (docker network rm $NETWORK) or set gpulab:management.network to another name"
+  fi
+  # The kubelet's failCgroupV1 defaults to true from Kubernetes v1.35 (pkg/kubelet/apis/config/v1beta1/defaults.go)
+  # and then refuses to start on a cgroup v1 host (validation_linux.go checks it only there): kind's own kubeadm
+  # config does not set it (pkg/cluster/internal/kubeadm/config.go), so a cgroup v1 host could run no kind node.
+  # false changes nothing on cgroup v2.
+  cat >"$GPULAB_RUN_DIR/kind.yaml" <<YAML
+kind: Cluster
+apiVersion: kind.x-k8s.io/v1alpha4
+nodes:
+- role: control-plane
+  labels:
+    gpulab.io/owner: "$OWNER"
+kubeadmConfigPatches:
+- |
+  kind: KubeletConfiguration
+  failCgroupV1: false
+YAML
   # A throwaway --kubeconfig: gpulab never writes the user's ~/.kube/config.
   # A network of gpulab's own (kind's KIND_EXPERIMENTAL_DOCKER_NETWORK), so destroy can remove it.
+  # kind's output as it comes, and kept to tell its failures apart.
+  exec {kind_log}> >(tee "$GPULAB_RUN_DIR/kind-create.log" >&2)
+  tee_pid=$!
+  status=0
   KIND_EXPERIMENTAL_DOCKER_NETWORK="$NETWORK" \
     bounded 900 kind create cluster --name "$CLUSTER_NAME" --image "$NODE_IMAGE" --config "$GPULAB_RUN_DIR/kind.yaml" \
-    --kubeconfig "$GPULAB_RUN_DIR/kind-kubeconfig" --wait 5m >&2
+    --kubeconfig "$GPULAB_RUN_DIR/kind-kubeconfig" --wait 5m 2>&"$kind_log" || status=$?
+  exec {kind_log}>&-
+  wait "$tee_pid" || true # all of it written
+  if [ "$status" != 0 ]; then
+    # On an --internal network kind's last step, writing its kubeconfig with the API server's host port, cannot
+    # succeed (there is none); every step before it (kubeadm init, CNI, storage, node Ready) has. Anything else
+    # is a real failure.
+    grep -q 'failed to get api server port' "$GPULAB_RUN_DIR/kind-create.log" && [ -n "$(kind_internal_address)" ] ||
+      die "kind could not create cluster $CLUSTER_NAME (above)"
+    log "kind cluster $CLUSTER_NAME is up; kind could not write its own kubeconfig on the --internal network" \
+      "$NETWORK (no published port), so gpulab reaches its API server at the node's address there"
+  fi
   node_id=$(kind_node_id)
   [ -n "$node_id" ] || die "kind created cluster $CLUSTER_NAME but its node container $node is not there"
 fi

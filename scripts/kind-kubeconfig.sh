@@ -15,4 +15,4 @@ unset RECORD # not for the children: a record is not secret, but nothing else be
 recorded=$(sed -n 's/^node=//p' <<<"$record" | head -n 1)
 [ -n "$recorded" ] && [ "$(kind_node_id)" = "$recorded" ] ||
   die "kind cluster $CLUSTER_NAME is not the one gpulab created (node container ${recorded:0:12}); run pulumi up again"
-bounded 60 kind get kubeconfig --name "$CLUSTER_NAME"
+kind_kubeconfig

@@ -31,15 +31,41 @@ kind_cluster_exists() { bounded 60 kind get clusters 2>/dev/null | grep -qx "$CL
 # The id of the cluster's node container: unique per container, readable without the cluster's API.
 kind_node_id() { bounded 60 docker inspect --format '{{.Id}}' "$CLUSTER_NAME-control-plane" 2>/dev/null || true; }
 
+# kind_internal_address: the node's address on its Docker network when that network is --internal, else
+# nothing. Docker publishes no port for a container on an internal network, so kind cannot name the host port
+# of the API server there (pkg/cluster/internal/providers/docker/provider.go GetAPIServerEndpoint reads
+# NetworkSettings.Ports); the host reaches the node at that address instead (it is the bridge's other side).
+kind_internal_address() {
+  local network
+  # shellcheck disable=SC2016 # a Go template, not shell
+  network=$(bounded 60 docker inspect -f '{{range $name, $_ := .NetworkSettings.Networks}}{{$name}} {{end}}' \
+    "$CLUSTER_NAME-control-plane" 2>/dev/null | awk '{ print $1 }') || return 0
+  [ -n "$network" ] && [ "$(bounded 60 docker network inspect -f '{{.Internal}}' "$network" 2>/dev/null)" = true ] || return 0
+  bounded 60 docker inspect -f "{{(index .NetworkSettings.Networks \"$network\").IPAddress}}" "$CLUSTER_NAME-control-plane"
+}
+
+# kind_kubeconfig: the cluster's kubeconfig for this host: kind's own, or on an --internal network kind's
+# in-network one (server https://<node>:6443) with the node's address for its name, which the API server's
+# certificate carries (kubeadm puts the advertise address in it).
+kind_kubeconfig() {
+  local address
+  address=$(kind_internal_address)
+  if [ -z "$address" ]; then
+    bounded 60 kind get kubeconfig --name "$CLUSTER_NAME"
+    return
+  fi
+  bounded 60 kind get kubeconfig --internal --name "$CLUSTER_NAME" |
+    sed "s|server: https://$CLUSTER_NAME-control-plane:6443|server: https://$address:6443|"
+}
+
 # kind_ca: the CA of the cluster's kubeconfig (kind reads it from the node; no API call).
 kind_ca() {
-  bounded 60 kind get kubeconfig --name "$CLUSTER_NAME" 2>/dev/null |
-    awk '$1 == "certificate-authority-data:" { print $2; exit }'
+  kind_kubeconfig 2>/dev/null | awk '$1 == "certificate-authority-data:" { print $2; exit }'
 }
 
 # kind_owner: the gpulab.io/owner label of the cluster's node; fails when the API does not answer.
 kind_owner() {
-  bounded 60 kind get kubeconfig --name "$CLUSTER_NAME" >"$GPULAB_RUN_DIR/kubeconfig" &&
+  kind_kubeconfig >"$GPULAB_RUN_DIR/kubeconfig" &&
     kc --kubeconfig "$GPULAB_RUN_DIR/kubeconfig" get node "$CLUSTER_NAME-control-plane" \
       -o jsonpath='{.metadata.labels.gpulab\.io/owner}'
 }

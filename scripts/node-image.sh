@@ -37,103 +37,8 @@ programs=(kubelet kubeadm kubectl)
 busybox_image=localhost/gpulab/busybox
 started=$SECONDS
 
-sha() { sha256sum "$@" | cut -d' ' -f1; }
-
-# debian_mirror SUITE: "URI KEYRING" of the first `deb` source of this machine that serves SUITE's main
-# component, from /etc/apt/sources.list and sources.list.d/*.list (one-line form) and *.sources (deb822).
-debian_mirror() {
-  local wanted=$1 file
-  shopt -s nullglob
-  for file in "$apt_dir/sources.list" "$apt_dir"/sources.list.d/*.list; do
-    [ -f "$file" ] || continue
-    # deb [options] URI SUITE COMPONENT...
-    awk -v suite="$wanted" '
-      $1 == "deb" {
-        keyring = "-"; i = 2
-        if ($2 ~ /^\[/) {
-          for (; i <= NF; i++) { if ($i ~ /signed-by=/) { keyring = $i; sub(/.*signed-by=/, "", keyring); sub(/\]$/, "", keyring) }
-                                 if ($i ~ /\]$/) { i++; break } }
-        }
-        if ($(i + 1) != suite) next
-        for (j = i + 2; j <= NF; j++) if ($j == "main") { print $i, keyring; exit }
-      }' "$file"
-  done
-  for file in "$apt_dir"/sources.list.d/*.sources; do
-    # deb822 stanzas, separated by blank lines; `Enabled: no` turns one off.
-    awk -v suite="$wanted" '
-      function check() {
-        if (types ~ /(^| )deb( |$)/ && (" " suites " ") ~ (" " suite " ") && (" " components " ") ~ / main / && enabled != "no") {
-          split(uris, u, " "); print u[1], (keyring == "" ? "-" : keyring); found = 1; exit
-        }
-        types = suites = components = uris = keyring = enabled = ""
-      }
-      /^[[:space:]]*#/ { next }
-      /^[[:space:]]*$/ { check(); next }
-      { key = tolower($1); sub(/:$/, "", key); value = $0; sub(/^[^:]*:[[:space:]]*/, "", value)
-        if (key == "types") types = value; else if (key == "uris") uris = value
-        else if (key == "suites") suites = value; else if (key == "components") components = value
-        else if (key == "signed-by") keyring = value; else if (key == "enabled") enabled = tolower(value) }
-      END { if (!found) check() }' "$file"
-  done
-  shopt -u nullglob
-}
-
-installed() { dpkg-query -W -f '${Status}' "$1" 2>/dev/null | grep -q 'ok installed'; }
-
-ensure_packages() { # ensure_packages PACKAGE...: install those of Debian's PACKAGEs that are missing, with apt
-  local missing=() package
-  for package in "$@"; do installed "$package" || missing+=("$package"); done
-  [ ${#missing[@]} = 0 ] && return 0
-  log "installing Debian's ${missing[*]} (apt-get)"
-  bounded 300 apt-get update -qq >&2
-  DEBIAN_FRONTEND=noninteractive bounded 600 apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
-}
-
-# docker_archive ROOT NAME ENTRYPOINT USER OUT: a `docker save` archive (the format `ctr images import` and
-# `docker load` read) of one layer made of ROOT, written without an engine; the same ROOT always gives the
-# same image id (files sorted, owned by root, time 0).
-docker_archive() {
-  local rootfs=$1 name=$2 entrypoint=$3 user=$4 out=$5 work diff config
-  work=$(mktemp -d "$GPULAB_RUN_DIR/archive.XXXXXX")
-  tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$rootfs" -cf "$work/layer.tar" .
-  diff=$(sha "$work/layer.tar")
-  mkdir "$work/$diff"
-  mv "$work/layer.tar" "$work/$diff/layer.tar"
-  jq -cn --arg diff "sha256:$diff" --argjson entrypoint "$entrypoint" --arg user "$user" \
-    '{architecture: "amd64", os: "linux", created: "1970-01-01T00:00:00Z",
-      config: ({Entrypoint: $entrypoint} + (if $user == "" then {} else {User: $user} end)),
-      rootfs: {type: "layers", diff_ids: [$diff]}}' >"$work/config.json"
-  config=$(sha "$work/config.json")
-  mv "$work/config.json" "$work/$config.json"
-  jq -cn --arg config "$config.json" --arg name "$name" --arg layer "$diff/layer.tar" \
-    '[{Config: $config, RepoTags: [$name], Layers: [$layer]}]' >"$work/manifest.json"
-  tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$work" -cf "$out" manifest.json "$config.json" "$diff"
-  rm -rf "$work"
-}
-
-# make_tree: the debootstrap tree of $tree_key in $tree, kept between runs.
-make_tree() {
-  mkdir -p "$cache"
-  if [ ! -e "$tree/.gpulab-complete" ]; then
-    log "debootstrap $suite from $mirror into $tree (minbase: ${packages//,/ }); about two minutes"
-    rm -rf "$tree.partial"
-    on_exit "rm -rf '$tree.partial'"
-    bounded "${TIMEOUT:-1800}" debootstrap --variant=minbase --arch=amd64 "${keyring_args[@]}" --include="$packages" \
-      "$suite" "$tree.partial" "$mirror" >"$GPULAB_RUN_DIR/debootstrap.log" 2>&1 || {
-      tail -n 20 "$GPULAB_RUN_DIR/debootstrap.log" >&2
-      die "debootstrap of $suite from $mirror failed (above)"
-    }
-    # The downloaded packages and apt's lists are of no use in a node; the Release file stays, for the trace.
-    rm -rf "$tree.partial"/var/cache/apt/archives/*.deb "$tree.partial"/var/lib/apt/lists/*_Packages
-    touch "$tree.partial/.gpulab-complete"
-    for old in "$cache"/rootfs-*; do
-      [ "$old" = "$tree.partial" ] || [ "$old" = "$tree" ] || rm -rf "$old" # one kept tree, not one per change
-    done
-    mv "$tree.partial" "$tree"
-  else
-    log "debootstrap tree of $suite from $mirror: kept in $tree"
-  fi
-}
+# shellcheck source=image-lib.sh
+source "${BASH_SOURCE[0]%/*}/image-lib.sh"
 
 if [ "${1:-}" = --mirror ]; then # the Debian source the tree would come from, and nothing else
   debian_mirror "$suite" | head -n 1 | grep . || die "no Debian source for $suite (main) in $apt_dir"
@@ -179,7 +84,7 @@ busybox_ref="$busybox_image:${busybox_version:-unknown}"
 image_key=$(
   {
     printf '%s\n' "$tree_key" "$pause_image" "$busybox_ref" "$(gcc --version | head -n 1)"
-    sha "$script" "$pause_dir/build/pause/linux/pause.c" "$busybox" "${programs[@]/#/$bin/}"
+    sha "$script" "$root/scripts/image-lib.sh" "$pause_dir/build/pause/linux/pause.c" "$busybox" "${programs[@]/#/$bin/}"
     (cd "$recipe" && find files -print0 | LC_ALL=C sort -z | xargs -0 stat -c '%n %a %F') # names and modes
     (cd "$recipe" && find files -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
   } | sha

@@ -132,7 +132,8 @@ def test_real_nodes_never_pull_the_labs_workloads_and_kwok_nodes_keep_the_defaul
         ),
         (
             {"runtime": "docker", "workers": "kwok", "cni": "bridge"},
-            "gpulab:cni = 'bridge': the Docker lab runs Calico on its kindest/node workers, whose image has no bridge",
+            "gpulab:versions.workerNodeImages = 'kindest/node:v1.36.4@sha256:099e049362a1526b2db71494e194... (94 "
+            "characters): kindest/node has no CNI bridge plugin",
         ),
         ({"workers": "kwok"}, "gpulab:cni = 'bridge': KWOK nodes run no pod and need no pod network"),
         ({"cni": "flannel"}, "gpulab:cni = 'flannel': must be one of"),

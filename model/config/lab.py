@@ -27,9 +27,13 @@ from model.config.fields import (
     SecretKeyName,
 )
 from model.config.tenant import Tenant
+from model.image_ref import ImageRef
 from model.network import metallb_addresses, ranges_overlap
 from model.node_contract import gpulab_node
 from model.versions import Versions, image_tag, parse_kubernetes_version
+
+# kind's published node image, which carries no CNI bridge plugin (kind images/base/Dockerfile).
+KINDEST_NODE = "docker.io/kindest/node"
 
 
 class Install(ConfigModel):
@@ -47,6 +51,9 @@ class Management(ConfigModel):
     # kind puts its nodes on this Docker network (KIND_EXPERIMENTAL_DOCKER_NETWORK); a network of gpulab's own,
     # rather than the shared `kind` one, is what lets destroy remove it.
     network: str | None = None
+    # kind mode: gpulab creates that network `--internal` (no route beyond this host, nothing published): for a
+    # host that must not reach out, and the lab's tests. The host reaches kind's API server at the node's address.
+    internal_network: bool = False
     metallb_pool_size: int = Field(default=16, ge=1, le=1024)
     # existing mode: the secret config key with the cluster's kubeconfig, what to install, MetalLB's addresses.
     kubeconfig_secret: SecretKeyName = "managementKubeconfig"
@@ -79,6 +86,8 @@ class Management(ConfigModel):
                 "not remove; pick another name, e.g. gpulab",
                 self.network_name,
             )
+        if self.mode != "kind" and self.internal_network:
+            raise at("internalNetwork", "is for mode: kind (gpulab creates the kind network); remove it", True)
         if self.mode == "kind":
             if self.install is not None or self.metallb_addresses:
                 raise at(
@@ -171,9 +180,10 @@ class LabConfig(ConfigModel):
     # Process mode's workers: kwok (KWOK nodes: no kubelet, no container) or containers (real nodes: a container of
     # gpulab's node image per tenant, `make node-image`, with a real kubelet joined by kubeadm): docs/real-nodes.md.
     workers: Literal["kwok", "containers"] = "kwok"
-    # The pod network of each tenant's nodes: calico (the Docker lab: its images are pulled onto kindest/node
-    # workers) or bridge (the CNI bridge plugin of gpulab's node image, for real nodes, which can pull no Calico
-    # image: one node per tenant, as the bridge gives no routes between nodes). Unset: the runtime's own.
+    # The pod network of each tenant's nodes: calico (the Docker lab's default: its images are loaded onto the
+    # kindest/node workers) or bridge (the CNI bridge plugin of gpulab's node images: real nodes, which can pull no
+    # Calico image, and Docker-lab workers of gpulab's kind node image, `make lab-images`; one node per tenant, as the
+    # bridge gives no routes between nodes). Unset: the runtime's own.
     cni: Literal["calico", "bridge"] | None = None
     management: Management = Management()
     tenants: list[Tenant] = Field(min_length=1, max_length=MAX_TENANTS)
@@ -193,6 +203,8 @@ class LabConfig(ConfigModel):
             )
         if self.cni not in (None, self.pod_network):
             raise at("cni", self._cni_fix(), self.cni)
+        if self.pod_network == "bridge" and not self.process_mode:
+            self._docker_bridge()
         kind_subnet = info.context.get("kind_subnet") if info.context else None
         problems = across_tenants(self.management, list(enumerate(self.tenants)), self.versions, kind_subnet)
         if problems:
@@ -245,11 +257,46 @@ class LabConfig(ConfigModel):
 
     @property
     def pod_network(self) -> str:
-        """The CNI of the tenants' nodes: Calico in the Docker lab, the bridge plugin on real nodes; KWOK nodes run
-        no pod and need none ("none")."""
+        """The CNI of the tenants' nodes: in the Docker lab Calico, or the bridge plugin where the stack asks for it;
+        the bridge plugin on real nodes; KWOK nodes run no pod and need none ("none")."""
         if self.real_nodes:
             return "bridge"
-        return "none" if self.process_mode else "calico"
+        if self.process_mode:
+            return "none"
+        return self.cni or "calico"
+
+    def _docker_bridge(self) -> None:
+        """The bridge plugin in the Docker lab: one container node per tenant, of an image that carries it."""
+        problems: list[tuple[str, object, str]] = []
+        for i, tenant in enumerate(self.tenants):
+            if tenant.worker_mode != "container":
+                problems.append(
+                    (f"tenants[{i}].workerMode", tenant.worker_mode, "cni: bridge is for node containers; use calico")
+                )
+                continue
+            if len(tenant.worker_node_names()) != 1:
+                problems.append(
+                    (
+                        f"tenants[{i}].nodes",
+                        tenant.worker_node_names(),
+                        "cni: bridge runs one node per tenant (it gives no routes between nodes); declare the "
+                        "tenant's cards under gpus, or use calico",
+                    )
+                )
+            image = self.worker_image(tenant) or ""
+            if ImageRef.parse(image).name == KINDEST_NODE:
+                key = f"tenants[{i}].workerImage" if tenant.worker_image else "versions.workerNodeImages"
+                problems.append(
+                    (
+                        key,
+                        image,
+                        # No apostrophe: the message formatter cuts long quoted text (model/redact.py scrub).
+                        "kindest/node has no CNI bridge plugin (kind images/base has host-local, loopback, ptp, "
+                        f"portmap); use gpulab/kind-node:{tenant.kubernetes_version} (make lab-images) or cni: calico",
+                    )
+                )
+        if problems:
+            raise KeyedError(problems)
 
     def _cni_fix(self) -> str:
         if self.real_nodes:
@@ -258,12 +305,7 @@ class LabConfig(ConfigModel):
                 "node, kube-controllers) are not in it, and a node on the lab's --internal network cannot pull them; "
                 "use bridge"
             )
-        if self.process_mode:
-            return "KWOK nodes run no pod and need no pod network; remove it (workers: containers runs bridge)"
-        return (
-            "the Docker lab runs Calico on its kindest/node workers, whose image has no bridge plugin (kind's "
-            "images/base: host-local, loopback, ptp, portmap); use calico"
-        )
+        return "KWOK nodes run no pod and need no pod network; remove it (workers: containers runs bridge)"
 
     def real_node_images(self, tenant: Tenant) -> list[str]:
         """The images a tenant's real node runs, in its containerd before the join (the lab's loader checks them and

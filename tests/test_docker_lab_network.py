@@ -1,0 +1,97 @@
+"""The Docker lab's network choices: the kind network made `--internal`, and the tenants' pod network as the CNI
+bridge plugin of gpulab's kind node image instead of Calico.
+
+Boundary: what the program hands pulumi-docker and pulumi-command (the node container's uploads, the kind
+Command's command line), under Pulumi mocks; the node image's side (the bridge plugin in /opt/cni/bin, the file
+read by containerd's CNI) is held by tests/test_node_contract.py and the real tier.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from lab_harness import lab_config, run_program
+
+from model.config import ConfigError, parse_config
+from model.images import inventory
+from model.node_container import CNI_CONFLIST
+
+KIND_NODE = "gpulab/kind-node:v1.36.4"
+
+
+def bridge_config(**keys) -> dict:
+    """The reference stack on gpulab's kind node image, with the bridge plugin as the tenants' pod network."""
+    return lab_config(
+        cni="bridge",
+        versions={"managementNodeImage": KIND_NODE, "workerNodeImages": {"v1.36.4": KIND_NODE}},
+        **keys,
+    )
+
+
+def test_bridge_tenants_get_their_conflist_with_the_container_and_no_calico() -> None:
+    program = run_program(bridge_config())
+    assert not [r for r in program.registrations.values() if r.name.endswith("-calico")]
+    for tenant, pod_cidr in (("tenant-a", "10.244.0.0/16"), ("tenant-b", "10.245.0.0/16")):
+        node = program.named(f"{tenant}-worker-node")
+        (upload,) = node.inputs["uploads"]
+        assert upload["file"] == CNI_CONFLIST
+        conflist = json.loads(upload["content"])
+        bridge = conflist["plugins"][0]
+        assert bridge["type"] == "bridge" and bridge["ipam"]["ranges"] == [[{"subnet": pod_cidr}]]
+        # The node is Ready once it joined: nothing else installs its pod network.
+        ready = program.named(f"{tenant}-worker-ready")
+        assert program.named(f"{tenant}-worker-join").urn in ready.dependencies
+    images = {use.ref.full for use in inventory(parse_config(bridge_config()))}
+    assert not {image for image in images if "calico" in image}
+
+
+def test_calico_tenants_keep_calico_and_containers_without_uploads() -> None:
+    program = run_program(lab_config())
+    assert program.named("tenant-a-worker-calico")
+    assert "uploads" not in program.named("tenant-a-worker-node").inputs
+
+
+@pytest.mark.parametrize(
+    ("change", "line"),
+    [
+        (
+            {"versions": {"managementNodeImage": KIND_NODE}},
+            "(94 characters): kindest/node has no CNI bridge plugin (kind images/base has host-local, loopback, ptp, "
+            "portmap); use gpulab/kind-node:v1.36.4 (make lab-images) or cni: calico",
+        ),
+        (
+            {"tenants": "two nodes"},
+            "gpulab:tenants[0].nodes = ['tenant-a-worker-0', 'tenant-a-worker-1']: cni: bridge runs one node per "
+            "tenant",
+        ),
+    ],
+)
+def test_bridge_is_refused_where_a_node_cannot_run_it(change: dict, line: str) -> None:
+    config = bridge_config()
+    if change.get("tenants") == "two nodes":
+        tenant = dict(config["tenants"][0])
+        gpus = tenant.pop("gpus")
+        tenant["nodes"] = [{"gpus": gpus}, {"gpus": gpus}]
+        config["tenants"] = [tenant, *config["tenants"][1:]]
+    else:
+        config.update(change)
+    with pytest.raises(ConfigError) as refused:
+        parse_config(config)
+    assert line in str(refused.value)
+
+
+def test_an_internal_kind_network_is_asked_for_on_the_create_command_line_only_when_set() -> None:
+    plain = run_program(lab_config()).named("management-kind")
+    assert "INTERNAL_NETWORK" not in plain.inputs["create"]
+    internal = run_program(lab_config(management={"name": "gpulab", "internalNetwork": True})).named("management-kind")
+    assert internal.inputs["create"].startswith("OWNER=") and " INTERNAL_NETWORK=yes " in internal.inputs["create"]
+    # Not in the Command's environment, which replaces the cluster when it changes.
+    assert internal.inputs["environment"] == plain.inputs["environment"]
+
+
+def test_an_internal_network_is_for_the_kind_cluster_gpulab_makes() -> None:
+    config = lab_config(management={"mode": "existing", "internalNetwork": True, "install": {"kamaji": True}})
+    with pytest.raises(ConfigError) as refused:
+        parse_config(config)
+    assert "gpulab:management.internalNetwork = True: is for mode: kind" in str(refused.value)
