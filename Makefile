@@ -45,9 +45,12 @@ export PULUMI_IGNORE_AMBIENT_PLUGINS := true
 UP_OPTIONS := $() --policy-pack policies
 RESUME := true
 endif
+# A stack with a source cache (gpulab:sourceCache): the engine installs no plugin by itself, so a missing one is
+# named at once instead of a download that cannot succeed.
+OFFLINE_ENV = $$($(PY) -m model.sources --stack "$(STACK)" >/dev/null 2>&1 && echo env PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true)
 
 .PHONY: help up down plan verify report check test lint bench bench-scheduling prereqs policy-venv stack upstream-data clean deploy destroy \
-	diagnose lab-exists lint-python stack-file tools test-real process-tools node-image lab-images
+	diagnose lab-exists lint-python stack-file tools test-real process-tools node-image lab-images cache
 
 help:
 	@echo "make up             preflight (Linux, Docker, tools, disk), then venv, pinned kind/kubectl/pulumi in ./bin, pulumi up"
@@ -66,6 +69,8 @@ help:
 	@echo "                    Go modules into ./bin (needs Go 1.26 and the Go module proxy; see tools/README.md)"
 	@echo "make node-image     gpulab's node image without a registry: Debian packages (debootstrap of this machine's apt"
 	@echo "                    sources) and make tools' kubelet/kubeadm/kubectl; needs root and Docker (docs/real-nodes.md)"
+	@echo "make cache          fetch every chart, manifest, image, tool and plugin STACK takes from outside into its"
+	@echo "                    gpulab:sourceCache (or CACHE=dir), checked; make up then downloads nothing (docs/offline.md)"
 	@echo "make lab-images     the Docker lab's images of served programs without a registry: a kind node image (kubeadm's"
 	@echo "                    images inside) and MetalLB; needs root and Docker (docs/docker-lab.md)"
 	@echo "make bench          benchmarks (program growth, policy checking, image pulls)"
@@ -104,7 +109,8 @@ policies/venv/.installed: policies/requirements.txt
 prereqs: $(VENV)/.installed
 	@tools=$$($(PY) -m preview --stack "$(STACK)" --validate 2>/dev/null) || tools="kind kubectl pulumi"; \
 	case " $$tools " in *" kind "*) need_kind=yes ;; *) need_kind=no ;; esac; \
-	NEED_KIND=$$need_kind PYTHON=$(PY) bash scripts/prereqs.sh || { \
+	cache=$$($(PY) -m model.sources --stack "$(STACK)" 2>/dev/null) || cache=""; \
+	NEED_KIND=$$need_kind PYTHON=$(PY) STACK=$(STACK) SOURCE_CACHE=$$cache bash scripts/prereqs.sh || { \
 	  eval "$$($(PY) -m model.versions)"; \
 	  echo "[gpulab] could not install the pinned kind $$KIND_VERSION, kubectl $$KUBECTL_VERSION and Pulumi CLI" \
 	    "v$$PULUMI_VERSION into ./bin; the line above names what failed. Check that this host reaches github.com," \
@@ -142,6 +148,8 @@ else
 	@$(PYTHON_HOST) scripts/secrets_check.py $(STACK)
 	@$(MAKE) --no-print-directory --silent $(VENV)/.installed  # silent: no "is up to date" line
 	@$(PY) -m preview --stack "$(STACK)" --validate >/dev/null
+	@# With a source cache: everything the stack needs is in it (each missing item named), before any download.
+	@if $(PY) -m model.sources --stack "$(STACK)" >/dev/null; then $(PY) scripts/source_cache.py check --stack $(STACK); fi
 	@$(MAKE) --no-print-directory deploy
 endif
 
@@ -153,10 +161,12 @@ deploy: $(TOOLS) policy-venv stack
 	@$(PYTHON_HOST) scripts/secrets_check.py $(STACK)
 	@$(PYTHON_HOST) scripts/stack_lock.py $(STACK)
 	@$(RESUME) $(STACK)
+	@# A stack with a source cache: its Pulumi plugins from there, and the engine never downloads one.
+	@$(PY) scripts/source_cache.py plugins --stack $(STACK)
 	@echo "pulumi up --yes --stack $(STACK)$(UP_OPTIONS)"
 	@# Its output as it comes; a failure's last line fits it: a policy refusal, Ctrl-C, a wrong passphrase, or
 	@# the diagnose hint. Ctrl-C reaches pulumi from the terminal itself (scripts/up_outcome.py).
-	@$(PYTHON_HOST) scripts/up_outcome.py $(STACK) pulumi up --yes --stack $(STACK)$(UP_OPTIONS)
+	@$(OFFLINE_ENV) $(PYTHON_HOST) scripts/up_outcome.py $(STACK) pulumi up --yes --stack $(STACK)$(UP_OPTIONS)
 
 # Nothing deployed: say so, download nothing. Otherwise Docker must answer before pulumi destroy runs.
 down:
@@ -251,6 +261,11 @@ node-image:
 	@if [ -z "$${GPULAB_BIN:-}" ]; then $(PYTHON_HOST) scripts/build_tools.py kubelet kubeadm kubectl; fi
 	@bash scripts/docker-engine.sh start
 	@bash scripts/node-image.sh
+
+# The Docker lab's source cache (scripts/source_cache.py, docs/offline.md): every chart, manifest, image, tool and
+# plugin STACK takes from outside, fetched once and checked, into the stack's gpulab:sourceCache (or CACHE=dir).
+cache: $(VENV)/.installed
+	@$(PY) scripts/source_cache.py fill --stack $(STACK) $(if $(CACHE),--dir "$(CACHE)")
 
 # The Docker lab's images of programs the Go module proxy serves (scripts/lab-images.sh): a kind node image with
 # kubeadm's images inside, and MetalLB's controller and speaker; their programs first (tools/programs.toml, group

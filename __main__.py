@@ -25,6 +25,7 @@ from components.parts import TenantParts
 from components.process_control_plane import ProcessControlPlane, process_stack
 from components.process_gpu_node import ProcessGpuNode
 from components.real_gpu_node import RealGpuNode
+from components.sources import check_sources
 from components.tenant_control_plane import TenantControlPlane
 from components.tenant_namespaces import TenantNamespaces
 from components.tenant_worker import TenantWorker
@@ -35,6 +36,7 @@ from model.names import docker_name
 def docker_lab(lab: LabConfig) -> Callable[[Tenant], TenantParts]:
     """The Docker lab: kind's management cluster with Kamaji; per tenant a TenantControlPlane, node containers
     (or SSH machines) and HAMi's chart."""
+    check_sources(lab)  # with a source cache: everything the stack needs is in it, or nothing is declared
     images = ImageCache("images", lab)  # pulled once on the host, loaded into each node before it runs them
     management = ManagementCluster("management", lab, images)
     pulumi.export("management_kubeconfig", management.kubeconfig)

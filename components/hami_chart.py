@@ -13,6 +13,7 @@ import pulumi_kubernetes as k8s
 
 from components.parts import gpu_node_prefixes
 from components.shell import script_command
+from components.sources import release_chart, sources
 from components.tenant_control_plane import TenantControlPlane
 from components.tenant_worker import TenantWorker
 from model.catalog import Card, register_annotation, totals
@@ -71,9 +72,7 @@ def hami_release(
     return k8s.helm.v3.Release(
         f"{name}-hami",
         name=HAMI_RELEASE,
-        chart=lab.versions.hami.chart,
-        version=lab.versions.hami.version,
-        repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=lab.versions.hami.repo),
+        **release_chart(lab.versions.hami, sources(lab)),
         namespace=HAMI_NAMESPACE,
         values=hami_values(tenant, lab),
         timeout=600,

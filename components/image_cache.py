@@ -18,9 +18,12 @@ import re
 import pulumi
 
 from components.shell import script_command
+from components.sources import sources
 from model.config import LabConfig
-from model.images import to_load
+from model.image_ref import ImageRef
+from model.images import node_images, to_load
 from model.node_container import node_platform
+from model.sources import image_item
 
 
 def _slug(text: str) -> str:
@@ -36,18 +39,38 @@ class ImageCache(pulumi.ComponentResource):
         super().__init__("gpulab:index:ImageCache", name, None, opts)
         self._name, self._lab = name, lab
         self.platform = node_platform()
+        self.sources = sources(lab)
         parts = [part for part in ("management", *(t.name for t in lab.tenants)) if self.feeds(part)]
-        wanted = sorted({ref for part in parts for ref in to_load(lab, part)})
+        wanted = {ref for part in parts for ref in to_load(lab, part)}
+        if self.sources is not None:
+            # Offline, the node images come from the cache too (kind and the Docker provider would pull them).
+            wanted |= {ImageRef.parse(image) for image in node_images(lab)}
         self.pulls = {
             ref.tagged: script_command(
                 f"{name}-pull-{_slug(ref.tagged.split('/', 1)[1])}",
                 "pull-image.sh",
-                environment={"IMAGE": ref.full, "TAGGED": ref.tagged, "PLATFORM": self.platform},
+                environment={"IMAGE": ref.full, "TAGGED": ref.tagged, "PLATFORM": self.platform, **self._cached(ref)},
                 opts=pulumi.ResourceOptions(parent=self),
             )
-            for ref in wanted
+            for ref in sorted(wanted)
         }
         self.register_outputs({"images": sorted(self.pulls), "platform": self.platform})
+
+    def _cached(self, ref: ImageRef) -> dict[str, str]:
+        """A pull's archive and image id in the source cache (nothing without one)."""
+        if self.sources is None:
+            return {}
+        item = image_item(ref.full)
+        return {"ARCHIVE": str(self.sources.path(item)), "IMAGE_ID": self.sources.entries[item.key].image_id}
+
+    def node_image(self, image: str) -> tuple[str, list[pulumi.Resource]]:
+        """The name a node container is made from, and what must come first. From a source cache: its tag, once
+        loaded (a loaded image has no registry digest to be found by, and its id was checked against the cache's
+        record instead); otherwise the pinned reference, which the Docker provider or kind pulls."""
+        if self.sources is None:
+            return image, []
+        tagged = ImageRef.parse(image).tagged
+        return tagged, [self.pulls[tagged]]
 
     def feeds(self, part: str) -> bool:
         """Whether gpulab loads images into this part's node: kind's node and container workers only."""

@@ -18,6 +18,7 @@ import pulumi_kubernetes as k8s
 
 from components.image_cache import ImageCache
 from components.shell import script, script_command
+from components.sources import manifest_file, release_chart, sources
 from model.config import LabConfig, secret
 from model.image_ref import ImageRef
 from model.names import (  # re-exported: the program reads them here
@@ -84,14 +85,14 @@ class ManagementCluster(pulumi.ComponentResource):
         self, name: str, lab: LabConfig, images: ImageCache, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("gpulab:index:ManagementCluster", name, None, opts)
-        self._name, self._lab = name, lab
+        self._name, self._lab, self._sources = name, lab, sources(lab)
         management = lab.management
         self.cluster = self.kamaji = self.l2_advertisement = self.images_loaded = None
         self.metallb_pool = self.kind_subnet = None
         self.network_name = management.network_name if management.mode == "kind" else None
 
         if management.mode == "kind":
-            self.cluster = self._kind_cluster()
+            self.cluster = self._kind_cluster(images)
             self.kubeconfig = pulumi.Output.secret(self._kind_kubeconfig(self.cluster).stdout)
             # kind names its single node <cluster>-control-plane; it runs everything installed below.
             self.images_loaded = images.load(
@@ -155,18 +156,19 @@ class ManagementCluster(pulumi.ComponentResource):
         loaded = [self.images_loaded] if self.images_loaded is not None else []
         return pulumi.ResourceOptions(parent=self, provider=self.provider, depends_on=[*loaded, *(depends_on or [])])
 
-    def _kind_cluster(self) -> command.local.Command:
+    def _kind_cluster(self, images: ImageCache) -> command.local.Command:
         """The kind cluster. `environment` changes (name, image, network) replace it, deleting the old one
         first because kind cluster and network names are singletons. Its stdout is kind-create.sh's record
         of what gpulab owns (the node container's id, whether the network was there before): not secret, and
         handed to the next update and the delete, which act only on what it names."""
         management, versions = self._lab.management, self._lab.versions
         internal = "INTERNAL_NETWORK=yes " if management.internal_network else ""
+        node_image, loaded = images.node_image(versions.management_node_image)
         return command.local.Command(
             f"{self._name}-kind",
             environment={
                 "CLUSTER_NAME": management.name,
-                "NODE_IMAGE": versions.management_node_image,
+                "NODE_IMAGE": node_image,
                 "NETWORK": management.network_name,
             },
             # Who owns the cluster (a node label): set on the command line, not in `environment`, so that
@@ -177,7 +179,9 @@ class ManagementCluster(pulumi.ComponentResource):
             create=f"OWNER={owner_label()} OUTPUT=record {internal}{script('kind-create.sh')}",
             delete=f"OWNER={owner_label()} {script('kind-delete.sh')}",
             logging=command.local.Logging.STDERR,
-            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True, replace_on_changes=["environment"]),
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=loaded, delete_before_replace=True, replace_on_changes=["environment"]
+            ),
         )
 
     def _kind_kubeconfig(self, cluster: command.local.Command) -> command.local.Command:
@@ -199,9 +203,7 @@ class ManagementCluster(pulumi.ComponentResource):
         return k8s.helm.v3.Release(
             f"{self._name}-cert-manager",
             name="cert-manager",
-            chart=chart.chart,
-            version=chart.version,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=chart.repo),
+            **release_chart(chart, self._sources),
             namespace=CERT_MANAGER_NAMESPACE,
             create_namespace=True,
             values={"crds": {"enabled": True}},
@@ -214,7 +216,9 @@ class ManagementCluster(pulumi.ComponentResource):
         kind mode carves the pool from the kind network's IPv4 subnet; existing mode takes it from config."""
         lab = self._lab
         metallb = k8s.yaml.v2.ConfigFile(
-            f"{self._name}-metallb", file=lab.versions.metallb_manifest, opts=self._in_cluster()
+            f"{self._name}-metallb",
+            file=manifest_file(lab.versions.metallb_manifest, self._sources),
+            opts=self._in_cluster(),
         )
         if self.cluster is not None:
             network = docker.get_network_output(
@@ -258,9 +262,7 @@ class ManagementCluster(pulumi.ComponentResource):
         return k8s.helm.v3.Release(
             f"{self._name}-kamaji",
             name=KAMAJI_RELEASE,
-            chart=versions.kamaji.chart,
-            version=versions.kamaji.version,
-            repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=versions.kamaji.repo),
+            **release_chart(versions.kamaji, self._sources),
             namespace=KAMAJI_NAMESPACE,
             create_namespace=True,
             value_yaml_files=[pulumi.FileAsset(KAMAJI_VALUES_FILE)],

@@ -20,6 +20,7 @@ import pulumi_kubernetes as k8s
 from components.image_cache import ImageCache
 from components.management_cluster import ManagementCluster
 from components.shell import remote_script, script_command
+from components.sources import manifest_file, sources
 from components.tenant_control_plane import TenantControlPlane
 from model.config import LabConfig, SshWorker, Tenant, secret
 from model.node_container import (
@@ -157,7 +158,7 @@ class TenantWorker(pulumi.ComponentResource):
             network = [
                 k8s.yaml.v2.ConfigFile(
                     f"{name}-calico",
-                    file=lab.versions.calico_manifest,
+                    file=manifest_file(lab.versions.calico_manifest, sources(lab)),
                     opts=pulumi.ResourceOptions(
                         parent=self,
                         provider=control_plane.provider,
@@ -186,8 +187,12 @@ class TenantWorker(pulumi.ComponentResource):
         image_ref = lab.worker_image(tenant)
         assert image_ref is not None and management.cluster is not None  # LabConfig guarantees both
         # keep_locally: the management cluster may use the same image.
+        image_name, loaded = images.node_image(image_ref)
         image = docker.RemoteImage(
-            f"{name}-image", name=image_ref, keep_locally=True, opts=pulumi.ResourceOptions(parent=self)
+            f"{name}-image",
+            name=image_name,
+            keep_locally=True,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=loaded),
         )
         host_prerequisites = script_command(
             f"{name}-host-prerequisites",

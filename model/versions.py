@@ -185,6 +185,25 @@ class Versions(BaseModel):
         return self
 
 
+# The sha256 upstream publishes for a pinned chart or manifest, by what the lab asks for (a chart's
+# `repo|chart|version`, a manifest's URL): the source cache holds its copy to it (model/sources.py). Pins without
+# an entry have no published checksum: Kamaji publishes only the moving chart 0.0.0+latest (its versioning.md), and
+# no checksum of cert-manager's chart archive was found published; the cache records what it fetched for those.
+CHECKSUMS = {
+    # HAMi's chart repository index (gh-pages index.yaml) lists this digest for charts/hami-2.8.3.tgz.
+    "https://project-hami.github.io/HAMi|hami|2.8.3": (
+        "57835bd9da24eec5916e528ded7fcfbc4c05fa60020efd16370c1c2f4050f4f6"
+    ),
+    # The files at these release tags (raw.githubusercontent.com serves the tag's blob as it is).
+    "https://raw.githubusercontent.com/metallb/metallb/v0.16.1/config/manifests/metallb-native.yaml": (
+        "bf25feebb7582ca7df845efd52ffbc2960d6cbf4cfc972f47fded9f788b67f0b"
+    ),
+    "https://raw.githubusercontent.com/projectcalico/calico/v3.31.6/manifests/calico.yaml": (
+        "34012557637766d4367f0e7d2ea8b6507fca6df68e08b87fcdcd527f689e2637"
+    ),
+}
+
+
 def shell_exports(versions: Versions) -> str:
     """KEY=value lines for scripts/prereqs.sh."""
     lines = {

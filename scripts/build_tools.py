@@ -79,7 +79,7 @@ class ModuleFile:
     module: str
     path: str
     mode: int = 0o755
-    group: str = "tools"
+    group: str = "tools"  # files are all of `make tools`
 
 
 def say(message: str) -> None:
@@ -92,15 +92,7 @@ def load_manifest(path: Path = MANIFEST) -> tuple[list[Program | ModuleFile], di
     programs: list[Program | ModuleFile] = []
     for wrapper, table in data.items():
         for name, entry in table.get("files", {}).items():
-            programs.append(
-                ModuleFile(
-                    name=name,
-                    wrapper=wrapper,
-                    module=entry["module"],
-                    path=entry["path"],
-                    group=table.get("group", "tools"),
-                )
-            )
+            programs.append(ModuleFile(name=name, wrapper=wrapper, module=entry["module"], path=entry["path"]))
         for name, entry in table.get("programs", {}).items():
             programs.append(
                 Program(
@@ -402,25 +394,13 @@ def copy_module_file(item: ModuleFile, zip_path: Path, version: str, bin_dir: Pa
     partial.replace(bin_dir / item.name)
 
 
-def disk_usage(path: Path) -> int:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink()) if path.exists() else 0
-
-
-def megabytes(size: int) -> str:
-    return f"{size / 1e6:,.0f} MB"
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="make tools", description=__doc__.splitlines()[0])
     parser.add_argument("--bin", type=Path, default=ROOT / "bin", help="where the programs go (default ./bin)")
     parser.add_argument("--go", default=os.environ.get("GO", "go"), help="the go command (default: go on PATH)")
     parser.add_argument("--tools", type=Path, default=TOOLS, help="the wrapper modules and programs.toml")
-    parser.add_argument(
-        "--cache", type=Path, default=CACHE, help="unpacked modules with generated files (default .cache/tools)"
-    )
-    parser.add_argument(
-        "--group", default="tools", help="the programs of this group (tools, lab-images) when none is named"
-    )
+    parser.add_argument("--cache", type=Path, default=CACHE, help="unpacked modules with generated files")
+    parser.add_argument("--group", default="tools", help="the group built when no program is named (lab-images)")
     parser.add_argument("only", nargs="*", help="build only these programs (default: all of --group)")
     args = parser.parse_args(argv)
     programs, unavailable = load_manifest(args.tools / "programs.toml")
@@ -429,10 +409,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         say(f"unknown program {', '.join(unknown)}; the programs are: {', '.join(sorted(known))}")
         return 2
-    if args.only:
-        selected = [p for p in programs if p.name in args.only]
-    else:
-        selected = [p for p in programs if p.group == args.group]
+    selected = [p for p in programs if p.name in args.only or (not args.only and p.group == args.group)]
     if not selected:
         say(f"no program in group {args.group!r}; the groups are: {', '.join(sorted({p.group for p in programs}))}")
         return 2
@@ -465,15 +442,14 @@ def main(argv: list[str] | None = None) -> int:
     for name, reason in sorted(unavailable.items()):
         if not args.only and args.group == "tools":
             say(f"not built here: {name}: {reason} (see tools/README.md)")
-    elapsed = time.monotonic() - started
-    summary = (
-        f"{len(selected)} programs in {args.bin}: {built} built, {len(selected) - built} up to date, "
-        f"in {elapsed:.0f} s; {megabytes(disk_usage(args.bin))} on disk"
-    )
-    if built:
-        # Where, not how big: measuring a module cache of gigabytes takes longer than a warm build.
+    elapsed, up_to_date = time.monotonic() - started, len(selected) - built
+    summary = f"{len(selected)} programs in {args.bin}: {built} built, {up_to_date} up to date, in {elapsed:.0f} s"
+    size = sum(f.stat().st_size for f in args.bin.rglob("*") if f.is_file() and not f.is_symlink())
+    summary += f"; {size / 1e6:,.0f} MB on disk"
+    if built:  # where, not how big: measuring a module cache of gigabytes takes longer than a warm build
+        env = dict(os.environ)
         caches = [
-            f"{name} {run_go(args.go, ['env', name], ROOT, dict(os.environ), 60).stdout.strip()}"
+            f"{name} {run_go(args.go, ['env', name], ROOT, env, 60).stdout.strip()}"
             for name in ("GOMODCACHE", "GOCACHE")
         ]
         summary += f"; Go caches: {', '.join(caches)} (remove with `go clean -modcache -cache`)"

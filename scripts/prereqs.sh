@@ -2,7 +2,9 @@
 # Installs kind, kubectl and the Pulumi CLI into ./bin at the versions pinned in model/versions.py
 # when the ones on PATH are missing or differ. Nothing else is touched. scripts/preflight.sh has
 # already checked the host (Linux, Docker, tools, disk) before make gets here.
-# env: PYTHON (the venv's python, to read the pins),
+# With a source cache each file comes from there instead (get below).
+# env: PYTHON (the venv's python, to read the pins), SOURCE_CACHE and STACK (the stack's gpulab:sourceCache, which
+#      make names, and the stack),
 #      NEED_KIND (no: the stack has no kind management cluster, so kind is not installed; default yes)
 set -euo pipefail
 # shellcheck source=lib.sh
@@ -31,19 +33,37 @@ if ! flock -n "$bin_lock"; then
   bounded 610 flock -w 600 "$bin_lock" || die "another gpulab run has been installing tools into $bin for 600s"
 fi
 
+# get URL [FILE]: the file at URL into FILE (or on stdout): from the stack's source cache when make names one
+# (SOURCE_CACHE; scripts/source_cache.py checks the file there against the cache's index), else downloaded.
+get() {
+  local cached=""
+  if [ -n "${SOURCE_CACHE:-}" ]; then
+    cached=$("${PYTHON:-python3}" "$root/scripts/source_cache.py" path --stack "${STACK:-dev}" "$1") ||
+      die "the source cache $SOURCE_CACHE cannot serve $1 (above)"
+    [ -n "$cached" ] || die "the source cache $SOURCE_CACHE has no $1: make cache STACK=${STACK:-dev} fills it"
+  fi
+  if [ -n "$cached" ]; then
+    if [ -n "${2:-}" ]; then cp "$cached" "$2"; else cat "$cached"; fi
+  elif [ -n "${2:-}" ]; then
+    curl -fsSL --retry 3 -o "$2" "$1"
+  else
+    curl -fsSL --retry 3 "$1"
+  fi
+}
+
 # fetch URL FILE EXPECTED_SHA256 CHECKSUM_URL: download, verify against the pinned checksum (amd64)
 # or else against the checksum upstream publishes next to the file, then move into place.
 fetch() {
   local url=$1 file=$2 expected=$3 checksum_url=$4 partial
   partial=$(mktemp "$bin/.download.XXXXXX")
-  log "downloading $url"
-  curl -fsSL --retry 3 -o "$partial" "$url" || {
+  if [ -n "${SOURCE_CACHE:-}" ]; then log "taking $url from the source cache"; else log "downloading $url"; fi
+  get "$url" "$partial" || {
     rm -f "$partial"
     die "download failed: $url"
   }
   if [ -z "$expected" ]; then
-    expected=$(curl -fsSL --retry 3 "$checksum_url" | grep -F "$(basename "$url")" | awk '{print $1}' | head -n1 || true)
-    [ -n "$expected" ] || expected=$(curl -fsSL --retry 3 "$checksum_url" | awk '{print $1}' | head -n1)
+    expected=$(get "$checksum_url" | grep -F "$(basename "$url")" | awk '{print $1}' | head -n1 || true)
+    [ -n "$expected" ] || expected=$(get "$checksum_url" | awk '{print $1}' | head -n1)
   fi
   echo "$expected  $partial" | sha256sum --check --status || {
     rm -f "$partial"

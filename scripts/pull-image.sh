@@ -3,10 +3,30 @@
 # (kind nodes' containerd pulls anonymously), and the host cache outlives `make down`.
 # An image already present is not pulled again. A digest-pinned image is pulled by digest and then
 # tagged, because nodes look images up by tag.
-# env: IMAGE (registry/repository[:tag][@digest]), TAGGED (registry/repository:tag), PLATFORM (linux/amd64)
+# With a source cache (gpulab:sourceCache) nothing is pulled: the image is loaded from the cache's archive, and
+# must then be the image the cache's index records (its id pins every layer; the cache checked it against the
+# pinned digest when it was filled: scripts/source_cache.py).
+# env: IMAGE (registry/repository[:tag][@digest]), TAGGED (registry/repository:tag), PLATFORM (linux/amd64),
+#      ARCHIVE and IMAGE_ID (from a source cache: its `docker save` archive and the image id its index records)
 set -euo pipefail
 # shellcheck source=lib.sh
 source "${BASH_SOURCE[0]%/*}/lib.sh" # no fork before lib.sh: it drops the secrets handed in the environment first
+
+if [ -n "${ARCHIVE:-}" ]; then
+  present=$(bounded 60 docker image inspect -f '{{.Id}}' "$TAGGED" 2>/dev/null || true)
+  if [ "$present" = "$IMAGE_ID" ]; then
+    log "already on the host: $TAGGED (the source cache's image)"
+    exit 0
+  fi
+  [ -f "$ARCHIVE" ] || die "$TAGGED: the source cache has no $ARCHIVE; run make cache again"
+  log "loading $TAGGED from the source cache"
+  bounded "${PULL_TIMEOUT:-1800}" docker load -q -i "$ARCHIVE" >/dev/null || die "docker load of $ARCHIVE failed (above)"
+  present=$(bounded 60 docker image inspect -f '{{.Id}}' "$TAGGED" 2>/dev/null || true)
+  [ "$present" = "$IMAGE_ID" ] || die "$ARCHIVE holds ${present:-no image $TAGGED}, not the image $IMAGE_ID the" \
+    "source cache's index records for $TAGGED; run make cache again"
+  log "loaded: $TAGGED"
+  exit 0
+fi
 
 if bounded 60 docker image inspect "$IMAGE" >/dev/null 2>&1 && bounded 60 docker image inspect "$TAGGED" >/dev/null 2>&1; then
   log "already on the host: $IMAGE"

@@ -47,6 +47,7 @@ RUNTIMES = {
         "hami_chart",
         "mock_gpu_node",
         "real_gpu_node",
+        "sources",
     },
     "process": {
         "process_control_plane",

@@ -186,6 +186,9 @@ class LabConfig(ConfigModel):
     # bridge gives no routes between nodes). Unset: the runtime's own.
     cni: Literal["calico", "bridge"] | None = None
     management: Management = Management()
+    # The Docker lab's charts, manifests, images, tools and plugins from this folder instead of the network
+    # (`make cache` fills it): model/sources.py, docs/offline.md.
+    source_cache: str | None = Field(default=None, min_length=1, max_length=4096, pattern=r"^[^\x00-\x1f]+$")
     tenants: list[Tenant] = Field(min_length=1, max_length=MAX_TENANTS)
     scheduling: Scheduling = Scheduling()
     versions: Versions = Versions()
@@ -201,6 +204,9 @@ class LabConfig(ConfigModel):
             raise at(
                 "workers", "is for runtime: process; in the Docker lab each tenant's workerMode chooses", self.workers
             )
+        if self.source_cache is not None and self.runtime == "process":
+            fix = "is for the Docker lab; process mode takes nothing from outside (its programs are make tools')"
+            raise at("sourceCache", fix, self.source_cache)
         if self.cni not in (None, self.pod_network):
             raise at("cni", self._cni_fix(), self.cni)
         if self.pod_network == "bridge" and not self.process_mode:
