@@ -22,7 +22,8 @@ else ifeq ($(PULUMI_CONFIG_PASSPHRASE),)
 unexport PULUMI_CONFIG_PASSPHRASE
 endif
 export PULUMI_SKIP_UPDATE_CHECK := true
-export PATH := $(CURDIR)/bin:$(VENV)/bin:$(PATH)
+# GPULAB_HOST_TOOLS=DIR: your own kind, kubectl and Pulumi CLI, first on PATH and used as they are (prereqs.sh).
+export PATH := $(if $(GPULAB_HOST_TOOLS),$(abspath $(GPULAB_HOST_TOOLS)):)$(CURDIR)/bin:$(VENV)/bin:$(PATH)
 # The stack's runtime (scripts/stack_runtime.py): docker, or process (runtime: process, e.g. STACK=sim), whose
 # programs are the ones `make tools` built: no Docker preflight and no download; the engine finds the Kubernetes
 # provider in ./bin and must never fetch one (docs/process-lab.md).

@@ -34,8 +34,20 @@ from model.versions import CHECKSUMS, HelmChart, Versions
 
 INDEX = "index.json"
 Kind = Literal["chart", "manifest", "image", "tool", "plugin"]
-# The Docker lab's providers: the releases the pinned SDKs ask for (each wheel's pulumi-plugin.json; requirements.txt).
-PLUGINS = {"kubernetes": "4.34.2", "docker": "5.2.0", "command": "1.2.1"}
+# The Docker lab's providers: each is the release its installed SDK asks for (the wheel's pulumi-plugin.json, which
+# the engine reads too); requirements.txt pins the SDKs.
+SDKS = ("pulumi_kubernetes", "pulumi_docker", "pulumi_command")
+
+
+def sdk_plugins() -> dict[str, str]:
+    """{plugin name: version} as the installed SDKs ask the engine for them."""
+    import importlib.resources
+
+    found = {}
+    for sdk in SDKS:
+        plugin = json.loads(importlib.resources.files(sdk).joinpath("pulumi-plugin.json").read_text())
+        found[plugin["name"]] = plugin["version"]
+    return found
 
 
 @dataclass(frozen=True, order=True)
@@ -144,7 +156,7 @@ def needed(lab: LabConfig) -> list[Item]:
     images = {use.ref.full for use in inventory(lab) if use.needs_pull} | node_images(lab)
     items += [image_item(image) for image in sorted(images)]
     items += tool_items(versions, kind=management.mode == "kind")
-    items += [plugin_item(name, version) for name, version in PLUGINS.items()]
+    items += [plugin_item(name, version) for name, version in sdk_plugins().items()]
     return sorted(set(items))
 
 

@@ -3,7 +3,7 @@
 # when the ones on PATH are missing or differ. Nothing else is touched. scripts/preflight.sh has
 # already checked the host (Linux, Docker, tools, disk) before make gets here.
 # With a source cache each file comes from there instead (get below).
-# env: PYTHON (the venv's python, to read the pins), SOURCE_CACHE and STACK (the stack's gpulab:sourceCache, which
+# env: PYTHON (the venv's python, to read the pins), GPULAB_HOST_TOOLS (below), SOURCE_CACHE and STACK (the stack's gpulab:sourceCache, which
 #      make names, and the stack),
 #      NEED_KIND (no: the stack has no kind management cluster, so kind is not installed; default yes)
 set -euo pipefail
@@ -73,6 +73,19 @@ fetch() {
 }
 
 need_kind=${NEED_KIND:-yes}
+# GPULAB_HOST_TOOLS=DIR: the user's own kind, kubectl and Pulumi CLI (with its language host) in DIR, used as they
+# are, whatever their versions (make puts DIR first on PATH): nothing is installed, and the versions are said.
+if [ -n "${GPULAB_HOST_TOOLS:-}" ]; then
+  wanted=(kubectl pulumi pulumi-language-python)
+  [ "$need_kind" = yes ] && wanted+=(kind)
+  for tool in "${wanted[@]}"; do
+    [ -x "$GPULAB_HOST_TOOLS/$tool" ] || die "GPULAB_HOST_TOOLS=$GPULAB_HOST_TOOLS has no $tool"
+  done
+  log "host tools of GPULAB_HOST_TOOLS, not the pins (kind $KIND_VERSION, kubectl $KUBECTL_VERSION, pulumi" \
+    "v$PULUMI_VERSION): $( [ "$need_kind" = yes ] && "$GPULAB_HOST_TOOLS/kind" version | awk '{print "kind", $2 ", "}')kubectl" \
+    "$("$GPULAB_HOST_TOOLS/kubectl" version --client | awk '/Client Version/ {print $3}'), pulumi $("$GPULAB_HOST_TOOLS/pulumi" version)"
+  exit 0
+fi
 if [ "$need_kind" = yes ] && [ "$(kind version 2>/dev/null | awk '{print $2}')" != "$KIND_VERSION" ]; then
   sha=""
   [ "$arch" = amd64 ] && sha=$KIND_SHA256
