@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import ipaddress
+import math
 
 import pulumi
 import pulumi_command as command
@@ -17,24 +18,59 @@ from components.management_cluster import KAMAJI_DATASTORE, ManagementCluster
 from components.parts import tenant_provider
 from components.shell import script_command
 from model.config import Tenant
+from model.config.lab import DEFAULT_STARTUP_TIMEOUT, duration_seconds
 from model.names import KAMAJI_MAX_ANNOTATION, TENANT_LABEL
 
 API_PORT = 6443
 KONNECTIVITY_PORT = 8132
 READY_TIMEOUT_SECONDS = 900
+# Kamaji probes each control-plane container with 3 failures 10 s apart and a 1 s timeout, startup included
+# (internal/builders/controlplane/deployment.go, defaultProbe): a tenant API server that needs more than about 30 s
+# to start is restarted, and on a busy 2-core host they took up to about 100 s and were restarted 8-10 times
+# before they were Ready. These are kubeadm's probes for its own control-plane static pods instead
+# (cmd/kubeadm/app/util/staticpod/utils.go: LivenessProbe, ReadinessProbe's timeout, StartupProbe, whose failures
+# cover controlPlaneComponentHealthCheck, 4m by default). The price: a control plane wedged at its start is
+# restarted after that window, and a running one that stopped answering after 8 x 10 s, not 3 x 10 s.
+PROBE_PERIOD_SECONDS = 10
+PROBE_TIMEOUT_SECONDS = 15
+LIVENESS_FAILURES = 8
+STARTUP_SECONDS = duration_seconds(DEFAULT_STARTUP_TIMEOUT) or 0
+
+
+def control_plane_probes(startup_seconds: int) -> dict:
+    """Kamaji's `controlPlane.deployment.probes`: global values, applied to the API server, controller manager and
+    scheduler alike (the builder applies the global ones first, then per-component ones: applyProbeSetOverrides)."""
+    return {
+        "startup": {
+            "periodSeconds": PROBE_PERIOD_SECONDS,
+            "timeoutSeconds": PROBE_TIMEOUT_SECONDS,
+            "failureThreshold": math.ceil(startup_seconds / PROBE_PERIOD_SECONDS),
+        },
+        "liveness": {
+            "periodSeconds": PROBE_PERIOD_SECONDS,
+            "timeoutSeconds": PROBE_TIMEOUT_SECONDS,
+            "failureThreshold": LIVENESS_FAILURES,
+        },
+        # Kamaji's period and failures; a busy host's /readyz may take more than 1 s without anything being wrong.
+        "readiness": {"timeoutSeconds": PROBE_TIMEOUT_SECONDS},
+    }
 
 
 def control_plane_namespace(tenant: Tenant) -> str:
     return f"gpulab-{tenant.name}"
 
 
-def control_plane_spec(tenant: Tenant) -> dict:
-    """The TenantControlPlane spec; every field Kamaji's CRD requires is here."""
+def control_plane_spec(tenant: Tenant, startup_seconds: int = STARTUP_SECONDS) -> dict:
+    """The TenantControlPlane spec; every field Kamaji's CRD requires is here. `startup_seconds`: how long its
+    control-plane containers may take to start (management.controlPlaneStartupTimeout)."""
     service = ipaddress.ip_network(tenant.service_cidr)
     return {
         "dataStore": KAMAJI_DATASTORE,
         "controlPlane": {
-            "deployment": {"replicas": 1},  # one pod with the four control-plane containers
+            "deployment": {
+                "replicas": 1,  # one pod with the four control-plane containers
+                "probes": control_plane_probes(startup_seconds),
+            },
             "service": {"serviceType": "LoadBalancer"},  # required; MetalLB gives it an IP
         },
         "kubernetes": {
@@ -117,6 +153,7 @@ class TenantControlPlane(pulumi.ComponentResource):
         tenant: Tenant,
         management: ManagementCluster,
         kamaji_max_kubernetes: str,
+        startup_seconds: int = STARTUP_SECONDS,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpulab:index:TenantControlPlane", name, None, opts)
@@ -143,7 +180,7 @@ class TenantControlPlane(pulumi.ComponentResource):
                     KAMAJI_MAX_ANNOTATION: kamaji_max_kubernetes,
                 },
             },
-            spec=control_plane_spec(tenant),
+            spec=control_plane_spec(tenant, startup_seconds),
             opts=pulumi.ResourceOptions.merge(
                 in_management, pulumi.ResourceOptions(depends_on=management.ready_for_tenants)
             ),

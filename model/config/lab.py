@@ -6,6 +6,7 @@ shows at once."""
 from __future__ import annotations
 
 import ipaddress
+import math
 from typing import Literal
 
 from pydantic import (
@@ -31,6 +32,20 @@ from model.network import metallb_addresses, ranges_overlap
 from model.node_contract import gpulab_node
 from model.versions import Versions, image_tag, parse_kubernetes_version
 
+# Kamaji's own startup window (3 probes 10 s apart) is the least; half an hour hides any real fault.
+MIN_STARTUP_SECONDS, MAX_STARTUP_SECONDS = 30, 1800
+DEFAULT_STARTUP_TIMEOUT = "4m"
+_DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60}
+
+
+def duration_seconds(value: str) -> int | None:
+    """Whole seconds of a duration DURATION matches (`4m` -> 240), rounded up; None for anything else."""
+    if not DURATION.fullmatch(value):
+        return None
+    number = value.rstrip("ms")
+    unit = value[len(number) :]
+    return math.ceil(int(number) * _DURATION_UNITS[unit])
+
 
 class Install(ConfigModel):
     """What gpulab installs into an existing management cluster (all three in kind mode)."""
@@ -52,6 +67,27 @@ class Management(ConfigModel):
     kubeconfig_secret: SecretKeyName = "managementKubeconfig"
     install: Install | None = None
     metallb_addresses: list[str] = Field(default=[], max_length=MAX_METALLB_ADDRESSES)
+    # How long a tenant's control-plane containers (Kamaji's TenantControlPlane pod) may take to start before the
+    # kubelet restarts them: kubeadm's own default for its control plane (ClusterConfiguration
+    # timeouts.controlPlaneComponentHealthCheck, 4m: cmd/kubeadm/app/constants/constants.go).
+    control_plane_startup_timeout: str = DEFAULT_STARTUP_TIMEOUT
+
+    @field_validator("control_plane_startup_timeout")
+    @classmethod
+    def _startup_timeout(cls, value: str) -> str:
+        seconds = duration_seconds(value) if DURATION.fullmatch(value) else None
+        if seconds is None or not MIN_STARTUP_SECONDS <= seconds <= MAX_STARTUP_SECONDS:
+            raise ValueError(
+                "must be a duration from 30s to 30m, e.g. 4m: how long a tenant's control plane may take to start "
+                "before the kubelet restarts it (a busy 2-core host took about 100 s)"
+            )
+        return value
+
+    @property
+    def control_plane_startup_seconds(self) -> int:
+        seconds = duration_seconds(self.control_plane_startup_timeout)
+        assert seconds is not None  # validated
+        return seconds
 
     @field_validator("metallb_addresses")
     @classmethod
