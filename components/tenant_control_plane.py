@@ -17,6 +17,7 @@ import pulumi_kubernetes as k8s
 from components.management_cluster import KAMAJI_DATASTORE, ManagementCluster
 from components.parts import tenant_provider
 from components.shell import script_command
+from model import names
 from model.config import Tenant
 from model.config.lab import DEFAULT_STARTUP_TIMEOUT, duration_seconds
 from model.names import KAMAJI_MAX_ANNOTATION, TENANT_LABEL
@@ -57,7 +58,7 @@ def control_plane_probes(startup_seconds: int) -> dict:
 
 
 def control_plane_namespace(tenant: Tenant) -> str:
-    return f"gpulab-{tenant.name}"
+    return names.control_plane_namespace(tenant.name)
 
 
 def control_plane_spec(tenant: Tenant, startup_seconds: int = STARTUP_SECONDS) -> dict:

@@ -30,6 +30,7 @@ from model.config.fields import (
 from model.config.tenant import Tenant
 from model.network import metallb_addresses, ranges_overlap
 from model.node_contract import gpulab_node
+from model.pull_policy import MINIMUM_KUBERNETES
 from model.versions import Versions, image_tag, parse_kubernetes_version
 
 # Kamaji's own startup window (3 probes 10 s apart) is the least; half an hour hides any real fault.
@@ -231,6 +232,8 @@ class LabConfig(ConfigModel):
             raise at("cni", self._cni_fix(), self.cni)
         kind_subnet = info.context.get("kind_subnet") if info.context else None
         problems = across_tenants(self.management, list(enumerate(self.tenants)), self.versions, kind_subnet)
+        if self.runtime == "docker" and self.management.mode == "kind":
+            problems += _management_node(self.versions)
         if problems:
             raise KeyedError(problems)
         return self
@@ -441,6 +444,29 @@ def _against_management(
                     )
                 )
     return problems
+
+
+def _management_node(versions: Versions) -> list[tuple[str, object, str]]:
+    """The kind node's Kubernetes must serve MutatingAdmissionPolicy v1 (GA from v1.36), which keeps Kamaji's
+    control-plane pods from pulling (model/pull_policy.py). A tag that names no version (an image built here) is
+    taken as it is: the API server refuses the policy then, at `pulumi up`."""
+    image = versions.management_node_image
+    try:
+        major, minor, _ = parse_kubernetes_version(image_tag(image))
+    except ValueError:
+        return []
+    if (major, minor) >= MINIMUM_KUBERNETES:
+        return []
+    return [
+        (
+            "versions.managementNodeImage",
+            image,
+            f"runs Kubernetes v{major}.{minor}, whose API server has no admissionregistration.k8s.io/v1 "
+            "MutatingAdmissionPolicy (v1.36 and newer): gpulab binds one that keeps Kamaji's control-plane pods from "
+            "pulling their images (Kamaji sets imagePullPolicy Always); use a kindest/node of v1.36 or newer, e.g. "
+            "leave the pin of model/versions.py",
+        )
+    ]
 
 
 def _against_versions(versions: Versions, tenants: list[tuple[int, Tenant]]) -> list[tuple[str, object, str]]:
