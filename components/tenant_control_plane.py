@@ -20,6 +20,7 @@ from components.shell import script_command
 from model import names
 from model.config import Tenant
 from model.config.lab import DEFAULT_STARTUP_TIMEOUT, duration_seconds
+from model.kube_proxy import config_map_data, kube_proxy_objects
 from model.names import KAMAJI_MAX_ANNOTATION, TENANT_LABEL
 
 API_PORT = 6443
@@ -103,7 +104,8 @@ def control_plane_spec(tenant: Tenant, startup_seconds: int = STARTUP_SECONDS) -
         },
         "addons": {
             "coreDNS": {},
-            "kubeProxy": {},
+            # No kubeProxy: Kamaji's addon cannot be configured to run in a node container; gpulab runs it
+            # (TenantControlPlane._kube_proxy, model/kube_proxy.py).
             # Required: the tenant API server reaches webhooks on the worker (HAMi's) only through it.
             "konnectivity": {"server": {"port": KONNECTIVITY_PORT}, "agent": {"mode": "DaemonSet"}},
         },
@@ -130,6 +132,26 @@ class KamajiTenantControlPlane(pulumi.CustomResource):
         )
 
 
+# kubeadm's kube-proxy objects as typed resources (model/kube_proxy.py), with the suffix of each one's name.
+KUBE_PROXY_KINDS = {
+    "ServiceAccount": k8s.core.v1.ServiceAccount,
+    "ClusterRoleBinding": k8s.rbac.v1.ClusterRoleBinding,
+    "Role": k8s.rbac.v1.Role,
+    "RoleBinding": k8s.rbac.v1.RoleBinding,
+    "ConfigMap": k8s.core.v1.ConfigMap,
+    "DaemonSet": k8s.apps.v1.DaemonSet,
+}
+KUBE_PROXY_SUFFIX = {
+    "ServiceAccount": "sa",
+    "ClusterRoleBinding": "crb",
+    "Role": "role",
+    "RoleBinding": "rolebinding",
+    "ConfigMap": "config",
+    "DaemonSet": "daemonset",
+}
+FIELD_ARGS = {"roleRef": "role_ref"}  # the Python SDK's argument for a top-level field
+
+
 def admin_secret_id(namespace: str, status: dict) -> str:
     return f"{namespace}/{status['kubeconfig']['admin']['secretName']}"
 
@@ -147,6 +169,7 @@ class TenantControlPlane(pulumi.ComponentResource):
     provider: k8s.Provider
     api_ready: command.local.Command
     tenant_control_plane: KamajiTenantControlPlane
+    kube_proxy: list[pulumi.Resource]  # the tenant's kube-proxy objects: its CNI needs Services
 
     def __init__(
         self,
@@ -209,8 +232,42 @@ class TenantControlPlane(pulumi.ComponentResource):
             environment={"TENANT": tenant.name, "TIMEOUT": "300"},
             opts=pulumi.ResourceOptions(parent=self, depends_on=[admin]),
         )
-        self._finish(name)
+        self._finish(name, tenant)
 
-    def _finish(self, name: str) -> None:
+    def _finish(self, name: str, tenant: Tenant) -> None:
         self.provider = tenant_provider(name, self, self.kubeconfig, self.api_ready)
+        self.kube_proxy = self._kube_proxy(name, tenant)
         self.register_outputs({"kubeconfig": self.kubeconfig, "endpoint": self.endpoint})
+
+    def _kube_proxy(self, name: str, tenant: Tenant) -> list[pulumi.Resource]:
+        """The tenant's kube-proxy (model/kube_proxy.py), in place of Kamaji's addon, once the API answers. A TCP
+        that had the addon until this update gets it removed first (the TCP's update comes before this, which
+        depends on it), and Kamaji then deletes its own objects of the same names: the handover waits for that."""
+        handover = script_command(
+            f"{name}-kube-proxy-handover",
+            "wait-kube-proxy-handover.sh",
+            stdin=self.kubeconfig,
+            environment={"TENANT": tenant.name, "TIMEOUT": "300"},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.api_ready, self.tenant_control_plane]),
+        )
+        in_container = tenant.worker_mode == "container"
+        data = self.tenant_control_plane.status.apply(
+            lambda status: config_map_data(status["controlPlaneEndpoint"], tenant.pod_cidr, in_container)
+        )
+        objects = kube_proxy_objects(tenant.kubernetes_version, data)
+        # Destroying the TCP takes them with it (as HAMi's release: components/hami_chart.py).
+        options = pulumi.ResourceOptions(
+            parent=self, provider=self.provider, depends_on=[handover], deleted_with=self.tenant_control_plane
+        )
+        created: dict[str, pulumi.Resource] = {}
+        for kind_, make in KUBE_PROXY_KINDS.items():
+            [item] = [o for o in objects if o["kind"] == kind_]
+            # The DaemonSet's pods mount the ConfigMap and run as the ServiceAccount.
+            after = [created["ConfigMap"], created["ServiceAccount"]] if kind_ == "DaemonSet" else []
+            args = {FIELD_ARGS.get(key, key): value for key, value in item.items() if key not in ("apiVersion", "kind")}
+            created[kind_] = make(
+                f"{name}-kube-proxy-{KUBE_PROXY_SUFFIX[kind_]}",
+                **args,
+                opts=pulumi.ResourceOptions.merge(options, pulumi.ResourceOptions(depends_on=after)),
+            )
+        return list(created.values())

@@ -133,14 +133,15 @@ class TenantWorker(pulumi.ComponentResource):
             host = dict(zip(self.node_names, (w.host for w in tenant.workers), strict=True))[self.node_name]
             self.node_ip = pulumi.Output.from_input(host)
 
-        # One CNI per tenant cluster, once every node has joined.
+        # One CNI per tenant cluster, once every node has joined and kube-proxy is there: calico-node reaches the
+        # API server through its Service.
         calico = k8s.yaml.v2.ConfigFile(
             f"{name}-calico",
             file=lab.versions.calico_manifest,
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=control_plane.provider,
-                depends_on=self.joins,
+                depends_on=[*self.joins, *control_plane.kube_proxy],
                 transforms=[calico_pool_transform(tenant.pod_cidr)],
             ),
         )

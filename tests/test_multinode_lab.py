@@ -156,6 +156,20 @@ NEW_RESOURCES = {
         "kubernetes:admissionregistration.k8s.io/v1:MutatingAdmissionPolicyBinding",
         "management-kamaji-pull-policy-binding",
     ),
+    # The tenants' kube-proxy, gpulab's instead of Kamaji's addon (model/kube_proxy.py); Calico waits for it.
+    *(
+        (type_, f"{tenant}-kube-proxy-{suffix}")
+        for tenant in ("tenant-a", "tenant-b")
+        for type_, suffix in (
+            ("command:local:Command", "handover"),
+            ("kubernetes:core/v1:ServiceAccount", "sa"),
+            ("kubernetes:rbac.authorization.k8s.io/v1:ClusterRoleBinding", "crb"),
+            ("kubernetes:rbac.authorization.k8s.io/v1:Role", "role"),
+            ("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding", "rolebinding"),
+            ("kubernetes:core/v1:ConfigMap", "config"),
+            ("kubernetes:apps/v1:DaemonSet", "daemonset"),
+        )
+    ),
 }
 
 
