@@ -19,7 +19,8 @@ from components.parts import tenant_provider
 from components.shell import script_command
 from model import names
 from model.config import Tenant
-from model.config.lab import DEFAULT_STARTUP_TIMEOUT, duration_seconds
+from model.config.fields import duration_seconds
+from model.config.lab import DEFAULT_STARTUP_TIMEOUT
 from model.kube_proxy import config_map_data, kube_proxy_objects
 from model.names import KAMAJI_MAX_ANNOTATION, TENANT_LABEL
 

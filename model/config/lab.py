@@ -6,7 +6,6 @@ shows at once."""
 from __future__ import annotations
 
 import ipaddress
-import math
 from typing import Literal
 
 from pydantic import (
@@ -26,6 +25,7 @@ from model.config.fields import (
     TENANT_NAME,
     ConfigModel,
     SecretKeyName,
+    duration_seconds,
 )
 from model.config.tenant import Tenant
 from model.network import metallb_addresses, ranges_overlap
@@ -36,16 +36,6 @@ from model.versions import Versions, image_tag, parse_kubernetes_version
 # Kamaji's own startup window (3 probes 10 s apart) is the least; half an hour hides any real fault.
 MIN_STARTUP_SECONDS, MAX_STARTUP_SECONDS = 30, 1800
 DEFAULT_STARTUP_TIMEOUT = "4m"
-_DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60}
-
-
-def duration_seconds(value: str) -> int | None:
-    """Whole seconds of a duration DURATION matches (`4m` -> 240), rounded up; None for anything else."""
-    if not DURATION.fullmatch(value):
-        return None
-    number = value.rstrip("ms")
-    unit = value[len(number) :]
-    return math.ceil(int(number) * _DURATION_UNITS[unit])
 
 
 class Install(ConfigModel):
@@ -76,7 +66,7 @@ class Management(ConfigModel):
     @field_validator("control_plane_startup_timeout")
     @classmethod
     def _startup_timeout(cls, value: str) -> str:
-        seconds = duration_seconds(value) if DURATION.fullmatch(value) else None
+        seconds = duration_seconds(value)
         if seconds is None or not MIN_STARTUP_SECONDS <= seconds <= MAX_STARTUP_SECONDS:
             raise ValueError(
                 "must be a duration from 30s to 30m, e.g. 4m: how long a tenant's control plane may take to start "
