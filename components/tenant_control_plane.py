@@ -248,7 +248,9 @@ class TenantControlPlane(pulumi.ComponentResource):
             f"{name}-kube-proxy-handover",
             "wait-kube-proxy-handover.sh",
             stdin=self.kubeconfig,
-            environment={"TENANT": tenant.name, "TIMEOUT": "300"},
+            # The same update rolls the TCP's pod out (its probes changed); should the TCP be NotReady meanwhile,
+            # Kamaji stops its soot controllers until it is Ready again (controllers/soot/manager.go).
+            environment={"TENANT": tenant.name, "TIMEOUT": "600"},
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.api_ready, self.tenant_control_plane]),
         )
         in_container = tenant.worker_mode == "container"
