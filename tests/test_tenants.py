@@ -93,6 +93,18 @@ def test_the_pruning_check_is_not_vacuous() -> None:
     assert found == [".spec.controlPlane.deployment.probes.apiServer.startupProbe"]
 
 
+def test_the_crd_judges_the_probe_values() -> None:
+    """The probes are inside the schema's reach: a value below the CRD's minimum is refused."""
+    spec = control_plane_spec(parse_config(lab_config()).tenants[0])
+    spec["controlPlane"]["deployment"]["probes"]["startup"]["failureThreshold"] = 0
+    with pytest.raises(jsonschema.ValidationError, match="0 is less than the minimum of 1"):
+        validate_crd(
+            {"apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "TenantControlPlane", "spec": spec},
+            "kamaji/tenantcontrolplanes.crd.yaml",
+            "v1alpha1",
+        )
+
+
 # Kamaji 26.8.2-edge internal/builders/controlplane/deployment.go: defaultProbe, then applyProbeSetOverrides
 # (the global probes first, then the component's own).
 KAMAJI_DEFAULT_PROBE = {
