@@ -46,7 +46,13 @@ def docker_lab(lab: LabConfig) -> Callable[[Tenant], TenantParts]:
         pulumi.export("kind_subnet", management.kind_subnet)
 
     def tenant_parts(tenant: Tenant) -> TenantParts:
-        control_plane = TenantControlPlane(tenant.name, tenant, management, lab.versions.kamaji_max_kubernetes)
+        control_plane = TenantControlPlane(
+            tenant.name,
+            tenant,
+            management,
+            lab.versions.kamaji_max_kubernetes,
+            lab.management.control_plane_startup_seconds,
+        )
         workers = TenantWorker(f"{tenant.name}-worker", tenant, lab, management, control_plane, images)
         GpuNode = MockGpuNode if tenant.gpu_mode == "mock" else RealGpuNode
         gpus = GpuNode(f"{tenant.name}-gpus", tenant, lab, control_plane, workers)

@@ -27,8 +27,10 @@ from model.names import (  # re-exported: the program reads them here
     KAMAJI_NAMESPACE,
     METALLB_NAMESPACE,
     POOL_NAME,
+    control_plane_namespace,
 )
 from model.network import PoolError, metallb_range
+from model.pull_policy import pull_policy_objects
 
 # Kamaji's CRDs carry `cert-manager.io/inject-ca-from: kamaji-system/kamaji-serving-cert` and its
 # conversion webhook points at kamaji-system, so release name and namespace are fixed
@@ -80,6 +82,7 @@ class ManagementCluster(pulumi.ComponentResource):
     kamaji: k8s.helm.v3.Release | None
     kamaji_ready: command.local.Command
     l2_advertisement: k8s.apiextensions.CustomResource | None
+    pull_policy_binding: k8s.admissionregistration.v1.MutatingAdmissionPolicyBinding | None
 
     def __init__(
         self, name: str, lab: LabConfig, images: ImageCache, opts: pulumi.ResourceOptions | None = None
@@ -87,7 +90,7 @@ class ManagementCluster(pulumi.ComponentResource):
         super().__init__("gpulab:index:ManagementCluster", name, None, opts)
         self._name, self._lab, self._sources = name, lab, sources(lab)
         management = lab.management
-        self.cluster = self.kamaji = self.l2_advertisement = self.images_loaded = None
+        self.cluster = self.kamaji = self.l2_advertisement = self.images_loaded = self.pull_policy_binding = None
         self.metallb_pool = self.kind_subnet = None
         self.network_name = management.network_name if management.mode == "kind" else None
 
@@ -114,6 +117,9 @@ class ManagementCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
 
+        if management.mode == "kind":
+            # The kind node holds every image its pods run (images.load above): Kamaji's pods must not pull them.
+            self.pull_policy_binding = self._pull_policy()
         cert_manager = self._cert_manager() if management.installs("cert_manager") else None
         if management.installs("metallb"):
             self.l2_advertisement = self._metallb()
@@ -271,6 +277,26 @@ class ManagementCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions.merge(self._in_cluster([cert_manager_ready]), self._dropped_with_the_cluster()),
         )
 
+    def _pull_policy(self) -> k8s.admissionregistration.v1.MutatingAdmissionPolicyBinding:
+        """Kamaji's control-plane pods in the tenants' namespaces start from the images on the node
+        (model/pull_policy.py). The kind node's Kubernetes serves MutatingAdmissionPolicy v1 (LabConfig checks it)."""
+        namespaces = [control_plane_namespace(tenant.name) for tenant in self._lab.tenants]
+        policy_object, binding_object = pull_policy_objects(namespaces)
+        policy = k8s.admissionregistration.v1.MutatingAdmissionPolicy(
+            f"{self._name}-kamaji-pull-policy",
+            metadata=policy_object["metadata"],
+            spec=policy_object["spec"],
+            opts=pulumi.ResourceOptions(parent=self, provider=self.provider, deleted_with=self.cluster),
+        )
+        return k8s.admissionregistration.v1.MutatingAdmissionPolicyBinding(
+            f"{self._name}-kamaji-pull-policy-binding",
+            metadata=binding_object["metadata"],
+            spec=binding_object["spec"],
+            opts=pulumi.ResourceOptions(
+                parent=self, provider=self.provider, depends_on=[policy], deleted_with=self.cluster
+            ),
+        )
+
     def _dropped_with_the_cluster(self) -> pulumi.ResourceOptions:
         """A Release in the kind cluster is not uninstalled when the cluster goes too: deleting the cluster
         removes it. The provider refuses to delete a helm.v3.Release on an unreachable cluster whatever
@@ -284,9 +310,10 @@ class ManagementCluster(pulumi.ComponentResource):
 
     @property
     def ready_for_tenants(self) -> list[pulumi.Resource]:
-        """What a TenantControlPlane must wait for: Kamaji admitting TCPs and, where gpulab runs MetalLB,
-        its pool being advertised."""
-        return [self.kamaji_ready] + ([self.l2_advertisement] if self.l2_advertisement is not None else [])
+        """What a TenantControlPlane must wait for: Kamaji admitting TCPs, where gpulab runs MetalLB its pool being
+        advertised, and in kind the policy that keeps the TCP's pods from pulling (bound before its first pod)."""
+        optional = [self.l2_advertisement, self.pull_policy_binding]
+        return [self.kamaji_ready, *(resource for resource in optional if resource is not None)]
 
 
 def _pool(ipam_configs: list, size: int, avoid: dict[str, str]) -> tuple[str, str]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import ipaddress
+import math
 
 import pulumi
 import pulumi_command as command
@@ -16,25 +17,63 @@ import pulumi_kubernetes as k8s
 from components.management_cluster import KAMAJI_DATASTORE, ManagementCluster
 from components.parts import tenant_provider
 from components.shell import script_command
+from model import names
 from model.config import Tenant
+from model.config.fields import duration_seconds
+from model.config.management import DEFAULT_STARTUP_TIMEOUT
+from model.kube_proxy import config_map_data, kube_proxy_objects
 from model.names import KAMAJI_MAX_ANNOTATION, TENANT_LABEL
 
 API_PORT = 6443
 KONNECTIVITY_PORT = 8132
 READY_TIMEOUT_SECONDS = 900
+# Kamaji probes each control-plane container with 3 failures 10 s apart and a 1 s timeout, startup included
+# (internal/builders/controlplane/deployment.go, defaultProbe): a tenant API server that needs more than about 30 s
+# to start is restarted, and on a busy 2-core host they took up to about 100 s and were restarted 8-10 times
+# before they were Ready. These are kubeadm's probes for its own control-plane static pods instead
+# (cmd/kubeadm/app/util/staticpod/utils.go: LivenessProbe, ReadinessProbe's timeout, StartupProbe, whose failures
+# cover controlPlaneComponentHealthCheck, 4m by default). The price: a control plane wedged at its start is
+# restarted after that window, and a running one that stopped answering after 8 x 10 s, not 3 x 10 s.
+PROBE_PERIOD_SECONDS = 10
+PROBE_TIMEOUT_SECONDS = 15
+LIVENESS_FAILURES = 8
+STARTUP_SECONDS = duration_seconds(DEFAULT_STARTUP_TIMEOUT) or 0
+
+
+def control_plane_probes(startup_seconds: int) -> dict:
+    """Kamaji's `controlPlane.deployment.probes`: global values, applied to the API server, controller manager and
+    scheduler alike (the builder applies the global ones first, then per-component ones: applyProbeSetOverrides)."""
+    return {
+        "startup": {
+            "periodSeconds": PROBE_PERIOD_SECONDS,
+            "timeoutSeconds": PROBE_TIMEOUT_SECONDS,
+            "failureThreshold": math.ceil(startup_seconds / PROBE_PERIOD_SECONDS),
+        },
+        "liveness": {
+            "periodSeconds": PROBE_PERIOD_SECONDS,
+            "timeoutSeconds": PROBE_TIMEOUT_SECONDS,
+            "failureThreshold": LIVENESS_FAILURES,
+        },
+        # Kamaji's period and failures; a busy host's /readyz may take more than 1 s without anything being wrong.
+        "readiness": {"timeoutSeconds": PROBE_TIMEOUT_SECONDS},
+    }
 
 
 def control_plane_namespace(tenant: Tenant) -> str:
-    return f"gpulab-{tenant.name}"
+    return names.control_plane_namespace(tenant.name)
 
 
-def control_plane_spec(tenant: Tenant) -> dict:
-    """The TenantControlPlane spec; every field Kamaji's CRD requires is here."""
+def control_plane_spec(tenant: Tenant, startup_seconds: int = STARTUP_SECONDS) -> dict:
+    """The TenantControlPlane spec; every field Kamaji's CRD requires is here. `startup_seconds`: how long its
+    control-plane containers may take to start (management.controlPlaneStartupTimeout)."""
     service = ipaddress.ip_network(tenant.service_cidr)
     return {
         "dataStore": KAMAJI_DATASTORE,
         "controlPlane": {
-            "deployment": {"replicas": 1},  # one pod with the four control-plane containers
+            "deployment": {
+                "replicas": 1,  # one pod with the four control-plane containers
+                "probes": control_plane_probes(startup_seconds),
+            },
             "service": {"serviceType": "LoadBalancer"},  # required; MetalLB gives it an IP
         },
         "kubernetes": {
@@ -66,7 +105,8 @@ def control_plane_spec(tenant: Tenant) -> dict:
         },
         "addons": {
             "coreDNS": {},
-            "kubeProxy": {},
+            # No kubeProxy: Kamaji's addon cannot be configured to run in a node container; gpulab runs it
+            # (TenantControlPlane._kube_proxy, model/kube_proxy.py).
             # Required: the tenant API server reaches webhooks on the worker (HAMi's) only through it.
             "konnectivity": {"server": {"port": KONNECTIVITY_PORT}, "agent": {"mode": "DaemonSet"}},
         },
@@ -93,6 +133,26 @@ class KamajiTenantControlPlane(pulumi.CustomResource):
         )
 
 
+# kubeadm's kube-proxy objects as typed resources (model/kube_proxy.py), with the suffix of each one's name.
+KUBE_PROXY_KINDS = {
+    "ServiceAccount": k8s.core.v1.ServiceAccount,
+    "ClusterRoleBinding": k8s.rbac.v1.ClusterRoleBinding,
+    "Role": k8s.rbac.v1.Role,
+    "RoleBinding": k8s.rbac.v1.RoleBinding,
+    "ConfigMap": k8s.core.v1.ConfigMap,
+    "DaemonSet": k8s.apps.v1.DaemonSet,
+}
+KUBE_PROXY_SUFFIX = {
+    "ServiceAccount": "sa",
+    "ClusterRoleBinding": "crb",
+    "Role": "role",
+    "RoleBinding": "rolebinding",
+    "ConfigMap": "config",
+    "DaemonSet": "daemonset",
+}
+FIELD_ARGS = {"roleRef": "role_ref"}  # the Python SDK's argument for a top-level field
+
+
 def admin_secret_id(namespace: str, status: dict) -> str:
     return f"{namespace}/{status['kubeconfig']['admin']['secretName']}"
 
@@ -110,6 +170,7 @@ class TenantControlPlane(pulumi.ComponentResource):
     provider: k8s.Provider
     api_ready: command.local.Command
     tenant_control_plane: KamajiTenantControlPlane
+    kube_proxy: list[pulumi.Resource]  # the tenant's kube-proxy objects: its CNI needs Services
 
     def __init__(
         self,
@@ -117,6 +178,7 @@ class TenantControlPlane(pulumi.ComponentResource):
         tenant: Tenant,
         management: ManagementCluster,
         kamaji_max_kubernetes: str,
+        startup_seconds: int = STARTUP_SECONDS,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpulab:index:TenantControlPlane", name, None, opts)
@@ -143,7 +205,7 @@ class TenantControlPlane(pulumi.ComponentResource):
                     KAMAJI_MAX_ANNOTATION: kamaji_max_kubernetes,
                 },
             },
-            spec=control_plane_spec(tenant),
+            spec=control_plane_spec(tenant, startup_seconds),
             opts=pulumi.ResourceOptions.merge(
                 in_management, pulumi.ResourceOptions(depends_on=management.ready_for_tenants)
             ),
@@ -171,8 +233,44 @@ class TenantControlPlane(pulumi.ComponentResource):
             environment={"TENANT": tenant.name, "TIMEOUT": "300"},
             opts=pulumi.ResourceOptions(parent=self, depends_on=[admin]),
         )
-        self._finish(name)
+        self._finish(name, tenant)
 
-    def _finish(self, name: str) -> None:
+    def _finish(self, name: str, tenant: Tenant) -> None:
         self.provider = tenant_provider(name, self, self.kubeconfig, self.api_ready)
+        self.kube_proxy = self._kube_proxy(name, tenant)
         self.register_outputs({"kubeconfig": self.kubeconfig, "endpoint": self.endpoint})
+
+    def _kube_proxy(self, name: str, tenant: Tenant) -> list[pulumi.Resource]:
+        """The tenant's kube-proxy (model/kube_proxy.py), in place of Kamaji's addon, once the API answers. A TCP
+        that had the addon until this update gets it removed first (the TCP's update comes before this, which
+        depends on it), and Kamaji then deletes its own objects of the same names: the handover waits for that."""
+        handover = script_command(
+            f"{name}-kube-proxy-handover",
+            "wait-kube-proxy-handover.sh",
+            stdin=self.kubeconfig,
+            # The same update rolls the TCP's pod out (its probes changed); should the TCP be NotReady meanwhile,
+            # Kamaji stops its soot controllers until it is Ready again (controllers/soot/manager.go).
+            environment={"TENANT": tenant.name, "TIMEOUT": "600"},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.api_ready, self.tenant_control_plane]),
+        )
+        in_container = tenant.worker_mode == "container"
+        data = self.tenant_control_plane.status.apply(
+            lambda status: config_map_data(status["controlPlaneEndpoint"], tenant.pod_cidr, in_container)
+        )
+        objects = kube_proxy_objects(tenant.kubernetes_version, data)
+        # Destroying the TCP takes them with it (as HAMi's release: components/hami_chart.py).
+        options = pulumi.ResourceOptions(
+            parent=self, provider=self.provider, depends_on=[handover], deleted_with=self.tenant_control_plane
+        )
+        created: dict[str, pulumi.Resource] = {}
+        for kind_, make in KUBE_PROXY_KINDS.items():
+            [item] = [o for o in objects if o["kind"] == kind_]
+            # The DaemonSet's pods mount the ConfigMap and run as the ServiceAccount.
+            after = [created["ConfigMap"], created["ServiceAccount"]] if kind_ == "DaemonSet" else []
+            args = {FIELD_ARGS.get(key, key): value for key, value in item.items() if key not in ("apiVersion", "kind")}
+            created[kind_] = make(
+                f"{name}-kube-proxy-{KUBE_PROXY_SUFFIX[kind_]}",
+                **args,
+                opts=pulumi.ResourceOptions.merge(options, pulumi.ResourceOptions(depends_on=after)),
+            )
+        return list(created.values())

@@ -151,9 +151,10 @@ class TenantWorker(pulumi.ComponentResource):
             host = dict(zip(self.node_names, (w.host for w in tenant.workers), strict=True))[self.node_name]
             self.node_ip = pulumi.Output.from_input(host)
 
-        # One CNI per tenant cluster, once every node has joined: Calico, or the bridge plugin whose configuration
-        # each node container got when it was made (container_args).
-        network: list[pulumi.Resource] = list(self.joins)
+        # One CNI per tenant cluster, once every node has joined and kube-proxy is there (calico-node reaches the API
+        # server through its Service): Calico, or the bridge plugin whose configuration each node container got when
+        # it was made (container_args).
+        network: list[pulumi.Resource] = [*self.joins, *control_plane.kube_proxy]
         if lab.pod_network == "calico":
             network = [
                 k8s.yaml.v2.ConfigFile(
@@ -162,7 +163,7 @@ class TenantWorker(pulumi.ComponentResource):
                     opts=pulumi.ResourceOptions(
                         parent=self,
                         provider=control_plane.provider,
-                        depends_on=self.joins,
+                        depends_on=[*self.joins, *control_plane.kube_proxy],
                         transforms=[calico_pool_transform(tenant.pod_cidr)],
                     ),
                 )

@@ -11,7 +11,8 @@ Where each list comes from:
   HAMi releases run with the values gpulab passes (their images, rendered offline; proven by render in tests);
 - Kamaji itself: per TenantControlPlane, kube-apiserver/controller-manager/scheduler at the tenant version and
   konnectivity `v0.<minor>.0` (Kamaji 26.8.2-edge internal/builders/controlplane/konnectivity_server.go);
-  kube-proxy and the konnectivity agent in the tenant.
+  the konnectivity agent in the tenant;
+- gpulab's kube-proxy in each tenant (model/kube_proxy.py, in place of Kamaji's addon), at the tenant version.
 Images a kindest/node already carries (kind pre-loads its version's control-plane images) are listed as
 `preloaded` and never pulled. CoreDNS and pause are left out: their tags are kubeadm's own choice for the
 version, and kind pre-loads exactly kubeadm's list.
@@ -27,6 +28,7 @@ from pathlib import Path
 
 from model.config import LabConfig, Tenant
 from model.image_ref import ImageRef
+from model.kube_proxy import kube_proxy_image
 from model.versions import image_tag, parse_kubernetes_version
 
 MANAGEMENT = "management"
@@ -131,7 +133,7 @@ def tenant_images(lab: LabConfig, tenant: Tenant) -> list[ImageUse]:
             for name in ("cni", "node", "kube-controllers")
         ]
     uses += [
-        _use(part, f"registry.k8s.io/kube-proxy:{version}", "Kamaji kube-proxy addon", container),
+        _use(part, kube_proxy_image(version), "gpulab kube-proxy (model/kube_proxy.py)", container),
         _use(part, f"registry.k8s.io/kas-network-proxy/proxy-agent:{konnectivity_tag(version)}", "Kamaji konnectivity"),
         _use(part, f"docker.io/projecthami/hami:v{versions.hami.version}", f"chart hami {versions.hami.version}"),
         _use(part, HAMI_CERTGEN_IMAGE, f"chart hami {versions.hami.version}"),

@@ -24,6 +24,11 @@ DENY_POLICY = "gpulab-gpu-requests"  # the in-tenant ValidatingAdmissionPolicies
 WARN_POLICY = "gpulab-gpu-requests-advice"
 
 
+def control_plane_namespace(tenant: str) -> str:
+    """The management cluster's namespace of a tenant's TenantControlPlane (labelled TENANT_LABEL)."""
+    return f"gpulab-{tenant}"
+
+
 def docker_name(text: str) -> str:
     """`text` as a Docker object name ([a-zA-Z0-9][a-zA-Z0-9_.-]*, moby daemon/names): other characters become
     '-', at most 63 long so that it also fits a bridge's label."""

@@ -75,6 +75,29 @@ def validate_crd(instance: dict, relative: str, version: str) -> None:
         raise error
 
 
+def undeclared_paths(instance: Any, schema: dict, path: str = "") -> list[str]:
+    """The keys of `instance` that a structural schema does not declare. JSON Schema lets them pass, but the API
+    server prunes them from a custom resource without a word (apiextensions-apiserver pkg/apiserver/schema/pruning),
+    so a misspelt field would be lost silently: a test of what gpulab sends asks for none."""
+    if schema.get("x-kubernetes-preserve-unknown-fields"):
+        return []
+    found: list[str] = []
+    if isinstance(instance, dict):
+        properties = schema.get("properties")
+        extra = schema.get("additionalProperties")
+        for key, value in instance.items():
+            if properties is not None and key in properties:
+                found += undeclared_paths(value, properties[key], f"{path}.{key}")
+            elif isinstance(extra, dict):
+                found += undeclared_paths(value, extra, f"{path}.{key}")
+            elif properties is not None or extra is False:
+                found.append(f"{path}.{key}")
+    elif isinstance(instance, list) and isinstance(schema.get("items"), dict):
+        for index, item in enumerate(instance):
+            found += undeclared_paths(item, schema["items"], f"{path}[{index}]")
+    return found
+
+
 def json_key(value: Any) -> str | None:
     """`value` as canonical JSON, for memos keyed by what a test asks; None when JSON would blur it (int keys,
     tuples, dates, NaN): such a request is not remembered."""

@@ -306,9 +306,9 @@ def test_a_program_that_does_not_report_its_pin_is_refused(tmp_path: Path) -> No
 
 
 def test_an_unknown_program_name_lists_the_programs(tmp_path: Path) -> None:
-    result = run_tools(tmp_path, "kube-proxy")
+    result = run_tools(tmp_path, "kube-router")
     assert result.returncode == 2
-    assert "unknown program kube-proxy" in result.stderr and "kube-apiserver" in result.stderr
+    assert "unknown program kube-router" in result.stderr and "kube-proxy" in result.stderr
 
 
 def test_the_wrappers_pin_what_the_readme_promises() -> None:

@@ -102,6 +102,18 @@ def with_tenant(**changes) -> dict:
         (lambda: with_tenant(surprise=1), ["gpulab:tenants[0].surprise: is not a key of gpulab"]),
         (lambda: {**reference(), "management": {"metallbPoolSize": 0}}, ["gpulab:management.metallbPoolSize = 0"]),
         (lambda: {**reference(), "scheduling": {"gpuSchedulerPolicy": "random"}}, ["gpuSchedulerPolicy = 'random'"]),
+        (
+            lambda: {**reference(), "management": {"controlPlaneStartupTimeout": "4h"}},
+            ["gpulab:management.controlPlaneStartupTimeout = '4h'", "from 30s to 30m, e.g. 4m"],
+        ),
+        (
+            lambda: {**reference(), "management": {"controlPlaneStartupTimeout": "10s"}},
+            ["gpulab:management.controlPlaneStartupTimeout = '10s'", "from 30s to 30m"],
+        ),
+        (
+            lambda: {**reference(), "management": {"controlPlaneStartupTimeout": 240}},
+            ["gpulab:management.controlPlaneStartupTimeout = 240"],
+        ),
     ],
     ids=lambda value: "" if callable(value) else "-".join(value)[:60],
 )

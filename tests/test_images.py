@@ -156,9 +156,19 @@ def evidence(program, lab) -> set[str]:
             f"quay.io/jetstack/cert-manager-{p}:v1.21.2"
             for p in ("controller", "cainjector", "webhook", "startupapicheck")
         }
-        | {f"registry.k8s.io/{c}:v1.36.4" for c in ("kube-apiserver", "kube-controller-manager", "kube-proxy")}
+        | {f"registry.k8s.io/{c}:v1.36.4" for c in ("kube-apiserver", "kube-controller-manager")}
         | {f"registry.k8s.io/kas-network-proxy/proxy-{p}:v0.36.0" for p in ("server", "agent")}
+        | images_in(kube_proxy_objects(program))
     )
+
+
+def kube_proxy_objects(program) -> list[dict]:
+    """The kube-proxy DaemonSets the program creates in the tenants (model/kube_proxy.py)."""
+    found = [
+        r.inputs for r in program.of_type("kubernetes:apps/v1:DaemonSet") if r.name.endswith("-kube-proxy-daemonset")
+    ]
+    assert len(found) == 2, "one kube-proxy per tenant"
+    return found
 
 
 @pytest.mark.parametrize("index", range(24))

@@ -174,3 +174,106 @@ def test_children_are_parented_to_the_component(program) -> None:
     assert component.type == "gpulab:index:ManagementCluster"
     for name in ("management-kind", "management-provider", "management-kamaji", "management-metallb-pool"):
         assert program.named(name).parent == component.urn
+
+
+# --- Kamaji's control-plane pods pull nothing ----------------------------------------------------------------
+
+MAP = "kubernetes:admissionregistration.k8s.io/v1:MutatingAdmissionPolicy"
+MAP_BINDING = "kubernetes:admissionregistration.k8s.io/v1:MutatingAdmissionPolicyBinding"
+
+
+def selects(selector: dict, labels: dict[str, str]) -> bool:
+    """A LabelSelector's verdict on `labels` (k8s.io/apimachinery pkg/apis/meta/v1 LabelSelector: all terms)."""
+    if any(labels.get(key) != value for key, value in selector.get("matchLabels", {}).items()):
+        return False
+    for term in selector.get("matchExpressions", []):
+        key, operator, values = term["key"], term["operator"], term.get("values", [])
+        verdict = {
+            "In": key in labels and labels[key] in values,
+            "NotIn": key not in labels or labels[key] not in values,
+            "Exists": key in labels,
+            "DoesNotExist": key not in labels,
+        }[operator]
+        if not verdict:
+            return False
+    return True
+
+
+def kamaji_pod_labels(tcp: str) -> dict[str, str]:
+    """The labels of a TCP Deployment's pod template (Kamaji 26.8.2-edge internal/builders/controlplane/
+    deployment.go, templateLabels): its name, its component, and hashes of its secrets."""
+    return {
+        "kamaji.clastix.io/name": tcp,
+        "kamaji.clastix.io/component": "deployment",
+        "component.kamaji.clastix.io/ca": "0cc175b9c0f1b6a831c399e269772661",
+        "component.kamaji.clastix.io/datastore": "default",
+    }
+
+
+def test_kamajis_pods_in_the_tenants_namespaces_and_nothing_else_get_the_policy(program) -> None:
+    [policy] = program.of_type(MAP)
+    constraints = policy.inputs["spec"]["matchConstraints"]
+    namespace_labels = {
+        name: {"kubernetes.io/metadata.name": name, "gpulab.io/tenant": name.removeprefix("gpulab-")}
+        for name in ("gpulab-tenant-a", "gpulab-tenant-b")
+    }
+    in_management = [
+        namespace
+        for namespace in program.of_type("kubernetes:core/v1:Namespace")
+        if program.provider_of(namespace).name == "management-provider"
+    ]
+    assert len(in_management) == 2
+    for namespace in in_management:
+        name = namespace.inputs["metadata"]["name"]
+        assert namespace.inputs["metadata"]["labels"] == {"gpulab.io/tenant": name.removeprefix("gpulab-")}
+        assert selects(constraints["namespaceSelector"], namespace_labels[name])
+    for other in ({"kubernetes.io/metadata.name": "kamaji-system"}, {"kubernetes.io/metadata.name": "gpulab-x"}):
+        assert not selects(constraints["namespaceSelector"], other)
+    assert selects(constraints["objectSelector"], kamaji_pod_labels("tenant-a"))
+    assert not selects(constraints["objectSelector"], {"kamaji.clastix.io/name": "tenant-a"})
+    assert not selects(constraints["objectSelector"], {"app": "kamaji", "kamaji.clastix.io/component": "deployment"})
+    assert constraints["resourceRules"] == [
+        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]}
+    ]
+
+
+def test_the_policy_is_bound_before_the_first_tenant_control_plane(program) -> None:
+    [policy], [binding] = program.of_type(MAP), program.of_type(MAP_BINDING)
+    assert binding.inputs["spec"] == {"policyName": policy.inputs["metadata"]["name"]}
+    assert program.depends_on(binding, policy)
+    for resource in (policy, binding):
+        assert program.provider_of(resource).name == "management-provider"
+        assert resource.parent == program.named("management").urn
+    for tcp in program.of_type("kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane"):
+        assert program.depends_on(tcp, binding), "a TCP pod created before the binding would pull"
+
+
+def test_an_existing_management_cluster_gets_no_policy() -> None:
+    """Only the kind node is loaded with every image beforehand; a cluster of the user's pulls as it always did."""
+    secrets = {"managementKubeconfig": "apiVersion: v1\nkind: Config\nclusters: [{name: existing}]\n"}
+    config = lab_config(management={"mode": "existing", "install": {"kamaji": True}})
+    config["tenants"] = [
+        {**tenant, "workerMode": "ssh", "workers": [{"host": f"10.0.0.{21 + i}"}]}
+        for i, tenant in enumerate(config["tenants"])
+    ]
+    program = run_program(
+        config,
+        secrets={
+            **secrets,
+            "sshPrivateKey": "-----BEGIN OPENSSH PRIVATE KEY-----\nx\n-----END OPENSSH PRIVATE KEY-----\n",
+        },
+    )
+    assert program.of_type(MAP) == [] and program.of_type(MAP_BINDING) == []
+    assert program.of_type("kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane")
+
+
+def test_a_kind_node_without_the_v1_api_is_refused_with_the_fix() -> None:
+    from model.config import ConfigError, parse_config
+
+    image = "kindest/node:v1.35.1@sha256:" + "0" * 64
+    with pytest.raises(ConfigError) as raised:
+        parse_config(lab_config(versions={"managementNodeImage": image}))
+    message = str(raised.value)
+    assert "gpulab:versions.managementNodeImage = 'kindest/node:v1.35.1@sha256:" in message
+    assert "runs Kubernetes v1.35" in message and "use a kindest/node of v1.36 or newer" in message
+    parse_config(lab_config(versions={"managementNodeImage": "gpulab/kind-node:dev"}))  # no version: taken as is

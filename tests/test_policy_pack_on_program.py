@@ -113,7 +113,14 @@ def test_without_gpu_request_inputs_a_first_preview_refuses_what_it_cannot_read(
     policies = [policy for policy in ALL_POLICIES if policy.name != "gpu-request-inputs"]
     _, response = analyze_first_preview(program_resources(program), policies=policies)
     messages = [d.message for d in response.diagnostics if d.policyName == "gpu-request-limits"]
-    assert len(messages) == 3 and all("gpu-request-inputs" in m and "GpuWorkloadNotChecked" in m for m in messages)
+    assert all("gpu-request-inputs" in m and "GpuWorkloadNotChecked" in m for m in messages)
+    # Every workload in a tenant, the tenants' kube-proxy DaemonSets too: unread, none can be said to ask no GPU.
+    named = sorted(m.split("GpuWorkloadNotChecked: ", 1)[1].split(":", 1)[0] for m in messages)
+    assert named == [
+        "DaemonSet tenant-a-kube-proxy-daemonset",
+        "DaemonSet tenant-b-kube-proxy-daemonset",
+        *(f"Pod tenant-a-workloads-trainer-{i}" for i in (1, 2, 3)),
+    ]
 
 
 def test_make_plan_hands_the_stack_policies_what_a_first_preview_does() -> None:

@@ -619,6 +619,7 @@ def test_previous_outputs_reach_no_child(tmp_path: Path) -> None:
 ENVIRONMENT_CASES = {
     "worker-join.sh": {"CONTAINER": "tenant-a-worker", "TENANT": "tenant-a"},
     "wait-tenant-api.sh": {"TENANT": "t", "TIMEOUT": "1"},
+    "wait-kube-proxy-handover.sh": {"TENANT": "t", "TIMEOUT": "1"},
     "apply-gpu-inventory.sh": {"NODE_NAME": "n", "REGISTER_JSON": "[]", "GPU_CAPACITY": "1"},
     "delete-token.sh": {"TOKEN_ID": "abcdef"},
     "node-leave.sh": {"NODE_NAME": "n", "TIMEOUT": "5"},
@@ -681,3 +682,50 @@ def test_no_child_inherits_the_previous_output(tmp_path: Path, script: str) -> N
     )
     seen = (tmp_path / "environ").read_text()  # every fake appends its environment
     assert "PREVIOUS-STDOUT-SECRET" not in seen and "PREVIOUS-STDERR" not in seen
+
+
+# --- wait-kube-proxy-handover.sh: gpulab's kube-proxy objects only after Kamaji's are gone ----------------------
+
+KAMAJIS_KUBE_PROXY = """serviceaccount/kube-proxy
+clusterrolebinding.rbac.authorization.k8s.io/kubeadm:node-proxier
+role.rbac.authorization.k8s.io/kube-proxy
+rolebinding.rbac.authorization.k8s.io/kube-proxy
+configmap/kube-proxy
+daemonset.apps/kube-proxy
+"""
+KAMAJIS_OTHER_ADDONS = """serviceaccount/coredns
+clusterrolebinding.rbac.authorization.k8s.io/system:coredns
+configmap/coredns
+"""
+
+
+def test_handover_passes_at_once_where_kamaji_never_ran_kube_proxy(tmp_path: Path) -> None:
+    """A new tenant, or one whose clean-up is done: nothing of those names carries Kamaji's label (its other
+    addons, CoreDNS, do and stay)."""
+    (tmp_path / "kamaji-objects").write_text(KAMAJIS_OTHER_ADDONS)
+    result = run_script("wait-kube-proxy-handover.sh", tmp_path, TENANT="t", TIMEOUT="5")
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "count-kamaji").read_text().strip() == "2", "one look, namespaced and cluster-wide"
+    assert "-l kamaji.clastix.io/project=kamaji -o name" in calls(tmp_path)
+
+
+def test_handover_waits_for_kamajis_clean_up(tmp_path: Path) -> None:
+    """The TCP lost its addon: Kamaji deletes its labelled objects some time later (CleanUp); until then gpulab's
+    objects of the same names wait."""
+    (tmp_path / "kamaji-objects").write_text(KAMAJIS_KUBE_PROXY + KAMAJIS_OTHER_ADDONS)
+    result = run_script("wait-kube-proxy-handover.sh", tmp_path, TENANT="t", TIMEOUT="30", FAKE_KAMAJI_GONE_AFTER="6")
+    assert result.returncode == 0, result.stderr
+    assert int((tmp_path / "count-kamaji").read_text()) == 8, "three looks saw Kamaji's objects, the fourth none"
+
+
+def test_handover_names_what_kamaji_left_when_it_times_out(tmp_path: Path) -> None:
+    (tmp_path / "kamaji-objects").write_text(
+        "daemonset.apps/kube-proxy\nclusterrolebinding.rbac.authorization.k8s.io/kubeadm:node-proxier\n"
+    )
+    result = run_script("wait-kube-proxy-handover.sh", tmp_path, TENANT="t", TIMEOUT="1")
+    assert result.returncode == 1
+    assert "timed out after 1s waiting for tenant t: Kamaji to remove its kube-proxy addon's objects" in result.stderr
+    assert (
+        "still Kamaji's (label kamaji.clastix.io/project=kamaji): "
+        "clusterrolebinding.rbac.authorization.k8s.io/kubeadm:node-proxier daemonset.apps/kube-proxy"
+    ) in result.stderr

@@ -9,7 +9,7 @@ import pulumi
 import pytest
 import yaml
 from lab_harness import UNKNOWN_ID, LabMocks, lab_config, make_tenant, reference_program, run_program, tenant_kubeconfig
-from shared_data import crd_schema, validate_crd
+from shared_data import crd_schema, undeclared_paths, validate_crd
 
 from components.tenant_control_plane import control_plane_spec
 from components.tenant_worker import JOIN_TIMEOUT, calico_pool_transform, set_container_env
@@ -75,6 +75,82 @@ def test_tcp_crd_validation_catches_a_missing_required_field() -> None:
         )
 
 
+@pytest.mark.parametrize("tenant_index", [0, 1])
+def test_generated_tcp_has_no_field_kamajis_crd_would_prune(program, tenant_index: int) -> None:
+    """Unknown fields pass JSON Schema but the API server drops them: every field sent, the probes included, is
+    one Kamaji's CRD declares."""
+    tcp = program.of_type(TCP)[tenant_index].inputs
+    schema = crd_schema("kamaji/tenantcontrolplanes.crd.yaml", "v1alpha1")
+    assert tcp["spec"]["controlPlane"]["deployment"]["probes"]
+    assert undeclared_paths({"spec": tcp["spec"]}, schema) == []
+
+
+def test_the_pruning_check_is_not_vacuous() -> None:
+    spec = control_plane_spec(parse_config(lab_config()).tenants[0])
+    spec["controlPlane"]["deployment"]["probes"]["apiServer"] = {"startupProbe": {"failureThreshold": 24}}
+    schema = crd_schema("kamaji/tenantcontrolplanes.crd.yaml", "v1alpha1")
+    found = undeclared_paths({"spec": spec}, schema)
+    assert found == [".spec.controlPlane.deployment.probes.apiServer.startupProbe"]
+
+
+def test_the_crd_judges_the_probe_values() -> None:
+    """The probes are inside the schema's reach: a value below the CRD's minimum is refused."""
+    spec = control_plane_spec(parse_config(lab_config()).tenants[0])
+    spec["controlPlane"]["deployment"]["probes"]["startup"]["failureThreshold"] = 0
+    with pytest.raises(jsonschema.ValidationError, match="0 is less than the minimum of 1"):
+        validate_crd(
+            {"apiVersion": "kamaji.clastix.io/v1alpha1", "kind": "TenantControlPlane", "spec": spec},
+            "kamaji/tenantcontrolplanes.crd.yaml",
+            "v1alpha1",
+        )
+
+
+# Kamaji 26.8.2-edge internal/builders/controlplane/deployment.go: defaultProbe, then applyProbeSetOverrides
+# (the global probes first, then the component's own).
+KAMAJI_DEFAULT_PROBE = {
+    "initialDelaySeconds": 0,
+    "timeoutSeconds": 1,
+    "periodSeconds": 10,
+    "successThreshold": 1,
+    "failureThreshold": 3,
+}
+
+
+def kamaji_probe(probes: dict | None, component: str, kind: str) -> dict:
+    """The probe Kamaji's builder gives a container of `component` for the TCP's `probes`."""
+    probe = dict(KAMAJI_DEFAULT_PROBE)
+    if probes:
+        probe.update(probes.get(kind) or {})
+        probe.update((probes.get(component) or {}).get(kind) or {})
+    return probe
+
+
+BUSY_HOST_START_SECONDS = 100  # the longest tenant API server start seen on a busy 2-core host
+
+
+def test_a_slow_api_server_start_is_not_killed(program) -> None:
+    """The API server's startup probe gives a start as slow as the busy host's room to finish (Kamaji's own,
+    3 x 10 s, restarted such starts 8-10 times); probes answer within kubeadm's 15 s; and the controller manager
+    and scheduler, in the same pod, get the same."""
+    probes = program.named("tenant-a-tcp").inputs["spec"]["controlPlane"]["deployment"]["probes"]
+    before = kamaji_probe(None, "apiServer", "startup")
+    assert before["failureThreshold"] * before["periodSeconds"] < BUSY_HOST_START_SECONDS
+    for component in ("apiServer", "controllerManager", "scheduler"):
+        startup = kamaji_probe(probes, component, "startup")
+        assert startup["failureThreshold"] * startup["periodSeconds"] == 240  # 4m, twice the slowest start seen
+        assert startup["timeoutSeconds"] == 15 and startup["successThreshold"] == 1  # 1 is required of startup
+        liveness = kamaji_probe(probes, component, "liveness")
+        assert (liveness["failureThreshold"], liveness["periodSeconds"], liveness["timeoutSeconds"]) == (8, 10, 15)
+        assert kamaji_probe(probes, component, "readiness")["timeoutSeconds"] == 15
+
+
+def test_the_startup_window_follows_the_stack() -> None:
+    program = run_program(lab_config(management={"name": "gpulab", "controlPlaneStartupTimeout": "10m"}))
+    probes = program.named("tenant-b-tcp").inputs["spec"]["controlPlane"]["deployment"]["probes"]
+    startup = kamaji_probe(probes, "apiServer", "startup")
+    assert startup["failureThreshold"] * startup["periodSeconds"] == 600
+
+
 def test_tcp_spec_values(program) -> None:
     spec = program.named("tenant-b-tcp").inputs["spec"]
     assert spec["controlPlane"]["service"]["serviceType"] == "LoadBalancer"
@@ -89,7 +165,8 @@ def test_tcp_spec_values(program) -> None:
         "dnsServiceIPs": ["10.97.0.10"],
     }
     assert spec["addons"]["konnectivity"] == {"server": {"port": 8132}, "agent": {"mode": "DaemonSet"}}
-    assert "coreDNS" in spec["addons"] and "kubeProxy" in spec["addons"]
+    assert "coreDNS" in spec["addons"]
+    assert "kubeProxy" not in spec["addons"], "gpulab runs kube-proxy: Kamaji's addon cannot be configured"
 
 
 def test_admin_kubeconfig_is_read_after_readiness(program) -> None:

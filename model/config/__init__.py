@@ -17,7 +17,7 @@ turn a stack's keys or file into a LabConfig.
 
 from model.config.errors import PROJECT, ConfigError
 from model.config.fields import MAX_POD_LIMIT, GpuCards, GpuNode, GpuQuota, NodeCards, PodLimits, SshWorker, Workload
-from model.config.lab import Install, LabConfig, Management, Scheduling
+from model.config.lab import LabConfig, Scheduling
 from model.config.loading import (
     CONFIG_KEYS,
     check_secrets,
@@ -27,6 +27,7 @@ from model.config.loading import (
     secret,
     stack_file_config,
 )
+from model.config.management import Install, Management
 from model.config.parse import parse_config
 from model.config.tenant import Tenant
 

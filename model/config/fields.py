@@ -4,6 +4,7 @@ of (GPU cards and nodes, limits, quota, workloads, SSH workers)."""
 from __future__ import annotations
 
 import ipaddress
+import math
 import re
 import typing
 from typing import Annotated, Literal, NamedTuple
@@ -35,6 +36,17 @@ from model.network import canonical_host, host_address, host_problem
 TENANT_NAME = re.compile(r"[a-z]([-a-z0-9]{0,38}[a-z0-9])?", re.ASCII)
 DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?", re.ASCII)
 DURATION = re.compile(r"[0-9]{1,6}(ms|s|m)", re.ASCII)
+_DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60}
+
+
+def duration_seconds(value: str) -> int | None:
+    """Whole seconds of a duration DURATION matches (`4m` -> 240), rounded up; None for anything else."""
+    if not DURATION.fullmatch(value):
+        return None
+    number = value.rstrip("ms")
+    return math.ceil(int(number) * _DURATION_UNITS[value[len(number) :]])
+
+
 # Docker's network names ([a-zA-Z0-9][a-zA-Z0-9_.-]*); kept short for interface names.
 DOCKER_NETWORK = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}", re.ASCII)
 UNIX_USER = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}", re.ASCII)  # POSIX portable names (first.last too)

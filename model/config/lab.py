@@ -18,114 +18,19 @@ from pydantic import (
 from model.catalog import MAX_TENANTS
 from model.config.errors import NO_VALUE, KeyedError, at
 from model.config.fields import (
-    DOCKER_NETWORK,
     DURATION,
-    MAX_METALLB_ADDRESSES,
-    RESERVED_DOCKER_NETWORKS,
-    TENANT_NAME,
     ConfigModel,
-    SecretKeyName,
 )
+from model.config.management import Management
 from model.config.tenant import Tenant
 from model.image_ref import ImageRef
-from model.network import metallb_addresses, ranges_overlap
+from model.network import ranges_overlap
 from model.node_contract import gpulab_node
+from model.pull_policy import MINIMUM_KUBERNETES
 from model.versions import Versions, image_tag, parse_kubernetes_version
 
 # kind's published node image, which carries no CNI bridge plugin (kind images/base/Dockerfile).
 KINDEST_NODE = "docker.io/kindest/node"
-
-
-class Install(ConfigModel):
-    """What gpulab installs into an existing management cluster (all three in kind mode)."""
-
-    cert_manager: bool = False
-    metallb: bool = False
-    kamaji: bool = False
-
-
-class Management(ConfigModel):
-    # kind: gpulab creates a kind cluster; existing: use the cluster of a given kubeconfig.
-    mode: Literal["kind", "existing"] = "kind"
-    name: str = "gpulab"
-    # kind puts its nodes on this Docker network (KIND_EXPERIMENTAL_DOCKER_NETWORK); a network of gpulab's own,
-    # rather than the shared `kind` one, is what lets destroy remove it.
-    network: str | None = None
-    # kind mode: gpulab creates that network `--internal` (no route beyond this host, nothing published): for a
-    # host that must not reach out, and the lab's tests. The host reaches kind's API server at the node's address.
-    internal_network: bool = False
-    metallb_pool_size: int = Field(default=16, ge=1, le=1024)
-    # existing mode: the secret config key with the cluster's kubeconfig, what to install, MetalLB's addresses.
-    kubeconfig_secret: SecretKeyName = "managementKubeconfig"
-    install: Install | None = None
-    metallb_addresses: list[str] = Field(default=[], max_length=MAX_METALLB_ADDRESSES)
-
-    @field_validator("metallb_addresses")
-    @classmethod
-    def _addresses(cls, value: list[str]) -> list[str]:
-        problems: list[tuple[str, object, str]] = []
-        for i, address in enumerate(value):
-            try:
-                metallb_addresses(address)
-            except ValueError as error:
-                problems.append((f"[{i}]", address, str(error)))
-        if problems:
-            raise KeyedError(problems)
-        return value
-
-    def metallb_ranges(self) -> list[tuple[ipaddress.IPv4Address, ipaddress.IPv4Address]]:
-        return [metallb_addresses(address) for address in self.metallb_addresses]
-
-    @model_validator(mode="after")
-    def _mode(self) -> Management:
-        if self.network_name in RESERVED_DOCKER_NETWORKS:
-            key = "network" if self.network is not None else "name"
-            raise at(
-                key,
-                f"names Docker's predefined network {self.network_name!r}, which kind cannot use and destroy must "
-                "not remove; pick another name, e.g. gpulab",
-                self.network_name,
-            )
-        if self.mode != "kind" and self.internal_network:
-            raise at("internalNetwork", "is for mode: kind (gpulab creates the kind network); remove it", True)
-        if self.mode == "kind":
-            if self.install is not None or self.metallb_addresses:
-                raise at(
-                    "install" if self.install is not None else "metallbAddresses",
-                    "install and metallbAddresses are for mode: existing; in kind mode gpulab installs everything and "
-                    "takes MetalLB's pool from the kind network",
-                )
-        elif self.installs("metallb") and not self.metallb_addresses:
-            raise at(
-                "metallbAddresses",
-                "install.metallb needs metallbAddresses: the IPv4 range MetalLB may hand out on your network, "
-                "e.g. [192.168.10.240-192.168.10.250]",
-            )
-        return self
-
-    def installs(self, component: Literal["cert_manager", "metallb", "kamaji"]) -> bool:
-        """Whether gpulab installs `component`: always in kind mode, where asked in existing mode."""
-        if self.mode == "kind":
-            return True
-        return bool(self.install and getattr(self.install, component))
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        if not TENANT_NAME.fullmatch(value):
-            raise ValueError("must be a lowercase DNS label of at most 40 characters, e.g. gpulab")
-        return value
-
-    @field_validator("network")
-    @classmethod
-    def _network(cls, value: str | None) -> str | None:
-        if value is not None and not DOCKER_NETWORK.fullmatch(value):
-            raise ValueError("must be a Docker network name (letters, digits, '_', '.', '-'; at most 63), e.g. gpulab")
-        return value
-
-    @property
-    def network_name(self) -> str:
-        return self.network or self.name
 
 
 def hami_client_flags(qps: float, burst: int, verbosity: int) -> list[str]:
@@ -213,6 +118,8 @@ class LabConfig(ConfigModel):
             self._docker_bridge()
         kind_subnet = info.context.get("kind_subnet") if info.context else None
         problems = across_tenants(self.management, list(enumerate(self.tenants)), self.versions, kind_subnet)
+        if self.runtime == "docker" and self.management.mode == "kind":
+            problems += _management_node(self.versions)
         if problems:
             raise KeyedError(problems)
         return self
@@ -453,6 +360,29 @@ def _against_management(
                     )
                 )
     return problems
+
+
+def _management_node(versions: Versions) -> list[tuple[str, object, str]]:
+    """The kind node's Kubernetes must serve MutatingAdmissionPolicy v1 (GA from v1.36), which keeps Kamaji's
+    control-plane pods from pulling (model/pull_policy.py). A tag that names no version (an image built here) is
+    taken as it is: the API server refuses the policy then, at `pulumi up`."""
+    image = versions.management_node_image
+    try:
+        major, minor, _ = parse_kubernetes_version(image_tag(image))
+    except ValueError:
+        return []
+    if (major, minor) >= MINIMUM_KUBERNETES:
+        return []
+    return [
+        (
+            "versions.managementNodeImage",
+            image,
+            f"runs Kubernetes v{major}.{minor}, whose API server has no admissionregistration.k8s.io/v1 "
+            "MutatingAdmissionPolicy (v1.36 and newer): gpulab binds one that keeps Kamaji's control-plane pods from "
+            "pulling their images (Kamaji sets imagePullPolicy Always); use a kindest/node of v1.36 or newer, e.g. "
+            "leave the pin of model/versions.py",
+        )
+    ]
 
 
 def _against_versions(versions: Versions, tenants: list[tuple[int, Tenant]]) -> list[tuple[str, object, str]]:

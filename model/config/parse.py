@@ -13,7 +13,8 @@ from pydantic import (
 
 from model.config.errors import ConfigError, error_message, format_errors, problem_line, unknown_key
 from model.config.fields import SshWorker
-from model.config.lab import LabConfig, Management, across_tenants
+from model.config.lab import LabConfig, across_tenants
+from model.config.management import Management
 from model.config.tenant import Tenant
 from model.versions import Versions
 

@@ -34,8 +34,14 @@ def bin_dir() -> Path:
     return Path(os.environ.get("GPULAB_BIN") or ROOT / "bin").resolve()
 
 
+# Programs the tier runs beside a control plane's: kube-proxy and kubeadm, on the tenants' kube-proxy configuration
+# (test_kube_proxy.py).
+TIER_PROGRAMS = ("kube-proxy", "kubeadm")
+
+
 def missing() -> list[str]:
-    return missing_programs(bin_dir())
+    folder = bin_dir()
+    return missing_programs(folder) + [name for name in TIER_PROGRAMS if not os.access(folder / name, os.X_OK)]
 
 
 @dataclass

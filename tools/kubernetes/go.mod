@@ -2,7 +2,7 @@ module gpulab.local/tools/kubernetes
 
 go 1.26.0
 
-// Kubernetes v1.36.4: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet, kubeadm.
+// Kubernetes v1.36.4: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet, kubeadm, kube-proxy.
 require k8s.io/kubernetes v1.36.4 // indirect
 
 require (
