@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import base64
 import ipaddress
+import json
+from typing import TYPE_CHECKING
 
 import pulumi
 import pulumi_command as command
 import pulumi_kubernetes as k8s
 
-from components.management_cluster import KAMAJI_DATASTORE, ManagementCluster
 from components.parts import tenant_provider
 from components.shell import script_command
 from model.config import Tenant
-from model.names import KAMAJI_MAX_ANNOTATION, TENANT_LABEL
+from model.names import KAMAJI_DATASTORE, KAMAJI_MAX_ANNOTATION, TENANT_LABEL
+
+if TYPE_CHECKING:  # management_cluster.py imports webhook_probe from here
+    from components.management_cluster import ManagementCluster
 
 API_PORT = 6443
 KONNECTIVITY_PORT = 8132
@@ -71,6 +75,29 @@ def control_plane_spec(tenant: Tenant) -> dict:
             "konnectivity": {"server": {"port": KONNECTIVITY_PORT}, "agent": {"mode": "DaemonSet"}},
         },
     }
+
+
+WEBHOOK_PROBE_PREFIX = "gpulab-probe-"  # + a tenant name (at most 40): a DNS-1035 label, as Kamaji asks
+
+
+def webhook_probe(tenants: list[Tenant], namespace: str) -> str:
+    """What wait-kamaji.sh dry-runs on the server before any TenantControlPlane is made: each tenant's as this
+    program creates it (control_plane_spec), named as a probe, in a List (JSON). The very spec, not a second one:
+    Kamaji's mutating webhook computes its patch on the Go struct, and the API server applies it to the object as
+    sent (Kamaji internal/webhook/utils/jsonpatch.go; k8s.io/apiserver pkg/admission/plugin/webhook/mutating/
+    dispatcher.go), and the CRD's rules read fields a short spec lacks (`self.networkProfile...`)."""
+    items = [
+        {
+            "apiVersion": "kamaji.clastix.io/v1alpha1",
+            "kind": "TenantControlPlane",
+            # Named for its tenant: the API server's and the webhooks' answers name the object.
+            "metadata": {"name": f"{WEBHOOK_PROBE_PREFIX}{tenant.name}", "namespace": namespace},
+            "spec": control_plane_spec(tenant),
+        }
+        for tenant in tenants
+    ]
+    # Sorted keys: the same text on every run, so the Command is not updated for nothing.
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": items}, sort_keys=True)
 
 
 class KamajiTenantControlPlane(pulumi.CustomResource):

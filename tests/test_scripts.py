@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -257,6 +258,25 @@ def test_inventory_restarts_hami_only_when_the_annotation_changes(tmp_path: Path
     same = run_script("apply-gpu-inventory.sh", tmp_path, **env)
     assert same.returncode == 0
     assert "rollout restart" not in calls(tmp_path)
+
+
+def reference_probe() -> str:
+    """The PROBE_JSON the program hands wait-kamaji.sh for the reference stack."""
+    from components.tenant_control_plane import webhook_probe
+    from model.config.loading import load_stack_file
+
+    return webhook_probe(load_stack_file(ROOT / "Pulumi.dev.yaml").tenants, "kamaji-system")
+
+
+def test_wait_kamaji_passes_once_kamaji_admits_the_tenants_tcps(tmp_path: Path) -> None:
+    """Boundary: the API server with Kamaji 26.8.2-edge's webhooks and CRD, as tests/fakes/kubectl answers for them
+    (a TenantControlPlane without spec.controlPlane.deployment gets the InternalError of Kamaji's patch, one without
+    networkProfile the CRD rule's refusal). What the script dry-runs is what the program hands it."""
+    probe = reference_probe()
+    result = run_script("wait-kamaji.sh", tmp_path, PROBE_JSON=probe, TIMEOUT="10", PYTHON=sys.executable)
+    assert result.returncode == 0, result.stderr
+    assert "ready: Kamaji's webhooks and CRD to admit the tenants' TenantControlPlanes" in result.stderr
+    assert json.loads((tmp_path / "dry-run").read_text()) == json.loads(probe)
 
 
 def test_wait_for_polls_a_condition_until_its_deadline(tmp_path: Path) -> None:
