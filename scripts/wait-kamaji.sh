@@ -20,4 +20,8 @@ tcp_dry_run() {
 }
 
 wait_for "${TIMEOUT:-600}" "Kamaji DataStore ${DATASTORE:-default} to report status.ready=true" datastore_ready
+# A refusal of the probe is the refusal the tenants' TenantControlPlanes would get.
+GPULAB_WAIT_FIX="Kamaji would refuse the tenants' TenantControlPlanes the same way: the spec gpulab sends \
+(components/tenant_control_plane.py, control_plane_spec) must fit the Kamaji installed (versions.kamaji), \
+then run the same make command again"
 wait_for "${TIMEOUT:-600}" "Kamaji's webhooks and CRD to admit the tenants' TenantControlPlanes (server-side dry run)" tcp_dry_run

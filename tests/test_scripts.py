@@ -279,6 +279,81 @@ def test_wait_kamaji_passes_once_kamaji_admits_the_tenants_tcps(tmp_path: Path) 
     assert json.loads((tmp_path / "dry-run").read_text()) == json.loads(probe)
 
 
+def probe_with(change) -> str:
+    """The reference probe, each item's spec changed by `change(spec)`."""
+    probe = json.loads(reference_probe())
+    for item in probe["items"]:
+        change(item["spec"])
+    return json.dumps(probe)
+
+
+def dry_runs(tmp_path: Path) -> int:
+    return calls(tmp_path).count("kubectl --request-timeout=20s create --dry-run=server")
+
+
+KAMAJI_FIX = "Kamaji would refuse the tenants' TenantControlPlanes the same way"
+
+
+@pytest.mark.parametrize(
+    ("change", "kind", "answer"),
+    [
+        (
+            lambda spec: spec.pop("networkProfile"),
+            "the API server's validation refuses the object",
+            'is invalid: spec: Invalid value: "object": no such key: networkProfile evaluating rule',
+        ),
+        (
+            lambda spec: spec["kubernetes"].update(version="v1.37.0"),
+            "an admission webhook refuses the object",
+            'admission webhook "vtenantcontrolplane.kb.io" denied the request: unable to create a TenantControlPlane',
+        ),
+    ],
+    ids=["a CRD rule", "a webhook's denial"],
+)
+def test_a_wait_stops_at_the_first_answer_that_cannot_change(tmp_path: Path, change, kind: str, answer: str) -> None:
+    """Boundary: the API server's words (kubectl's rendering of its Status) for a refused object: `is invalid` /
+    `Invalid value` (object validation, the CRD's x-kubernetes-validations) and a webhook's `denied the request`.
+    Retrying cannot change them: the wait ends at the first, with the answer and what to do, not at its deadline."""
+    result = run_script("wait-kamaji.sh", tmp_path, PROBE_JSON=probe_with(change), TIMEOUT="3", PYTHON=sys.executable)
+    assert result.returncode == 1
+    assert dry_runs(tmp_path) == 1, result.stderr
+    assert (
+        f"stopped waiting for Kamaji's webhooks and CRD to admit the tenants' TenantControlPlanes (server-side dry "
+        f"run): {kind}, an answer that waiting does not change" in result.stderr
+    )
+    assert answer in result.stderr and KAMAJI_FIX in result.stderr
+    assert "timed out" not in result.stderr
+
+
+def test_a_wait_stops_at_the_third_same_internal_error(tmp_path: Path) -> None:
+    """Boundary: Kamaji's mutating webhook returns a patch the API server cannot apply to the object as sent; the
+    API server answers InternalError with the JSON patch's error, every time (apiserver mutating/dispatcher.go)."""
+    probe = probe_with(lambda spec: spec["controlPlane"].pop("deployment"))
+    result = run_script("wait-kamaji.sh", tmp_path, PROBE_JSON=probe, TIMEOUT="5", PYTHON=sys.executable)
+    assert result.returncode == 1
+    assert dry_runs(tmp_path) == 3, result.stderr
+    assert (
+        "the API server failed the same way 3 times in a row, an answer that waiting does not change" in result.stderr
+    )
+    assert 'doc is missing path: "/spec/controlPlane/deployment/replicas"' in result.stderr
+    assert KAMAJI_FIX in result.stderr
+
+
+def test_a_webhook_that_does_not_serve_yet_is_waited_for(tmp_path: Path) -> None:
+    """Kamaji's webhook not serving yet is an InternalError too (`failed calling webhook`), the same each time, and
+    it passes: the wait goes on until the webhook answers."""
+    result = run_script(
+        "wait-kamaji.sh",
+        tmp_path,
+        PROBE_JSON=reference_probe(),
+        TIMEOUT="30",
+        FAKE_WEBHOOK_DOWN="4",
+        PYTHON=sys.executable,
+    )
+    assert result.returncode == 0, result.stderr
+    assert dry_runs(tmp_path) == 5
+
+
 def test_wait_for_polls_a_condition_until_its_deadline(tmp_path: Path) -> None:
     script = f"""set -euo pipefail
 source {ROOT / "scripts" / "lib.sh"}
