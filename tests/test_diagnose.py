@@ -31,7 +31,7 @@ from shared_data import ROOT
 
 from diagnose import analyze, cluster_findings, host_findings
 from diagnose.analyze import Cluster
-from diagnose.collect import Collected
+from diagnose.collect import Collected, read_sysctls
 from diagnose.redact import HIDDEN, redact, scrub_text
 from diagnose.runner import Runner
 from model.catalog import totals
@@ -530,8 +530,30 @@ def test_kernel_settings_from_docker_info_and_proc() -> None:
         "missing host kernel setting: inotify limits",
         "missing host kernel setting: nf_conntrack_max",
     ]
-    assert "modprobe br_netfilter" in found[0].fix
+    assert "modprobe br_netfilter" in found[0].fix and "bridge-nf-call-iptables=1" in found[0].fix
     assert host_findings.kernel_findings({"Warnings": []}, {**sysctls, "fs.inotify.max_user_instances": 512}, 4) == []
+
+
+@pytest.mark.parametrize(
+    ("shape", "fix"),
+    [
+        ({"bridge-nf-call-iptables": "0\n"}, "sudo sysctl -w net.bridge.bridge-nf-call-iptables=1 on the Docker host"),
+        ({}, "if /proc/sys/net/bridge/bridge-nf-call-iptables is missing, sudo modprobe br_netfilter"),
+    ],
+    ids=["built in and switched off", "neither built in nor loaded"],
+)
+def test_the_br_netfilter_fix_fits_the_kernel(tmp_path: Path, shape: dict[str, str], fix: str) -> None:
+    """Boundary: Docker's warning (`bridge-nf-call-iptables is disabled`) is the same whether the sysctl is 0 or
+    missing; /proc/sys of this host tells them apart. A kernel with br_netfilter built in has no module to load."""
+    bridge = tmp_path / "sys/net/bridge"
+    bridge.mkdir(parents=True)
+    for name, value in shape.items():
+        (bridge / name).write_text(value)
+    info = {"Warnings": ["WARNING: bridge-nf-call-iptables is disabled"]}
+    [found] = host_findings.kernel_findings(info, read_sysctls(tmp_path), cpus=1)
+    assert fix in found.fix
+    if shape:
+        assert "modprobe" not in found.fix
 
 
 def test_docker_containers_and_network() -> None:
