@@ -215,6 +215,25 @@ def test_join_never_prints_the_token(tmp_path: Path) -> None:
     assert "token" not in (tmp_path / "gpulab-join.tenant-a-worker.lock").read_text()
 
 
+def test_under_makes_private_tmpdir_the_join_lock_and_run_records_stay_where_the_next_run_looks(
+    tmp_path: Path,
+) -> None:
+    """make gives pulumi a private TMPDIR and removes it afterwards (scripts/up_outcome.py). A worker's join lock,
+    and lib.sh's records of a run killed with KILL, must be where the next `make up` looks: GPULAB_TMPDIR."""
+    private = tmp_path / "gpulab-pulumi.1.x"
+    private.mkdir()
+    result = run_container_join(tmp_path, TMPDIR=str(private), GPULAB_TMPDIR=str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "gpulab-join.tenant-a-worker.lock").exists()
+    # The run directory: kubectl's KUBECONFIG is the kubeconfig lib.sh keeps there (tests/fakes/kubectl records it).
+    probe = reference_probe()
+    result = run_script("wait-kamaji.sh", tmp_path, PROBE_JSON=probe, TMPDIR=str(private), GPULAB_TMPDIR=str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    kubeconfigs = {line for line in (tmp_path / "environ").read_text().splitlines() if line.startswith("KUBECONFIG=")}
+    assert kubeconfigs and all(line.startswith(f"KUBECONFIG={tmp_path}/gpulab-run.") for line in kubeconfigs)
+    assert list(private.iterdir()) == []
+
+
 def test_join_gives_up_at_its_deadline_and_says_why(tmp_path: Path) -> None:
     result = run_container_join(tmp_path, FAKE_BOOTING="100000", TIMEOUT="1")
     assert result.returncode == 1
