@@ -124,11 +124,33 @@ def node_findings(cluster: Cluster, expect_nodes: bool = True) -> list[Finding]:
     return findings
 
 
-def _workload_ready(obj: dict) -> tuple[bool, str]:
+def _selected_nodes(daemonset: dict, nodes: list[dict]) -> list[str]:
+    """The nodes whose labels match the DaemonSet's pod nodeSelector (every node when it has none)."""
+    selector = ((daemonset.get("spec") or {}).get("template") or {}).get("spec", {}).get("nodeSelector") or {}
+    return [
+        _meta(node).get("name", "?")
+        for node in nodes
+        if all((_meta(node).get("labels") or {}).get(key) == value for key, value in selector.items())
+    ]
+
+
+def _workload_ready(obj: dict, nodes: list[dict], expected: bool = False) -> tuple[bool, str]:
+    """Whether a Deployment, DaemonSet or StatefulSet is ready, and how far. `nodes`: the cluster's, `expected`: one
+    the lab must run (a tenant component, the mock plugin)."""
     kind, spec, status = obj.get("kind"), obj.get("spec") or {}, obj.get("status") or {}
     if kind == "DaemonSet":
+        # The API server omits zero counts the type marks omitempty (numberAvailable, updatedNumberScheduled;
+        # k8s.io/api apps/v1 DaemonSetStatus): absent is 0.
         desired, ready = status.get("desiredNumberScheduled", 0), status.get("numberReady", 0)
         if desired == 0:
+            selected = _selected_nodes(obj, nodes)
+            selector = (spec.get("template") or {}).get("spec", {}).get("nodeSelector") or {}
+            if not selected and nodes and selector and not expected:
+                # Nothing to run, by its own choice: HAMi's NVIDIA plugin waits for nodes labelled gpu=on.
+                wanted = ", ".join(f"{key}={value}" for key, value in sorted(selector.items()))
+                return True, f"0 desired: no node matches its nodeSelector {wanted}"
+            if selected:
+                return False, f"0 pods scheduled, though its nodeSelector matches {', '.join(selected)}"
             return False, "0 pods scheduled (no node it may run on)"
         return ready >= desired, f"{ready}/{desired} ready"
     wanted = spec.get("replicas", 1)
@@ -143,6 +165,7 @@ def workload_findings(
     `covered`: components already named by a pod finding."""
     findings = []
     present = {(w.get("kind"), _meta(w).get("namespace"), _meta(w).get("name")) for w in cluster.items("workloads")}
+    nodes = cluster.items("nodes")
     for kind, namespace, name in expected:
         if (kind, namespace, name) not in present:
             findings.append(
@@ -159,7 +182,8 @@ def workload_findings(
         if meta.get("namespace") not in namespaces:
             continue
         ref = _ref(workload)
-        ready, detail = _workload_ready(workload)
+        key = (workload.get("kind"), meta.get("namespace"), meta.get("name"))
+        ready, detail = _workload_ready(workload, nodes, expected=key in expected)
         if ready or ref in covered:
             continue
         events = events_about(cluster.items("events"), workload.get("kind", ""), meta.get("namespace"), meta["name"])
