@@ -123,6 +123,17 @@ def known_cause(reason: str, texts: list[str]) -> tuple[str, str]:
 # --- helpers over objects ----------------------------------------------------------------------
 
 
+def node_selector(workload: dict) -> dict[str, str]:
+    """The nodeSelector of a workload's pods."""
+    return ((workload.get("spec") or {}).get("template") or {}).get("spec", {}).get("nodeSelector") or {}
+
+
+def nodes_selected(selector: dict[str, str], nodes: list[dict]) -> list[str]:
+    """The names of the nodes whose labels match `selector` (every node, for an empty one)."""
+    labels = {_meta(node).get("name", "?"): _meta(node).get("labels") or {} for node in nodes}
+    return [name for name, found in labels.items() if all(found.get(k) == v for k, v in selector.items())]
+
+
 def _meta(obj: dict) -> dict:
     return obj.get("metadata") or {}
 

@@ -25,6 +25,8 @@ from diagnose.analyze import (
     known_cause,
     last_event,
     last_line,
+    node_selector,
+    nodes_selected,
     pod_owner,
     pod_ready,
     pod_state,
@@ -124,16 +126,6 @@ def node_findings(cluster: Cluster, expect_nodes: bool = True) -> list[Finding]:
     return findings
 
 
-def _selected_nodes(daemonset: dict, nodes: list[dict]) -> list[str]:
-    """The nodes whose labels match the DaemonSet's pod nodeSelector (every node when it has none)."""
-    selector = ((daemonset.get("spec") or {}).get("template") or {}).get("spec", {}).get("nodeSelector") or {}
-    return [
-        _meta(node).get("name", "?")
-        for node in nodes
-        if all((_meta(node).get("labels") or {}).get(key) == value for key, value in selector.items())
-    ]
-
-
 def _workload_ready(obj: dict, nodes: list[dict], expected: bool = False) -> tuple[bool, str]:
     """Whether a Deployment, DaemonSet or StatefulSet is ready, and how far. `nodes`: the cluster's, `expected`: one
     the lab must run (a tenant component, the mock plugin)."""
@@ -143,14 +135,11 @@ def _workload_ready(obj: dict, nodes: list[dict], expected: bool = False) -> tup
         # k8s.io/api apps/v1 DaemonSetStatus): absent is 0.
         desired, ready = status.get("desiredNumberScheduled", 0), status.get("numberReady", 0)
         if desired == 0:
-            selected = _selected_nodes(obj, nodes)
-            selector = (spec.get("template") or {}).get("spec", {}).get("nodeSelector") or {}
-            if not selected and nodes and selector and not expected:
-                # Nothing to run, by its own choice: HAMi's NVIDIA plugin waits for nodes labelled gpu=on.
-                wanted = ", ".join(f"{key}={value}" for key, value in sorted(selector.items()))
-                return True, f"0 desired: no node matches its nodeSelector {wanted}"
-            if selected:
+            selector = node_selector(obj)
+            if selected := nodes_selected(selector, nodes):
                 return False, f"0 pods scheduled, though its nodeSelector matches {', '.join(selected)}"
+            if nodes and selector and not expected:  # by its own choice: HAMi's NVIDIA plugin waits for gpu=on
+                return True, f"0 desired: no node matches its nodeSelector {selector}"
             return False, "0 pods scheduled (no node it may run on)"
         return ready >= desired, f"{ready}/{desired} ready"
     wanted = spec.get("replicas", 1)
