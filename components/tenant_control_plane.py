@@ -59,6 +59,14 @@ def control_plane_spec(tenant: Tenant) -> dict:
                         "path": "/evictionHard",
                         "value": {"nodefs.available": "0%", "nodefs.inodesFree": "0%", "imagefs.available": "0%"},
                     },
+                    # And its image garbage collection, which would delete the images loaded into the node: kind sets
+                    # it beside evictionHard (same file). `add` replaces Kamaji's default of 85.
+                    {"op": "add", "path": "/imageGCHighThresholdPercent", "value": 100},
+                    # Kamaji uploads the kubelet defaults, failCgroupV1: true among them (its internal/kubeadm/
+                    # uploadconfig.go; k8s.io/kubernetes pkg/kubelet/apis/config/v1beta1/defaults.go), so no kubelet
+                    # starts on a cgroup v1 host. false is harmless on cgroup v2: the kubelet reads it only as
+                    # `FailCgroupV1 && isCgroup1` (pkg/kubelet/apis/config/validation/validation_linux.go).
+                    {"op": "add", "path": "/failCgroupV1", "value": False},
                 ],
             },
         },
