@@ -110,11 +110,15 @@ permanent_error() {
 # internal_error FILE: the message of an InternalError in an attempt's error output (kubectl: `Error from server
 # (InternalError): ... Internal error occurred: MESSAGE`), one that can persist: a mutating webhook's patch the API
 # server cannot apply (apiserver pkg/admission/plugin/webhook/mutating/dispatcher.go: NewInternalError of the
-# JSON patch's error). Not a webhook the API server cannot call (`failed calling webhook`: not serving yet).
+# JSON patch's error). Not one that passes: a webhook the API server cannot call yet (`failed calling webhook`,
+# `conversion webhook for ... failed`), or storage busy or out of time (pkg/storage/errors: etcd's own words).
 internal_error() {
   local line
   line=$(grep -m1 'Internal error occurred: ' "$1") || return 1
-  case $line in *'failed calling webhook'*) return 1 ;; esac
+  case $line in
+  *'failed calling webhook'* | *'conversion webhook for'* | *etcdserver* | *'timed out'* | *timeout* | \
+    *'deadline exceeded'* | *'connection refused'*) return 1 ;;
+  esac
   printf '%s\n' "${line#*Internal error occurred: }"
 }
 

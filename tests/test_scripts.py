@@ -365,9 +365,22 @@ def test_a_wait_stops_at_the_third_same_internal_error(tmp_path: Path) -> None:
     assert KAMAJI_FIX in result.stderr
 
 
-def test_a_webhook_that_does_not_serve_yet_is_waited_for(tmp_path: Path) -> None:
-    """Kamaji's webhook not serving yet is an InternalError too (`failed calling webhook`), the same each time, and
-    it passes: the wait goes on until the webhook answers."""
+@pytest.mark.parametrize(
+    "message",
+    [
+        None,  # the fake's own: Kamaji's mutating webhook not serving yet
+        'conversion webhook for kamaji.clastix.io/v1alpha1, Kind=TenantControlPlane failed: Post "https://kamaji-'
+        'webhook-service.kamaji-system.svc:443/convert?timeout=30s": dial tcp 10.96.44.12:443: connect: connection '
+        "refused",
+        "etcdserver: request timed out",
+    ],
+    ids=["webhook not serving", "conversion webhook not serving", "etcd busy"],
+)
+def test_an_internal_error_that_passes_is_waited_for(tmp_path: Path, message: str | None) -> None:
+    """InternalErrors that pass, the same each time until they do: a webhook the API server cannot call yet
+    (mutating/dispatcher.go: `failed calling webhook`; a conversion webhook's words from apiextensions-apiserver
+    conversion/webhook_converter.go, should they come as an InternalError) and storage out of time (apiserver
+    pkg/storage/errors: NewInternalError of etcd's error). The wait goes on."""
     result = run_script(
         "wait-kamaji.sh",
         tmp_path,
@@ -375,6 +388,7 @@ def test_a_webhook_that_does_not_serve_yet_is_waited_for(tmp_path: Path) -> None
         TIMEOUT="30",
         FAKE_WEBHOOK_DOWN="4",
         PYTHON=sys.executable,
+        **({"FAKE_DOWN_MESSAGE": message} if message else {}),
     )
     assert result.returncode == 0, result.stderr
     assert dry_runs(tmp_path) == 5
