@@ -40,22 +40,27 @@ def daemonset(name: str, node_selector: dict[str, str]) -> dict:
     }
 
 
+# Labels of this module's own: the session's cluster has other nodes (the process lab's GPU node carries gpu=on).
+GPU_LABEL = {"gpulab.io/daemonset-test-gpu": "on"}  # as HAMi's gpu=on: no node of the Docker lab has it
+NODE_LABEL = {"gpulab.io/daemonset-test-os": "linux"}  # as kube-proxy's kubernetes.io/os=linux: the node has it
+
+
 @pytest.fixture(scope="module")
 def collected(cluster: Cluster) -> Iterator[Collected]:
-    """A node as a worker registers (linux, no gpu label) with a taint, and two DaemonSets: HAMi's NVIDIA plugin's
-    selector, and kube-proxy's (kubernetes.io/os: linux) without the taint's toleration. What diagnose collects."""
+    """A node as a worker registers (no gpu label) with a taint, and two DaemonSets: one selecting as HAMi's NVIDIA
+    plugin does, one as kube-proxy does but without the taint's toleration. What diagnose collects: every node."""
     node = {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {
             "name": NODE,
             "annotations": {KWOK_NODE_ANNOTATION: "fake"},
-            "labels": {"kubernetes.io/hostname": NODE, "kubernetes.io/os": "linux"},
+            "labels": {"kubernetes.io/hostname": NODE, "kubernetes.io/os": "linux", **NODE_LABEL},
         },
         "spec": {"taints": [{"key": "gpulab.io/test", "value": "daemonsets", "effect": "NoSchedule"}]},
     }
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
-    sets = [daemonset("nvidia-like", {"gpu": "on"}), daemonset("proxy-like", {"kubernetes.io/os": "linux"})]
+    sets = [daemonset("nvidia-like", GPU_LABEL), daemonset("proxy-like", NODE_LABEL)]
     cluster.ok("create", "-f", "-", stdin=[node, namespace, *sets])
     try:
 
@@ -69,7 +74,7 @@ def collected(cluster: Cluster) -> Iterator[Collected]:
             "tenant-a",
             objects={
                 "workloads": cluster.get("daemonsets", "-n", NAMESPACE)["items"],
-                "nodes": [cluster.get("node", NODE)],
+                "nodes": cluster.get("nodes")["items"],
             },
         )
     finally:
