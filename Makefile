@@ -166,7 +166,8 @@ deploy: $(TOOLS) policy-venv stack
 	@$(PY) scripts/source_cache.py plugins --stack $(STACK)
 	@echo "pulumi up --yes --stack $(STACK)$(UP_OPTIONS)"
 	@# Its output as it comes; a failure's last line fits it: a policy refusal, Ctrl-C, a wrong passphrase, or
-	@# the diagnose hint. Ctrl-C reaches pulumi from the terminal itself (scripts/up_outcome.py).
+	@# the diagnose hint. Ctrl-C reaches pulumi from the terminal itself (scripts/up_outcome.py). Its TMPDIR is a
+	@# private folder removed afterwards: the Kubernetes provider leaves a kubeconfig file there per provider.
 	@$(OFFLINE_ENV) $(PYTHON_HOST) scripts/up_outcome.py $(STACK) pulumi up --yes --stack $(STACK)$(UP_OPTIONS)
 
 # Nothing deployed: say so, download nothing. Otherwise Docker must answer before pulumi destroy runs.
@@ -187,7 +188,10 @@ endif
 	@# stops a container before removing it and fails on one that is gone) and, through deleteUnreachable,
 	@# the objects of a kind cluster or tenant that no longer answers.
 	@$(PYTHON_HOST) scripts/stack_lock.py $(STACK)
-	pulumi destroy --yes --refresh --stack $(STACK)
+	@echo "pulumi destroy --yes --refresh --stack $(STACK)"
+	@# With a private TMPDIR that goes with it: the Kubernetes provider leaves a kubeconfig file there per
+	@# provider it configures (scripts/up_outcome.py). pulumi keeps the terminal (--passthrough).
+	@$(PYTHON_HOST) scripts/up_outcome.py --passthrough $(STACK) pulumi destroy --yes --refresh --stack $(STACK)
 
 # GNU make exits 2 whenever a recipe fails, so through make a policy refusal and an invalid stack both
 # exit 2; the preview's last line (before make's own Error line) says which. Scripts that need the difference run the preview itself:

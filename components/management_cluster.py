@@ -19,6 +19,7 @@ import pulumi_kubernetes as k8s
 from components.image_cache import ImageCache
 from components.shell import script, script_command
 from components.sources import manifest_file, release_chart, sources
+from components.tenant_control_plane import webhook_probe
 from model.config import LabConfig, secret
 from model.image_ref import ImageRef
 from model.names import (  # re-exported: the program reads them here
@@ -144,7 +145,8 @@ class ManagementCluster(pulumi.ComponentResource):
             environment={
                 "NAMESPACE": KAMAJI_NAMESPACE,
                 "DATASTORE": KAMAJI_DATASTORE,
-                "PROBE_VERSION": lab.tenants[0].kubernetes_version,
+                # The tenants' TenantControlPlanes as they will be created, for a server-side dry run.
+                "PROBE_JSON": webhook_probe(lab.tenants, KAMAJI_NAMESPACE),
                 "TIMEOUT": "600",
             },
             opts=pulumi.ResourceOptions(parent=self, depends_on=kamaji_after),

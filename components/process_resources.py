@@ -22,6 +22,7 @@ import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
 from model.catalog import REGISTER_ANNOTATION
+from model.kube_client import self_contained
 from model.quantity import parse_quantity
 from process_lab.commands import ProcessLabError, free_port, is_ours, start_detached, stop_all, stop_session
 from process_lab.control_plane import ControlPlane
@@ -118,7 +119,9 @@ class ControlPlaneProvider(ResourceProvider):
         control_plane = processes.control_plane
         control_plane.create(config, bind_address=props.get("bind_address"))
         joined = _joinable(props, control_plane, free_port()) if props.get("bind_address") else {}
-        kubeconfig = control_plane.kubeconfig.read_text()
+        # kwokctl's kubeconfig names its certificate files under .state; the output carries them (a user's copy
+        # must work anywhere, and after `make down` removed the folder).
+        kubeconfig = self_contained(control_plane.kubeconfig.read_text(), control_plane.kubeconfig.parent)
         server = next(line.split()[-1] for line in kubeconfig.splitlines() if line.strip().startswith("server:"))
         outs = {
             **props,

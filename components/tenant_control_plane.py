@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import base64
 import ipaddress
+import json
 import math
+from typing import TYPE_CHECKING
 
 import pulumi
 import pulumi_command as command
 import pulumi_kubernetes as k8s
 
-from components.management_cluster import KAMAJI_DATASTORE, ManagementCluster
 from components.parts import tenant_provider
 from components.shell import script_command
 from model import names
@@ -22,7 +23,10 @@ from model.config import Tenant
 from model.config.fields import duration_seconds
 from model.config.management import DEFAULT_STARTUP_TIMEOUT
 from model.kube_proxy import config_map_data, kube_proxy_objects
-from model.names import KAMAJI_MAX_ANNOTATION, TENANT_LABEL
+from model.names import KAMAJI_DATASTORE, KAMAJI_MAX_ANNOTATION, TENANT_LABEL
+
+if TYPE_CHECKING:  # management_cluster.py imports webhook_probe from here
+    from components.management_cluster import ManagementCluster
 
 API_PORT = 6443
 KONNECTIVITY_PORT = 8132
@@ -94,6 +98,14 @@ def control_plane_spec(tenant: Tenant, startup_seconds: int = STARTUP_SECONDS) -
                         "path": "/evictionHard",
                         "value": {"nodefs.available": "0%", "nodefs.inodesFree": "0%", "imagefs.available": "0%"},
                     },
+                    # And its image garbage collection, which would delete the images loaded into the node: kind sets
+                    # it beside evictionHard (same file). `add` replaces Kamaji's default of 85.
+                    {"op": "add", "path": "/imageGCHighThresholdPercent", "value": 100},
+                    # Kamaji uploads the kubelet defaults, failCgroupV1: true among them (its internal/kubeadm/
+                    # uploadconfig.go; k8s.io/kubernetes pkg/kubelet/apis/config/v1beta1/defaults.go), so no kubelet
+                    # starts on a cgroup v1 host. false is harmless on cgroup v2: the kubelet reads it only as
+                    # `FailCgroupV1 && isCgroup1` (pkg/kubelet/apis/config/validation/validation_linux.go).
+                    {"op": "add", "path": "/failCgroupV1", "value": False},
                 ],
             },
         },
@@ -111,6 +123,29 @@ def control_plane_spec(tenant: Tenant, startup_seconds: int = STARTUP_SECONDS) -
             "konnectivity": {"server": {"port": KONNECTIVITY_PORT}, "agent": {"mode": "DaemonSet"}},
         },
     }
+
+
+WEBHOOK_PROBE_PREFIX = "gpulab-probe-"  # + a tenant name (at most 40): a DNS-1035 label, as Kamaji asks
+
+
+def webhook_probe(tenants: list[Tenant], namespace: str) -> str:
+    """What wait-kamaji.sh dry-runs on the server before any TenantControlPlane is made: each tenant's as this
+    program creates it (control_plane_spec), named as a probe, in a List (JSON). The very spec, not a second one:
+    Kamaji's mutating webhook computes its patch on the Go struct, and the API server applies it to the object as
+    sent (Kamaji internal/webhook/utils/jsonpatch.go; k8s.io/apiserver pkg/admission/plugin/webhook/mutating/
+    dispatcher.go), and the CRD's rules read fields a short spec lacks (`self.networkProfile...`)."""
+    items = [
+        {
+            "apiVersion": "kamaji.clastix.io/v1alpha1",
+            "kind": "TenantControlPlane",
+            # Named for its tenant: the API server's and the webhooks' answers name the object.
+            "metadata": {"name": f"{WEBHOOK_PROBE_PREFIX}{tenant.name}", "namespace": namespace},
+            "spec": control_plane_spec(tenant),
+        }
+        for tenant in tenants
+    ]
+    # Sorted keys: the same text on every run, so the Command is not updated for nothing.
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": items}, sort_keys=True)
 
 
 class KamajiTenantControlPlane(pulumi.CustomResource):

@@ -80,7 +80,14 @@ FIX_LOGIN = (
 )
 FIX_CONNTRACK = "sudo sysctl -w net.netfilter.nf_conntrack_max=<max(131072, 32768 x CPUs)> on the Docker host"
 FIX_INOTIFY = "sudo sysctl -w fs.inotify.max_user_instances=512 fs.inotify.max_user_watches=524288 on the Docker host"
-FIX_BR_NETFILTER = "sudo modprobe br_netfilter on the Docker host"
+# Docker warns `bridge-nf-call-iptables is disabled` whether the sysctl is missing or 0. Missing: br_netfilter is
+# neither built into the kernel nor loaded, and the module may help; 0: the hooks are there (often built in, with
+# no module to load) and only the sysctl is off.
+FIX_BRIDGE_NF_SYSCTL = "sudo sysctl -w net.bridge.bridge-nf-call-iptables=1 on the Docker host"
+FIX_BR_NETFILTER = (
+    "on the Docker host: if /proc/sys/net/bridge/bridge-nf-call-iptables is missing, sudo modprobe br_netfilter; "
+    f"if it reads 0, {FIX_BRIDGE_NF_SYSCTL.removesuffix(' on the Docker host')}"
+)
 
 
 def known_cause(reason: str, texts: list[str]) -> tuple[str, str]:
@@ -114,6 +121,17 @@ def known_cause(reason: str, texts: list[str]) -> tuple[str, str]:
 
 
 # --- helpers over objects ----------------------------------------------------------------------
+
+
+def node_selector(workload: dict) -> dict[str, str]:
+    """The nodeSelector of a workload's pods."""
+    return ((workload.get("spec") or {}).get("template") or {}).get("spec", {}).get("nodeSelector") or {}
+
+
+def nodes_selected(selector: dict[str, str], nodes: list[dict]) -> list[str]:
+    """The names of the nodes whose labels match `selector` (every node, for an empty one)."""
+    labels = {_meta(node).get("name", "?"): _meta(node).get("labels") or {} for node in nodes}
+    return [name for name, found in labels.items() if all(found.get(k) == v for k, v in selector.items())]
 
 
 def _meta(obj: dict) -> dict:

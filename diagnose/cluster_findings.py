@@ -25,6 +25,8 @@ from diagnose.analyze import (
     known_cause,
     last_event,
     last_line,
+    node_selector,
+    nodes_selected,
     pod_owner,
     pod_ready,
     pod_state,
@@ -124,11 +126,20 @@ def node_findings(cluster: Cluster, expect_nodes: bool = True) -> list[Finding]:
     return findings
 
 
-def _workload_ready(obj: dict) -> tuple[bool, str]:
+def _workload_ready(obj: dict, nodes: list[dict], expected: bool = False) -> tuple[bool, str]:
+    """Whether a Deployment, DaemonSet or StatefulSet is ready, and how far. `nodes`: the cluster's, `expected`: one
+    the lab must run (a tenant component, the mock plugin)."""
     kind, spec, status = obj.get("kind"), obj.get("spec") or {}, obj.get("status") or {}
     if kind == "DaemonSet":
+        # The API server omits zero counts the type marks omitempty (numberAvailable, updatedNumberScheduled;
+        # k8s.io/api apps/v1 DaemonSetStatus): absent is 0.
         desired, ready = status.get("desiredNumberScheduled", 0), status.get("numberReady", 0)
         if desired == 0:
+            selector = node_selector(obj)
+            if selected := nodes_selected(selector, nodes):
+                return False, f"0 pods scheduled, though its nodeSelector matches {', '.join(selected)}"
+            if nodes and selector and not expected:  # by its own choice: HAMi's NVIDIA plugin waits for gpu=on
+                return True, f"0 desired: no node matches its nodeSelector {selector}"
             return False, "0 pods scheduled (no node it may run on)"
         return ready >= desired, f"{ready}/{desired} ready"
     wanted = spec.get("replicas", 1)
@@ -143,6 +154,7 @@ def workload_findings(
     `covered`: components already named by a pod finding."""
     findings = []
     present = {(w.get("kind"), _meta(w).get("namespace"), _meta(w).get("name")) for w in cluster.items("workloads")}
+    nodes = cluster.items("nodes")
     for kind, namespace, name in expected:
         if (kind, namespace, name) not in present:
             findings.append(
@@ -159,7 +171,8 @@ def workload_findings(
         if meta.get("namespace") not in namespaces:
             continue
         ref = _ref(workload)
-        ready, detail = _workload_ready(workload)
+        key = (workload.get("kind"), meta.get("namespace"), meta.get("name"))
+        ready, detail = _workload_ready(workload, nodes, expected=key in expected)
         if ready or ref in covered:
             continue
         events = events_about(cluster.items("events"), workload.get("kind", ""), meta.get("namespace"), meta["name"])

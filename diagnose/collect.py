@@ -340,7 +340,8 @@ def duration_seconds(text: str) -> float:
 def read_sysctls(proc: Path) -> dict[str, int]:
     """Host kernel settings, read-only, where the Docker daemon runs on this machine."""
     found = {}
-    for key in ("fs.inotify.max_user_instances", "fs.inotify.max_user_watches", "net.netfilter.nf_conntrack_max"):
+    keys = ("fs.inotify.max_user_instances", "fs.inotify.max_user_watches", "net.netfilter.nf_conntrack_max")
+    for key in (*keys, "net.bridge.bridge-nf-call-iptables"):  # the last: missing without br_netfilter
         try:
             found[key] = int((proc / "sys" / key.replace(".", "/")).read_text().split()[0])
         except (OSError, ValueError, IndexError):

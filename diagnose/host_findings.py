@@ -5,13 +5,24 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from diagnose.analyze import BR_NETFILTER, FIX_BR_NETFILTER, FIX_CONNTRACK, FIX_INOTIFY, Finding
+from diagnose.analyze import (
+    BR_NETFILTER,
+    FIX_BR_NETFILTER,
+    FIX_BRIDGE_NF_SYSCTL,
+    FIX_CONNTRACK,
+    FIX_INOTIFY,
+    Finding,
+)
+
+BRIDGE_NF = "net.bridge.bridge-nf-call-iptables"
 
 
 def kernel_findings(docker_info: dict[str, Any] | None, sysctls: dict[str, int], cpus: int) -> list[Finding]:
     """Host kernel settings the node containers need (scripts/node-host-check.sh has the same limits):
     from `docker info` warnings, and from /proc/sys where the Docker host is this machine."""
     findings = []
+    # Read from /proc/sys (this machine is the Docker host): 0 means the hooks are there and only switched off.
+    bridge_fix = FIX_BRIDGE_NF_SYSCTL if sysctls.get(BRIDGE_NF) == 0 else FIX_BR_NETFILTER
     for warning in (docker_info or {}).get("Warnings") or []:
         if BR_NETFILTER.search(warning):
             findings.append(
@@ -20,7 +31,7 @@ def kernel_findings(docker_info: dict[str, Any] | None, sysctls: dict[str, int],
                     "br_netfilter",
                     warning,
                     "",
-                    FIX_BR_NETFILTER,
+                    bridge_fix,
                     "missing host kernel setting: br_netfilter",
                 )
             )

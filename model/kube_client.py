@@ -113,3 +113,22 @@ def _close_all(fds: list[int]) -> None:
     for fd in fds:
         with contextlib.suppress(OSError):
             os.close(fd)
+
+
+def self_contained(kubeconfig: str, base: Path) -> str:
+    """kubeconfig (YAML) with each file it names (certificate-authority, client-certificate, client-key) carried
+    inline as its `*-data` field instead: a copy that works from any folder and machine, and after the files are
+    gone. A relative path is taken from `base`, the kubeconfig's own folder, as client-go resolves it
+    (tools/clientcmd/loader.go ResolveLocalPaths)."""
+    import yaml
+
+    document = yaml.safe_load(kubeconfig)
+    for section, fields in DATA_FIELDS.items():
+        inner = "cluster" if section == "clusters" else "user"
+        for entry in document.get(section) or []:
+            body = (entry or {}).get(inner) or {}
+            for data_key, file_key in fields.items():
+                if body.get(file_key):
+                    content = (base / body.pop(file_key)).read_bytes()  # an absolute path stays as it is
+                    body[data_key] = base64.standard_b64encode(content).decode()
+    return yaml.safe_dump(document, sort_keys=False)

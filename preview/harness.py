@@ -38,6 +38,19 @@ def tenant_kubeconfig(tenant: str) -> str:
     return f"apiVersion: v1\nkind: Config\nclusters: [{{name: {tenant}}}]\nusers: [{{name: admin-{tenant}}}]\n"
 
 
+def process_kubeconfig(cluster: str, server: str) -> str:
+    """The kubeconfig process mode's control plane returns (components/process_resources.py): kwokctl's, with the
+    certificate files it names carried inline (assumed contents)."""
+    name = f"kwok-{cluster}"
+    data = {key: base64.b64encode(f"{key} of {cluster}".encode()).decode() for key in ("ca", "crt", "key")}
+    return (
+        f"apiVersion: v1\nclusters:\n- cluster:\n    certificate-authority-data: {data['ca']}\n    server: {server}\n"
+        f"  name: {name}\ncontexts:\n- context:\n    cluster: {name}\n    user: {name}\n  name: {name}\n"
+        f"current-context: {name}\nkind: Config\nusers:\n- name: {name}\n  user:\n"
+        f"    client-certificate-data: {data['crt']}\n    client-key-data: {data['key']}\n"
+    )
+
+
 @dataclass
 class Registration:
     urn: str
@@ -123,7 +136,7 @@ class LabMocks(pulumi.runtime.Mocks):
             # Process mode's control plane (components/process_resources.py) returns kwokctl's kubeconfig.
             self._endpoints += 1
             outputs["endpoint"] = f"https://127.0.0.1:{32000 + self._endpoints}"
-            outputs["kubeconfig"] = tenant_kubeconfig(args.inputs["cluster"])
+            outputs["kubeconfig"] = process_kubeconfig(args.inputs["cluster"], outputs["endpoint"])
             outputs["hami_port"], outputs["hami_metrics_port"] = 31000 + self._endpoints, 30000 + self._endpoints
         return f"{args.name}-id", outputs
 

@@ -71,12 +71,22 @@ def free_port() -> int:
             return port
 
 
+def lasting(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` for a program that outlives this `pulumi up`: TMPDIR as the user had it (GPULAB_TMPDIR). make runs the
+    engine with a private TMPDIR and removes it once pulumi exits (scripts/up_outcome.py): a program still running
+    then would find its temporary folder gone (Python's tempfile keeps the folder it chose first)."""
+    found = dict(env)
+    if found.get("GPULAB_TMPDIR"):
+        found["TMPDIR"] = found["GPULAB_TMPDIR"]
+    return found
+
+
 def start_detached(argv: Sequence[str | Path], *, env: Mapping[str, str], log: Path) -> int:
     """Start a long-running program in a session of its own, output to `log`; its pid."""
     with open(log, "ab") as out:
         process = subprocess.Popen(
             [str(arg) for arg in argv],
-            env=dict(env),
+            env=lasting(env),
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,

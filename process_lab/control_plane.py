@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from process_lab.commands import ProcessLabError, free_port, is_ours, run, zombie
+from process_lab.commands import ProcessLabError, free_port, is_ours, lasting, run, zombie
 
 # kwokctl reads `kube-apiserver --version` to choose the API server's flags: `make tools` sets it.
 PROGRAMS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "etcd", "kwokctl", "kubectl")
@@ -158,7 +158,7 @@ class ControlPlane:
         # GOGC reaches every program kwokctl starts (they inherit its environment); one the user set is kept.
         return {
             "GOGC": GO_GC,
-            **os.environ,
+            **lasting(os.environ),  # kwokctl's programs outlive the run
             "PATH": f"{self.bin_dir}:{os.environ.get('PATH', '')}",
             "KWOK_WORKDIR": str(self.workdir),
             "KUBECACHEDIR": str(self.workdir / "kube-cache"),

@@ -24,7 +24,7 @@ from typing import Any
 from model.catalog import GPU_RESOURCE, GPUCORES_RESOURCE, GPUMEM_PERCENTAGE_RESOURCE, GPUMEM_RESOURCE
 from model.config import LabConfig, Tenant
 from model.config.lab import hami_client_flags
-from process_lab.commands import ProcessLabError, free_port, run
+from process_lab.commands import ProcessLabError, free_port, lasting, run
 from process_lab.control_plane import ControlPlane
 
 SCHEDULER_NAME = "hami-scheduler"
@@ -270,7 +270,7 @@ class HamiScheduler:
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(
                 argv,
-                env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+                env={**lasting(os.environ), "KUBECONFIG": str(kubeconfig)},
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

@@ -57,7 +57,9 @@ _gpulab_cleanup() {
 }
 
 _gpulab_run_dir() {
-  local base=${TMPDIR:-/tmp} dir pid
+  # GPULAB_TMPDIR: the user's TMPDIR where make gave pulumi a private one (removed after it; scripts/up_outcome.py),
+  # so that the next run still finds what a run killed with KILL left.
+  local base=${GPULAB_TMPDIR:-${TMPDIR:-/tmp}} dir pid
   for dir in "$base"/gpulab-run.*; do
     [ -d "$dir" ] && [ -O "$dir" ] || continue
     pid=${dir##*/gpulab-run.}
@@ -88,15 +90,49 @@ _gpulab_started() {
   [ "${stat[0]}" = Z ] || printf '%s' "${stat[19]}"
 }
 
+# permanent_error FILE: succeeds, printing what kind of answer it is, when an attempt's error output (FILE) is
+# one the API server gives again however long one waits (kubectl prints the API server's Status message):
+# - object validation, a CRD's schema or x-kubernetes-validations rule among it: `The <Kind> "<name>" is
+#   invalid: <field>: Invalid value: ...` (apimachinery pkg/api/errors NewInvalid, field.Invalid);
+# - a webhook's refusal: `admission webhook "<name>" denied the request: ...` (apiserver pkg/admission/plugin/
+#   webhook/errors/statuserror.go ToStatusErr).
+# An InternalError is judged by wait_for from its repetition: most pass (a webhook not serving yet).
+permanent_error() {
+  if grep -qE ' is invalid: |Invalid value: ' "$1"; then
+    echo "the API server's validation refuses the object"
+  elif grep -q 'denied the request' "$1"; then
+    echo "an admission webhook refuses the object"
+  else
+    return 1
+  fi
+}
+
+# internal_error FILE: the message of an InternalError in an attempt's error output (kubectl: `Error from server
+# (InternalError): ... Internal error occurred: MESSAGE`), one that can persist: a mutating webhook's patch the API
+# server cannot apply (apiserver pkg/admission/plugin/webhook/mutating/dispatcher.go: NewInternalError of the
+# JSON patch's error). Not one that passes: a webhook the API server cannot call yet (`failed calling webhook`,
+# `conversion webhook for ... failed`), or storage busy or out of time (pkg/storage/errors: etcd's own words).
+internal_error() {
+  local line
+  line=$(grep -m1 'Internal error occurred: ' "$1") || return 1
+  case $line in
+  *'failed calling webhook'* | *'conversion webhook for'* | *etcdserver* | *'timed out'* | *timeout* | \
+    *'deadline exceeded'* | *'connection refused'*) return 1 ;;
+  esac
+  printf '%s\n' "${line#*Internal error occurred: }"
+}
+
 # wait_for SECONDS WHAT COMMAND...
 # Runs COMMAND every GPULAB_POLL_INTERVAL seconds (default 2) until it succeeds, or fails once
 # SECONDS have passed, naming WHAT it waited for and showing the last attempt's error output. Each
 # attempt is bounded (see attempt; at most GPULAB_ATTEMPT_TIMEOUT, default 30 s, and never past the
 # deadline), so a command that hangs, even one that ignores TERM, cannot carry the wait past its deadline.
+# An answer that waiting cannot change (permanent_error, or the same InternalError three times in a row) stops
+# the wait at once, with that answer and what to do: GPULAB_WAIT_FIX if the script set one.
 wait_for() {
   local timeout=$1 what=$2
   shift 2
-  local deadline=$((SECONDS + timeout)) left attempt_limit
+  local deadline=$((SECONDS + timeout)) left attempt_limit kind internal previous="" repeats=0
   local last_error="$GPULAB_RUN_DIR/wait-error"
   log "waiting up to ${timeout}s for ${what}"
   while :; do
@@ -105,6 +141,19 @@ wait_for() {
     ((left < attempt_limit)) && attempt_limit=$((left > 1 ? left : 1))
     if attempt "$attempt_limit" "$@" 2>"$last_error"; then
       break
+    fi
+    kind=""
+    if internal=$(internal_error "$last_error"); then
+      if [ "$internal" = "$previous" ]; then repeats=$((repeats + 1)); else repeats=1; fi
+      previous=$internal
+      if ((repeats >= 3)); then kind="the API server failed the same way 3 times in a row"; fi
+    else
+      previous="" repeats=0
+    fi
+    if [ -n "$kind" ] || kind=$(permanent_error "$last_error"); then
+      log "stopped waiting for ${what}: ${kind}, an answer that waiting does not change:"
+      sed 's/^/    /' "$last_error" >&2
+      die "${GPULAB_WAIT_FIX:-fix what it names, then run the same make command again}"
     fi
     if ((SECONDS >= deadline)); then
       log "last attempt said:"

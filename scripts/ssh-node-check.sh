@@ -32,9 +32,13 @@ else
   fi
 fi
 
-# Kernel: bridged traffic through iptables, forwarding on.
-if [ ! -d "$root/sys/module/br_netfilter" ]; then
-  problems+=("the br_netfilter module is not loaded: modprobe br_netfilter (and add it to /etc/modules-load.d)")
+# Kernel: bridged traffic through iptables, forwarding on. The sysctl is the kernel's sign that the bridge
+# netfilter hooks exist, br_netfilter built in (no /sys/module/br_netfilter) or loaded as a module.
+bridge_nf=$(cat "$root/proc/sys/net/bridge/bridge-nf-call-iptables" 2>/dev/null || echo missing)
+if [ "$bridge_nf" = missing ]; then
+  problems+=("bridge netfilter is off (no net.bridge.bridge-nf-call-iptables): modprobe br_netfilter (and add it to /etc/modules-load.d)")
+elif [ "$bridge_nf" != 1 ]; then
+  problems+=("net.bridge.bridge-nf-call-iptables is $bridge_nf: sysctl -w net.bridge.bridge-nf-call-iptables=1 (and persist it in /etc/sysctl.d)")
 fi
 if [ "$(cat "$root/proc/sys/net/ipv4/ip_forward" 2>/dev/null || echo 0)" != "1" ]; then
   problems+=("net.ipv4.ip_forward is off: sysctl -w net.ipv4.ip_forward=1 (and persist it in /etc/sysctl.d)")

@@ -19,21 +19,34 @@ process of the foreground group, pulumi included, and pulumi cancels on the firs
 sending it one more would turn a cancel into a termination. So INT and TERM are only counted here, and the
 wrapper keeps reading until pulumi exits (dying first would break pulumi's pipe mid-cancel).
 
+Temporary files: pulumi runs with TMPDIR set to a folder of its own (mode 0700), removed once pulumi has exited,
+however it ended. Every plugin the engine starts inherits it, and the Kubernetes provider writes each provider's
+kubeconfig, client key included, to `$TMPDIR/kubeconfigNNNN` for Helm on every Configure and never removes it
+(pulumi-kubernetes provider/pkg/provider/provider.go Configure, util.go writeKubeconfigToFile). GPULAB_TMPDIR keeps
+the folder the user had, for what must outlive the run (scripts/lib.sh's run records, a worker's join lock, process
+mode's programs: process_lab/commands.py lasting). A folder left by a wrapper killed with KILL goes at the next run.
+
 Standard library only (the Makefile runs it with the host's python3).
-Usage: python3 scripts/up_outcome.py [--setup] STACK PULUMI_ARGV...   (--setup: a step before the update, e.g.
-`pulumi stack select --create`; only a passphrase mismatch gets a line there, the rest says itself what failed.)
+Usage: python3 scripts/up_outcome.py [--setup | --passthrough] STACK PULUMI_ARGV...   (--setup: a step before the
+update, e.g. `pulumi stack select --create`; only a passphrase mismatch gets a line there, the rest says itself what
+failed. --passthrough: pulumi keeps the terminal, as `pulumi destroy` does, and nothing is added to its output.)
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
 import re
 import select
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -184,29 +197,67 @@ class Relay:
         return bool(self.streams)
 
 
-def run(stack: str, argv: list[str], setup: bool = False) -> int:
+PRIVATE_PREFIX = "gpulab-pulumi."
+
+
+@contextmanager
+def private_tmpdir() -> Iterator[dict[str, str]]:
+    """The environment pulumi runs with: TMPDIR a new folder only this user may enter (mkdtemp: mode 0700), and
+    GPULAB_TMPDIR the one before. The folder and whatever pulumi's plugins left in it are removed on the way out."""
+    base = os.environ.get("GPULAB_TMPDIR") or tempfile.gettempdir()
+    for stale in Path(base).glob(f"{PRIVATE_PREFIX}*"):
+        pid = stale.name[len(PRIVATE_PREFIX) :].split(".", 1)[0]
+        with contextlib.suppress(OSError):  # gone meanwhile
+            if pid.isdigit() and stale.stat().st_uid == os.getuid() and not _running(int(pid)):
+                shutil.rmtree(stale, ignore_errors=True)  # its wrapper was killed with KILL
+    folder = tempfile.mkdtemp(prefix=f"{PRIVATE_PREFIX}{os.getpid()}.", dir=base)
+    try:
+        yield {"TMPDIR": folder, "GPULAB_TMPDIR": base}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def run(stack: str, argv: list[str], setup: bool = False, passthrough: bool = False) -> int:
     signals = 0
 
     def count(_signum: int, _frame: object) -> None:
         nonlocal signals
         signals += 1
 
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    # HUP too (the terminal closed): pulumi gets it as well, and the wrapper must outlive pulumi to clean up.
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         if signal.getsignal(signum) is not signal.SIG_IGN:  # ignored (a background job): pulumi inherits that
             signal.signal(signum, count)
-    try:
-        child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    except OSError as error:
-        print(f"[gpulab] cannot run {argv[0]}: {error.strerror}", file=sys.stderr)
-        return 127
-    relay = Relay(child)
-    while relay.open and child.poll() is None:
-        relay.pump(0.5)  # bounded: a grandchild may hold the pipes after pulumi exits
-    code = child.wait()
-    relay.drain()
+    with private_tmpdir() as private:
+        environment = {**os.environ, **private}
+        pipe = None if passthrough else subprocess.PIPE
+        try:
+            child = subprocess.Popen(argv, stdout=pipe, stderr=pipe, env=environment)
+        except OSError as error:
+            print(f"[gpulab] cannot run {argv[0]}: {error.strerror}", file=sys.stderr)
+            return 127
+        if passthrough:
+            code = child.wait()
+            relay = None
+        else:
+            relay = Relay(child)
+            while relay.open and child.poll() is None:
+                relay.pump(0.5)  # bounded: a grandchild may hold the pipes after pulumi exits
+            code = child.wait()
+            relay.drain()
     if code == -signal.SIGINT:  # killed before its cancellation scope was set up (Go's default for INT)
         signals = max(signals, 1)
-    if code != 0:
+    if code != 0 and relay is not None:
         for line in outcome(stack, list(relay.readings.values()), signals, setup):
             relay.write(2, (line + "\n").encode())
     if code == -signal.SIGINT:
@@ -217,11 +268,12 @@ def run(stack: str, argv: list[str], setup: bool = False) -> int:
 
 def main(args: list[str]) -> int:
     setup = bool(args) and args[0] == "--setup"
-    args = args[1:] if setup else args
+    passthrough = bool(args) and args[0] == "--passthrough"
+    args = args[1:] if setup or passthrough else args
     if len(args) < 2:
-        print("usage: python3 scripts/up_outcome.py [--setup] STACK PULUMI_ARGV...", file=sys.stderr)
+        print("usage: python3 scripts/up_outcome.py [--setup | --passthrough] STACK PULUMI_ARGV...", file=sys.stderr)
         return 2
-    return run(args[0], args[1:], setup)
+    return run(args[0], args[1:], setup, passthrough)
 
 
 if __name__ == "__main__":

@@ -71,7 +71,7 @@ def no_wedged_process_outlives(fake_dir: Path, seconds: float) -> None:
 CASES = {
     "wait-tenant-api.sh": ({"TENANT": "t"}, 1),
     "wait-cert-manager.sh": ({}, 1),
-    "wait-kamaji.sh": ({}, 1),
+    "wait-kamaji.sh": ({"PROBE_JSON": '{"apiVersion": "v1", "kind": "List", "items": []}'}, 1),
     "wait-node-ready.sh": ({"NODE_NAMES": "n1", "TENANT": "t"}, 1),
     "wait-gpu-node.sh": ({"NODE_NAME": "n1", "EXPECT_JSON": "{}"}, 1),
     "check-real-gpus.sh": ({"NODE_NAME": "n1", "EXPECT_CARDS": "[]"}, 1),
@@ -211,7 +211,11 @@ def _stdout_closes_within(process: subprocess.Popen, seconds: float) -> bool:
 
 @pytest.mark.parametrize(
     ("script", "env"),
-    [("wait-cert-manager.sh", {}), ("wait-kamaji.sh", {}), ("node-leave.sh", {"NODE_NAME": "n1"})],
+    [
+        ("wait-cert-manager.sh", {}),
+        ("wait-kamaji.sh", {"PROBE_JSON": '{"apiVersion": "v1", "kind": "List", "items": []}'}),
+        ("node-leave.sh", {"NODE_NAME": "n1"}),
+    ],
 )
 def test_no_child_outlives_its_script(fake_dir: Path, script: str, env: dict[str, str]) -> None:
     """Boundary: coreutils `timeout` runs its program in a process group of its own (timeout.c calls

@@ -31,7 +31,7 @@ from shared_data import ROOT
 
 from diagnose import analyze, cluster_findings, host_findings
 from diagnose.analyze import Cluster
-from diagnose.collect import Collected
+from diagnose.collect import Collected, read_sysctls
 from diagnose.redact import HIDDEN, redact, scrub_text
 from diagnose.runner import Runner
 from model.catalog import totals
@@ -49,9 +49,12 @@ def stamp(seconds_ago: float = 60) -> str:
 
 
 def node(name: str, ready: str = "True", reason: str = "KubeletReady", message: str = "", **extra) -> dict:
+    # The labels every kubelet gives its node (k8s.io/kubernetes pkg/kubelet/kubelet_node_status.go initialNode).
+    labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64"}
+    labels |= {"beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64"}
     return {
         "kind": "Node",
-        "metadata": {"name": name, "annotations": extra.get("annotations", {})},
+        "metadata": {"name": name, "annotations": extra.get("annotations", {}), "labels": labels},
         "status": {
             "capacity": extra.get("capacity", {"cpu": "8"}),
             "conditions": [
@@ -118,12 +121,25 @@ def event(kind: str, namespace: str | None, name: str, reason: str, message: str
     }
 
 
-def workload(kind: str, namespace: str, name: str, desired: int = 1, ready: int = 1) -> dict:
+def workload(
+    kind: str, namespace: str, name: str, desired: int = 1, ready: int = 1, node_selector: dict | None = None
+) -> dict:
     if kind == "DaemonSet":
+        # As the API server returns it (tests/real/test_diagnose_daemonsets.py): the counts without omitempty always
+        # (k8s.io/api apps/v1 DaemonSetStatus), the others only when not 0.
+        status = {"currentNumberScheduled": desired, "desiredNumberScheduled": desired, "numberMisscheduled": 0}
+        status |= {"numberReady": ready, "observedGeneration": 1}
+        status |= {
+            key: value for key, value in (("numberAvailable", ready), ("updatedNumberScheduled", desired)) if value
+        }
+        if desired > ready:
+            status["numberUnavailable"] = desired - ready
+        template = {"spec": {"nodeSelector": node_selector}} if node_selector else {"spec": {}}
         return {
             "kind": kind,
             "metadata": {"namespace": namespace, "name": name},
-            "status": {"desiredNumberScheduled": desired, "numberReady": ready},
+            "spec": {"template": template},
+            "status": status,
         }
     return {
         "kind": kind,
@@ -194,7 +210,9 @@ def healthy_tenant(name: str) -> dict[str, list[dict]]:
         "pods": pods,
         "events": [event("Pod", "kube-system", "coredns-abc", "Pulled", "Container image already present", "Normal")],
         "workloads": [
-            workload(kind, "kube-system", name) for kind, name in [*analyze.TENANT_COMPONENTS, analyze.MOCK_PLUGIN]
+            *(workload(kind, "kube-system", name) for kind, name in [*analyze.TENANT_COMPONENTS, analyze.MOCK_PLUGIN]),
+            # HAMi's NVIDIA plugin waits for nodes labelled gpu=on, which mock mode never labels: nothing to run.
+            workload("DaemonSet", "kube-system", "hami-device-plugin", 0, 0, node_selector={"gpu": "on"}),
         ],
         "webhooks": [webhook("hami-webhook", "hami-scheduler")],
         "endpointslices": [endpoint_slice("kube-system", "hami-scheduler", [None])],
@@ -391,7 +409,28 @@ def test_a_daemonset_with_no_pod_scheduled_is_not_ready() -> None:
     objects["pods"] = [p for p in objects["pods"] if "konnectivity" not in p["metadata"]["name"]]
     objects["workloads"][2] = workload("DaemonSet", "kube-system", "konnectivity-agent", 0, 0)
     [found] = [f for f in tenant_verdicts(objects) if "konnectivity" in f.component]
-    assert found.reason == "DaemonSet 0 pods scheduled (no node it may run on)"
+    assert found.reason == "DaemonSet 0 pods scheduled, though its nodeSelector matches tenant-a-worker"
+
+
+def test_a_healthy_mock_tenant_has_no_finding() -> None:
+    """Boundary: the DaemonSets as the API server returns them (0 desired: numberAvailable absent), HAMi's NVIDIA
+    plugin among them with its gpu=on selector that no node of the lab matches."""
+    assert tenant_verdicts(healthy_tenant("tenant-a")) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "selector"),
+    [("kube-proxy", {"kubernetes.io/os": "linux"}), ("hami-mock-device-plugin", None), ("calico-node", {"x": "y"})],
+)
+def test_a_daemonset_that_should_run_and_has_0_desired_is_a_finding(name: str, selector: dict | None) -> None:
+    """One whose nodeSelector matches a node (kube-proxy's), or one the lab must run (the mock plugin; Calico even
+    with a selector nothing matches): 0 desired is a real finding."""
+    objects = healthy_tenant("tenant-a")
+    objects["pods"] = [p for p in objects["pods"] if name not in p["metadata"]["name"]]
+    objects["workloads"] = [w for w in objects["workloads"] if w["metadata"]["name"] != name]
+    objects["workloads"].append(workload("DaemonSet", "kube-system", name, 0, 0, node_selector=selector))
+    [found] = [f for f in tenant_verdicts(objects) if f.component == f"kube-system/{name}"]
+    assert found.reason.startswith("DaemonSet 0 pods scheduled")
 
 
 def test_a_gpu_deployment_whose_pods_cannot_be_created() -> None:
@@ -530,8 +569,30 @@ def test_kernel_settings_from_docker_info_and_proc() -> None:
         "missing host kernel setting: inotify limits",
         "missing host kernel setting: nf_conntrack_max",
     ]
-    assert "modprobe br_netfilter" in found[0].fix
+    assert "modprobe br_netfilter" in found[0].fix and "bridge-nf-call-iptables=1" in found[0].fix
     assert host_findings.kernel_findings({"Warnings": []}, {**sysctls, "fs.inotify.max_user_instances": 512}, 4) == []
+
+
+@pytest.mark.parametrize(
+    ("shape", "fix"),
+    [
+        ({"bridge-nf-call-iptables": "0\n"}, "sudo sysctl -w net.bridge.bridge-nf-call-iptables=1 on the Docker host"),
+        ({}, "if /proc/sys/net/bridge/bridge-nf-call-iptables is missing, sudo modprobe br_netfilter"),
+    ],
+    ids=["built in and switched off", "neither built in nor loaded"],
+)
+def test_the_br_netfilter_fix_fits_the_kernel(tmp_path: Path, shape: dict[str, str], fix: str) -> None:
+    """Boundary: Docker's warning (`bridge-nf-call-iptables is disabled`) is the same whether the sysctl is 0 or
+    missing; /proc/sys of this host tells them apart. A kernel with br_netfilter built in has no module to load."""
+    bridge = tmp_path / "sys/net/bridge"
+    bridge.mkdir(parents=True)
+    for name, value in shape.items():
+        (bridge / name).write_text(value)
+    info = {"Warnings": ["WARNING: bridge-nf-call-iptables is disabled"]}
+    [found] = host_findings.kernel_findings(info, read_sysctls(tmp_path), cpus=1)
+    assert fix in found.fix
+    if shape:
+        assert "modprobe" not in found.fix
 
 
 def test_docker_containers_and_network() -> None:

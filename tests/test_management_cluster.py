@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 from lab_harness import KIND_KUBECONFIG, KIND_RECORD, LabMocks, lab_config, reference_program, run_program
@@ -161,6 +163,21 @@ def test_kamaji_ready_gates_tenants(program) -> None:
     for tcp in program.of_type("kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane"):
         assert program.depends_on(tcp, ready), "no TenantControlPlane before Kamaji's webhooks serve"
         assert program.depends_on(tcp, program.named("management-metallb-l2"))
+
+
+def test_kamaji_ready_dry_runs_the_tenants_tcps_as_the_program_creates_them(program) -> None:
+    """Boundary: Kamaji's webhooks and its CRD judge the spec they are sent. The probe wait-kamaji.sh dry-runs is
+    each tenant's TenantControlPlane spec as registered, named as a probe, not a spec written a second time."""
+    probe = json.loads(program.named("management-kamaji-ready").inputs["environment"]["PROBE_JSON"])
+    assert probe["kind"] == "List"
+    probed = {item["metadata"]["name"]: item for item in probe["items"]}
+    tcps = program.of_type("kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane")
+    assert len(tcps) == 2 and len(probed) == len(tcps)
+    for tcp in tcps:
+        item = probed[f"gpulab-probe-{tcp.inputs['metadata']['name']}"]
+        assert (item["apiVersion"], item["kind"]) == ("kamaji.clastix.io/v1alpha1", "TenantControlPlane")
+        assert item["metadata"]["namespace"] == "kamaji-system"
+        assert item["spec"] == tcp.inputs["spec"]
 
 
 def test_everything_in_the_cluster_uses_its_provider(program) -> None:

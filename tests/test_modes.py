@@ -225,13 +225,22 @@ def test_several_ssh_workers_per_tenant() -> None:
 FAKES = ROOT / "tests" / "fakes"
 
 
-def fake_root(tmp_path: Path, *, swap: bool = False, forward: str = "1", br_netfilter: bool = True) -> Path:
+def fake_root(
+    tmp_path: Path, *, swap: bool = False, forward: str = "1", bridge_nf: str | None = "1", module: bool = False
+) -> Path:
+    """A machine's / as the checks read it. The bridge netfilter hooks show as their sysctl, `bridge_nf` (None: no
+    such file, br_netfilter neither built in nor loaded). By default br_netfilter is built into the kernel, as on
+    the machines gpulab's lab ran on: the sysctl is there and 1, but no /sys/module/br_netfilter (a built-in has
+    no module directory unless it has parameters) and /lib/modules is empty. `module`: loaded as a module."""
     root = tmp_path / "root"
     (root / "proc/sys/net/ipv4").mkdir(parents=True)
     (root / "proc/sys/net/ipv4/ip_forward").write_text(forward + "\n")
     swaps = "Filename\tType\tSize\tUsed\tPriority\n" + ("/swap.img\tfile\t2097148\t0\t-2\n" if swap else "")
     (root / "proc/swaps").write_text(swaps)
-    if br_netfilter:
+    if bridge_nf is not None:
+        (root / "proc/sys/net/bridge").mkdir(parents=True)
+        (root / "proc/sys/net/bridge/bridge-nf-call-iptables").write_text(bridge_nf + "\n")
+    if module:
         (root / "sys/module/br_netfilter").mkdir(parents=True)
     (root / "run/containerd").mkdir(parents=True)
     import socket
@@ -251,8 +260,9 @@ def run_remote(tmp_path: Path, script: str, env: dict[str, str], stdin: str = ""
     )
 
 
-def test_remote_check_passes_on_a_prepared_machine(tmp_path: Path) -> None:
-    root = fake_root(tmp_path, swap=True)
+@pytest.mark.parametrize("module", [False, True], ids=["br_netfilter built in", "br_netfilter a module"])
+def test_remote_check_passes_on_a_prepared_machine(tmp_path: Path, module: bool) -> None:
+    root = fake_root(tmp_path, swap=True, module=module)
     result = run_remote(
         tmp_path, "ssh-node-check.sh", {"KUBERNETES_VERSION": "v1.36.4", "NODE": "gpu-1"}, GPULAB_ROOT=str(root)
     )
@@ -261,7 +271,7 @@ def test_remote_check_passes_on_a_prepared_machine(tmp_path: Path) -> None:
 
 
 def test_remote_check_names_everything_missing(tmp_path: Path) -> None:
-    root = fake_root(tmp_path, forward="0", br_netfilter=False)
+    root = fake_root(tmp_path, forward="0", bridge_nf=None)
     (root / "run/containerd/containerd.sock").unlink()
     result = run_remote(
         tmp_path,
@@ -277,10 +287,84 @@ def test_remote_check_names_everything_missing(tmp_path: Path) -> None:
         "no container runtime socket",
         "kubeadm is v1.35.2, the tenant runs v1.36.4",
         "kubelet is v1.37.0, the tenant runs v1.36.4",
-        "br_netfilter module is not loaded",
+        "bridge netfilter is off (no net.bridge.bridge-nf-call-iptables): modprobe br_netfilter",
         "net.ipv4.ip_forward is off",
     ):
         assert expected in result.stderr, expected
+
+
+def test_remote_check_names_bridge_netfilter_turned_off(tmp_path: Path) -> None:
+    root = fake_root(tmp_path, bridge_nf="0")
+    result = run_remote(
+        tmp_path, "ssh-node-check.sh", {"KUBERNETES_VERSION": "v1.36.4", "NODE": "gpu-1"}, GPULAB_ROOT=str(root)
+    )
+    assert result.returncode == 1
+    assert "net.bridge.bridge-nf-call-iptables is 0: sysctl -w net.bridge.bridge-nf-call-iptables=1" in result.stderr
+
+
+# The Docker host's check (host-prereqs.sh runs node-host-check.sh in a privileged container on the host network)
+
+
+def host_root(tmp_path: Path, **shape) -> Path:
+    """fake_root with the limits node-host-check.sh reads, each already high enough."""
+    root = fake_root(tmp_path, **shape)
+    for key, value in {
+        "net/netfilter/nf_conntrack_max": 4194304,
+        "fs/inotify/max_user_instances": 512,
+        "fs/inotify/max_user_watches": 524288,
+    }.items():
+        (root / "proc/sys" / key).parent.mkdir(parents=True, exist_ok=True)
+        (root / "proc/sys" / key).write_text(f"{value}\n")
+    return root
+
+
+def host_check(tmp_path: Path, root: Path, **env: str) -> subprocess.CompletedProcess:
+    environment = {**os.environ, "PATH": f"{FAKES}:{os.environ['PATH']}", "FAKE_DIR": str(tmp_path), **env}
+    return subprocess.run(
+        ["bash", "-s"],
+        input=(ROOT / "scripts" / "node-host-check.sh").read_text(),  # as host-prereqs.sh feeds it to the container
+        capture_output=True,
+        text=True,
+        env={**environment, "GPULAB_ROOT": str(root)},
+        timeout=60,
+    )
+
+
+def modprobes(tmp_path: Path) -> list[str]:
+    calls = tmp_path / "calls"
+    return [line for line in calls.read_text().splitlines() if line.startswith("modprobe")] if calls.exists() else []
+
+
+@pytest.mark.parametrize("module", [False, True], ids=["br_netfilter built in", "br_netfilter a module"])
+def test_host_check_takes_the_bridge_sysctl_as_the_sign_of_br_netfilter(tmp_path: Path, module: bool) -> None:
+    """Boundary: a kernel with br_netfilter built in has net.bridge.bridge-nf-call-iptables (1) and neither
+    /sys/module/br_netfilter nor a module for modprobe (kmod's FATAL: not found in /lib/modules)."""
+    result = host_check(tmp_path, host_root(tmp_path, module=module))
+    assert result.returncode == 0, result.stderr
+    assert "host prerequisites ok" in result.stderr
+    assert modprobes(tmp_path) == [], "nothing to load: the hooks are there"
+
+
+def test_host_check_loads_br_netfilter_only_without_its_sysctl(tmp_path: Path) -> None:
+    root = host_root(tmp_path, bridge_nf=None)
+    result = host_check(tmp_path, root, FAKE_MODPROBE_LOADS="1")
+    assert result.returncode == 0, result.stderr
+    assert modprobes(tmp_path) == ["modprobe br_netfilter"]
+
+
+def test_host_check_names_the_fix_when_br_netfilter_cannot_be_loaded(tmp_path: Path) -> None:
+    result = host_check(tmp_path, host_root(tmp_path, bridge_nf=None))
+    assert result.returncode == 1
+    assert "bridge netfilter is off: no net.bridge.bridge-nf-call-iptables" in result.stderr
+    assert "fix it on the Docker host with: sudo modprobe br_netfilter" in result.stderr
+
+
+def test_host_check_turns_bridge_netfilter_on(tmp_path: Path) -> None:
+    root = host_root(tmp_path, bridge_nf="0")
+    result = host_check(tmp_path, root)
+    assert result.returncode == 0, result.stderr
+    assert "raising net.bridge.bridge-nf-call-iptables from 0 to 1" in result.stderr
+    assert (root / "proc/sys/net/bridge/bridge-nf-call-iptables").read_text().strip() == "1"
 
 
 def test_remote_join_runs_kubeadm_on_the_machine_itself(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ Boundaries each test stands for:
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import io
 import itertools
@@ -137,6 +138,88 @@ def test_kubeconfigs_stay_secret_and_there_is_no_management_kubeconfig(built_too
     assert {"tenant_a_kubeconfig", "tenant_b_kubeconfig"} <= program.secret_exports
     control_planes = [r for r in program.registrations.values() if r.name.endswith("-processes")]
     assert all("kubeconfig" in r.additional_secret_outputs for r in control_planes)
+
+
+FILE_FIELDS = ("certificate-authority", "client-certificate", "client-key")
+
+
+def file_references(kubeconfig: str) -> list[str]:
+    """The fields of a kubeconfig that name files (client-go reads them from disk)."""
+    document = yaml.safe_load(kubeconfig)
+    entries = [entry.get("cluster") or {} for entry in document.get("clusters") or []]
+    entries += [entry.get("user") or {} for entry in document.get("users") or []]
+    return [key for entry in entries for key in FILE_FIELDS if key in entry]
+
+
+# kwokctl create cluster --runtime binary, as it writes the kubeconfig (seen with kwok v0.8.0's kwokctl from
+# `make tools`): the certificate files under its cluster folder, named by absolute path.
+FAKE_KWOKCTL = """#!/usr/bin/env bash
+set -euo pipefail
+while [ $# -gt 0 ]; do
+  case $1 in --name) name=$2; shift ;; --kubeconfig) kubeconfig=$2; shift ;; esac
+  shift
+done
+pki="$KWOK_WORKDIR/clusters/$name/pki"
+mkdir -p "$pki"
+for file in ca.crt admin.crt admin.key; do echo "$file of $name" >"$pki/$file"; done
+cat >"$kubeconfig" <<YAML
+apiVersion: v1
+clusters:
+- cluster:
+    certificate-authority: $pki/ca.crt
+    server: https://127.0.0.1:51271
+  name: kwok-$name
+contexts:
+- context:
+    cluster: kwok-$name
+    user: kwok-$name
+  name: kwok-$name
+current-context: kwok-$name
+kind: Config
+users:
+- name: kwok-$name
+  user:
+    client-certificate: $pki/admin.crt
+    client-key: $pki/admin.key
+YAML
+"""
+
+
+def test_the_kubeconfig_output_carries_its_certificates(tmp_path: Path) -> None:
+    """Boundary: kwokctl's kubeconfig names its certificate files (under .state); the control plane's output is
+    the tenant_<name>_kubeconfig users save, and must work without them: from another folder or machine, and after
+    `make down` removed them."""
+    from components.process_resources import ControlPlaneProvider
+    from process_lab.stack import TenantProcesses
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for program in PROGRAMS:
+        (bin_dir / program).write_text(FAKE_KWOKCTL if program == "kwokctl" else "#!/bin/sh\nexit 1\n")
+        (bin_dir / program).chmod(0o755)
+    processes = TenantProcesses("gpulab-tenant-a", bin_dir, tmp_path / "process" / "sim" / "tenant-a")
+    outs = ControlPlaneProvider().create({**processes.props(), "running": True, "without_hami": True}).outs
+    kubeconfig = outs["kubeconfig"]
+    assert file_references(kubeconfig) == [], kubeconfig
+    document = yaml.safe_load(kubeconfig)
+    pki = processes.folder / "kwok" / "clusters" / "gpulab-tenant-a" / "pki"
+    carried = {
+        "ca.crt": document["clusters"][0]["cluster"]["certificate-authority-data"],
+        "admin.crt": document["users"][0]["user"]["client-certificate-data"],
+        "admin.key": document["users"][0]["user"]["client-key-data"],
+    }
+    for name, data in carried.items():
+        assert base64.b64decode(data) == (pki / name).read_bytes(), name
+    assert document["clusters"][0]["cluster"]["server"] == outs["endpoint"] == "https://127.0.0.1:51271"
+    assert document["current-context"] == "kwok-gpulab-tenant-a"
+
+
+def test_the_tenant_kubeconfig_outputs_are_self_contained_secrets(built_tools: Path) -> None:
+    program = run_program(sim_config())
+    for key in ("tenant_a_kubeconfig", "tenant_b_kubeconfig"):
+        assert key in program.secret_exports
+        assert file_references(program.exports[key]) == []
+        assert yaml.safe_load(program.exports[key])["users"][0]["user"]["client-key-data"]
 
 
 def test_pulumi_up_without_the_programs_names_make_tools(tmp_path: Path, monkeypatch) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -214,6 +215,25 @@ def test_join_never_prints_the_token(tmp_path: Path) -> None:
     assert "token" not in (tmp_path / "gpulab-join.tenant-a-worker.lock").read_text()
 
 
+def test_under_makes_private_tmpdir_the_join_lock_and_run_records_stay_where_the_next_run_looks(
+    tmp_path: Path,
+) -> None:
+    """make gives pulumi a private TMPDIR and removes it afterwards (scripts/up_outcome.py). A worker's join lock,
+    and lib.sh's records of a run killed with KILL, must be where the next `make up` looks: GPULAB_TMPDIR."""
+    private = tmp_path / "gpulab-pulumi.1.x"
+    private.mkdir()
+    result = run_container_join(tmp_path, TMPDIR=str(private), GPULAB_TMPDIR=str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "gpulab-join.tenant-a-worker.lock").exists()
+    # The run directory: kubectl's KUBECONFIG is the kubeconfig lib.sh keeps there (tests/fakes/kubectl records it).
+    probe = reference_probe()
+    result = run_script("wait-kamaji.sh", tmp_path, PROBE_JSON=probe, TMPDIR=str(private), GPULAB_TMPDIR=str(tmp_path))
+    assert result.returncode == 0, result.stderr
+    kubeconfigs = {line for line in (tmp_path / "environ").read_text().splitlines() if line.startswith("KUBECONFIG=")}
+    assert kubeconfigs and all(line.startswith(f"KUBECONFIG={tmp_path}/gpulab-run.") for line in kubeconfigs)
+    assert list(private.iterdir()) == []
+
+
 def test_join_gives_up_at_its_deadline_and_says_why(tmp_path: Path) -> None:
     result = run_container_join(tmp_path, FAKE_BOOTING="100000", TIMEOUT="1")
     assert result.returncode == 1
@@ -257,6 +277,121 @@ def test_inventory_restarts_hami_only_when_the_annotation_changes(tmp_path: Path
     same = run_script("apply-gpu-inventory.sh", tmp_path, **env)
     assert same.returncode == 0
     assert "rollout restart" not in calls(tmp_path)
+
+
+def reference_probe() -> str:
+    """The PROBE_JSON the program hands wait-kamaji.sh for the reference stack."""
+    from components.tenant_control_plane import webhook_probe
+    from model.config.loading import load_stack_file
+
+    return webhook_probe(load_stack_file(ROOT / "Pulumi.dev.yaml").tenants, "kamaji-system")
+
+
+def test_wait_kamaji_passes_once_kamaji_admits_the_tenants_tcps(tmp_path: Path) -> None:
+    """Boundary: the API server with Kamaji 26.8.2-edge's webhooks and CRD, as tests/fakes/kubectl answers for them
+    (a TenantControlPlane without spec.controlPlane.deployment gets the InternalError of Kamaji's patch, one without
+    networkProfile the CRD rule's refusal). What the script dry-runs is what the program hands it."""
+    probe = reference_probe()
+    result = run_script("wait-kamaji.sh", tmp_path, PROBE_JSON=probe, TIMEOUT="10", PYTHON=sys.executable)
+    assert result.returncode == 0, result.stderr
+    assert "ready: Kamaji's webhooks and CRD to admit the tenants' TenantControlPlanes" in result.stderr
+    assert json.loads((tmp_path / "dry-run").read_text()) == json.loads(probe)
+
+
+def probe_with(change) -> str:
+    """The reference probe, each item's spec changed by `change(spec)`."""
+    probe = json.loads(reference_probe())
+    for item in probe["items"]:
+        change(item["spec"])
+    return json.dumps(probe)
+
+
+def dry_runs(tmp_path: Path) -> int:
+    return calls(tmp_path).count("kubectl --request-timeout=20s create --dry-run=server")
+
+
+KAMAJI_FIX = "Kamaji would refuse the tenants' TenantControlPlanes the same way"
+
+
+def without_network_profile_behind_a_cluster_ip(spec: dict) -> None:
+    """The spec wait-kamaji.sh once wrote by hand: the CRD's rules on spec err without networkProfile, and CEL's
+    `||` absorbs that only beside a true side (serviceType LoadBalancer)."""
+    del spec["networkProfile"]
+    spec["controlPlane"]["service"]["serviceType"] = "ClusterIP"
+
+
+@pytest.mark.parametrize(
+    ("change", "kind", "answer"),
+    [
+        (
+            without_network_profile_behind_a_cluster_ip,
+            "the API server's validation refuses the object",
+            '* spec: Invalid value: "object": no such key: networkProfile evaluating rule: LoadBalancer source ranges',
+        ),
+        (
+            lambda spec: spec["kubernetes"].update(version="v1.37.0"),
+            "an admission webhook refuses the object",
+            'admission webhook "vtenantcontrolplane.kb.io" denied the request: unable to create a TenantControlPlane',
+        ),
+    ],
+    ids=["a CRD rule", "a webhook's denial"],
+)
+def test_a_wait_stops_at_the_first_answer_that_cannot_change(tmp_path: Path, change, kind: str, answer: str) -> None:
+    """Boundary: the API server's words (kubectl's rendering of its Status) for a refused object: `is invalid` /
+    `Invalid value` (object validation, the CRD's x-kubernetes-validations) and a webhook's `denied the request`.
+    Retrying cannot change them: the wait ends at the first, with the answer and what to do, not at its deadline."""
+    result = run_script("wait-kamaji.sh", tmp_path, PROBE_JSON=probe_with(change), TIMEOUT="3", PYTHON=sys.executable)
+    assert result.returncode == 1
+    assert dry_runs(tmp_path) == 1, result.stderr
+    assert (
+        f"stopped waiting for Kamaji's webhooks and CRD to admit the tenants' TenantControlPlanes (server-side dry "
+        f"run): {kind}, an answer that waiting does not change" in result.stderr
+    )
+    assert answer in result.stderr and KAMAJI_FIX in result.stderr
+    assert "timed out" not in result.stderr
+
+
+def test_a_wait_stops_at_the_third_same_internal_error(tmp_path: Path) -> None:
+    """Boundary: Kamaji's mutating webhook returns a patch the API server cannot apply to the object as sent; the
+    API server answers InternalError with the JSON patch's error, every time (apiserver mutating/dispatcher.go)."""
+    probe = probe_with(lambda spec: spec["controlPlane"].pop("deployment"))
+    result = run_script("wait-kamaji.sh", tmp_path, PROBE_JSON=probe, TIMEOUT="5", PYTHON=sys.executable)
+    assert result.returncode == 1
+    assert dry_runs(tmp_path) == 3, result.stderr
+    assert (
+        "the API server failed the same way 3 times in a row, an answer that waiting does not change" in result.stderr
+    )
+    assert 'doc is missing path: "/spec/controlPlane/deployment/replicas"' in result.stderr
+    assert KAMAJI_FIX in result.stderr
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        None,  # the fake's own: Kamaji's mutating webhook not serving yet
+        'conversion webhook for kamaji.clastix.io/v1alpha1, Kind=TenantControlPlane failed: Post "https://kamaji-'
+        'webhook-service.kamaji-system.svc:443/convert?timeout=30s": dial tcp 10.96.44.12:443: connect: connection '
+        "refused",
+        "etcdserver: request timed out",
+    ],
+    ids=["webhook not serving", "conversion webhook not serving", "etcd busy"],
+)
+def test_an_internal_error_that_passes_is_waited_for(tmp_path: Path, message: str | None) -> None:
+    """InternalErrors that pass, the same each time until they do: a webhook the API server cannot call yet
+    (mutating/dispatcher.go: `failed calling webhook`; a conversion webhook's words from apiextensions-apiserver
+    conversion/webhook_converter.go, should they come as an InternalError) and storage out of time (apiserver
+    pkg/storage/errors: NewInternalError of etcd's error). The wait goes on."""
+    result = run_script(
+        "wait-kamaji.sh",
+        tmp_path,
+        PROBE_JSON=reference_probe(),
+        TIMEOUT="30",
+        FAKE_WEBHOOK_DOWN="4",
+        PYTHON=sys.executable,
+        **({"FAKE_DOWN_MESSAGE": message} if message else {}),
+    )
+    assert result.returncode == 0, result.stderr
+    assert dry_runs(tmp_path) == 5
 
 
 def test_wait_for_polls_a_condition_until_its_deadline(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ foreground process group.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -176,7 +177,7 @@ def stopped(pid: int) -> bool:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
 
 
-def interrupted(tmp_path: Path, presses: int) -> tuple[subprocess.Popen, list[str]]:
+def interrupted(tmp_path: Path, presses: int, **extra: str) -> tuple[subprocess.Popen, list[str]]:
     """The wrapper in a process group of its own, as `make up` in a terminal's foreground; Ctrl-C pressed
     `presses` times: SIGINT to the whole group, as the terminal sends it. Returns the wrapper and its stdout lines
     up to pulumi's answer to the last press.
@@ -187,7 +188,7 @@ def interrupted(tmp_path: Path, presses: int) -> tuple[subprocess.Popen, list[st
     (tmp_path / "stdout").write_text("Updating (sim):\n")
     wrapper = subprocess.Popen(
         [sys.executable, str(WRAPPER), "sim", *UP],
-        env=fake_env(tmp_path, FAKE_PULUMI_CANCEL="1", FAKE_PULUMI_RC="8"),  # 8: the CLI's ExitCancelled
+        env=fake_env(tmp_path, FAKE_PULUMI_CANCEL="1", FAKE_PULUMI_RC="8", **extra),  # 8: the CLI's ExitCancelled
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -257,3 +258,97 @@ def test_make_up_runs_pulumi_through_it_with_make_s_options() -> None:
         ).stdout.splitlines()
         assert f"python3 scripts/up_outcome.py {stack} pulumi up --yes --stack {stack}{options}" in plan, plan
         assert f"python3 scripts/up_outcome.py --setup {stack} pulumi stack select --create {stack}" in plan, plan
+
+
+# Temporary files: the Kubernetes provider's kubeconfig for Helm, written on every Configure and never removed
+
+
+def make_pulumi_lines(target: str, stack: str) -> list[str]:
+    """The commands `make TARGET STACK=stack` runs that start pulumi up, destroy or preview (whose engine starts the
+    providers), as make would run them: `make -n`, with the steps before taken as done."""
+    done = [arg for step in ("prereqs", "policy-venv", "stack", "process-tools") for arg in ("-o", step)]
+    result = subprocess.run(
+        ["make", "--no-print-directory", "-n", *done, target, f"STACK={stack}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")},
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = [line.strip() for line in result.stdout.splitlines()]
+    return [
+        line
+        for line in lines
+        if re.search(r"\bpulumi (up|destroy|preview)\b", line) and not line.startswith(("echo ", "#"))
+    ]
+
+
+def provider_folder(tmp_path: Path) -> tuple[Path, str, int]:
+    """Where the provider-like child wrote its kubeconfig: the folder, its mode (octal digits) and owner."""
+    path, mode, uid = (tmp_path / "provider-tmpdir").read_text().split()
+    return Path(path), mode, int(uid)
+
+
+@pytest.mark.parametrize(
+    ("target", "stack"), [("deploy", "dev"), ("destroy", "dev"), ("deploy", "sim")], ids=["up", "destroy", "up sim"]
+)
+@pytest.mark.parametrize("rc", [0, 1], ids=["succeeds", "fails"])
+def test_makes_pulumi_leaves_no_kubeconfig_behind(tmp_path: Path, target: str, stack: str, rc: int) -> None:
+    """Boundary: the Pulumi engine and its plugins (a provider-like child of the fake CLI that writes
+    `$TMPDIR/kubeconfigNNNN` as pulumi-kubernetes' Configure does), run by the very command line make runs."""
+    [line] = make_pulumi_lines(target, stack)
+    assert "scripts/up_outcome.py" in line, f"make runs pulumi without its private TMPDIR: {line}"
+    base = tmp_path / "tmp"
+    base.mkdir()
+    result = subprocess.run(
+        ["bash", "-c", line],
+        cwd=ROOT,
+        env=fake_env(tmp_path, TMPDIR=str(base), FAKE_PROVIDER_KUBECONFIG="1", FAKE_PULUMI_RC=str(rc)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == rc, result.stderr
+    folder, mode, uid = provider_folder(tmp_path)
+    assert folder.parent == base and folder.name.startswith("gpulab-pulumi."), folder
+    assert (mode, uid) == ("700", os.getuid()), "the folder was not private"
+    assert list(base.iterdir()) == [], "left behind"
+
+
+def test_ctrl_c_leaves_no_kubeconfig_behind(tmp_path: Path) -> None:
+    base = tmp_path / "tmp"
+    base.mkdir()
+    wrapper, _ = interrupted(tmp_path, presses=1, TMPDIR=str(base), FAKE_PROVIDER_KUBECONFIG="1")
+    folder, _, _ = provider_folder(tmp_path)
+    assert (folder / "kubeconfig1234").exists(), "while pulumi runs, its plugins' files are there"
+    (tmp_path / "finish").write_text("")
+    wrapper.communicate(timeout=60)
+    assert wrapper.returncode == 8
+    assert list(base.iterdir()) == []
+
+
+def test_a_folder_left_by_a_killed_wrapper_goes_at_the_next_run(tmp_path: Path) -> None:
+    base = tmp_path / "tmp"
+    (base / "gpulab-pulumi.999999999.abcd").mkdir(parents=True)  # no such pid: its wrapper was killed with KILL
+    (base / "gpulab-pulumi.999999999.abcd" / "kubeconfig5678").write_text("users: []\n")
+    (base / "someone-elses").mkdir()
+    result = subprocess.run(
+        [sys.executable, str(WRAPPER), "dev", "pulumi", "up"],
+        env=fake_env(tmp_path, TMPDIR=str(base)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert [path.name for path in base.iterdir()] == ["someone-elses"]
+
+
+def test_what_must_outlive_the_run_keeps_the_users_tmpdir(tmp_path: Path) -> None:
+    """Process mode's programs outlive `pulumi up` (kwokctl's control plane, HAMi, the bind-time role, the relay):
+    they get GPULAB_TMPDIR, the user's, not the private folder make removes."""
+    from process_lab.commands import lasting
+
+    private = {"TMPDIR": str(tmp_path / "gpulab-pulumi.1.x"), "GPULAB_TMPDIR": str(tmp_path)}
+    assert lasting(private)["TMPDIR"] == str(tmp_path)
+    assert lasting({"TMPDIR": "/somewhere"}) == {"TMPDIR": "/somewhere"}  # not run by make: as it was

@@ -14,11 +14,13 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from components import process_resources
 from components.process_resources import (
@@ -206,3 +208,29 @@ def test_make_up_starts_a_stopped_control_plane_before_the_engine_looks(tenant: 
     assert stopped_control_planes(stack_folder, tenant.control_plane.bin_dir) == []
     assert tenant.refresh_and_up()["control_plane"] == "kept"
     users_objects_survive(tenant)
+
+
+def test_the_kubeconfig_output_works_from_another_folder_without_the_certificate_files(
+    tenant: Tenant, tmp_path: Path
+) -> None:
+    """The control plane's kubeconfig output (tenant_<name>_kubeconfig) as a user saves it, in a folder of their
+    own: the real kubectl reaches the API server with it, from there, naming no file of the lab's folder (kwokctl's
+    own kubeconfig names its certificate files)."""
+    saved = tmp_path / "elsewhere" / "tenant.kubeconfig"
+    saved.parent.mkdir()
+    saved.write_text(tenant.resources["control_plane"][2]["kubeconfig"])
+    assert str(tenant.control_plane.workdir) not in saved.read_text()
+    document = yaml.safe_load(saved.read_text())
+    named = [entry["cluster"] for entry in document["clusters"]] + [entry["user"] for entry in document["users"]]
+    assert not [
+        key for entry in named for key in ("certificate-authority", "client-certificate", "client-key") if key in entry
+    ]
+    result = subprocess.run(
+        [str(tenant.control_plane.bin_dir / "kubectl"), f"--kubeconfig={saved.name}", "get", "--raw", "/readyz"],
+        cwd=saved.parent,
+        env={"PATH": os.environ["PATH"], "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (result.returncode, result.stdout.strip()) == (0, "ok"), result.stderr
