@@ -74,7 +74,7 @@ done
 grep -q "sandbox_image = \"registry.k8s.io/pause:$pause_tag\"" "$recipe/kind/files/etc/containerd/config.toml" ||
   die "node-image/kind/files/etc/containerd/config.toml must name registry.k8s.io/pause:$pause_tag (kubeadm's pause)"
 kind_dir=$(module_dir kind sigs.k8s.io/kind)
-[ -x "$kind_dir/images/base/files/usr/local/bin/entrypoint" ] || die "no images/base/files in $kind_dir (the kind module)"
+[ -f "$kind_dir/images/base/files/usr/local/bin/entrypoint" ] || die "no images/base/files in $kind_dir (the kind module)"
 local_path_version=$(sed -n 's/^require github.com\/rancher\/local-path-provisioner \(v[^ ]*\).*/\1/p; s/^[[:space:]]*github.com\/rancher\/local-path-provisioner \(v[^ ]*\).*/\1/p' \
   "$root/tools/local-path-provisioner/go.mod" | head -n 1)
 metallb_version=$(sed -n 's/^[[:space:]]*go.universe.tf\/metallb \(v[^ ]*\).*/\1/p; s/^require go.universe.tf\/metallb \(v[^ ]*\).*/\1/p' \
@@ -115,6 +115,7 @@ fi
 make_tree
 work="$cache/kind-stage"
 rm -rf "$work"
+mkdir -p "$work"
 on_exit "rm -rf '$work'"
 stage="$work/root"
 archives="$stage/usr/share/gpulab/images"
@@ -136,8 +137,13 @@ static_image() {
 
 # copy_with_libraries DEST FILE...: FILEs of the tree, with the shared libraries they load, into DEST.
 copy_with_libraries() {
-  local dest=$1 file library
+  local dest=$1 file library dir
   shift
+  # Debian 12's merged /usr: /lib, /lib64, /bin and /sbin are links into /usr, as in the tree.
+  for dir in lib lib64 bin sbin; do
+    mkdir -p "$dest/usr/$dir"
+    [ -e "$dest/$dir" ] || ln -s "usr/$dir" "$dest/$dir"
+  done
   for file in "$@"; do
     mkdir -p "$dest$(dirname "$file")"
     cp -a "$stage$file" "$dest$file"
@@ -162,9 +168,10 @@ install -m 755 "$bin/coredns" "$work/images/coredns/coredns"
 image "$work/images/coredns" "$registry/coredns/coredns:$coredns_tag" '["/coredns"]'
 # kube-proxy with iptables (both backends, and the wrapper that picks the node's) and a shell for the wrapper.
 proxy="$work/images/kube-proxy"
-copy_with_libraries "$proxy" /usr/sbin/xtables-nft-multi /usr/sbin/xtables-legacy-multi
-cp -a "$stage/usr/lib/x86_64-linux-gnu/xtables" "$proxy/usr/lib/x86_64-linux-gnu/"
-mkdir -p "$proxy/etc" "$proxy/bin" "$proxy/usr/local/bin" "$proxy/run" "$proxy/tmp"
+# iptables loads its matches (statistic, comment, ...) as shared objects, each with libraries of its own (libm).
+mapfile -t extensions < <(cd "$stage" && find usr/lib/x86_64-linux-gnu/xtables -name '*.so' | sed 's|^|/|')
+copy_with_libraries "$proxy" /usr/sbin/xtables-nft-multi /usr/sbin/xtables-legacy-multi "${extensions[@]}"
+mkdir -p "$proxy/etc" "$proxy/usr/local/bin" "$proxy/run" "$proxy/tmp"
 cp "$stage/etc/protocols" "$stage/etc/ethertypes" "$proxy/etc/" 2>/dev/null || cp "$stage/etc/protocols" "$proxy/etc/"
 install -m 755 "$busybox" "$proxy/bin/busybox"
 for applet in sh grep ln; do ln -s busybox "$proxy/bin/$applet"; done
@@ -221,12 +228,14 @@ preloaded=$(for archive in "$archives"/*.tar; do tar -xOf "$archive" manifest.js
 log "importing the kind node's root file system into the engine as $tag"
 tar --numeric-owner -C "$stage" -c . | bounded 900 docker import \
   --change 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]' --change 'ENV container=docker' \
-  --change 'STOPSIGNAL SIGRTMIN+3' \
-  --change "LABEL gpulab.io/built-by=gpulab make lab-images" \
+  --change 'LABEL gpulab.io/built-by="gpulab make lab-images"' \
   --change "LABEL gpulab.io/kind-node.inputs=$image_key" \
   --change "LABEL gpulab.io/kind-node.kubernetes=$kubernetes_version" \
   --change "LABEL gpulab.io/kind-node.images=\"$preloaded\"" \
   - "$tag" >/dev/null
+# systemd stops cleanly on SIGRTMIN+3 (kind's image sets it); `docker import` cannot set a stop signal.
+printf 'FROM %s\nSTOPSIGNAL SIGRTMIN+3\n' "$tag" | bounded 300 docker build -q -t "$tag" - >"$GPULAB_RUN_DIR/build.log" 2>&1 ||
+  die "docker build of $tag's stop signal failed: $(tail -n 3 "$GPULAB_RUN_DIR/build.log")"
 bounded 20 docker tag "$tag" "$stable"
 
 # MetalLB's controller and speaker, into the engine (they run in the management cluster's node: the lab loads
@@ -241,7 +250,8 @@ for part in controller speaker; do
   bounded 300 docker load -q <"$work/metallb-$part.tar" >/dev/null
   # The inputs' hash on the image, for the up-to-date check above (docker import cannot label a loaded image).
   printf 'FROM %s\nLABEL gpulab.io/built-by="gpulab make lab-images" gpulab.io/kind-node.inputs=%s\n' "$ref" "$image_key" |
-    bounded 300 docker build -q -t "$ref" - >/dev/null
+    bounded 300 docker build -q -t "$ref" - >"$GPULAB_RUN_DIR/build.log" 2>&1 ||
+    die "docker build of $ref's labels failed: $(tail -n 3 "$GPULAB_RUN_DIR/build.log")"
 done
 # The busybox image for the engine too: tests and the CNI check run it from there.
 bounded 120 docker load -q <"$archives/$(tr -c 'a-zA-Z0-9.\n-' _ <<<"$busybox_ref").tar" >/dev/null

@@ -275,11 +275,14 @@ def do_add(args: argparse.Namespace, cache: SourceCache) -> int:
 
 
 def do_check(args: argparse.Namespace, cache: SourceCache) -> int:
-    problems = cache.problems(needed_items)
+    items = needed_items
+    if os.environ.get("GPULAB_HOST_TOOLS"):  # the user's own kind, kubectl and Pulumi CLI (scripts/prereqs.sh)
+        items = [item for item in items if item.kind != "tool"]
+    problems = cache.problems(items)
     if problems:
         print(explain(problems, cache.folder, args.stack), file=sys.stderr)
         return 1
-    relaxed = cache.relaxed(needed_items)
+    relaxed = cache.relaxed(items)
     if relaxed:
         say(
             f"source cache: {len(relaxed)} item(s) are not upstream's own (added --relaxed): "

@@ -40,7 +40,19 @@ SCRIPT = ROOT / "scripts" / "build_tools.py"
 MANIFEST_TEXT = (TOOLS / "programs.toml").read_text()
 MANIFEST = tomllib.loads(MANIFEST_TEXT)
 WRAPPERS = [name for name in MANIFEST if name != "unavailable"]
-PROGRAMS = {name: wrapper for wrapper in WRAPPERS for name in MANIFEST[wrapper].get("programs", {})}
+# `make tools` builds the default group; `make lab-images` the Docker lab's (group = "lab-images").
+PROGRAMS = {
+    name: wrapper
+    for wrapper in WRAPPERS
+    if MANIFEST[wrapper].get("group", "tools") == "tools"
+    for name in MANIFEST[wrapper].get("programs", {})
+}
+LAB_PROGRAMS = {
+    name: wrapper
+    for wrapper in WRAPPERS
+    if MANIFEST[wrapper].get("group") == "lab-images"
+    for name in MANIFEST[wrapper].get("programs", {})
+}
 FILES = {name: wrapper for wrapper in WRAPPERS for name in MANIFEST[wrapper].get("files", {})}
 # What `make tools` puts in bin/: the programs it builds and the scripts it copies.
 EVERYTHING = {**PROGRAMS, **FILES}
@@ -194,6 +206,20 @@ def test_every_program_is_built_from_its_wrapper_with_upstreams_flags(first_run)
         assert "-mod=readonly" in str(call["goflags"]).split(), name
         if table["tags"]:
             assert args[args.index("-tags") + 1] == ",".join(table["tags"]), name
+
+
+def test_the_lab_images_group_builds_its_own_programs_and_make_tools_none_of_them(first_run, tmp_path: Path) -> None:
+    """make lab-images builds kind, kubeadm's etcd, CoreDNS, local-path-provisioner and MetalLB (tools/programs.toml
+    group lab-images); make tools never does (a process-mode user waits for none of them)."""
+    first_dir, _ = first_run
+    assert not set(builds(first_dir)) & set(LAB_PROGRAMS)
+    assert set(LAB_PROGRAMS) == {
+        "kind", "kubeadm-etcd", "coredns", "local-path-provisioner", "metallb-controller", "metallb-speaker"
+    }  # fmt: skip
+    result = run_tools(tmp_path, "--group", "lab-images")
+    assert result.returncode == 0, result.stderr
+    assert set(builds(tmp_path)) == set(LAB_PROGRAMS)
+    assert f"{len(LAB_PROGRAMS)} programs in" in result.stderr.splitlines()[-1]
 
 
 def test_each_program_reports_its_pinned_version(first_run) -> None:
@@ -551,7 +577,7 @@ def test_the_new_pins_are_what_the_readme_promises() -> None:
     host_mod = (TOOLS / "pulumi-language-python" / "go.mod").read_text()
     assert "replace golang.org/x/text => golang.org/x/text v0.3.6" in host_mod  # sdk/go.mod's own, at v3.79.0
     items, unavailable = load_manifest(TOOLS / "programs.toml")
-    assert {item.name for item in items} == set(EVERYTHING)
+    assert {item.name for item in items} == set(EVERYTHING) | set(LAB_PROGRAMS)
     assert not {"pulumi-language-python", "pulumi-resource-kubernetes"} & set(unavailable)
     assert {"hami-scheduler", "pulumi-resource-command"} <= set(unavailable)
 

@@ -56,7 +56,7 @@ def test_an_unknown_top_level_key_is_listed_with_the_other_problems(capsys, tmp_
     err = refused(capsys, tmp_path, text)
     lines = err.strip().splitlines()[1:]
     assert [line.split(":")[1].split(" ")[0] for line in lines] == ["managment", "tenants[0].gpus[0].count", "zzz"]
-    keys = "runtime, workers, cni, management, tenants, scheduling, versions"
+    keys = "runtime, workers, cni, management, sourceCache, tenants, scheduling, versions"
     assert f"gpulab:zzz: is not a key of gpulab; the keys here are: {keys}" in err
 
 

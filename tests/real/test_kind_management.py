@@ -250,11 +250,12 @@ def test_metallb_gives_a_load_balancer_an_address_a_container_on_the_network_rea
     probe = f"gpulab-ci-probe-{uuid.uuid4().hex[:6]}"
 
     def fetched() -> str:
+        # busybox's nc, not its wget: the static wget of Debian's busybox crashes looking the address up.
         answer = docker(
-            "run", "--rm", "--name", probe, "--network", management.network, "--entrypoint", "wget", busybox,
-            "-q", "-T", "5", "-O", "-", f"http://{ip}/", check=False, timeout=60,
+            "run", "--rm", "--name", probe, "--network", management.network, "--entrypoint", "sh", busybox, "-c",
+            f'printf "GET / HTTP/1.0\\r\\n\\r\\n" | nc -w 5 {ip} 80', check=False, timeout=60,
         )  # fmt: skip
-        return answer.stdout.strip()
+        return answer.stdout.replace("\r", "").split("\n\n", 1)[-1].strip() if " 200 " in answer.stdout else ""
 
     assert wait_until(fetched, WAIT, f"a container on {management.network} to reach {ip}", interval=3) == "gpulab-hello"
     assert subnet  # the pool came from the network's own IPv4 subnet
