@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stack", default="dev")
     parser.add_argument("--dir", help="the cache folder (default: the stack's gpulab:sourceCache)")
     parser.add_argument("--relaxed", action="store_true", help="add: accept an item that is not upstream's own")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # options anywhere: `add --relaxed KEY FILE` as `add KEY FILE --relaxed`
     lab = stack_lab(args.stack)
     needed_items[:] = needed(lab)
     cache = open_cache(args, lab)
