@@ -229,9 +229,12 @@ class ManagementCluster(pulumi.ComponentResource):
             opts=self._in_cluster(),
         )
         if self.cluster is not None:
-            network = docker.get_network_output(
-                name=self.network_name,
-                opts=pulumi.InvokeOutputOptions(parent=self, depends_on=[self.cluster]),
+            # Read once kind has made the network: the invoke runs from the cluster's record, which a preview of a
+            # new lab does not know. (depends_on alone is not enough: an engine that runs the invoke anyway, as
+            # CLI v3.274.0 did in a first preview here, fails on a network that does not exist yet.)
+            network_name = self.network_name
+            network = self.cluster.stdout.apply(
+                lambda _: docker.get_network_output(name=network_name, opts=pulumi.InvokeOutputOptions(parent=self))
             )
             avoid = {
                 f"tenants[{i}].{key}": cidr

@@ -151,6 +151,9 @@ class LabMocks(pulumi.runtime.Mocks):
             return {}
         if args.typ == "pulumi-python:dynamic:Resource":
             return dict(args.inputs)
+        if args.typ == "command:local:Command":
+            # pulumi-command does not run a Command at preview: what it prints is not known yet.
+            return {**args.inputs, "stdout": rpc.UNKNOWN, "stderr": rpc.UNKNOWN}
         return None
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from lab_harness import lab_config, run_program
+from lab_harness import LabMocks, lab_config, run_program
 
 from model.config import ConfigError, parse_config
 from model.images import inventory
@@ -95,3 +95,16 @@ def test_an_internal_network_is_for_the_kind_cluster_gpulab_makes() -> None:
     with pytest.raises(ConfigError) as refused:
         parse_config(config)
     assert "gpulab:management.internalNetwork = True: is for mode: kind" in str(refused.value)
+
+
+def test_a_first_preview_does_not_read_the_kind_network_before_kind_made_it() -> None:
+    """Boundary: the engine's first preview of a new lab (the Docker network does not exist yet; a getNetwork
+    invoke fails: `network gpulab not found`, seen with CLI v3.274.0, which ran the invoke despite its
+    depends_on). The pool is read from the network only once the kind Command has run."""
+    mocks = LabMocks(first_preview=True)
+    program = run_program(lab_config(), preview=True, mocks=mocks)
+    assert "docker:index/getNetwork:getNetwork" not in [token for token, _ in mocks.invokes]
+    assert program.named("management-metallb-pool")  # declared, its addresses unknown until then
+    after = LabMocks()
+    run_program(lab_config(), mocks=after)
+    assert [args["name"] for token, args in after.invokes if token.endswith("getNetwork")] == ["gpulab"]
