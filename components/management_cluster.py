@@ -248,13 +248,27 @@ class ManagementCluster(pulumi.ComponentResource):
         else:
             addresses = list(lab.management.metallb_addresses)
             self.metallb_pool = pulumi.Output.from_input(",".join(lab.management.metallb_addresses))
+        pool = {
+            "apiVersion": "metallb.io/v1beta1",
+            "kind": "IPAddressPool",
+            "metadata": {"name": POOL_NAME, "namespace": METALLB_NAMESPACE},
+            "spec": metallb_pool_spec(addresses),
+        }
+        # MetalLB's webhook serves a while after its Deployment is Ready: the pool waits until it is admitted.
+        webhook_ready = script_command(
+            f"{self._name}-metallb-ready",
+            "wait-metallb.sh",
+            stdin=self.kubeconfig,
+            environment={"PROBE_JSON": pulumi.Output.json_dumps(pool), "TIMEOUT": "300"},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[metallb]),
+        )
         ip_pool = k8s.apiextensions.CustomResource(
             f"{self._name}-metallb-pool",
-            api_version="metallb.io/v1beta1",
-            kind="IPAddressPool",
-            metadata={"name": POOL_NAME, "namespace": METALLB_NAMESPACE},
-            spec=metallb_pool_spec(addresses),
-            opts=self._in_cluster([metallb]),
+            api_version=pool["apiVersion"],
+            kind=pool["kind"],
+            metadata=pool["metadata"],
+            spec=pool["spec"],
+            opts=self._in_cluster([metallb, webhook_ready]),
         )
         return k8s.apiextensions.CustomResource(
             f"{self._name}-metallb-l2",

@@ -72,6 +72,7 @@ CASES = {
     "wait-tenant-api.sh": ({"TENANT": "t"}, 1),
     "wait-cert-manager.sh": ({}, 1),
     "wait-kamaji.sh": ({"PROBE_JSON": '{"apiVersion": "v1", "kind": "List", "items": []}'}, 1),
+    "wait-metallb.sh": ({"PROBE_JSON": '{"apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool"}'}, 1),
     "wait-node-ready.sh": ({"NODE_NAMES": "n1", "TENANT": "t"}, 1),
     "wait-gpu-node.sh": ({"NODE_NAME": "n1", "EXPECT_JSON": "{}"}, 1),
     "check-real-gpus.sh": ({"NODE_NAME": "n1", "EXPECT_CARDS": "[]"}, 1),

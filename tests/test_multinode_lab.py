@@ -150,6 +150,8 @@ NEW_COMPONENTS = {"gpulab:index:TenantNamespaces"}
 # Resources added since: (type, name), each new to existing stacks (created on their next `pulumi up`), and what
 # waits for it is a dependency added to a stored resource, which keeps every dependency it had.
 NEW_RESOURCES = {
+    # The address pool waits until MetalLB's webhook admits it (scripts/wait-metallb.sh).
+    ("command:local:Command", "management-metallb-ready"),
     # Kamaji's control-plane pods pull nothing (model/pull_policy.py); every TCP waits for the binding.
     ("kubernetes:admissionregistration.k8s.io/v1:MutatingAdmissionPolicy", "management-kamaji-pull-policy"),
     (
