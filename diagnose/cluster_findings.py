@@ -439,6 +439,7 @@ def tenant_findings(
     namespaces: tuple[str, ...] = (),
     process_mode: bool = False,
     stack: str = "dev",
+    pod_network: str = "calico",
 ) -> list[Finding]:
     """`namespaces`: the tenant's GPU workload namespaces (a Deployment there may have no pod at all).
     `process_mode`: the control plane, HAMi and the device plugin's part are local processes (their logs are in
@@ -462,7 +463,9 @@ def tenant_findings(
         ]
     pods = pod_findings(cluster)
     covered = {f.component.split(" (")[0] for f in pods}
-    expected = [] if process_mode else [(kind, HAMI_NAMESPACE, name) for kind, name in TENANT_COMPONENTS]
+    # Calico's workloads only where Calico is the pod network (the bridge plugin is a file on the node).
+    components = [c for c in TENANT_COMPONENTS if pod_network == "calico" or not c[1].startswith("calico-")]
+    expected = [] if process_mode else [(kind, HAMI_NAMESPACE, name) for kind, name in components]
     if mock and not process_mode:
         expected.append((MOCK_PLUGIN[0], HAMI_NAMESPACE, MOCK_PLUGIN[1]))
     found = node_findings(cluster)

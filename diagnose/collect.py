@@ -325,6 +325,7 @@ def tenant_expectations(lab: LabConfig, tenant_name: str) -> dict[str, Any]:
         "policies": [DENY_POLICY, WARN_POLICY],
         "namespaces": tuple(tenant.namespaces),
         "process_mode": lab.process_mode,
+        "pod_network": lab.pod_network,
     }
 
 

@@ -141,7 +141,7 @@ def tenant_images(lab: LabConfig, tenant: Tenant) -> list[ImageUse]:
     ]
     if tenant.gpu_mode == "mock":
         uses.append(_use(part, versions.mock_device_plugin_image, "pin versions.mockDevicePluginImage"))
-    if tenant.workloads:
+    if tenant.workloads or container:  # also the image of `make verify`'s and users' first pods on a node
         uses.append(_use(part, versions.workload_image, "pin versions.workloadImage"))
     return uses
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from lab_harness import LAB_PROJECT
+from lab_harness import LAB_PROJECT, lab_config
 from shared_data import ROOT
 
 from diagnose import analyze, cluster_findings, host_findings
@@ -35,7 +35,7 @@ from diagnose.collect import Collected, read_sysctls
 from diagnose.redact import HIDDEN, redact, scrub_text
 from diagnose.runner import Runner
 from model.catalog import totals
-from model.config import load_stack_file
+from model.config import load_stack_file, parse_config
 
 FAKE = ROOT / "tests" / "fakes" / "lab"
 LAB = load_stack_file(LAB_PROJECT / "Pulumi.dev.yaml")
@@ -1345,3 +1345,33 @@ def test_process_mode_points_at_the_tenant_s_processes_not_at_kamaji(lab: FakeLa
         "process: the lab is local processes (.state/process/sim); this runtime has no Docker or kind, so neither "
         "was asked\n"
     )
+
+
+def test_a_bridge_tenant_without_calico_is_healthy_and_a_calico_one_is_not() -> None:
+    """Boundary: the tenant's objects as the API server lists them on a node of gpulab's kind node image, whose pod
+    network is the CNI bridge plugin (a file on the node, no workload): Calico's absence is no finding there, and
+    still is where the stack runs Calico."""
+    from diagnose.collect import tenant_expectations
+
+    objects = healthy_tenant("tenant-a")
+    objects["pods"] = [p for p in objects["pods"] if "calico" not in p["metadata"]["name"]]
+    objects["workloads"] = [w for w in objects["workloads"] if "calico" not in w["metadata"]["name"]]
+    node = "gpulab/kind-node:v1.36.4"
+    bridge = parse_config(
+        lab_config(cni="bridge", versions={"managementNodeImage": node, "workerNodeImages": {"v1.36.4": node}})
+    )
+
+    def verdicts(lab) -> list[str]:
+        found = cluster_findings.tenant_findings(
+            Cluster("tenant-a", objects=objects),
+            **tenant_expectations(lab, "tenant-a"),
+            now=NOW,
+            lock_timeout_seconds=2,
+        )
+        return [f"{f.component}: {f.reason}" for f in found]
+
+    assert verdicts(bridge) == []
+    assert sorted(verdicts(LAB)) == [
+        "kube-system/calico-kube-controllers: Deployment not found",
+        "kube-system/calico-node: DaemonSet not found",
+    ]

@@ -108,3 +108,14 @@ def test_a_first_preview_does_not_read_the_kind_network_before_kind_made_it() ->
     after = LabMocks()
     run_program(lab_config(), mocks=after)
     assert [args["name"] for token, args in after.invokes if token.endswith("getNetwork")] == ["gpulab"]
+
+
+def test_every_container_tenant_holds_the_workload_image_even_without_workloads() -> None:
+    """Boundary: a node on an --internal network can pull nothing; `make verify` runs its pods on every tenant's
+    node (TC-05 on tenant-b, which declares no workload), and so may a user's first pod. Seen failing on the
+    first make verify of the Docker lab: ErrImagePull of docker.io/library/busybox:1.37.0 on tenant-b-worker."""
+    from model.images import to_load
+
+    lab = parse_config(lab_config())
+    assert not next(t for t in lab.tenants if t.name == "tenant-b").workloads
+    assert "docker.io/library/busybox:1.37.0" in {ref.full for ref in to_load(lab, "tenant-b")}
