@@ -29,6 +29,13 @@ TENANT_COMPONENTS = [
     ("Deployment", "hami-scheduler"),
 ]
 MOCK_PLUGIN = ("DaemonSet", "hami-mock-device-plugin")
+
+
+def tenant_components(pod_network: str) -> list[tuple[str, str]]:
+    """What a tenant runs: Calico's workloads only where Calico is its pod network (the bridge plugin is a file)."""
+    return [(kind, name) for kind, name in TENANT_COMPONENTS if pod_network == "calico" or "calico" not in name]
+
+
 # Management namespaces whose every workload must be ready, by what gpulab installs there.
 MANAGEMENT_NAMESPACES = {
     "cert_manager": CERT_MANAGER_NAMESPACE,

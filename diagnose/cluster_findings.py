@@ -14,7 +14,6 @@ from diagnose.analyze import (
     NODE_LOCK_ANNOTATION,
     NODE_LOCKED,
     TCP_POD_LABEL,
-    TENANT_COMPONENTS,
     Cluster,
     Finding,
     _event_line,
@@ -30,6 +29,7 @@ from diagnose.analyze import (
     pod_owner,
     pod_ready,
     pod_state,
+    tenant_components,
 )
 from model.catalog import GPU_RESOURCE, GPUCORES_RESOURCE, GPUMEM_RESOURCE, REGISTER_ANNOTATION
 from model.names import HAMI_NAMESPACE, KAMAJI_DATASTORE, METALLB_NAMESPACE, POOL_NAME
@@ -441,9 +441,8 @@ def tenant_findings(
     stack: str = "dev",
     pod_network: str = "calico",
 ) -> list[Finding]:
-    """`namespaces`: the tenant's GPU workload namespaces (a Deployment there may have no pod at all).
-    `process_mode`: the control plane, HAMi and the device plugin's part are local processes (their logs are in
-    the archive), not a TenantControlPlane and workloads in the tenant."""
+    """`namespaces`: the tenant's GPU workload namespaces (a Deployment there may have no pod at all). `process_mode`:
+    the control plane, HAMi and the device plugin's part are local processes (their logs are in the archive)."""
     if not cluster.answered:
         where = (
             f"its API server is a local process (kwokctl's, on 127.0.0.1): the logs of the tenant's processes are "
@@ -463,9 +462,7 @@ def tenant_findings(
         ]
     pods = pod_findings(cluster)
     covered = {f.component.split(" (")[0] for f in pods}
-    # Calico's workloads only where Calico is the pod network (the bridge plugin is a file on the node).
-    components = [c for c in TENANT_COMPONENTS if pod_network == "calico" or not c[1].startswith("calico-")]
-    expected = [] if process_mode else [(kind, HAMI_NAMESPACE, name) for kind, name in components]
+    expected = [] if process_mode else [(kind, HAMI_NAMESPACE, name) for kind, name in tenant_components(pod_network)]
     if mock and not process_mode:
         expected.append((MOCK_PLUGIN[0], HAMI_NAMESPACE, MOCK_PLUGIN[1]))
     found = node_findings(cluster)

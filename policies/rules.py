@@ -342,8 +342,12 @@ def validate_kamaji_version(args: ResourceValidationArgs, report_violation: Repo
 def validate_metallb_pool_ipv4(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
     if args.resource_type != IP_POOL_TYPE:
         return
-    for address in (args.props.get("spec") or {}).get("addresses") or []:
-        problem = address_problem(str(address))
+    # A new lab's pool comes from the kind network, which is read once kind has made it: at its first preview the
+    # addresses are unknown, and the pack judges them at the update, when the engine analyses the real inputs.
+    addresses = _known(_known(args.props, "spec") or {}, "addresses") or []
+    for index in range(len(addresses)):
+        address = _known(addresses, index)
+        problem = address_problem(str(address)) if address is not None else None
         if problem:
             report_violation(f"MetalLB pool address {problem}", None)
 
