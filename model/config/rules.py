@@ -1,18 +1,54 @@
 """The rules between a tenant's own keys: one function per rule, named for what it refuses, each giving the
 problems it finds as Checks (the keys it reads, the key and value it is about, the message naming the fix).
-Tenant.checks() runs TENANT_RULES in order; a key's messages appear in that order."""
+Tenant.checks() runs TENANT_RULES in order; a key's messages appear in that order. The rules read a tenant
+through TenantKeys, what they need of it, so this module does not import the Tenant model that runs them."""
 
 from __future__ import annotations
 
 import ipaddress
 from collections.abc import Callable
-from typing import TYPE_CHECKING, NamedTuple
+from typing import Literal, NamedTuple, Protocol
 
 from model.config.errors import NO_VALUE
-from model.config.fields import MAX_CARDS_PER_TENANT, NODE_POD_PREFIX
+from model.config.fields import (
+    MAX_CARDS_PER_TENANT,
+    NODE_POD_PREFIX,
+    GpuCards,
+    GpuNode,
+    NodeCards,
+    SshWorker,
+    Workload,
+)
+from model.config.nodes import TenantNode
 
-if TYPE_CHECKING:
-    from model.config.tenant import Tenant
+
+class TenantKeys(Protocol):
+    """What the rules read of a tenant (model/config/tenant.py's Tenant has it)."""
+
+    @property
+    def pod_cidr(self) -> str: ...
+    @property
+    def service_cidr(self) -> str: ...
+    @property
+    def gpus(self) -> list[GpuCards] | None: ...
+    @property
+    def nodes(self) -> list[GpuNode] | None: ...
+    @property
+    def worker_image(self) -> str | None: ...
+    @property
+    def namespaces(self) -> list[str]: ...
+    @property
+    def workloads(self) -> list[Workload]: ...
+    @property
+    def worker_mode(self) -> Literal["container", "ssh"]: ...
+    @property
+    def workers(self) -> list[SshWorker]: ...
+    @property
+    def gpu_mode(self) -> Literal["mock", "real"]: ...
+    @property
+    def declared_nodes(self) -> list[TenantNode]: ...
+    def worker_node_names(self) -> list[str]: ...
+    def gpu_nodes(self) -> list[NodeCards]: ...
 
 
 class Check(NamedTuple):
@@ -25,7 +61,7 @@ class Check(NamedTuple):
     message: str
 
 
-Rule = Callable[["Tenant"], list[Check]]
+Rule = Callable[[TenantKeys], list[Check]]
 
 
 def check(needs: str, key: str, value: object, message: str) -> Check:
@@ -35,7 +71,7 @@ def check(needs: str, key: str, value: object, message: str) -> Check:
 # --- ranges ------------------------------------------------------------------------------------------------
 
 
-def pod_range_overlapping_service_range(t: Tenant) -> list[Check]:
+def pod_range_overlapping_service_range(t: TenantKeys) -> list[Check]:
     if not ipaddress.ip_network(t.pod_cidr).overlaps(ipaddress.ip_network(t.service_cidr)):
         return []
     message = (
@@ -45,7 +81,7 @@ def pod_range_overlapping_service_range(t: Tenant) -> list[Check]:
     return [check("podCidr serviceCidr", "podCidr", t.pod_cidr, message)]
 
 
-def worker_address_inside_a_range(t: Tenant) -> list[Check]:
+def worker_address_inside_a_range(t: TenantKeys) -> list[Check]:
     # The node's own address would be routed to pods (or taken by kube-proxy for services).
     found = []
     for j, worker in enumerate(t.workers if t.worker_mode == "ssh" else []):
@@ -60,7 +96,7 @@ def worker_address_inside_a_range(t: Tenant) -> list[Check]:
     return found
 
 
-def pod_range_too_small_for_the_nodes(t: Tenant) -> list[Check]:
+def pod_range_too_small_for_the_nodes(t: TenantKeys) -> list[Check]:
     ranges = 2 ** (NODE_POD_PREFIX - ipaddress.ip_network(t.pod_cidr).prefixlen)
     nodes = len(t.declared_nodes)
     if nodes <= ranges:
@@ -69,7 +105,7 @@ def pod_range_too_small_for_the_nodes(t: Tenant) -> list[Check]:
     return [check("podCidr workers workerMode", "podCidr", t.pod_cidr, message)]
 
 
-def workload_names_repeated(t: Tenant) -> list[Check]:
+def workload_names_repeated(t: TenantKeys) -> list[Check]:
     names = [workload.name for workload in t.workloads]
     duplicates = sorted({name for name in names if names.count(name) > 1})
     if not duplicates:
@@ -80,35 +116,35 @@ def workload_names_repeated(t: Tenant) -> list[Check]:
 # --- workers -----------------------------------------------------------------------------------------------
 
 
-def ssh_without_workers(t: Tenant) -> list[Check]:
+def ssh_without_workers(t: TenantKeys) -> list[Check]:
     if t.worker_mode != "ssh" or t.workers:
         return []
     message = "workerMode ssh needs workers: [{host: 10.0.0.21, user: ubuntu}] (the machines to join)"
     return [check("workerMode workers", "workers", NO_VALUE, message)]
 
 
-def several_gpu_node_marks(t: Tenant) -> list[Check]:
+def several_gpu_node_marks(t: TenantKeys) -> list[Check]:
     if t.worker_mode != "ssh" or sum(1 for worker in t.workers if worker.gpu_node) <= 1:
         return []
     message = "mark at most one worker gpuNode: true (it carries the declared gpus)"
     return [check("workers", "workers", NO_VALUE, message)]
 
 
-def worker_image_for_ssh_workers(t: Tenant) -> list[Check]:
+def worker_image_for_ssh_workers(t: TenantKeys) -> list[Check]:
     if t.worker_mode != "ssh" or t.worker_image is None:
         return []
     message = "is for workerMode container; ssh workers bring their kubelet"
     return [check("workerMode workerImage", "workerImage", t.worker_image, message)]
 
 
-def ssh_node_names_repeated(t: Tenant) -> list[Check]:
+def ssh_node_names_repeated(t: TenantKeys) -> list[Check]:
     names = t.worker_node_names()
     if t.worker_mode != "ssh" or len(set(names)) == len(names):
         return []
     return [check("workers", "workers", NO_VALUE, f"node names {names} are not unique; set `name` on each")]
 
 
-def workers_without_ssh(t: Tenant) -> list[Check]:
+def workers_without_ssh(t: TenantKeys) -> list[Check]:
     if t.worker_mode == "ssh" or not t.workers:
         return []
     message = "are only for workerMode: ssh; remove them or set workerMode: ssh"
@@ -120,39 +156,39 @@ def workers_without_ssh(t: Tenant) -> list[Check]:
 PLACEMENT = "gpus nodes workers workerMode"
 
 
-def _workers_with_gpus(t: Tenant) -> bool:
+def _workers_with_gpus(t: TenantKeys) -> bool:
     return any(worker.gpus is not None for worker in t.workers)
 
 
-def gpus_beside_nodes(t: Tenant) -> list[Check]:
+def gpus_beside_nodes(t: TenantKeys) -> list[Check]:
     if t.gpus is None or t.nodes is None:
         return []
     message = "give either gpus (one GPU node) or nodes (several), not both; move gpus into nodes"
     return [check(PLACEMENT, "nodes", NO_VALUE, message)]
 
 
-def nodes_with_ssh_workers(t: Tenant) -> list[Check]:
+def nodes_with_ssh_workers(t: TenantKeys) -> list[Check]:
     if t.nodes is None or t.worker_mode != "ssh":
         return []
     message = "are kindest/node containers; with workerMode ssh give each GPU worker its own gpus"
     return [check(PLACEMENT, "nodes", NO_VALUE, message)]
 
 
-def gpus_beside_worker_gpus(t: Tenant) -> list[Check]:
+def gpus_beside_worker_gpus(t: TenantKeys) -> list[Check]:
     if t.gpus is None or not _workers_with_gpus(t):
         return []
     message = "is the one GPU worker's cards; with workers[].gpus set, give every GPU worker its own gpus instead"
     return [check(PLACEMENT, "gpus", NO_VALUE, message)]
 
 
-def gpu_node_mark_beside_worker_gpus(t: Tenant) -> list[Check]:
+def gpu_node_mark_beside_worker_gpus(t: TenantKeys) -> list[Check]:
     if not _workers_with_gpus(t) or not any(worker.gpu_node for worker in t.workers):
         return []
     message = "gpuNode marks the worker that carries the tenant's gpus; with workers[].gpus drop it"
     return [check(PLACEMENT, "workers", NO_VALUE, message)]
 
 
-def no_cards_declared(t: Tenant) -> list[Check]:
+def no_cards_declared(t: TenantKeys) -> list[Check]:
     if t.gpus is not None or t.nodes is not None or _workers_with_gpus(t):
         return []
     message = (
@@ -171,7 +207,7 @@ SPELLING_RULES: tuple[Rule, ...] = (
 )
 
 
-def _spelled_once(t: Tenant) -> bool:
+def _spelled_once(t: TenantKeys) -> bool:
     """Whether the cards are declared one way only, so that the tenant's GPU nodes are the ones meant."""
     return not any(rule(t) for rule in SPELLING_RULES)
 
@@ -179,14 +215,14 @@ def _spelled_once(t: Tenant) -> bool:
 # --- the GPU nodes, once the cards are declared one way --------------------------------------------------
 
 
-def gpu_node_names_repeated(t: Tenant) -> list[Check]:
+def gpu_node_names_repeated(t: TenantKeys) -> list[Check]:
     names = [node.name for node in t.gpu_nodes()] if _spelled_once(t) else []
     if len(set(names)) == len(names):
         return []
     return [check(PLACEMENT, "nodes", NO_VALUE, f"node names {names} are not unique; give each node its own name")]
 
 
-def too_many_cards(t: Tenant) -> list[Check]:
+def too_many_cards(t: TenantKeys) -> list[Check]:
     if not _spelled_once(t):
         return []
     gpu_nodes = [node for node in t.declared_nodes if node.gpus]
@@ -200,7 +236,7 @@ def too_many_cards(t: Tenant) -> list[Check]:
 PLACEMENT_RULES: tuple[Rule, ...] = (*SPELLING_RULES, gpu_node_names_repeated, too_many_cards)
 
 
-def largest_gpu_node(t: Tenant) -> int | None:
+def largest_gpu_node(t: TenantKeys) -> int | None:
     """How many cards the tenant's largest GPU node has; None while where they are is refused, or when its one
     container has none (its cards are only on workers, which workers_without_ssh refuses)."""
     if any(rule(t) for rule in PLACEMENT_RULES):
@@ -214,14 +250,14 @@ def largest_gpu_node(t: Tenant) -> int | None:
 # --- modes and workloads -----------------------------------------------------------------------------------
 
 
-def real_gpus_in_containers(t: Tenant) -> list[Check]:
+def real_gpus_in_containers(t: TenantKeys) -> list[Check]:
     if t.gpu_mode != "real" or t.worker_mode == "ssh":
         return []
     message = "gpuMode real needs real GPUs, so workerMode ssh; a kindest/node container has none (use gpuMode mock)"
     return [check("gpuMode workerMode", "gpuMode", t.gpu_mode, message)]
 
 
-def workload_namespace_not_declared(t: Tenant) -> list[Check]:
+def workload_namespace_not_declared(t: TenantKeys) -> list[Check]:
     return [
         check(
             "workloads namespaces",
@@ -234,7 +270,7 @@ def workload_namespace_not_declared(t: Tenant) -> list[Check]:
     ]
 
 
-def workload_larger_than_every_gpu_node(t: Tenant) -> list[Check]:
+def workload_larger_than_every_gpu_node(t: TenantKeys) -> list[Check]:
     # HAMi never places a container that asks more cards than one node has (NodeInsufficientDevice).
     largest = largest_gpu_node(t)
     return [
