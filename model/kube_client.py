@@ -63,17 +63,22 @@ def private_dir() -> Path:
     """This process's private directory for whatever the client still writes; removed at exit and on signals."""
     global _private_dir
     if _private_dir is None:
-        base = Path(tempfile.gettempdir())
-        for stale in base.glob(f"{PRIVATE_PREFIX}*"):
-            pid = stale.name[len(PRIVATE_PREFIX) :].split(".", 1)[0]
-            if pid.isdigit() and not pid_running(int(pid)) and stale.stat().st_uid == os.getuid():
-                shutil.rmtree(stale, ignore_errors=True)  # its run was killed with KILL
+        remove_stale_private_dirs(Path(tempfile.gettempdir()), PRIVATE_PREFIX)
         _private_dir = Path(tempfile.mkdtemp(prefix=f"{PRIVATE_PREFIX}{os.getpid()}."))  # mode 0700
         atexit.register(shutil.rmtree, str(_private_dir), True)
         for number in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
             if signal.getsignal(number) in (signal.SIG_DFL, signal.default_int_handler):
                 signal.signal(number, _remove_and_exit)
     return _private_dir
+
+
+def remove_stale_private_dirs(base: Path, prefix: str) -> None:
+    """Removes this user's folders `base/<prefix><pid>.*` whose process is gone (it was killed with KILL)."""
+    for stale in base.glob(f"{prefix}*"):
+        pid = stale.name[len(prefix) :].split(".", 1)[0]
+        with contextlib.suppress(OSError):  # gone meanwhile
+            if pid.isdigit() and stale.stat().st_uid == os.getuid() and not pid_running(int(pid)):
+                shutil.rmtree(stale, ignore_errors=True)
 
 
 def pid_running(pid: int) -> bool:

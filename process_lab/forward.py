@@ -20,7 +20,8 @@ CONNECT_TIMEOUT = 10  # seconds to reach the API server for one connection
 CHUNK = 65536
 
 
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """Copies `reader` to `writer` until either side ends, then closes `writer`."""
     try:
         while data := await reader.read(CHUNK):
             writer.write(data)
@@ -40,7 +41,7 @@ async def serve(listen_host: str, listen_port: int, target_host: str, target_por
         except (OSError, TimeoutError):
             client_writer.close()
             return
-        await asyncio.gather(_pipe(client_reader, server_writer), _pipe(server_reader, client_writer))
+        await asyncio.gather(pipe(client_reader, server_writer), pipe(server_reader, client_writer))
 
     server = await asyncio.start_server(relay, listen_host, listen_port)
     async with server:

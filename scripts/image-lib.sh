@@ -82,6 +82,23 @@ docker_archive() {
   rm -rf "$work"
 }
 
+# pause_and_busybox WORK PAUSE_SOURCE PAUSE_TAG PAUSE_REF BUSYBOX BUSYBOX_REF OUT: the archives OUT/pause.tar
+# (Kubernetes' build/pause/linux/pause.c, static) and OUT/busybox.tar (BUSYBOX with every applet), made in WORK.
+# The busybox image holds the mount points a runtime spec names (containerd's default spec: /proc, /dev, /sys,
+# /run), so that it also runs from a read-only mount of the image (tests/real/test_node_image.py does).
+pause_and_busybox() {
+  local work=$1 pause_source=$2 pause_tag=$3 pause_ref=$4 busybox=$5 busybox_ref=$6 out=$7 applet
+  mkdir -p "$work/pause" "$work/busybox"/{bin,dev,etc,proc,run,sys,tmp}
+  chmod 1777 "$work/busybox/tmp"
+  gcc -Os -Wall -Werror -static -DVERSION="v$pause_tag-gpulab" -o "$work/pause/pause" "$pause_source/build/pause/linux/pause.c"
+  docker_archive "$work/pause" "$pause_ref" '["/pause"]' 65535:65535 "$out/pause.tar"
+  cp "$busybox" "$work/busybox/bin/busybox"
+  for applet in $("$busybox" --list); do
+    [ "$applet" = busybox ] || ln -s busybox "$work/busybox/bin/$applet"
+  done
+  docker_archive "$work/busybox" "$busybox_ref" '["/bin/sh"]' "" "$out/busybox.tar"
+}
+
 # make_tree: the debootstrap tree of $tree_key in $tree, kept between runs.
 make_tree() {
   mkdir -p "$cache"

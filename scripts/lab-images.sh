@@ -182,15 +182,7 @@ done
 install -m 755 "$bin/kube-proxy" "$proxy/usr/local/bin/kube-proxy"
 image "$proxy" "$registry/kube-proxy:$kubernetes_version" '["/usr/local/bin/kube-proxy"]'
 # pause and busybox, as node-image.sh makes them.
-mkdir -p "$work/images/pause" "$work/images/busybox"/{bin,dev,etc,proc,run,sys,tmp}
-chmod 1777 "$work/images/busybox/tmp"
-gcc -Os -Wall -Werror -static -DVERSION="v$pause_tag-gpulab" -o "$work/images/pause/pause" "$k8s_dir/build/pause/linux/pause.c"
-docker_archive "$work/images/pause" "$pause_ref" '["/pause"]' 65535:65535 "$archives/pause.tar"
-cp "$busybox" "$work/images/busybox/bin/busybox"
-for applet in $("$busybox" --list); do
-  [ "$applet" = busybox ] || ln -s busybox "$work/images/busybox/bin/$applet"
-done
-image "$work/images/busybox" "$busybox_ref" '["/bin/sh"]'
+pause_and_busybox "$work/images" "$k8s_dir" "$pause_tag" "$pause_ref" "$busybox" "$busybox_ref" "$archives"
 
 # The node: gpulab's node files (the runc wrapper, the image import unit), kind's node files over them, then the
 # kind flavour's own (containerd's config, kind's manifests). Debian's containerd.service is kept (kind's runs a
@@ -254,7 +246,7 @@ for part in controller speaker; do
     die "docker build of $ref's labels failed: $(tail -n 3 "$GPULAB_RUN_DIR/build.log")"
 done
 # The busybox image for the engine too: tests and the CNI check run it from there.
-bounded 120 docker load -q <"$archives/$(tr -c 'a-zA-Z0-9.\n-' _ <<<"$busybox_ref").tar" >/dev/null
+bounded 120 docker load -q <"$archives/busybox.tar" >/dev/null
 size=$(bounded 20 docker image inspect -f '{{.Size}}' "$tag")
 log "built $tag (also $stable): $((size / 1000000)) MB, kind's node files of $(basename "$kind_dir"), images $preloaded;" \
   "and ${metallb_refs[*]}; $((SECONDS - started)) s"

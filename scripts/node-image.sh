@@ -122,18 +122,8 @@ chroot "$stage" systemctl mask systemd-binfmt.service >/dev/null 2>&1
 rm -rf "$stage"/usr/share/doc/* "$stage"/usr/share/man/* "$stage"/usr/share/info/*
 
 # The two images containerd imports at boot (gpulab-images.service).
-images="$GPULAB_RUN_DIR/images"
-# The busybox image holds the mount points a runtime spec names (containerd's default spec: /proc, /dev, /sys,
-# /run), so that it also runs from a read-only mount of the image (tests/real/test_node_image.py does).
-mkdir -p "$images/pause" "$images/busybox"/{bin,dev,etc,proc,run,sys,tmp}
-chmod 1777 "$images/busybox/tmp"
-gcc -Os -Wall -Werror -static -DVERSION="v$pause_tag-gpulab" -o "$images/pause/pause" "$pause_dir/build/pause/linux/pause.c"
-docker_archive "$images/pause" "$pause_image" '["/pause"]' 65535:65535 "$stage/usr/share/gpulab/images/pause.tar"
-cp "$busybox" "$images/busybox/bin/busybox"
-for applet in $("$busybox" --list); do
-  [ "$applet" = busybox ] || ln -s busybox "$images/busybox/bin/$applet"
-done
-docker_archive "$images/busybox" "$busybox_ref" '["/bin/sh"]' "" "$stage/usr/share/gpulab/images/busybox.tar"
+pause_and_busybox "$GPULAB_RUN_DIR/images" "$pause_dir" "$pause_tag" "$pause_image" "$busybox" "$busybox_ref" \
+  "$stage/usr/share/gpulab/images"
 
 log "importing the node's root file system into the engine as $tag"
 tar --numeric-owner -C "$stage" -c . | bounded 900 docker import \

@@ -34,7 +34,6 @@ failed. --passthrough: pulumi keeps the terminal, as `pulumi destroy` does, and 
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import os
@@ -54,6 +53,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # run as a file: gpulab's packages are beside scripts/
 
+from model.kube_client import remove_stale_private_dirs  # noqa: E402 (standard library only at import time)
 from model.stack_file import make_up  # noqa: E402 (standard library only)
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -205,26 +205,12 @@ def private_tmpdir() -> Iterator[dict[str, str]]:
     """The environment pulumi runs with: TMPDIR a new folder only this user may enter (mkdtemp: mode 0700), and
     GPULAB_TMPDIR the one before. The folder and whatever pulumi's plugins left in it are removed on the way out."""
     base = os.environ.get("GPULAB_TMPDIR") or tempfile.gettempdir()
-    for stale in Path(base).glob(f"{PRIVATE_PREFIX}*"):
-        pid = stale.name[len(PRIVATE_PREFIX) :].split(".", 1)[0]
-        with contextlib.suppress(OSError):  # gone meanwhile
-            if pid.isdigit() and stale.stat().st_uid == os.getuid() and not _running(int(pid)):
-                shutil.rmtree(stale, ignore_errors=True)  # its wrapper was killed with KILL
+    remove_stale_private_dirs(Path(base), PRIVATE_PREFIX)  # a wrapper killed with KILL left its folder
     folder = tempfile.mkdtemp(prefix=f"{PRIVATE_PREFIX}{os.getpid()}.", dir=base)
     try:
         yield {"TMPDIR": folder, "GPULAB_TMPDIR": base}
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def run(stack: str, argv: list[str], setup: bool = False, passthrough: bool = False) -> int:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import shutil
 import signal
 import subprocess
@@ -27,20 +26,9 @@ import sys
 import threading
 from pathlib import Path
 
-CHUNK = 65536
+from process_lab.forward import pipe
+
 MOUNTED = ("var/lib", "run")  # tmpfs over each: nothing of the host's is written
-
-
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    try:
-        while data := await reader.read(CHUNK):
-            writer.write(data)
-            await writer.drain()
-    except (ConnectionError, OSError):
-        pass
-    finally:
-        with contextlib.suppress(Exception):
-            writer.close()
 
 
 async def relay_tcp_to_unix(port: int, socket_path: str, started: threading.Event) -> None:
@@ -50,7 +38,7 @@ async def relay_tcp_to_unix(port: int, socket_path: str, started: threading.Even
         except OSError:
             writer.close()
             return
-        await asyncio.gather(_pipe(reader, upstream_writer), _pipe(upstream_reader, writer))
+        await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
 
     server = await asyncio.start_server(relay, "127.0.0.1", port)
     started.set()

@@ -15,12 +15,10 @@ import uuid
 
 import pytest
 
+from tests.real.host import docker
+
 pytestmark = pytest.mark.real
 IMAGE = "gpulab-probe:busybox"  # scripts/docker-engine.sh imports it from Debian's static busybox
-
-
-def docker(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=120, check=check)
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -32,6 +32,7 @@ from model.node_contract import gpulab_kind_node
 from scripts.build_tools import required_version
 from tests.acceptance.helpers import wait_until
 from tests.real.cluster import bin_dir
+from tests.real.host import docker, unavailable
 
 pytestmark = pytest.mark.real
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,16 +41,6 @@ IMAGE = os.environ.get("GPULAB_KIND_NODE_IMAGE") or gpulab_kind_node(KUBERNETES)
 METALLB_VERSION = required_version((ROOT / "tools" / "metallb" / "go.mod").read_text(), "go.universe.tf/metallb")
 METALLB_IMAGES = [f"quay.io/metallb/{part}:{METALLB_VERSION}" for part in ("controller", "speaker")]
 WAIT = 300  # seconds for any one condition: a cold node on a busy 2-core machine
-
-
-def docker(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, check=check)
-
-
-def unavailable(message: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(message, pytrace=False)
-    pytest.skip(message)
 
 
 @dataclass

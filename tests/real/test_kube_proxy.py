@@ -43,9 +43,11 @@ from model.kube_proxy import (
     kube_proxy_objects,
 )
 from process_lab.commands import free_port
+from process_lab.forward import pipe
 from tests.acceptance.helpers import WaitTimeout, wait_until
 from tests.real import cluster as kwok
 from tests.real.cluster import POLL, Cluster
+from tests.real.host import unavailable
 
 pytestmark = pytest.mark.real
 VERSION = "v1.36.4"
@@ -56,12 +58,6 @@ WAIT = 120  # seconds for kube-proxy to start and write its rules, or to give up
 CONNTRACK_MAX = Path("/proc/sys/net/netfilter/nf_conntrack_max")
 RUNNER = Path(__file__).with_name("netns_run.py")
 CONNTRACK_ERROR = "could not set conntrack parameters from kube-proxy configuration"
-
-
-def unavailable(message: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(message, pytrace=False)
-    pytest.skip(message)
 
 
 @pytest.fixture(scope="module")
@@ -102,17 +98,6 @@ class HostRelay:
         except OSError:
             writer.close()
             return
-
-        async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
-            try:
-                while data := await source.read(65536):
-                    sink.write(data)
-                    await sink.drain()
-            except (ConnectionError, OSError):
-                pass
-            finally:
-                with contextlib.suppress(Exception):
-                    sink.close()
 
         await asyncio.gather(pipe(reader, upstream_writer), pipe(upstream_reader, writer))
 

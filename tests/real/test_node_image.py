@@ -22,6 +22,7 @@ import pytest
 from model import node_contract as contract
 from scripts.build_tools import required_version
 from tests.acceptance.helpers import wait_until
+from tests.real.host import docker, unavailable
 
 pytestmark = pytest.mark.real
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,16 +54,6 @@ def pinned_kubernetes() -> str:
 
 NODE = contract.gpulab_node(pinned_kubernetes())
 IMAGE = os.environ.get("GPULAB_NODE_IMAGE") or NODE.reference
-
-
-def docker(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, check=check)
-
-
-def unavailable(message: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(message, pytrace=False)
-    pytest.skip(message)
 
 
 @pytest.fixture(scope="module")
