@@ -44,6 +44,7 @@ def start(
     env: Mapping[str, str] | None = None,
     stdin: bool = False,
     preexec_fn: Callable[[], None] | None = None,
+    cwd: Path | None = None,
 ) -> subprocess.Popen[bytes]:
     """Start argv in a session (so a process group) of its own, output piped; stdin piped if `stdin`, else
     /dev/null. Raises OSError when it cannot start (not found, not executable)."""
@@ -55,6 +56,7 @@ def start(
         stderr=subprocess.PIPE,
         start_new_session=True,
         preexec_fn=preexec_fn,
+        cwd=cwd,
     )
 
 
@@ -85,9 +87,10 @@ def run_bounded(
     env: Mapping[str, str] | None = None,
     stdin: bytes | None = None,
     grace: float = DEFAULT_GRACE,
+    cwd: Path | None = None,
 ) -> BoundedResult:
     """Run argv to its end within `timeout` seconds, or stop its whole process group at the deadline."""
-    return finish(start(argv, env=env, stdin=stdin is not None), timeout, grace=grace, stdin=stdin)
+    return finish(start(argv, env=env, stdin=stdin is not None, cwd=cwd), timeout, grace=grace, stdin=stdin)
 
 
 def stop_group(

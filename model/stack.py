@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from model.bounded_run import run_bounded
 from model.config import ConfigError, LabConfig, load_stack_file
 from model.stack_file import make_up
 
@@ -33,17 +33,13 @@ def stack_outputs(stack: str | None = None) -> dict[str, Any]:
         raise StackError(
             f"the Pulumi CLI is not on PATH: run `{make_up(name)}` (make tools first for a process-mode stack)"
         )
-    result = subprocess.run(
-        [pulumi, "stack", "output", "--json", "--show-secrets", "--stack", name],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-    )
+    result = run_bounded([pulumi, "stack", "output", "--json", "--show-secrets", "--stack", name], 120, cwd=ROOT)
+    if result.timed_out:
+        raise StackError(f"`pulumi stack output --stack {name}` did not answer in {result.waited:.0f} s")
     if result.returncode != 0:
-        reason = (result.stderr.strip().splitlines() or ["unknown error"])[-1]
+        reason = (result.stderr.decode(errors="replace").strip().splitlines() or ["unknown error"])[-1]
         raise StackError(f"cannot read outputs of stack {name!r} ({reason}): run `{make_up(name)}` first")
-    outputs = json.loads(result.stdout or "{}")
+    outputs = json.loads(result.stdout or b"{}")
     if not any(key.endswith("_kubeconfig") for key in outputs):  # process mode has no management_kubeconfig
         raise StackError(f"stack {name!r} has no lab outputs (never deployed, or destroyed): run `{make_up(name)}`")
     return outputs

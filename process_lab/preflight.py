@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from pathlib import Path
 
+from model.bounded_run import run_bounded
 from process_lab.control_plane import missing_programs
 from process_lab.hami_scheduler import find_hami_scheduler
 
@@ -29,6 +29,7 @@ ENGINE = (
     "pulumi-resource-kubernetes",
 )
 NODE_PROGRAMS = ("kubeadm", "kubelet")  # kubeadm's phases on this host; both are in the node image too
+DOCKER_TIMEOUT = 30  # seconds for one docker command: an engine that answers does in well under one
 
 
 def bin_dir() -> Path:
@@ -63,9 +64,11 @@ def problems(tools: Path, *, destroy: bool = False, hami: bool = True, node_imag
 def docker_problems(images: tuple[str, ...], destroy: bool) -> list[str]:
     """Real nodes need a Docker engine that answers and, to be made, gpulab's node image."""
     try:
-        answer = subprocess.run(["docker", "info"], capture_output=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        return [f"workers: containers needs a Docker engine, and `docker info` did not answer ({error})"]
+        answer = run_bounded(["docker", "info"], DOCKER_TIMEOUT)
+    except OSError as error:
+        return [f"workers: containers needs a Docker engine, and `docker info` could not run ({error})"]
+    if answer.timed_out:
+        return [f"workers: containers needs a Docker engine, and `docker info` did not answer in {answer.waited:g} s"]
     if answer.returncode != 0:
         return [
             "workers: containers needs a Docker engine, and `docker info` failed: start Docker (as root on a "
@@ -73,11 +76,7 @@ def docker_problems(images: tuple[str, ...], destroy: bool) -> list[str]:
         ]
     if destroy:
         return []
-    absent = [
-        image
-        for image in images
-        if subprocess.run(["docker", "image", "inspect", image], capture_output=True, timeout=30).returncode != 0
-    ]
+    absent = [image for image in images if not run_bounded(["docker", "image", "inspect", image], DOCKER_TIMEOUT).ok]
     return [f"the node image {image} is not in the Docker engine: run `make node-image`" for image in absent]
 
 

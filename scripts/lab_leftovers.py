@@ -8,28 +8,39 @@ Usage: python3 scripts/lab_leftovers.py STACK
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a file by .ci/run, with the host's python3
 
+from model.bounded_run import run_bounded  # noqa: E402
 from model.names import OWNER_LABEL  # noqa: E402
+
+DOCKER_TIMEOUT = 60  # seconds for one docker command: an engine that answers does in well under one
+
+
+class EngineHung(Exception):
+    """The engine did not answer: what the lab left cannot be told."""
 
 
 def docker_lines(*args: str) -> list[str]:
+    """What `docker ARGS` prints, a word a line; nothing where no engine runs (a process-mode lab may have none)."""
     try:
-        answer = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=60, check=False)
-    except (OSError, subprocess.TimeoutExpired):
+        answer = run_bounded(["docker", *args], DOCKER_TIMEOUT)
+    except OSError:
         return []
-    return answer.stdout.split() if answer.returncode == 0 else []
+    if answer.timed_out:
+        raise EngineHung(f"`docker {' '.join(args)}` did not answer in {answer.waited:g} s")
+    return answer.stdout.decode().split() if answer.ok else []
 
 
 def owned(kind: str, ids: list[str], folder: Path) -> list[str]:
     found = []
     for item in ids:
-        answer = subprocess.run(["docker", kind, "inspect", item], capture_output=True, text=True, timeout=60)
+        answer = run_bounded(["docker", kind, "inspect", item], DOCKER_TIMEOUT)
+        if answer.timed_out:
+            raise EngineHung(f"`docker {kind} inspect {item}` did not answer in {answer.waited:g} s")
         if answer.returncode != 0:
             continue
         document = json.loads(answer.stdout)[0]
@@ -54,8 +65,11 @@ def processes(folder: Path) -> list[str]:
 
 def leftovers(stack: str) -> list[str]:
     folder = ROOT / ".state" / "process" / stack
-    found = owned("container", docker_lines("ps", "-aq"), folder)
-    found += owned("network", docker_lines("network", "ls", "-q"), folder)
+    try:
+        found = owned("container", docker_lines("ps", "-aq"), folder)
+        found += owned("network", docker_lines("network", "ls", "-q"), folder)
+    except EngineHung as hung:
+        found = [f"the Docker engine: {hung}, so its containers and networks are not checked"]
     found += processes(folder)
     if folder.exists():
         found.append(f"folder {folder}")
