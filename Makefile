@@ -75,7 +75,7 @@ help:
 	@echo "make lab-images     the Docker lab's images of served programs without a registry: a kind node image (kubeadm's"
 	@echo "                    images inside) and MetalLB; needs root and Docker (docs/docker-lab.md)"
 	@echo "make bench          benchmarks (program growth, policy checking, image pulls)"
-	@echo "make bench-scheduling  HAMi against kube-scheduler alone on KWOK nodes, issue 41's rows in one run (the"
+	@echo "make bench-scheduling  HAMi against kube-scheduler alone on KWOK nodes, performance.md's rows in one run (the"
 	@echo "                    programs of make tools, GPULAB_HAMI_SCHEDULER; an hour or more: docs/performance.md)"
 	@echo "make lint           ruff and shellcheck only"
 	@echo "make policy-venv    the policy pack's own venv (policies/venv), for pulumi preview --policy-pack policies"

@@ -15,7 +15,7 @@ QPS, burst 100); `ceiling-unthrottled`, the same at 5000 / 10000, to tell the sc
 client's. Each row prints HAMi / ceiling (rates); the run ends with a Markdown table of every row.
 
 Needs `make tools` and, for HAMi's settings, GPULAB_HAMI_SCHEDULER; GPULAB_BENCH_KEEP_LOG=FILE keeps the last
-HAMi log. Usage (`make bench-scheduling` runs issue 41's rows):
+HAMi log. Usage (`make bench-scheduling` runs the goal rows, preset `issue41`):
   venv/bin/python benchmarks/hami_scheduling.py [--rows issue41 | 100x1000:spread 10x100:binpack ...]
       [--nodes 10 100 1000 --pods 200 --node-policy spread] [--settings chart lab ceiling ...]
 """

@@ -37,7 +37,7 @@ from policies.evaluate import evaluate_tenant  # noqa: E402
 from policies.findings import UNDECIDED  # noqa: E402
 from policies.inventory import TenantInventory  # noqa: E402
 
-BASELINE = "57a5746"  # the last commit before issue 12 (policies 700 us/pod)
+BASELINE = "57a5746"  # the last commit of the first placement engine (policies 700 us/pod)
 BASELINE_MODULES = ("gpu_fit", "inventory", "workloads", "evaluate")
 
 
@@ -90,7 +90,7 @@ def baseline_package() -> dict[str, ModuleType] | str:
         )
         if shown.returncode != 0:
             return f"baseline {BASELINE} not available ({shown.stderr.strip()[:80] or 'git failed'})"
-        # The baseline's model imports (components.catalog, components.config) live in model/ since issue 23.
+        # The baseline's model imports (components.catalog, components.config) live in model/ now.
         source = shown.stdout.replace("from policies.", "from policies_baseline.")
         source = source.replace("from components.", "from model.")
         (package / f"{module}.py").write_text(source)
@@ -161,7 +161,7 @@ def main(tenants: int = 50, pods: int = 10_000, seed: int = 7, adversarial: int 
             f"{adversarial} adversarial small cases: slowest call {slowest:.2f} s, "
             f"search budget ran out in {undecided} (reported as {UNDECIDED})"
         )
-    # Tenants with several GPU nodes (issue 21): benchmarks/multinode_check.py.
+    # Tenants with several GPU nodes: benchmarks/multinode_check.py.
     import multinode_check
 
     multinode_check.main(tenants=tenants, pods=pods, seed=seed, adversarial=adversarial)

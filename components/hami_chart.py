@@ -113,7 +113,7 @@ class HamiGpuNode(pulumi.ComponentResource):
     cards, and a readiness Command per GPU node (the subclass adds each node's own resources)."""
 
     resource_name: str  # its children's names start with it
-    former_type: str | None = None  # the type token it had before issue 23, if another
+    former_type: str | None = None  # the type token it had in older stacks, if another
     cards: list[Card]
     advertised: dict[str, int]
     register_annotation: str

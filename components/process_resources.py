@@ -71,8 +71,8 @@ def _read_in_cluster(id_: str, props: dict[str, Any], *args: str) -> ReadResult:
 
 
 def _changed(olds: dict[str, Any], news: dict[str, Any], keys: tuple[str, ...]) -> list[str]:
-    # `control_plane` (which control plane a resource lives in) came with issue 42: a state written before it
-    # lacks it, which is no change.
+    # `control_plane` (which control plane a resource lives in) is newer than process mode's first states: a
+    # state written before it lacks it, which is no change.
     return [key for key in keys if olds.get(key) != news.get(key) and not (key == "control_plane" and key not in olds)]
 
 
@@ -136,7 +136,7 @@ class ControlPlaneProvider(ResourceProvider):
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         # Found stopped with its data there (a process killed, a reboot): started again on that data. Only a
         # control plane whose data is gone is made anew (the program says so: process_lab.lost).
-        olds = {**olds, "cluster": TenantProcesses.from_props(olds).cluster}  # `name` before issue 39: the same
+        olds = {**olds, "cluster": TenantProcesses.from_props(olds).cluster}  # `name` in older states: the same
         return _diff(olds, news, self.KEYS, restart=_control_plane(olds).has_data())
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:

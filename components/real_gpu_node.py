@@ -4,7 +4,7 @@ HAMi's NVIDIA device plugin runs on nodes labelled `gpu: on`; the plugin adverti
 slots, memory and cores are HAMi's bookkeeping. The declared cards are checked against what the
 plugin registers (check-real-gpus.sh, model/gpu_expectation.py) before the node counts as ready.
 
-Until issue 23 MockGpuNode also handled real GPUs: the alias to that type keeps an existing stack's
+MockGpuNode once handled real GPUs too: the alias to that type keeps an existing stack's
 `<tenant>-gpus` and its children (same names) from being replaced.
 """
 
@@ -23,7 +23,7 @@ from components.tenant_worker import TenantWorker
 from model.catalog import GPU_RESOURCE, gpu_capacity
 from model.config import LabConfig, Tenant
 
-FORMER_TYPE = "gpulab:index:MockGpuNode"  # the type real GPUs were declared under before issue 23
+FORMER_TYPE = "gpulab:index:MockGpuNode"  # the type real GPUs were declared under in older stacks
 
 
 class RealGpuNode(HamiGpuNode):

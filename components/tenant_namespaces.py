@@ -1,7 +1,7 @@
 """TenantNamespaces: a tenant's GPU namespaces, their GPU quota, and the inventory ConfigMap that says
 what the tenant's GPU nodes offer and allow (read by the policy pack and by tenant users).
 
-Until issue 23 these were children of the tenant's GPU node component (`<tenant>-gpus`); each keeps
+In older stacks these were children of the tenant's GPU node component (`<tenant>-gpus`); each keeps
 its name and carries an alias to that parent, so an existing stack adopts them without replacing any.
 """
 

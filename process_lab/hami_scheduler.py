@@ -205,7 +205,7 @@ class HamiSettings:
 
     @classmethod
     def from_props(cls, props: dict[str, Any]) -> HamiSettings:
-        # A state written before issue 41 has no rate or verbosity: it ran at client-go's defaults and -v=4.
+        # An older state has no rate or verbosity: it ran at client-go's defaults and -v=4.
         return cls(
             str(props["node_scheduler_policy"]),
             str(props["gpu_scheduler_policy"]),

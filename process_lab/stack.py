@@ -31,7 +31,7 @@ class TenantProcesses:
 
     @classmethod
     def from_props(cls, props: dict[str, Any]) -> TenantProcesses:
-        # A control plane's state written before issue 39 calls its cluster `name`.
+        # An older control plane's state calls its cluster `name`.
         return cls(str(props.get("cluster") or props["name"]), Path(props["bin_dir"]), Path(props["folder"]))
 
     @property

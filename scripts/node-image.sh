@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make node-image`: gpulab's node image, made without any image registry (issue 40 item 2).
+# `make node-image`: gpulab's node image, made without any image registry.
 #
 # A root file system debootstrapped (--variant=minbase) from the Debian mirror of this machine's own apt
 # sources, with the packages of node-image/packages (systemd, containerd, runc, the CNI plugins, iptables...),
