@@ -28,7 +28,7 @@ class LabNetworkProvider(ResourceProvider):
     KEYS = ("name", "owner", "running")
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        gateway = node_containers.LabNetwork(props["name"], props["owner"]).create()
+        gateway = node_containers.DockerNetwork(props["name"], props["owner"]).create()
         return CreateResult(id_=props["name"], outs={**props, "gateway": gateway, "running": True})
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
@@ -36,14 +36,14 @@ class LabNetworkProvider(ResourceProvider):
         return _diff(olds, news, self.KEYS, restart=False)
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        found = node_containers.LabNetwork(props["name"], props["owner"]).gateway()
+        found = node_containers.DockerNetwork(props["name"], props["owner"]).gateway()
         return _observed(id_, props, found is not None and found == props.get("gateway"))
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         return UpdateResult(outs=self.create(news).outs)
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
-        node_containers.LabNetwork(props["name"], props["owner"]).delete()
+        node_containers.DockerNetwork(props["name"], props["owner"]).delete()
 
 
 class LabNetwork(pulumi.dynamic.Resource):

@@ -22,7 +22,7 @@ from model.catalog import Card
 from model.config import NodeCards, Tenant
 
 
-class ControlPlane(Protocol):
+class TenantApi(Protocol):
     """A tenant's API server: its admin kubeconfig (secret), the address users reach, a provider on it, and
     the resource after which it answers."""
 
@@ -41,7 +41,7 @@ class Workers(Protocol):
     ready: pulumi.Resource
 
 
-class GpuNode(Protocol):
+class TenantGpus(Protocol):
     """A tenant's cards as HAMi schedules them, each GPU node ready once HAMi has taken its cards in.
     `resource_name` and `former_type` name the component the tenant's namespaces were children of (aliases)."""
 
@@ -57,9 +57,9 @@ class TenantParts:
     """One tenant's parts, built in order: what the tenant's own objects are created in and after."""
 
     tenant: Tenant
-    control_plane: ControlPlane
+    control_plane: TenantApi
     workers: Workers
-    gpus: GpuNode
+    gpus: TenantGpus
 
 
 def gpu_node_prefixes(resource_name: str, tenant: Tenant) -> list[tuple[str, NodeCards]]:

@@ -10,12 +10,12 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.parts import GpuNode, TenantParts
+from components.parts import TenantGpus, TenantParts
 from model.config import LabConfig
 from model.tenant_objects import tenant_objects
 
 
-def former_parents(gpu_node: GpuNode) -> list[pulumi.Alias]:
+def former_parents(gpu_node: TenantGpus) -> list[pulumi.Alias]:
     """Aliases to the parent these resources had: the GPU node component. A RealGpuNode was a MockGpuNode
     then; besides the engine following its own alias, name that parent's URN outright (a top-level
     component's, as the engine forms it: pulumi.create_urn without a parent)."""

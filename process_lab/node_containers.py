@@ -41,7 +41,7 @@ def docker(*args: str, what: str, timeout: float = 60, stdin: str | None = None,
 
 
 @dataclass(frozen=True)
-class LabNetwork:
+class DockerNetwork:
     """The lab's Docker network: `--internal` (no route beyond the host: nothing leaves the machine), labelled
     with its owner. Its gateway is the host's address on it, where the tenants' API servers listen."""
 
