@@ -31,6 +31,8 @@ from types import ModuleType
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import multinode_check  # noqa: E402
+from benchmarks.multinode_check import pod  # noqa: E402
 from hami.cards import CardSpec  # noqa: E402
 from model.config import GpuQuota, PodLimits  # noqa: E402
 from policies.evaluate import evaluate_tenant  # noqa: E402
@@ -39,18 +41,6 @@ from policies.inventory import TenantInventory  # noqa: E402
 
 BASELINE = "57a5746"  # the last commit of the first placement engine (policies 700 us/pod)
 BASELINE_MODULES = ("gpu_fit", "inventory", "workloads", "evaluate")
-
-
-def pod(name: str, rng: random.Random) -> dict:
-    limits = {
-        "nvidia.com/gpumem": str(rng.choice([1000, 2000, 4000])),
-        "nvidia.com/gpucores": str(rng.choice([1, 2, 5])),
-    }
-    return {
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "gpu"},
-        "spec": {"containers": [{"name": "c", "resources": {"limits": limits}}]},
-    }
 
 
 def bulk_case(tenants: int, pods: int, seed: int) -> tuple[list[tuple[str, int]], dict[str, list[dict]]]:
@@ -162,8 +152,6 @@ def main(tenants: int = 50, pods: int = 10_000, seed: int = 7, adversarial: int 
             f"search budget ran out in {undecided} (reported as {UNDECIDED})"
         )
     # Tenants with several GPU nodes: benchmarks/multinode_check.py.
-    import multinode_check
-
     multinode_check.main(tenants=tenants, pods=pods, seed=seed, adversarial=adversarial)
 
 

@@ -5,6 +5,7 @@ what diagnose collected (diagnose/analyze.py's Cluster)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import datetime
 from fractions import Fraction
 
@@ -265,18 +266,11 @@ def management_findings(cluster: Cluster, installs: dict[str, bool]) -> list[Fin
     """MetalLB pool and advertisement, Kamaji's DataStore; the rest is pods, workloads and TCPs."""
     findings = []
     if installs.get("metallb"):
-        kinds = {(o.get("kind"), _meta(o).get("name")) for o in cluster.items("metallb")}
-        for kind in ("IPAddressPool", "L2Advertisement"):
-            if (kind, POOL_NAME) not in kinds:
-                findings.append(
-                    Finding(
-                        cluster.where,
-                        f"{METALLB_NAMESPACE}/{POOL_NAME}",
-                        f"{kind} not found",
-                        "",
-                        "tenant control planes get no address without it: run `make up` again once MetalLB is ready",
-                    )
-                )
+        findings += _missing(
+            cluster, "metallb", [("IPAddressPool", POOL_NAME), ("L2Advertisement", POOL_NAME)],
+            lambda kind, _: (f"{METALLB_NAMESPACE}/{POOL_NAME}", f"{kind} not found"),
+            "tenant control planes get no address without it: run `make up` again once MetalLB is ready",
+        )  # fmt: skip
     if installs.get("kamaji"):
         stores = {_meta(d).get("name"): d for d in cluster.items("datastores")}
         store = stores.get(KAMAJI_DATASTORE)
@@ -392,21 +386,25 @@ def node_lock_findings(cluster: Cluster, now: datetime, timeout_seconds: float) 
 
 def admission_findings(cluster: Cluster, policies: list[str]) -> list[Finding]:
     """gpulab's in-tenant ValidatingAdmissionPolicies and their bindings exist."""
-    present = {(o.get("kind"), _meta(o).get("name")) for o in cluster.items("admission")}
-    findings = []
-    for name in policies:
-        for kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"):
-            if (kind, name) not in present:
-                findings.append(
-                    Finding(
-                        cluster.where,
-                        f"{kind} {name}",
-                        "not found",
-                        "",
-                        "GPU requests are not checked at admission in this tenant: run `make up` again",
-                    )
-                )
-    return findings
+    kinds = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+    return _missing(
+        cluster, "admission", [(kind, name) for name in policies for kind in kinds],
+        lambda kind, name: (f"{kind} {name}", "not found"),
+        "GPU requests are not checked at admission in this tenant: run `make up` again",
+    )  # fmt: skip
+
+
+def _missing(
+    cluster: Cluster,
+    collected: str,
+    wanted: list[tuple[str, str]],
+    named: Callable[[str, str], tuple[str, str]],
+    fix: str,
+) -> list[Finding]:
+    """A finding for each (kind, name) of `wanted` absent from the cluster's `collected` objects; `named` gives
+    the finding's component and reason."""
+    present = {(o.get("kind"), _meta(o).get("name")) for o in cluster.items(collected)}
+    return [Finding(cluster.where, *named(kind, name), "", fix) for kind, name in wanted if (kind, name) not in present]
 
 
 def process_logs(stack: str, tenant: str) -> str:
