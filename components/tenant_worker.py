@@ -198,7 +198,8 @@ class TenantWorker(pulumi.ComponentResource):
         host_prerequisites = script_command(
             f"{name}-host-prerequisites",
             "host-prereqs.sh",
-            environment={"IMAGE": image_ref, "TENANT": tenant.name},
+            # image_name, as the image was pulled or loaded: a loaded image has no registry digest to be run by
+            environment={"IMAGE": image_name, "TENANT": tenant.name},
             opts=pulumi.ResourceOptions(parent=self, depends_on=[image]),
         )
         several = tenant.nodes is not None

@@ -266,6 +266,8 @@ def test_the_program_reads_charts_manifests_and_images_from_a_full_cache(tmp_pat
     loaded = next(r for r in pulls if r.inputs["environment"]["TAGGED"] == node)
     assert loaded.urn in kind.dependencies
     assert program.named("tenant-a-worker-image").inputs["name"] == node
+    # docker run by a digest finds nothing among loaded images (no RepoDigests) and goes to the registry.
+    assert program.named("tenant-a-worker-host-prerequisites").inputs["environment"]["IMAGE"] == node
 
 
 def test_without_a_cache_the_program_downloads_as_always() -> None:
