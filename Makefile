@@ -79,7 +79,7 @@ help:
 	@echo "                    programs of make tools, GPULAB_HAMI_SCHEDULER; an hour or more: docs/performance.md)"
 	@echo "make lint           ruff and shellcheck only"
 	@echo "make policy-venv    the policy pack's own venv (policies/venv), for pulumi preview --policy-pack policies"
-	@echo "make clean          remove venv, policies/venv, bin, reports, caches (never .state: destroy first)"
+	@echo "make clean          remove venv, policies/venv, bin, reports, caches but .cache/sources (never .state)"
 	@echo "STACK=NAME picks another Pulumi.NAME.yaml (default dev)."
 	@echo "STACK=sim           the reference lab as local processes (runtime: process): make up/down use the programs"
 	@echo "                    of make tools, no Docker (HAMi: GPULAB_HAMI_SCHEDULER; docs/process-lab.md)"
@@ -299,5 +299,7 @@ bench: $(VENV)/.installed
 bench-scheduling: $(VENV)/.installed
 	$(PY) -u benchmarks/hami_scheduling.py --rows issue41 --settings chart lab ceiling ceiling-unthrottled
 
+# .cache/sources stays: a source cache (make cache) may have been filled on another machine.
 clean:
-	rm -rf $(VENV) policies/venv bin reports .cache .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) policies/venv bin reports .pytest_cache .ruff_cache .hypothesis
+	if [ -d .cache ]; then find .cache -mindepth 1 -maxdepth 1 ! -name sources -exec rm -rf {} +; fi

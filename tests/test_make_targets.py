@@ -153,3 +153,15 @@ def test_without_a_lab_verify_and_report_say_so_before_installing_anything(
     hint = f"run `make up STACK={name}` first"  # the stack it was given: `make up` alone builds the dev lab
     assert lines == [f"[gpulab] no lab: stack '{name}' has nothing deployed in {tmp_path}; {hint}"], result.stderr
     assert not venv.exists(), "nothing installed only to say there is no lab"
+
+
+def test_make_clean_keeps_the_source_cache(tmp_path: Path) -> None:
+    """A source cache may have been filled on another machine (docs/offline.md): `make clean` removes every
+    other cache under .cache, and the build folders, but not .cache/sources."""
+    for folder in (".cache/sources/images", ".cache/pycache", ".cache/upstream", "bin", "reports"):
+        (tmp_path / folder).mkdir(parents=True)
+    (tmp_path / ".cache/sources/index.json").write_text("{}")
+    (tmp_path / "Makefile").write_bytes((ROOT / "Makefile").read_bytes())
+    subprocess.run(["make", "-s", "clean"], cwd=tmp_path, check=True, capture_output=True, timeout=60)
+    left = sorted(str(path.relative_to(tmp_path)) for path in tmp_path.rglob("*"))
+    assert left == [".cache", ".cache/sources", ".cache/sources/images", ".cache/sources/index.json", "Makefile"]
