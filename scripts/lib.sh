@@ -95,12 +95,14 @@ _gpulab_started() {
 # - object validation, a CRD's schema or x-kubernetes-validations rule among it: `The <Kind> "<name>" is
 #   invalid: <field>: Invalid value: ...` (apimachinery pkg/api/errors NewInvalid, field.Invalid);
 # - a webhook's refusal: `admission webhook "<name>" denied the request: ...` (apiserver pkg/admission/plugin/
-#   webhook/errors/statuserror.go ToStatusErr).
+#   webhook/errors/statuserror.go ToStatusErr), but not one for want of reading the cluster: MetalLB's webhooks
+#   deny when their List of the existing objects fails (v0.16.1 internal/k8s/webhooks: `failed to get existing
+#   <Kind> objects`), which passes with the API server's next answer.
 # An InternalError is judged by wait_for from its repetition: most pass (a webhook not serving yet).
 permanent_error() {
   if grep -qE ' is invalid: |Invalid value: ' "$1"; then
     echo "the API server's validation refuses the object"
-  elif grep -q 'denied the request' "$1"; then
+  elif grep -q 'denied the request' "$1" && ! grep -q 'failed to get existing' "$1"; then
     echo "an admission webhook refuses the object"
   else
     return 1

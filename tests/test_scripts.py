@@ -883,6 +883,40 @@ METALLB_DOWN = (
 )
 
 
+def test_wait_metallb_takes_a_pool_that_exists_already_as_admitted(tmp_path: Path) -> None:
+    """Boundary: a later make up that changes the pool dry-runs a create of a name that exists: the API server runs
+    the validating webhooks first and storage then answers AlreadyExists (apiserver store.go create)."""
+    result = run_script("wait-metallb.sh", tmp_path, PROBE_JSON=METALLB_POOL, FAKE_POOL_EXISTS="1", TIMEOUT="5")
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "count-dry-run").read_text().strip() == "1"
+
+
+LIST_FAILED = (
+    'failed to get existing IPAddressPool objects: Get "https://10.96.0.1:443/apis/metallb.io/v1beta1/namespaces/'
+    'metallb-system/ipaddresspools": dial tcp 10.96.0.1:443: connect: connection refused'
+)
+
+
+def test_wait_metallb_waits_out_a_denial_for_want_of_reading_the_pools(tmp_path: Path) -> None:
+    """Boundary: MetalLB v0.16.1's webhook denies (admission.Denied) when its List of the existing pools fails
+    (getExistingIPAddressPools' words); the next answer admits the pool."""
+    result = run_script(
+        "wait-metallb.sh", tmp_path, PROBE_JSON=METALLB_POOL, FAKE_METALLB_DENIAL=LIST_FAILED, FAKE_DENIALS="2"
+    )
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "count-dry-run").read_text().strip() == "3"
+
+
+def test_wait_metallb_stops_at_a_denial_of_the_pool_itself(tmp_path: Path) -> None:
+    """Boundary: MetalLB's own validation of the pool (v0.16.1 internal/config: overlapping ranges) refuses it
+    the same way each time: the wait stops at the first, with the answer and the fix."""
+    overlap = 'CIDR "172.18.255.240/28" in pool "gpulab" overlaps with already defined CIDR "172.18.255.240/28"'
+    result = run_script("wait-metallb.sh", tmp_path, PROBE_JSON=METALLB_POOL, FAKE_METALLB_DENIAL=overlap, TIMEOUT="30")
+    assert result.returncode == 1
+    assert (tmp_path / "count-dry-run").read_text().strip() == "1"
+    assert overlap in result.stderr and "an admission webhook refuses the object" in result.stderr
+
+
 def test_wait_metallb_waits_until_the_webhook_admits_the_pool(tmp_path: Path) -> None:
     result = run_script(
         "wait-metallb.sh", tmp_path, PROBE_JSON=METALLB_POOL, FAKE_WEBHOOK_DOWN="4", FAKE_DOWN_MESSAGE=METALLB_DOWN
