@@ -146,7 +146,9 @@ class ManagementCluster(pulumi.ComponentResource):
                 "NAMESPACE": KAMAJI_NAMESPACE,
                 "DATASTORE": KAMAJI_DATASTORE,
                 # The tenants' TenantControlPlanes as they will be created, for a server-side dry run.
-                "PROBE_JSON": webhook_probe(lab.tenants, KAMAJI_NAMESPACE),
+                "PROBE_JSON": webhook_probe(
+                    lab.tenants, KAMAJI_NAMESPACE, lab.management.control_plane_startup_seconds
+                ),
                 "TIMEOUT": "600",
             },
             opts=pulumi.ResourceOptions(parent=self, depends_on=kamaji_after),

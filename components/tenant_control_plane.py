@@ -128,7 +128,7 @@ def control_plane_spec(tenant: Tenant, startup_seconds: int = STARTUP_SECONDS) -
 WEBHOOK_PROBE_PREFIX = "gpulab-probe-"  # + a tenant name (at most 40): a DNS-1035 label, as Kamaji asks
 
 
-def webhook_probe(tenants: list[Tenant], namespace: str) -> str:
+def webhook_probe(tenants: list[Tenant], namespace: str, startup_seconds: int = STARTUP_SECONDS) -> str:
     """What wait-kamaji.sh dry-runs on the server before any TenantControlPlane is made: each tenant's as this
     program creates it (control_plane_spec), named as a probe, in a List (JSON). The very spec, not a second one:
     Kamaji's mutating webhook computes its patch on the Go struct, and the API server applies it to the object as
@@ -140,7 +140,7 @@ def webhook_probe(tenants: list[Tenant], namespace: str) -> str:
             "kind": "TenantControlPlane",
             # Named for its tenant: the API server's and the webhooks' answers name the object.
             "metadata": {"name": f"{WEBHOOK_PROBE_PREFIX}{tenant.name}", "namespace": namespace},
-            "spec": control_plane_spec(tenant),
+            "spec": control_plane_spec(tenant, startup_seconds),
         }
         for tenant in tenants
     ]

@@ -168,6 +168,19 @@ def test_kamaji_ready_gates_tenants(program) -> None:
 def test_kamaji_ready_dry_runs_the_tenants_tcps_as_the_program_creates_them(program) -> None:
     """Boundary: Kamaji's webhooks and its CRD judge the spec they are sent. The probe wait-kamaji.sh dry-runs is
     each tenant's TenantControlPlane spec as registered, named as a probe, not a spec written a second time."""
+    probe_matches_the_tcps(program)
+
+
+def test_the_probe_carries_the_stacks_startup_timeout() -> None:
+    """The startup probe's failureThreshold follows management.controlPlaneStartupTimeout in the probe too."""
+    management = {**lab_config()["management"], "controlPlaneStartupTimeout": "10m"}
+    program = run_program(lab_config(management=management))
+    thresholds = probe_matches_the_tcps(program)
+    assert thresholds == {60}  # 10 minutes of 10 s periods
+
+
+def probe_matches_the_tcps(program) -> set[int]:
+    """Asserts the probe is the TCPs' specs; the startup failureThresholds of its kube-apiservers."""
     probe = json.loads(program.named("management-kamaji-ready").inputs["environment"]["PROBE_JSON"])
     assert probe["kind"] == "List"
     probed = {item["metadata"]["name"]: item for item in probe["items"]}
@@ -178,6 +191,9 @@ def test_kamaji_ready_dry_runs_the_tenants_tcps_as_the_program_creates_them(prog
         assert (item["apiVersion"], item["kind"]) == ("kamaji.clastix.io/v1alpha1", "TenantControlPlane")
         assert item["metadata"]["namespace"] == "kamaji-system"
         assert item["spec"] == tcp.inputs["spec"]
+    return {
+        item["spec"]["controlPlane"]["deployment"]["probes"]["startup"]["failureThreshold"] for item in probe["items"]
+    }
 
 
 def test_everything_in_the_cluster_uses_its_provider(program) -> None:
