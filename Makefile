@@ -269,7 +269,8 @@ node-image:
 
 # The Docker lab's source cache (scripts/source_cache.py, docs/offline.md): every chart, manifest, image, tool and
 # plugin STACK takes from outside, fetched once and checked, into the stack's gpulab:sourceCache (or CACHE=dir).
-cache: $(VENV)/.installed
+# The policy pack's venv too: after make cache, make up on this host needs nothing from PyPI either.
+cache: $(VENV)/.installed policies/venv/.installed
 	@$(PY) scripts/source_cache.py fill --stack $(STACK) $(if $(CACHE),--dir "$(CACHE)")
 
 # The Docker lab's images of programs the Go module proxy serves (scripts/lab-images.sh): a kind node image with
