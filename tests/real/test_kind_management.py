@@ -186,11 +186,23 @@ def test_metallb_gives_a_load_balancer_an_address_a_container_on_the_network_rea
             "spec": l2_advertisement_spec(),
         },
     ]
-    pool_yaml = yaml.safe_dump_all(resources)
-    wait_until(  # the webhook answers a little after the Deployment is available
-        lambda: management.kubectl("apply", "-f", "-", stdin=pool_yaml, check=False).returncode == 0,
-        WAIT, "MetalLB's webhook to admit the pool", interval=3,
-    )  # fmt: skip
+    # The lab's own wait, judged by MetalLB's real webhook: it serves a little after the Deployment is available.
+    waited = script(
+        "wait-metallb.sh",
+        {**management.env, "PROBE_JSON": json.dumps(resources[0]), "TIMEOUT": str(WAIT)},
+        stdin=management.kubeconfig.read_text(),
+        timeout=WAIT + 60,
+    )
+    assert waited.returncode == 0, waited.stderr
+    management.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(resources))
+    # A later make up that changes the pool dry-runs a create of a pool that exists: admitted, not waited on.
+    again = script(
+        "wait-metallb.sh",
+        {**management.env, "PROBE_JSON": json.dumps(resources[0]), "TIMEOUT": "60"},
+        stdin=management.kubeconfig.read_text(),
+        timeout=120,
+    )
+    assert again.returncode == 0 and "ready: MetalLB's webhook" in again.stderr, again.stderr
     busybox = gpulab_kind_node(KUBERNETES).workload_image
     management.apply(
         [
