@@ -84,8 +84,16 @@ JOINABLE_PATCHES = {
 # pod-ready) with the lock still held, and the next GPU pod's bind fails on it (`node ... has been locked within`,
 # a warning and kube-scheduler's back-off). The flag is kwok v0.8.0's (pkg/kwok/cmd/root.go; deprecated for the
 # Stage API, whose stages would replace every default one); BindTimeRole writes `success` after the release.
+#
+# And no leader election: one instance each, so no lease to lose. kube-controller-manager and kube-scheduler exit
+# when they cannot renew theirs within its renew deadline (client-go tools/leaderelection, 10 s by default), which an
+# API server starved of CPU misses (seen: 11 of 20 tenants' kube-controller-managers gone after `make up` of 20
+# tenants beside other work, and nothing started them again). `--leader-elect` is honoured with or without a
+# scheduler configuration file (kubernetes v1.36.4 cmd/kube-scheduler/app/options/options.go ApplyLeaderElectionTo).
 KWOK_PATCHES = {
     "kwok-controller": [("disregard-status-with-annotation-selector", "hami.io/bind-phase=allocating")],
+    "kube-controller-manager": [("leader-elect", "false")],
+    "kube-scheduler": [("leader-elect", "false")],
 }
 # Of the patches' arguments, those kwokctl v0.8.0 itself passes (pkg/kwokctl/components/kwok_controller.go).
 KWOKCTL_SETS = {"manage-all-nodes"}
@@ -121,7 +129,8 @@ COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-schedul
 # may grow GOGC % over the live heap before a collection; default 100). At 25 a tenant's programs took 416-438 MB
 # PSS instead of 531-575, for a start about 3 s slower (benchmarks/process_lab.py, docs/performance.md).
 GO_GC = "25"
-LEASE_HOLDERS = ("kube-controller-manager", "kube-scheduler")  # leader-elected: they exit when the lease is lost
+# Leader-elected in clusters made before KWOK_PATCHES turned it off: they exit when the lease is lost.
+LEASE_HOLDERS = ("kube-controller-manager", "kube-scheduler")
 
 
 def missing_programs(bin_dir: Path) -> list[str]:

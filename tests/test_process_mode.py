@@ -290,6 +290,10 @@ def test_every_clusters_kwok_controller_leaves_a_pod_hami_has_not_allocated_pend
     if address is not None:
         assert document["options"]["kubeApiserverCertSANs"] == [address]
         assert kwok["manage-nodes-with-annotation-selector"] == "kwok.x-k8s.io/node=fake"
+    # One instance each, no lease to lose (tests/real/test_process_restart.py starves the API server).
+    for component in ("kube-controller-manager", "kube-scheduler"):
+        args = {arg["key"]: arg for arg in next(p for p in patches if p["name"] == component)["extraArgs"]}
+        assert args["leader-elect"]["value"] == "false" and args["leader-elect"]["override"] is False
 
 
 def _ignores_term(marker: Path) -> list[str]:

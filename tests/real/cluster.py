@@ -130,17 +130,17 @@ def create(base: Path) -> Cluster:
 
 
 def wait_ready(cluster: Cluster, timeout: float = 90) -> None:
-    """The API server answers /readyz, and the controller manager and scheduler run (each holds its leader
-    lease, and the service account controller gave `default` its account, which every Pod create needs)."""
+    """The API server answers /readyz, and every component runs (its pid file names a live process; no leader
+    lease to wait for: process_lab/control_plane.py KWOK_PATCHES), and the controller manager's service account
+    controller gave `default` its account, which every Pod create needs."""
 
     def ready() -> bool:
         return cluster.kubectl("get", "--raw", "/readyz", timeout=20).stdout.strip() == "ok"
 
     name = cluster.plane.name
     wait_until(ready, timeout, f"kube-apiserver of {name} to answer /readyz with ok", interval=POLL)
-    for lease in ("kube-controller-manager", "kube-scheduler"):
-        holder = lambda lease=lease: cluster.get("lease", "-n", "kube-system", lease)  # noqa: E731
-        wait_until(holder, timeout, f"the {lease} leader lease in kube-system", interval=POLL)
+    running = lambda: not cluster.plane.stopped_components()  # noqa: E731
+    wait_until(running, timeout, f"every component of {name} to run", interval=POLL)
     account = lambda: cluster.get("serviceaccount", "default")  # noqa: E731
     wait_until(account, timeout, "service account default/default", interval=POLL)
 

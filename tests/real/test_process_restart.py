@@ -1,4 +1,4 @@
-"""A user's objects survive every process of a process-mode tenant dying (issue 42 item 1).
+"""A user's objects survive every process of a process-mode tenant dying, and no process dies of a starved API server.
 
 `make up STACK=sim` refreshes first: each resource's provider reads what it finds, then diffs the program's
 inputs against that and creates, updates, replaces or keeps. Here the same providers (components/
@@ -34,12 +34,16 @@ from process_lab.commands import zombie
 from process_lab.control_plane import COMPONENTS, ControlPlane, lost_data
 from process_lab.hami_scheduler import find_hami_scheduler
 from process_lab.stack import TenantProcesses
+from tests.acceptance.helpers import wait_until
 
 pytestmark = pytest.mark.real
 CLUSTER = "gpulab-restart"
 NODE = "restart-gpu-0"
 REGISTER = '[{"id":"GPU-MOCK-restart-0","count":10,"devmem":81920,"devcore":100,"type":"NVIDIA-A100","health":true}]'
 CAPACITY = {"nvidia.com/gpu": 10, "nvidia.com/gpumem": 81920, "nvidia.com/gpucores": 100}
+# component-base's leader-election defaults for both programs (k8s.io/component-base config/v1alpha1 defaults.go:
+# leaseDuration 15 s, renewDeadline 10 s): a stop of the API server longer than both loses any lease.
+LEASE_FAULT = 15 + 10
 
 
 def settle(provider, id_: str, state: dict[str, Any], inputs: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -168,6 +172,44 @@ def test_a_users_objects_survive_kill_9_and_make_up(tenant: Tenant, victims: tup
     assert tenant.control_plane.kubeconfig.read_text() == kubeconfig, "a saved kubeconfig stops working"
     users_objects_survive(tenant)
     assert tenant.refresh_and_up() == dict.fromkeys(happened, "kept"), "a second make up changes nothing"
+
+
+def test_a_starved_api_server_stops_no_control_plane_process(tenant: Tenant) -> None:
+    """Boundary: client-go's leader election in the real kube-controller-manager and kube-scheduler v1.36.4: a
+    leader that cannot renew its lease within the renew deadline (10 s) exits. The API server stopped (SIGSTOP, as
+    a host starved of CPU leaves it) for longer than that, then continued: with one instance each and no leader
+    election, every process still runs and the tenant reconciles (its controllers make a ReplicaSet's pods)."""
+    before = tenant.pids()
+    apiserver = before["kube-apiserver"]
+    os.kill(apiserver, signal.SIGSTOP)
+    try:
+        # The fault lasts past the deadlines a leader would miss; no state of the stopped API server to poll.
+        time.sleep(LEASE_FAULT)
+    finally:
+        os.kill(apiserver, signal.SIGCONT)
+    tenant.control_plane.wait_ready(120)
+    gone = [name for name, pid in before.items() if zombie(pid) or not Path(f"/proc/{pid}").exists()]
+    assert not gone, f"exited while the API server was stopped: {gone}"
+    assert tenant.control_plane.stopped_components() == []
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "after-the-stop", "namespace": "default"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "after-the-stop"}},
+            "template": {
+                "metadata": {"labels": {"app": "after-the-stop"}},
+                "spec": {"nodeName": NODE, "containers": [{"name": "main", "image": "busybox"}]},
+            },
+        },
+    }
+    tenant.kubectl("apply", "-f", "-", stdin=json.dumps(deployment))
+    wait_until(
+        lambda: tenant.kubectl("get", "pods", "-l", "app=after-the-stop", "-o", "name").stdout.strip(),
+        120, "kube-controller-manager to make the Deployment's pod after the stop",
+    )  # fmt: skip
+    tenant.kubectl("delete", "deployment", "after-the-stop", "--wait=false")
 
 
 def test_only_a_control_plane_whose_data_is_gone_is_made_anew_and_says_so(real_bin: Path, tmp_path: Path) -> None:
