@@ -27,6 +27,7 @@ from diagnose.redact import redact, scrub_text
 from diagnose.runner import STOP_SIGNALS, Runner
 from model.stack import ROOT, StackError, stack_config, stack_name
 from model.stack_file import stack_problem
+from process_lab.preflight import bin_dir
 
 
 def _remove_stale(reports: Path) -> None:
@@ -107,7 +108,9 @@ def collect(args: argparse.Namespace, runner: Runner, stack: str, private: Path)
         if docker_info is not None and not process_mode:
             out.findings += collector.docker(expected, lab.management.network_name)
         if process_mode:
-            collector.process_logs(args.project_dir / ".state" / "process" / stack)
+            state = args.project_dir / ".state" / "process" / stack
+            out.findings += host_findings.process_findings(state, stack, bin_dir())
+            collector.process_logs(state)
             return out
 
     # Host kernel settings: /proc/sys is the Docker host's only when the daemon runs here.

@@ -1,8 +1,9 @@
-"""Findings about the Docker host: kernel settings, Docker itself, and kind's clusters."""
+"""Findings about the host: kernel settings, Docker itself, kind's clusters, and process mode's control planes."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from diagnose.analyze import (
@@ -13,6 +14,7 @@ from diagnose.analyze import (
     FIX_INOTIFY,
     Finding,
 )
+from process_lab.resume import stopped_control_planes
 
 BRIDGE_NF = "net.bridge.bridge-nf-call-iptables"
 
@@ -109,3 +111,20 @@ def kind_findings(clusters: list[str] | None, name: str) -> list[Finding]:
 
 def now_utc() -> datetime:
     return datetime.now(UTC)
+
+
+def process_findings(stack_folder: Path, stack: str, bin_dir: Path) -> list[Finding]:
+    """Process mode: a tenant whose control-plane programs are not all running (killed, crashed, the host
+    rebooted), each named; its data is there, so `make up` starts them again on it (process_lab/resume.py)."""
+    return [
+        Finding(
+            f"tenant {tenant}",
+            "control plane",
+            f"{', '.join(control_plane.stopped_components())} not running",
+            "",
+            f"`make up STACK={stack}` starts them again on the tenant's data; their logs: "
+            f"{control_plane.cluster_dir.relative_to(stack_folder.parent.parent.parent)}/logs/",
+            "control-plane process gone",
+        )
+        for tenant, control_plane in stopped_control_planes(stack_folder, bin_dir)
+    ]

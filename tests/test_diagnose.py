@@ -1375,3 +1375,42 @@ def test_a_bridge_tenant_without_calico_is_healthy_and_a_calico_one_is_not() -> 
         "kube-system/calico-kube-controllers: Deployment not found",
         "kube-system/calico-node: DaemonSet not found",
     ]
+
+
+def test_process_mode_names_a_tenants_control_plane_program_that_is_gone(tmp_path: Path) -> None:
+    """Boundary: kwokctl's binary runtime keeps a pid file per component (kwok v0.8.0 pkg/kwokctl/runtime/exec.go);
+    a component killed or crashed leaves one naming a process that is gone (here a kube-controller-manager that
+    exited), the others name live processes whose command line carries the cluster's folder."""
+    from diagnose.host_findings import process_findings
+    from process_lab.control_plane import COMPONENTS
+
+    project = tmp_path / "project"
+    stack_folder = project / ".state" / "process" / "sim"
+    cluster = stack_folder / "tenant-a" / "kwok" / "clusters" / "gpulab-tenant-a"
+    (cluster / "etcd" / "member" / "wal").mkdir(parents=True)
+    (cluster / "kwok.yaml").write_text("kind: KwokctlConfiguration\n")
+    (cluster / "pids").mkdir()
+    running = subprocess.Popen(
+        ["bash", "-c", "sleep 60; :", str(cluster)]
+    )  # no exec: its command line keeps the folder
+    exited = subprocess.Popen(["true"])
+    exited.wait()
+    try:
+        for component in COMPONENTS:
+            pid = exited.pid if component == "kube-controller-manager" else running.pid
+            (cluster / "pids" / f"{component}.pid").write_text(f"{pid}\n")
+        [finding] = process_findings(stack_folder, "sim", tmp_path / "bin")
+        assert (finding.where, finding.component, finding.reason) == (
+            "tenant tenant-a",
+            "control plane",
+            "kube-controller-manager not running",
+        )
+        assert finding.fix == (
+            "`make up STACK=sim` starts them again on the tenant's data; their logs: "
+            ".state/process/sim/tenant-a/kwok/clusters/gpulab-tenant-a/logs/"
+        )
+        (cluster / "pids" / "kube-controller-manager.pid").write_text(f"{running.pid}\n")
+        assert process_findings(stack_folder, "sim", tmp_path / "bin") == []
+    finally:
+        running.kill()
+        running.wait()

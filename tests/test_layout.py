@@ -33,7 +33,7 @@ ALLOWED = {
     "scripts": {"model"},
     "report": {"model"},
     "preview": {"model", "policies", "hami", "process_lab"},  # runs the program (__main__.py) by path
-    "diagnose": {"model", "components"},  # the names the components give what they create
+    "diagnose": {"model", "components", "process_lab"},  # the components' names; process mode's processes
     "benchmarks": {"model", "policies", "hami", "process_lab"},
 }
 # The components of each runtime (issue 39): __main__.py picks one set; none imports another runtime's, and the
