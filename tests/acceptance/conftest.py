@@ -64,6 +64,15 @@ def lab() -> Lab:
     except StackError as error:
         # `make verify` asked for the live suite: no lab is a failure, never a vacuous pass.
         pytest.fail(f"no live gpulab lab: {error}", pytrace=False)
+    if config.process_mode:  # a tenant whose control-plane programs do not all run fails every case in its own way
+        from diagnose.host_findings import process_findings
+        from model.stack import ROOT, stack_name
+        from process_lab.preflight import bin_dir
+
+        stack = stack_name()
+        gone = process_findings(ROOT / ".state" / "process" / stack, stack, bin_dir())
+        if gone:
+            pytest.fail("; ".join(f"{f.where}: {f.reason} ({f.fix})" for f in gone), pytrace=False)
     from model.kube_client import api_client  # keys in memory, never in $TMPDIR
 
     kubeconfigs = {t.name: yaml.safe_load(outputs[f"{t.output_stem}_kubeconfig"]) for t in config.tenants}
