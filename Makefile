@@ -179,6 +179,8 @@ destroy:
 ifeq ($(RUNTIME),process)
 	@$(MAKE) --no-print-directory --silent $(VENV)/.installed  # silent: no "is up to date" line
 	@$(PY) -m process_lab.preflight --destroy --stack $(STACK)
+	@# A tenant's stopped programs first, on its data: a foreground deletion waits for its garbage collector.
+	@$(RESUME) $(STACK)
 else
 	bash scripts/preflight.sh --docker-only
 	@$(MAKE) --no-print-directory prereqs

@@ -20,3 +20,14 @@ def test_destroy_refreshes_first() -> None:
     assert destroy == ["python3 scripts/up_outcome.py --passthrough dev pulumi destroy --yes --refresh --stack dev"], (
         dry.stdout
     )
+
+
+def test_a_process_mode_destroy_starts_stopped_control_plane_programs_first() -> None:
+    """A tenant whose kube-controller-manager is gone never finishes a foreground deletion (its garbage collector
+    removes the `foregroundDeletion` finalizer): seen, a ValidatingAdmissionPolicyBinding held `make down` for over
+    35 minutes. The destroy starts what stopped on the tenant's data (process_lab/resume.py) before pulumi runs."""
+    dry = subprocess.run(["make", "-n", "destroy", "STACK=sim"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    lines = dry.stdout.splitlines()
+    resume = next(i for i, line in enumerate(lines) if line.endswith("-m process_lab.resume sim"))
+    destroy = next(i for i, line in enumerate(lines) if "pulumi destroy" in line and not line.startswith("echo"))
+    assert resume < destroy, dry.stdout
