@@ -33,6 +33,7 @@ from components.process_resources import (
 from process_lab.commands import zombie
 from process_lab.control_plane import COMPONENTS, ControlPlane, lost_data
 from process_lab.hami_scheduler import find_hami_scheduler
+from process_lab.resume import stopped_control_planes
 from process_lab.stack import TenantProcesses
 from tests.acceptance.helpers import wait_until
 
@@ -210,6 +211,29 @@ def test_a_starved_api_server_stops_no_control_plane_process(tenant: Tenant) -> 
         120, "kube-controller-manager to make the Deployment's pod after the stop",
     )  # fmt: skip
     tenant.kubectl("delete", "deployment", "after-the-stop", "--wait=false")
+
+
+def test_a_foreground_delete_held_by_a_killed_controller_manager_ends_once_make_down_starts_it(
+    tenant: Tenant,
+) -> None:
+    """Boundary: the real API server keeps an object deleted in the foreground, with its `foregroundDeletion`
+    finalizer, until kube-controller-manager's garbage collector removes it; with that process killed, nothing
+    does (seen: `make down` held over 35 minutes by a ValidatingAdmissionPolicyBinding). What `make down` runs
+    first (process_lab/resume.py) starts it again, and the delete ends."""
+    kill_hard(tenant.pids()["kube-controller-manager"])
+    tenant.kubectl("create", "configmap", "held-by-the-finalizer", "--from-literal=a=b")
+    tenant.kubectl("delete", "configmap", "held-by-the-finalizer", "--cascade=foreground", "--wait=false")
+    held = json.loads(tenant.kubectl("get", "configmap", "held-by-the-finalizer", "-o", "json").stdout)
+    assert held["metadata"]["finalizers"] == ["foregroundDeletion"] and held["metadata"].get("deletionTimestamp")
+    stack_folder = tenant.control_plane.workdir.parent.parent
+    [(_, stopped)] = stopped_control_planes(stack_folder, tenant.control_plane.bin_dir)
+    assert stopped.start() == ["kube-controller-manager"]
+    wait_until(
+        lambda: "NotFound" in tenant.control_plane.kubectl(
+            "get", "configmap", "held-by-the-finalizer", check=False
+        ).stderr,
+        120, "the garbage collector to finish the foreground deletion",
+    )  # fmt: skip
 
 
 def test_only_a_control_plane_whose_data_is_gone_is_made_anew_and_says_so(real_bin: Path, tmp_path: Path) -> None:
