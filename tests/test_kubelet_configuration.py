@@ -16,7 +16,7 @@ import json
 import pytest
 from shared_data import ROOT
 
-from components.tenant_control_plane import control_plane_spec
+from model.kamaji import control_plane_spec
 from model.config.loading import load_stack_file
 
 KAMAJI_KUBELET_CONFIGURATION = ROOT / "tests" / "fixtures" / "kamaji" / "kubelet-configuration.json"

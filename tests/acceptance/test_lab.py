@@ -14,7 +14,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from components.tenant_control_plane import control_plane_namespace
+from model.kamaji import control_plane_namespace
 from model.catalog import totals
 from model.quantity import parse_quantity
 from tests.acceptance.helpers import (

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from shared_data import ROOT, upstream_path
 
-from components.tenant_control_plane import webhook_probe
+from model.kamaji import webhook_probe
 from model.config.loading import load_stack_file
 from model.names import KAMAJI_DATASTORE, KAMAJI_NAMESPACE
 from tests.acceptance.helpers import wait_until
