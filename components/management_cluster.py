@@ -19,9 +19,9 @@ import pulumi_kubernetes as k8s
 from components.image_cache import ImageCache
 from components.shell import script, script_command
 from components.sources import manifest_file, release_chart, sources
-from model.kamaji import webhook_probe
 from model.config import LabConfig, secret
 from model.image_ref import ImageRef
+from model.kamaji import webhook_probe
 from model.names import (  # re-exported: the program reads them here
     CERT_MANAGER_NAMESPACE,
     KAMAJI_DATASTORE,

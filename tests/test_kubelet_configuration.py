@@ -16,8 +16,8 @@ import json
 import pytest
 from shared_data import ROOT
 
-from model.kamaji import control_plane_spec
 from model.config.loading import load_stack_file
+from model.kamaji import control_plane_spec
 
 KAMAJI_KUBELET_CONFIGURATION = ROOT / "tests" / "fixtures" / "kamaji" / "kubelet-configuration.json"
 TENANTS = load_stack_file(ROOT / "Pulumi.dev.yaml").tenants

@@ -281,8 +281,8 @@ def test_inventory_restarts_hami_only_when_the_annotation_changes(tmp_path: Path
 
 def reference_probe() -> str:
     """The PROBE_JSON the program hands wait-kamaji.sh for the reference stack."""
-    from model.kamaji import webhook_probe
     from model.config.loading import load_stack_file
+    from model.kamaji import webhook_probe
 
     return webhook_probe(load_stack_file(ROOT / "Pulumi.dev.yaml").tenants, "kamaji-system")
 

@@ -14,8 +14,8 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from model.kamaji import control_plane_namespace
 from model.catalog import totals
+from model.kamaji import control_plane_namespace
 from model.quantity import parse_quantity
 from tests.acceptance.helpers import (
     disposable_namespace,
