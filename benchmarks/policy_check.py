@@ -19,8 +19,10 @@ does not fit keeps one placement and searches only where first fit fails.
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -68,6 +70,7 @@ def run_bulk(package: dict[str, ModuleType], shapes, manifests) -> tuple[float, 
 def baseline_package() -> dict[str, ModuleType] | str:
     """The baseline policy modules, loaded from git under another package name; or why not."""
     directory = Path(tempfile.mkdtemp(prefix="gpulab-bench-"))
+    atexit.register(shutil.rmtree, directory, True)  # the modules stay loaded; their files go with the process
     package = directory / "policies_baseline"
     package.mkdir()
     (package / "__init__.py").write_text("")
@@ -93,9 +96,7 @@ def adversarial_case(rng: random.Random) -> tuple[TenantInventory, list]:
         CardSpec(f"g{i}", "NVIDIA-X", rng.choice([16384, 24576, 49152, 81920])) for i in range(rng.randint(3, 5))
     )
     inventory = TenantInventory("t", cards, PodLimits(), None, (), "spread")
-    from multinode_check import adversarial_pods
-
-    workloads = adversarial_pods(rng)
+    workloads = multinode_check.adversarial_pods(rng)
     return inventory, workloads
 
 

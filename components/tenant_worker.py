@@ -286,6 +286,14 @@ class TenantWorker(pulumi.ComponentResource):
             environment={"TOKEN_ID": material.stdout.apply(token_id_of), "TENANT": tenant.name},
             opts=pulumi.ResourceOptions(parent=self, depends_on=[join]),
         )
+        # On destroy only: the join's lock file on this host goes with the container.
+        script_command(
+            f"{prefix}-join-unlock",
+            None,
+            delete="worker-join-unlock.sh",
+            environment={"CONTAINER": container.name},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[join]),
+        )
         return join
 
     def _ssh_node(self, index: int, worker: SshWorker) -> pulumi.Resource:

@@ -282,4 +282,9 @@ kubeconfig_from_stdin() {
 
 # kubectl with a per-request timeout (an API server that accepts connections but never answers fails
 # the call), and the whole call bounded (--request-timeout does not cover exec credential plugins).
+# container_join_lock CONTAINER: the host-side file worker-join.sh locks for a container worker's joins. Not make's
+# private TMPDIR for pulumi (GPULAB_TMPDIR keeps the user's): every run must find the same file, until the
+# container is gone (worker-join-unlock.sh removes it on destroy).
+container_join_lock() { printf '%s/gpulab-join.%s.lock' "${GPULAB_TMPDIR:-${TMPDIR:-/tmp}}" "$1"; }
+
 kc() { bounded "${GPULAB_CALL_TIMEOUT:-60}" kubectl --request-timeout="${GPULAB_REQUEST_TIMEOUT:-20s}" "$@"; }

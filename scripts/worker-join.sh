@@ -99,8 +99,7 @@ end_node_join() {
 # util-linux) is held by the open file, so also by every process the run started: the `kubeadm join` of a run
 # killed with KILL holds it until lib.sh's next run ends it (it records the process groups of its calls).
 if [ -n "${CONTAINER:-}" ]; then
-  # Not make's private TMPDIR for pulumi (GPULAB_TMPDIR keeps the user's): the next run's must be the same file.
-  join_lock_file="${GPULAB_TMPDIR:-${TMPDIR:-/tmp}}/gpulab-join.$CONTAINER.lock"
+  join_lock_file=$(container_join_lock "$CONTAINER")
 else
   join_lock_file="$node_dir/gpulab-join.lock"
 fi

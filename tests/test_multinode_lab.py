@@ -161,6 +161,8 @@ NEW_RESOURCES = {
         "kubernetes:admissionregistration.k8s.io/v1:MutatingAdmissionPolicyBinding",
         "management-kamaji-pull-policy-binding",
     ),
+    # On destroy, a container worker's join lock file goes from the host's temp folder (worker-join-unlock.sh).
+    *(("command:local:Command", f"{tenant}-worker-join-unlock") for tenant in ("tenant-a", "tenant-b")),
     # The tenants' kube-proxy, gpulab's instead of Kamaji's addon (model/kube_proxy.py); Calico waits for it.
     *(
         (type_, f"{tenant}-kube-proxy-{suffix}")

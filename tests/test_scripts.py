@@ -127,6 +127,18 @@ def run_container_join(tmp_path: Path, stdin: str | None = None, **env: str) -> 
     return run_script("worker-join.sh", tmp_path, stdin=container_material() if stdin is None else stdin, **env)
 
 
+def test_a_container_joins_lock_file_goes_with_the_lab(tmp_path: Path) -> None:
+    """worker-join.sh keeps its lock file in the user's temp folder between runs (a re-run must find it); destroy
+    runs worker-join-unlock.sh, and nothing of the join is left there (seen: one file per worker after make down)."""
+    lock = tmp_path / "gpulab-join.tenant-a-worker.lock"
+    result = run_container_join(tmp_path, FAKE_JOINED="1")
+    assert result.returncode == 0, result.stderr
+    assert lock.exists()
+    unlocked = run_script("worker-join-unlock.sh", tmp_path, stdin="", CONTAINER="tenant-a-worker")
+    assert unlocked.returncode == 0, unlocked.stderr
+    assert not lock.exists()
+
+
 def node_written(tmp_path: Path) -> str:
     """Every file written into the node container, path and contents (the fake docker records them)."""
     return (tmp_path / "node-written").read_text() if (tmp_path / "node-written").exists() else ""

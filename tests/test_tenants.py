@@ -283,6 +283,11 @@ def test_a_container_join_gets_a_join_configuration_never_the_admin_kubeconfig()
         assert program.depends_on(delete, join)
         # A replaced container is joined again with a new token: its id is in both Commands' inputs.
         assert environment["CONTAINER_ID"] == join.inputs["environment"]["CONTAINER_ID"] == f"{node.name}-id"
+        # On destroy only, the join's lock file on the Pulumi host goes (worker-join-unlock.sh).
+        unlock = program.named(f"{tenant}-worker-join-unlock")
+        assert "create" not in unlock.inputs or not unlock.inputs["create"]
+        assert unlock.inputs["delete"] == "bash scripts/worker-join-unlock.sh"
+        assert unlock.inputs["environment"] == {"CONTAINER": join.inputs["environment"]["CONTAINER"]}
 
 
 def test_calico_is_pinned_applied_through_the_tenant_and_transformed(program) -> None:
