@@ -1,7 +1,6 @@
 """TenantControlPlane: one Kamaji control plane per tenant, on a MetalLB IP, and its admin kubeconfig.
 
-Every value below follows Kamaji 26.8.2-edge (api/v1alpha1/tenantcontrolplane_types.go) and, in tests, is
-checked against its CRD schema (charts/kamaji/crds/kamaji.clastix.io_tenantcontrolplanes.yaml).
+Its spec is model/kamaji.py's, which wait-kamaji.sh's probe shares; Kamaji 26.8.2-edge's CRD judges both in tests.
 """
 
 from __future__ import annotations
@@ -17,8 +16,6 @@ from components.parts import tenant_provider
 from components.shell import script_command
 from model.config import Tenant
 from model.kamaji import (
-    READY_TIMEOUT_SECONDS,
-    STARTUP_SECONDS,
     control_plane_namespace,
     control_plane_spec,
 )
@@ -27,6 +24,9 @@ from model.names import KAMAJI_MAX_ANNOTATION, TENANT_LABEL
 
 if TYPE_CHECKING:
     from components.management_cluster import ManagementCluster
+
+
+READY_TIMEOUT_SECONDS = 900  # Pulumi's wait for the TenantControlPlane's Ready condition
 
 
 class KamajiTenantControlPlane(pulumi.CustomResource):
@@ -94,7 +94,7 @@ class TenantControlPlane(pulumi.ComponentResource):
         tenant: Tenant,
         management: ManagementCluster,
         kamaji_max_kubernetes: str,
-        startup_seconds: int = STARTUP_SECONDS,
+        startup_seconds: int,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpulab:index:TenantControlPlane", name, None, opts)

@@ -14,6 +14,7 @@ from diagnose.analyze import (
     FIX_INOTIFY,
     Finding,
 )
+from diagnose.cluster_findings import process_logs
 from process_lab.resume import stopped_control_planes
 
 BRIDGE_NF = "net.bridge.bridge-nf-call-iptables"
@@ -122,8 +123,8 @@ def process_findings(stack_folder: Path, stack: str, bin_dir: Path) -> list[Find
             "control plane",
             f"{', '.join(control_plane.stopped_components())} not running",
             "",
-            f"`make up STACK={stack}` starts them again on the tenant's data; their logs: "
-            f"{control_plane.cluster_dir.relative_to(stack_folder.parent.parent.parent)}/logs/",
+            f"`make up STACK={stack}` starts them again on the tenant's data; their logs are under "
+            f"{process_logs(stack, tenant)}",
             "control-plane process gone",
         )
         for tenant, control_plane in stopped_control_planes(stack_folder, bin_dir)

@@ -20,7 +20,6 @@ from model.names import KAMAJI_DATASTORE
 
 API_PORT = 6443
 KONNECTIVITY_PORT = 8132
-READY_TIMEOUT_SECONDS = 900
 # Kamaji probes each control-plane container with 3 failures 10 s apart and a 1 s timeout, startup included
 # (internal/builders/controlplane/deployment.go, defaultProbe): a tenant API server that needs more than about 30 s
 # to start is restarted, and on a busy 2-core host they took up to about 100 s and were restarted 8-10 times
@@ -118,12 +117,13 @@ def control_plane_spec(tenant: Tenant, startup_seconds: int = STARTUP_SECONDS) -
 WEBHOOK_PROBE_PREFIX = "gpulab-probe-"  # + a tenant name (at most 40): a DNS-1035 label, as Kamaji asks
 
 
-def webhook_probe(tenants: list[Tenant], namespace: str, startup_seconds: int = STARTUP_SECONDS) -> str:
+def webhook_probe(tenants: list[Tenant], namespace: str, startup_seconds: int) -> str:
     """What wait-kamaji.sh dry-runs on the server before any TenantControlPlane is made: each tenant's as this
     program creates it (control_plane_spec), named as a probe, in a List (JSON). The very spec, not a second one:
     Kamaji's mutating webhook computes its patch on the Go struct, and the API server applies it to the object as
     sent (Kamaji internal/webhook/utils/jsonpatch.go; k8s.io/apiserver pkg/admission/plugin/webhook/mutating/
-    dispatcher.go), and the CRD's rules read fields a short spec lacks (`self.networkProfile...`)."""
+    dispatcher.go), and the CRD's rules read fields a short spec lacks (`self.networkProfile...`).
+    `startup_seconds`: the stack's management.controlPlaneStartupTimeout, as the TenantControlPlanes get it."""
     items = [
         {
             "apiVersion": "kamaji.clastix.io/v1alpha1",

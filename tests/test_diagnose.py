@@ -1406,8 +1406,8 @@ def test_process_mode_names_a_tenants_control_plane_program_that_is_gone(tmp_pat
             "kube-controller-manager not running",
         )
         assert finding.fix == (
-            "`make up STACK=sim` starts them again on the tenant's data; their logs: "
-            ".state/process/sim/tenant-a/kwok/clusters/gpulab-tenant-a/logs/"
+            "`make up STACK=sim` starts them again on the tenant's data; their logs are under "
+            ".state/process/sim/tenant-a/ (process/tenant-a/ in this archive)"
         )
         (cluster / "pids" / "kube-controller-manager.pid").write_text(f"{running.pid}\n")
         assert process_findings(stack_folder, "sim", tmp_path / "bin") == []

@@ -296,7 +296,8 @@ def reference_probe() -> str:
     from model.config.loading import load_stack_file
     from model.kamaji import webhook_probe
 
-    return webhook_probe(load_stack_file(ROOT / "Pulumi.dev.yaml").tenants, "kamaji-system")
+    lab = load_stack_file(ROOT / "Pulumi.dev.yaml")
+    return webhook_probe(lab.tenants, "kamaji-system", lab.management.control_plane_startup_seconds)
 
 
 def test_wait_kamaji_passes_once_kamaji_admits_the_tenants_tcps(tmp_path: Path) -> None:

@@ -82,7 +82,8 @@ def established(cluster: Cluster, name: str) -> bool:
 
 
 def reference_probe() -> str:
-    return webhook_probe(load_stack_file(ROOT / "Pulumi.dev.yaml").tenants, KAMAJI_NAMESPACE)
+    lab = load_stack_file(ROOT / "Pulumi.dev.yaml")
+    return webhook_probe(lab.tenants, KAMAJI_NAMESPACE, lab.management.control_plane_startup_seconds)
 
 
 def test_the_hand_written_probe_is_refused_by_the_crds_rule(kamaji_api: Cluster) -> None:
