@@ -12,7 +12,7 @@ scratch=$GPULAB_RUN_DIR
 
 registered() {
   kc get node "$NODE_NAME" -o json >"$scratch/node.json" &&
-    kc get node "$NODE_NAME" -o jsonpath='{.metadata.annotations.hami\.io/node-nvidia-register}' | grep -q .
+    [ -n "$(kc get node "$NODE_NAME" -o jsonpath='{.metadata.annotations.hami\.io/node-nvidia-register}')" ]
 }
 
 wait_for "${TIMEOUT:-600}" "HAMi's device plugin to register the GPUs of $NODE_NAME" registered

@@ -38,7 +38,7 @@ lacks_sys_resource() {
 probe_image_ready() {
   docker image inspect "$probe_image" >/dev/null 2>&1 && return 0
   local root="$GPULAB_RUN_DIR/probe-root"
-  if ! dpkg-query -W -f '${Status}' busybox-static 2>/dev/null | grep -q 'ok installed'; then
+  if ! has_text 'ok installed' "$(dpkg-query -W -f '${Status}' busybox-static 2>/dev/null)"; then
     install_packages busybox-static
   fi
   mkdir -p "$root/bin"

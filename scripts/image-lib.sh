@@ -47,7 +47,7 @@ debian_mirror() {
   shopt -u nullglob
 }
 
-installed() { dpkg-query -W -f '${Status}' "$1" 2>/dev/null | grep -q 'ok installed'; }
+installed() { has_text 'ok installed' "$(dpkg-query -W -f '${Status}' "$1" 2>/dev/null)"; }
 
 ensure_packages() { # ensure_packages PACKAGE...: install those of Debian's PACKAGEs that are missing, with apt
   local missing=() package

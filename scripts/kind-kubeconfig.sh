@@ -12,7 +12,7 @@ source "${BASH_SOURCE[0]%/*}/kind-lib.sh"
 record=$RECORD
 unset RECORD # not for the children: a record is not secret, but nothing else belongs in their environment
 
-recorded=$(sed -n 's/^node=//p' <<<"$record" | head -n 1)
+recorded=$(sed -n 's/^node=//p' <<<"$record" | sed -n 1p)
 [ -n "$recorded" ] && [ "$(kind_node_id)" = "$recorded" ] ||
   die "kind cluster $CLUSTER_NAME is not the one gpulab created (node container ${recorded:0:12}); run pulumi up again"
 kind_kubeconfig

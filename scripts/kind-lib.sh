@@ -12,8 +12,8 @@ read_kind_record() {
   local previous=${GPULAB_PREVIOUS_STDOUT:-}
   RECORD_NODE="" RECORD_NETWORK="" RECORD_LEGACY_CA=""
   if grep -q '^node=' <<<"$previous"; then
-    RECORD_NODE=$(sed -n 's/^node=//p' <<<"$previous" | head -n 1)
-    RECORD_NETWORK=$(sed -n 's/^network=//p' <<<"$previous" | head -n 1)
+    RECORD_NODE=$(sed -n 's/^node=//p' <<<"$previous" | sed -n 1p)
+    RECORD_NETWORK=$(sed -n 's/^network=//p' <<<"$previous" | sed -n 1p)
   elif [ -n "$previous" ]; then
     RECORD_LEGACY_CA=$(awk '$1 == "certificate-authority-data:" { print $2; exit }' <<<"$previous")
     # Only a positive record makes the network gpulab's; anything else keeps it.
@@ -26,7 +26,7 @@ read_kind_record() {
   case "$RECORD_NETWORK" in "" | created | existing) ;; *) RECORD_NETWORK=existing ;; esac
 }
 
-kind_cluster_exists() { bounded 60 kind get clusters 2>/dev/null | grep -qx "$CLUSTER_NAME"; }
+kind_cluster_exists() { has_line "$CLUSTER_NAME" "$(bounded 60 kind get clusters 2>/dev/null)"; }
 
 # The id of the cluster's node container: unique per container, readable without the cluster's API.
 kind_node_id() { bounded 60 docker inspect --format '{{.Id}}' "$CLUSTER_NAME-control-plane" 2>/dev/null || true; }

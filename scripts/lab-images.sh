@@ -59,26 +59,31 @@ module_dir() { (cd "$root/tools/$1" && bounded 600 "$go" mod download -json "$2"
 kubernetes_version=$("$bin/kubeadm" version -o short)
 k8s_dir=$(module_dir kubernetes k8s.io/kubernetes)
 constants="$k8s_dir/cmd/kubeadm/app/constants/constants.go"
-constant() { sed -n "s/^[[:space:]]*$1 = \"\\(.*\\)\"/\\1/p" "$constants" | head -n 1; }
+constant() { sed -n "s/^[[:space:]]*$1 = \"\\(.*\\)\"/\\1/p" "$constants" | sed -n 1p; }
 etcd_tag=$(constant DefaultEtcdVersion)
 coredns_tag=$(constant CoreDNSVersion)
 pause_tag=$(constant PauseVersion)
 [ -n "$etcd_tag" ] && [ -n "$coredns_tag" ] && [ -n "$pause_tag" ] || die "cannot read kubeadm's image versions in $constants"
-"$bin/kubeadm-etcd" --version | grep -qx "etcd Version: ${etcd_tag%-*}" ||
-  die "kubeadm $kubernetes_version deploys etcd $etcd_tag; $bin/kubeadm-etcd is $("$bin/kubeadm-etcd" --version | head -n 1)"
-"$bin/coredns" -version | grep -qx "CoreDNS-${coredns_tag#v}" ||
-  die "kubeadm $kubernetes_version deploys CoreDNS $coredns_tag; $bin/coredns is $("$bin/coredns" -version | head -n 1)"
+# version_is PROGRAM LINE ARG...: PROGRAM ARG... prints LINE, or the lab image would carry another version.
+version_is() {
+  local printed
+  printed=$("$bin/$1" "${@:3}" 2>&1) || die "$bin/$1 ${*:3} failed: $(first_line "$printed")"
+  has_line "$2" "$printed" ||
+    die "kubeadm $kubernetes_version needs $bin/$1 to print '$2' (its version); it prints '$(first_line "$printed")'"
+}
+version_is kubeadm-etcd "etcd Version: ${etcd_tag%-*}" --version
+version_is coredns "CoreDNS-${coredns_tag#v}" -version
 for program in kube-apiserver kube-controller-manager kube-scheduler kube-proxy kubelet; do
-  "$bin/$program" --version | grep -qx "Kubernetes $kubernetes_version" || die "$bin/$program is not $kubernetes_version"
+  version_is "$program" "Kubernetes $kubernetes_version" --version
 done
 grep -q "sandbox_image = \"registry.k8s.io/pause:$pause_tag\"" "$recipe/kind/files/etc/containerd/config.toml" ||
   die "node-image/kind/files/etc/containerd/config.toml must name registry.k8s.io/pause:$pause_tag (kubeadm's pause)"
 kind_dir=$(module_dir kind sigs.k8s.io/kind)
 [ -f "$kind_dir/images/base/files/usr/local/bin/entrypoint" ] || die "no images/base/files in $kind_dir (the kind module)"
 local_path_version=$(sed -n 's/^require github.com\/rancher\/local-path-provisioner \(v[^ ]*\).*/\1/p; s/^[[:space:]]*github.com\/rancher\/local-path-provisioner \(v[^ ]*\).*/\1/p' \
-  "$root/tools/local-path-provisioner/go.mod" | head -n 1)
+  "$root/tools/local-path-provisioner/go.mod" | sed -n 1p)
 metallb_version=$(sed -n 's/^[[:space:]]*go.universe.tf\/metallb \(v[^ ]*\).*/\1/p; s/^require go.universe.tf\/metallb \(v[^ ]*\).*/\1/p' \
-  "$root/tools/metallb/go.mod" | head -n 1)
+  "$root/tools/metallb/go.mod" | sed -n 1p)
 [ -n "$local_path_version" ] && [ -n "$metallb_version" ] || die "cannot read the local-path-provisioner or MetalLB pin in tools/"
 busybox_version=$(dpkg-query -W -f '${Version}' busybox-static 2>/dev/null | sed 's/^[0-9]*://; s/-.*//')
 
@@ -94,7 +99,7 @@ tree="$cache/rootfs-${tree_key:0:16}"
 
 image_key=$(
   {
-    printf '%s\n' "kind-node 1" "$tree_key" "$busybox_ref" "$(gcc --version | head -n 1)" "${metallb_refs[@]}"
+    printf '%s\n' "kind-node 1" "$tree_key" "$busybox_ref" "$(gcc --version | sed -n 1p)" "${metallb_refs[@]}"
     sha "$0" "$root/scripts/image-lib.sh" "$k8s_dir/build/pause/linux/pause.c" "$busybox" \
       "${node_programs[@]/#/$bin/}" "${image_programs[@]/#/$bin/}"
     (cd "$kind_dir/images/base" && find files -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)

@@ -40,6 +40,16 @@ die() {
   exit 1
 }
 
+# A program's output is read whole, then searched: never `program | grep -q` (nor grep -m, head). The reader stops
+# at its first match, the program dies of SIGPIPE writing the rest, and pipefail fails the pipeline at random
+# (CI of 2026-12-04: `coredns -version | grep -qx CoreDNS-1.14.2` failed with that line in the output).
+# has_line LINE TEXT: TEXT has a line that is exactly LINE.
+has_line() { grep -qxF -- "$1" <<<"$2"; }
+# has_text PART TEXT: PART is somewhere in TEXT.
+has_text() { [[ $2 == *"$1"* ]]; }
+# first_line TEXT: TEXT's first line.
+first_line() { printf '%s\n' "${1%%$'\n'*}"; }
+
 GPULAB_EXIT_HOOKS=()
 # on_exit 'COMMAND': run COMMAND (evaluated then) when the script ends, last registered first.
 on_exit() { GPULAB_EXIT_HOOKS+=("$1"); }

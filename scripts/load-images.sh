@@ -16,11 +16,11 @@ containerd_answers() { bounded 20 docker exec "$NODE" ctr --namespace=k8s.io ver
 wait_for "${TIMEOUT:-120}" "containerd in $NODE" containerd_answers
 
 save_args=()
-if bounded 20 docker image save --help 2>/dev/null | grep -q -- '--platform'; then
+if has_text --platform "$(bounded 20 docker image save --help 2>/dev/null)"; then
   save_args=(--platform "$PLATFORM")
 fi
 for image in $IMAGES; do
-  if bounded 60 docker exec "$NODE" ctr --namespace=k8s.io images ls -q "name==$image" | grep -q .; then
+  if [ -n "$(bounded 60 docker exec "$NODE" ctr --namespace=k8s.io images ls -q "name==$image")" ]; then
     log "already in $NODE: $image"
     continue
   fi

@@ -41,7 +41,7 @@ started=$SECONDS
 source "${BASH_SOURCE[0]%/*}/image-lib.sh"
 
 if [ "${1:-}" = --mirror ]; then # the Debian source the tree would come from, and nothing else
-  debian_mirror "$suite" | head -n 1 | grep . || die "no Debian source for $suite (main) in $apt_dir"
+  debian_mirror "$suite" | sed -n 1p | grep . || die "no Debian source for $suite (main) in $apt_dir"
   exit 0
 fi
 [ "$(id -u)" = 0 ] || die "make node-image needs root (debootstrap and chroot)"
@@ -83,7 +83,7 @@ busybox_ref="$busybox_image:${busybox_version:-unknown}"
 
 image_key=$(
   {
-    printf '%s\n' "$tree_key" "$pause_image" "$busybox_ref" "$(gcc --version | head -n 1)"
+    printf '%s\n' "$tree_key" "$pause_image" "$busybox_ref" "$(gcc --version | sed -n 1p)"
     sha "$script" "$root/scripts/image-lib.sh" "$pause_dir/build/pause/linux/pause.c" "$busybox" "${programs[@]/#/$bin/}"
     (cd "$recipe" && find files -print0 | LC_ALL=C sort -z | xargs -0 stat -c '%n %a %F') # names and modes
     (cd "$recipe" && find files -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
@@ -99,7 +99,7 @@ if bounded 20 docker image inspect "$tag" >/dev/null 2>&1; then
 fi
 
 make_tree
-release_date=$(sed -n 's/^Date: //p' "$tree"/var/lib/apt/lists/*_Release 2>/dev/null | head -n 1)
+release_date=$(sed -n 's/^Date: //p' "$tree"/var/lib/apt/lists/*_Release 2>/dev/null | sed -n 1p)
 
 stage="$cache/stage"
 rm -rf "$stage"

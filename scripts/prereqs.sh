@@ -62,8 +62,8 @@ fetch() {
     die "download failed: $url"
   }
   if [ -z "$expected" ]; then
-    expected=$(get "$checksum_url" | grep -F "$(basename "$url")" | awk '{print $1}' | head -n1 || true)
-    [ -n "$expected" ] || expected=$(get "$checksum_url" | awk '{print $1}' | head -n1)
+    expected=$(get "$checksum_url" | grep -F "$(basename "$url")" | awk 'NR == 1 {print $1}' || true)
+    [ -n "$expected" ] || expected=$(get "$checksum_url" | awk 'NR == 1 {print $1}')
   fi
   echo "$expected  $partial" | sha256sum --check --status || {
     rm -f "$partial"
@@ -94,7 +94,7 @@ if [ "$need_kind" = yes ] && [ "$(kind version 2>/dev/null | awk '{print $2}')" 
   chmod +x "$bin/kind"
 fi
 
-if ! kubectl version --client 2>/dev/null | grep -q "Client Version: $KUBECTL_VERSION"; then
+if ! has_line "Client Version: $KUBECTL_VERSION" "$(kubectl version --client 2>/dev/null)"; then
   sha=""
   [ "$arch" = amd64 ] && sha=$KUBECTL_SHA256
   url="https://dl.k8s.io/release/$KUBECTL_VERSION/bin/linux/$arch/kubectl"

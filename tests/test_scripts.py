@@ -6,6 +6,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -69,6 +70,39 @@ def test_shellcheck_passes() -> None:
 @pytest.mark.parametrize("script", [s for s in SCRIPTS if s.name != "lib.sh"], ids=lambda path: path.name)
 def test_scripts_use_strict_mode(script: Path) -> None:
     assert "set -euo pipefail" in script.read_text()
+
+
+# A reader that stops early: grep -q, grep -m N, head. Piped from a program under pipefail, it fails the pipeline
+# whenever the program writes after the reader is gone (SIGPIPE); lib.sh's has_line and has_text read it whole.
+EARLY_READER = re.compile(r"\|\s*(grep\s+-[a-zA-Z]*[qm]|head\b)")
+SHELL_SOURCES = [*SCRIPTS, ROOT / ".ci" / "run", ROOT / "Makefile"]
+
+
+@pytest.mark.parametrize("source", SHELL_SOURCES, ids=lambda path: path.name)
+def test_no_program_is_piped_into_a_reader_that_stops_early(source: Path) -> None:
+    found = [
+        f"{source.name}:{number}: {line.strip()}"
+        for number, line in enumerate(source.read_text().splitlines(), 1)
+        if EARLY_READER.search(line) and not line.lstrip().startswith("#")
+    ]
+    assert not found, "read the output whole (lib.sh: has_line, has_text, first_line):\n" + "\n".join(found)
+
+
+def test_a_version_line_is_found_in_a_program_that_goes_on_writing(tmp_path: Path) -> None:
+    # The CI failure of 2026-12-04: coredns -version prints its version line, then more in a second write. A
+    # program that writes past a pipe's buffer after the line makes the race certain: `| grep -qx` fails here.
+    program = tmp_path / "version"
+    program.write_text("#!/bin/sh\necho CoreDNS-1.14.2\nseq 1 100000\n")
+    program.chmod(0o755)
+    check = (
+        f'source {ROOT}/scripts/lib.sh; has_line CoreDNS-1.14.2 "$({program})" && echo found; '
+        f'has_line CoreDNS-1.14.3 "$({program})" || echo absent; first_line "$({program})"'
+    )
+    result = subprocess.run(["bash", "-c", f"set -euo pipefail; {check}"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["found", "absent", "CoreDNS-1.14.2"]
+    piped = subprocess.run(["bash", "-c", f"set -euo pipefail; {program} | grep -qx CoreDNS-1.14.2"])
+    assert piped.returncode != 0, "the pattern the lint above refuses no longer fails: the test proves nothing"
 
 
 def test_every_script_a_command_names_exists() -> None:
