@@ -14,21 +14,21 @@ from collections.abc import Callable
 
 import pulumi
 
+from components.docker.image_cache import ImageCache
+from components.docker.management_cluster import ManagementCluster
+from components.docker.mock_gpu_node import MockGpuNode
+from components.docker.real_gpu_node import RealGpuNode
+from components.docker.sources import check_sources
+from components.docker.tenant_control_plane import TenantControlPlane
+from components.docker.tenant_worker import TenantWorker
 from components.gpu_admission import GpuAdmissionPolicy
 from components.gpu_workloads import GpuWorkloads
-from components.image_cache import ImageCache
 from components.kwok_workers import KwokWorkers
-from components.management_cluster import ManagementCluster
-from components.mock_gpu_node import MockGpuNode
 from components.node_container_workers import LabNetwork, NodeContainerWorkers
 from components.parts import TenantParts
 from components.process_control_plane import ProcessControlPlane, process_stack
 from components.process_gpu_node import ProcessGpuNode
-from components.real_gpu_node import RealGpuNode
-from components.sources import check_sources
-from components.tenant_control_plane import TenantControlPlane
 from components.tenant_namespaces import TenantNamespaces
-from components.tenant_worker import TenantWorker
 from model.config import LabConfig, Tenant, load_config
 from model.names import docker_name
 

@@ -1,7 +1,7 @@
 """Every image the lab runs, for a given config: one inventory, per part (management, each tenant).
 
 `python -m model.images [--stack NAME]` prints it, one fully qualified reference per line, sorted.
-`ImageCache` (components/image_cache.py) pulls the images that need a pull into the host's Docker
+`ImageCache` (components/docker/image_cache.py) pulls the images that need a pull into the host's Docker
 once and loads them into the nodes that run them; the tests render the pinned charts and manifests
 and fail if anything they would run is missing here (tests/test_images.py).
 

@@ -1,6 +1,6 @@
 """A tenant's node container, as kind runs a node (kind `pkg/cluster/internal/providers/docker/provision.go`,
 runArgsForNode and commonArgs), defined once: the Docker lab renders it for pulumi-docker
-(components/tenant_worker.py), process mode's node containers as `docker run` arguments (`run_args`).
+(components/docker/tenant_worker.py), process mode's node containers as `docker run` arguments (`run_args`).
 
 It is not labelled as a kind node, so `kind delete cluster` never touches it; its owner (Pulumi, or the dynamic
 resource that made it) removes it.

@@ -5,7 +5,8 @@ TenantControlPlanes, and on nothing else.
 Why: Kamaji 26.8.2-edge sets `PullAlways` on kube-apiserver and konnectivity-server (and kine, for SQL datastores)
 whatever the TCP says (internal/builders/controlplane/deployment.go buildKubeAPIServer and the kine container,
 konnectivity_server.go), and has no setting for it. So every start of a TCP pod asks the registry, and offline none
-starts, although gpulab loads every image the management node runs into it beforehand (components/image_cache.py).
+starts, although gpulab loads every image the management node runs into it beforehand
+(components/docker/image_cache.py).
 
 How: admissionregistration.k8s.io/v1 MutatingAdmissionPolicy, GA and on by default from Kubernetes v1.36
 (k8s.io/kubernetes pkg/features/kube_features.go, MutatingAdmissionPolicy; the plugin is on by default:

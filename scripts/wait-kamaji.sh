@@ -3,7 +3,7 @@
 # server-side dry run of each, with the very spec the program will create (PROBE_JSON), passes Kamaji's mutating
 # and validating webhooks (failurePolicy: Fail, so a TCP created earlier would be rejected; Kamaji
 # charts/kamaji/controller-gen/*-webhook.yaml, internal/webhook/handlers/) and the CRD's own rules.
-# stdin: management kubeconfig. env: PROBE_JSON (a List of TenantControlPlanes: components/tenant_control_plane.py
+# stdin: management kubeconfig. env: PROBE_JSON (a List of TenantControlPlanes: components/docker/tenant_control_plane.py
 # webhook_probe), NAMESPACE (kamaji-system), DATASTORE (default), TIMEOUT (s)
 set -euo pipefail
 # shellcheck source=lib.sh
@@ -22,6 +22,6 @@ tcp_dry_run() {
 wait_for "${TIMEOUT:-600}" "Kamaji DataStore ${DATASTORE:-default} to report status.ready=true" datastore_ready
 # A refusal of the probe is the refusal the tenants' TenantControlPlanes would get.
 GPULAB_WAIT_FIX="Kamaji would refuse the tenants' TenantControlPlanes the same way: the spec gpulab sends \
-(components/tenant_control_plane.py, control_plane_spec) must fit the Kamaji installed (versions.kamaji), \
+(components/docker/tenant_control_plane.py, control_plane_spec) must fit the Kamaji installed (versions.kamaji), \
 then run the same make command again"
 wait_for "${TIMEOUT:-600}" "Kamaji's webhooks and CRD to admit the tenants' TenantControlPlanes (server-side dry run)" tcp_dry_run

@@ -28,8 +28,8 @@ from test_scripts import (
     run_script,
 )
 
+from components.docker.tenant_worker import JOIN_TIMEOUT, join_token_ttl_minutes
 from components.shell import remote_script
-from components.tenant_worker import JOIN_TIMEOUT, join_token_ttl_minutes
 from scripts.join_config import EXPIRY_COMMENT, join_configuration
 
 
@@ -281,12 +281,12 @@ def test_a_joined_node_needs_no_live_token(tmp_path: Path) -> None:
 
 def test_the_token_join_config_makes_is_deleted_after_a_container_join(tmp_path: Path) -> None:
     """Boundary: a node container's three Commands as Pulumi runs them, one after the other (join-config.sh; then
-    worker-join.sh with its stdout; then delete-token.sh with the token id components/tenant_worker.py reads from
+    worker-join.sh with its stdout; then delete-token.sh with the token id components/docker/tenant_worker.py reads from
     that stdout), against the tenant's API (tests/fakes/kubectl) and the node (tests/fakes/docker). The token the
     first makes is the one the last deletes, and the node never sees the admin kubeconfig."""
     from test_join_config import KUBECONFIG as ADMIN  # with the CA data join-config.sh pins
 
-    from components.tenant_worker import token_id_of
+    from components.docker.tenant_worker import token_id_of
     from model.node_container import CONTAINER_PREFLIGHT
 
     made = run_script(

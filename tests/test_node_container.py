@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from lab_harness import lab_config
 
-from components.tenant_worker import container_args
+from components.docker.tenant_worker import container_args
 from model.config import parse_config
 from model.names import NODE_IMAGE_LABEL, TENANT_LABEL
 from model.node_container import NodeContainer

@@ -256,7 +256,7 @@ def test_kinds_the_pack_cannot_read_are_reported(resource_type: str, props: dict
 
 def test_patches_and_charts_without_gpu_requests_pass() -> None:
     """HAMi's own chart names its resources as values (`resourceMem: nvidia.com/gpumem`), never as keys."""
-    from components.hami_chart import hami_values
+    from components.docker.hami_chart import hami_values
 
     hami = resource("kubernetes:helm.sh/v3:Release", {"chart": "hami", "values": hami_values(TENANT_A, LAB)})
     scale = resource("kubernetes:apps/v1:DeploymentPatch", {"metadata": {"name": "web"}, "spec": {"replicas": 3}})

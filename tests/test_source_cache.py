@@ -1,4 +1,4 @@
-"""The Docker lab's source cache (model/sources.py, scripts/source_cache.py, components/sources.py).
+"""The Docker lab's source cache (model/sources.py, scripts/source_cache.py, components/docker/sources.py).
 
 Boundaries: the web servers `make cache` downloads from, played by a local HTTPS server with a certificate of its own
 (Python's default TLS context, told of it through SSL_CERT_FILE, as a user's own CA would be) answering as a Helm

@@ -11,7 +11,7 @@ import yaml
 from lab_harness import UNKNOWN_ID, LabMocks, lab_config, make_tenant, reference_program, run_program, tenant_kubeconfig
 from shared_data import crd_schema, undeclared_paths, validate_crd
 
-from components.tenant_worker import JOIN_TIMEOUT, calico_pool_transform, set_container_env
+from components.docker.tenant_worker import JOIN_TIMEOUT, calico_pool_transform, set_container_env
 from model.config import parse_config
 from model.kamaji import control_plane_spec
 from model.node_container import CONTAINER_PREFLIGHT, join_token_ttl_minutes

@@ -22,7 +22,7 @@ import pytest
 from cel_harness import hami_webhook
 from shared_data import ROOT
 
-from components.hami_chart import HAMI_NAMESPACE
+from components.docker.hami_chart import HAMI_NAMESPACE
 from model.admission_policy import policy_objects
 from model.catalog import GPU_RESOURCE, REGISTER_ANNOTATION, Card, gpu_capacity, register_annotation
 from model.config import Tenant
@@ -163,7 +163,7 @@ def add_gpu_node(cluster: Cluster, name: str, cards: list[Card]) -> None:
     """The GPU node as the lab gets it: registered (the process lab's KWOK node, without the register
     annotation) with the status its kubelet and device plugin report (node_status), then given its cards by
     the script the program runs once the node has joined (scripts/apply-gpu-inventory.sh: annotation +
-    capacity), fed as the program feeds it (components/mock_gpu_node.py)."""
+    capacity), fed as the program feeds it (components/docker/mock_gpu_node.py)."""
     node = node_object(name, cards)
     del node["metadata"]["annotations"][REGISTER_ANNOTATION]
     cluster.ok("create", "-f", "-", stdin=node)

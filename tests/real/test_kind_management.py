@@ -25,7 +25,7 @@ import pytest
 import yaml
 from upstream_data import upstream_path
 
-from components.management_cluster import l2_advertisement_spec, metallb_pool_spec
+from components.docker.management_cluster import l2_advertisement_spec, metallb_pool_spec
 from model.names import METALLB_NAMESPACE, POOL_NAME
 from model.network import metallb_range
 from model.node_contract import gpulab_kind_node

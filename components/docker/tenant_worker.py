@@ -17,11 +17,11 @@ import pulumi_command as command
 import pulumi_docker as docker
 import pulumi_kubernetes as k8s
 
-from components.image_cache import ImageCache
-from components.management_cluster import ManagementCluster
+from components.docker.image_cache import ImageCache
+from components.docker.management_cluster import ManagementCluster
+from components.docker.sources import manifest_file, sources
+from components.docker.tenant_control_plane import TenantControlPlane
 from components.shell import remote_script, script_command
-from components.sources import manifest_file, sources
-from components.tenant_control_plane import TenantControlPlane
 from model.config import LabConfig, SshWorker, Tenant, secret
 from model.node_container import (
     CNI_CONFLIST,

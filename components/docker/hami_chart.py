@@ -11,11 +11,11 @@ import pulumi
 import pulumi_command as command
 import pulumi_kubernetes as k8s
 
+from components.docker.sources import release_chart, sources
+from components.docker.tenant_control_plane import TenantControlPlane
+from components.docker.tenant_worker import TenantWorker
 from components.parts import gpu_node_prefixes
 from components.shell import script_command
-from components.sources import release_chart, sources
-from components.tenant_control_plane import TenantControlPlane
-from components.tenant_worker import TenantWorker
 from model.catalog import Card, register_annotation, totals
 from model.config import LabConfig, NodeCards, Tenant
 from model.names import HAMI_NAMESPACE

@@ -23,7 +23,7 @@ from model.kube_proxy import config_map_data, kube_proxy_objects
 from model.names import KAMAJI_MAX_ANNOTATION, TENANT_LABEL
 
 if TYPE_CHECKING:
-    from components.management_cluster import ManagementCluster
+    from components.docker.management_cluster import ManagementCluster
 
 
 READY_TIMEOUT_SECONDS = 900  # Pulumi's wait for the TenantControlPlane's Ready condition
@@ -174,7 +174,7 @@ class TenantControlPlane(pulumi.ComponentResource):
             lambda status: config_map_data(status["controlPlaneEndpoint"], tenant.pod_cidr, in_container)
         )
         objects = kube_proxy_objects(tenant.kubernetes_version, data)
-        # Destroying the TCP takes them with it (as HAMi's release: components/hami_chart.py).
+        # Destroying the TCP takes them with it (as HAMi's release: components/docker/hami_chart.py).
         options = pulumi.ResourceOptions(
             parent=self, provider=self.provider, depends_on=[handover], deleted_with=self.tenant_control_plane
         )

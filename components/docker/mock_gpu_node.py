@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import pulumi
 
-from components.hami_chart import HAMI_NAMESPACE, HamiGpuNode, gpu_node_ready
+from components.docker.hami_chart import HAMI_NAMESPACE, HamiGpuNode, gpu_node_ready
+from components.docker.tenant_control_plane import TenantControlPlane
+from components.docker.tenant_worker import TenantWorker
 from components.shell import script_command
-from components.tenant_control_plane import TenantControlPlane
-from components.tenant_worker import TenantWorker
 from model.catalog import gpu_capacity, register_annotation, totals
 from model.config import LabConfig, Tenant
 

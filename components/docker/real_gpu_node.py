@@ -16,10 +16,10 @@ import sys
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.hami_chart import HamiGpuNode, gpu_node_ready
+from components.docker.hami_chart import HamiGpuNode, gpu_node_ready
+from components.docker.tenant_control_plane import TenantControlPlane
+from components.docker.tenant_worker import TenantWorker
 from components.shell import script_command
-from components.tenant_control_plane import TenantControlPlane
-from components.tenant_worker import TenantWorker
 from model.catalog import GPU_RESOURCE, gpu_capacity
 from model.config import LabConfig, Tenant
 

@@ -16,9 +16,9 @@ import pulumi_command as command
 import pulumi_docker as docker
 import pulumi_kubernetes as k8s
 
-from components.image_cache import ImageCache
+from components.docker.image_cache import ImageCache
+from components.docker.sources import manifest_file, release_chart, sources
 from components.shell import script, script_command
-from components.sources import manifest_file, release_chart, sources
 from model.config import LabConfig, secret
 from model.image_ref import ImageRef
 from model.kamaji import webhook_probe
@@ -37,7 +37,7 @@ from model.pull_policy import pull_policy_objects
 # conversion webhook points at kamaji-system, so release name and namespace are fixed
 # (Kamaji 26.8.2-edge charts/kamaji/crds/*.yaml, charts/kamaji/controller-gen/crd-conversion.yaml).
 KAMAJI_RELEASE = "kamaji"
-KAMAJI_VALUES_FILE = "components/values/kamaji.yaml"
+KAMAJI_VALUES_FILE = "components/docker/values/kamaji.yaml"
 
 
 def owner_label() -> str:

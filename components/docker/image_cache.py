@@ -17,8 +17,8 @@ import re
 
 import pulumi
 
+from components.docker.sources import sources
 from components.shell import script_command
-from components.sources import sources
 from model.config import LabConfig
 from model.image_ref import ImageRef
 from model.images import node_images, to_load
