@@ -23,11 +23,11 @@ from components.docker.tenant_control_plane import TenantControlPlane
 from components.docker.tenant_worker import TenantWorker
 from components.gpu_admission import GpuAdmissionPolicy
 from components.gpu_workloads import GpuWorkloads
-from components.kwok_workers import KwokWorkers
-from components.node_container_workers import LabNetwork, NodeContainerWorkers
 from components.parts import TenantParts
-from components.process_control_plane import ProcessControlPlane, process_stack
-from components.process_gpu_node import ProcessGpuNode
+from components.process.control_plane import ProcessControlPlane, process_stack
+from components.process.gpu_node import ProcessGpuNode
+from components.process.kwok_workers import KwokWorkers
+from components.process.node_container_workers import LabNetwork, NodeContainerWorkers
 from components.tenant_namespaces import TenantNamespaces
 from model.config import LabConfig, Tenant, load_config
 from model.names import docker_name

@@ -39,7 +39,7 @@ def tenant_kubeconfig(tenant: str) -> str:
 
 
 def process_kubeconfig(cluster: str, server: str) -> str:
-    """The kubeconfig process mode's control plane returns (components/process_resources.py): kwokctl's, with the
+    """The kubeconfig process mode's control plane returns (components/process/control_plane.py): kwokctl's, with the
     certificate files it names carried inline (assumed contents)."""
     name = f"kwok-{cluster}"
     data = {key: base64.b64encode(f"{key} of {cluster}".encode()).decode() for key in ("ca", "crt", "key")}
@@ -133,7 +133,7 @@ class LabMocks(pulumi.runtime.Mocks):
             tenant = args.resource_id.split("/", 1)[1].removesuffix("-admin-kubeconfig")
             outputs["data"] = {"admin.conf": base64.b64encode(tenant_kubeconfig(tenant).encode()).decode()}
         elif args.typ == "pulumi-python:dynamic:Resource" and args.name.endswith("-processes"):
-            # Process mode's control plane (components/process_resources.py) returns kwokctl's kubeconfig.
+            # Process mode's control plane (components/process/control_plane.py) returns kwokctl's kubeconfig.
             self._endpoints += 1
             outputs["endpoint"] = f"https://127.0.0.1:{32000 + self._endpoints}"
             outputs["kubeconfig"] = process_kubeconfig(args.inputs["cluster"], outputs["endpoint"])

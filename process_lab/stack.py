@@ -2,7 +2,7 @@
 
 `ProcessStack` is the stack's part (the programs `make tools` built, or GPULAB_BIN; the state folder
 .state/process/<stack>); `TenantProcesses` is one tenant's, the record every dynamic resource of process mode
-(components/process_resources.py) keeps in its props, so that a later `pulumi destroy`, another process,
+(components/process/) keeps in its props, so that a later `pulumi destroy`, another process,
 finds what to stop from the state alone.
 """
 

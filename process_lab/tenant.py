@@ -1,7 +1,7 @@
 """One tenant of the process lab, for the real tier's tests and the benchmarks: control plane, admission,
 namespaces and quotas, GPU nodes, HAMi, in one process's lifetime.
 
-It drives the same building blocks as process mode's dynamic resources (components/process_resources.py):
+It drives the same building blocks as process mode's dynamic resources (components/process/):
 hami_scheduler.prepare and serve, gpu_nodes.apply_nodes, and the objects of model/ (admission_policy,
 tenant_objects), applied with the real kubectl. Only the order differs where a test needs it: GPU nodes carry
 their cards from their create, so HAMi takes them in on their add event.

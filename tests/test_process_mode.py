@@ -189,7 +189,7 @@ def test_the_kubeconfig_output_carries_its_certificates(tmp_path: Path) -> None:
     """Boundary: kwokctl's kubeconfig names its certificate files (under .state); the control plane's output is
     the tenant_<name>_kubeconfig users save, and must work without them: from another folder or machine, and after
     `make down` removed them."""
-    from components.process_resources import ControlPlaneProvider
+    from components.process.control_plane import ControlPlaneProvider
     from process_lab.stack import TenantProcesses
 
     bin_dir = tmp_path / "bin"
@@ -450,7 +450,7 @@ def test_a_create_leaves_the_stack_folder_another_tenant_is_making_its_own_in(tm
     """Boundary: the file system as two tenants' providers share it (Pulumi creates tenants in parallel). The
     create of tenant-a clears what an interrupted run left of tenant-a only: the stack's folder, just made
     and still empty by tenant-b's create, stays."""
-    from components.process_resources import ControlPlaneProvider
+    from components.process.control_plane import ControlPlaneProvider
 
     stack = tmp_path / "process" / "sim"
     stack.mkdir(parents=True)  # tenant-b's create: mkdir(parents=True) made it, its own folder not yet
@@ -464,7 +464,7 @@ def test_a_tenant_folder_is_made_even_when_a_destroy_removes_its_parent_in_betwe
     removes it (empty), then our folder inside it is made: FileNotFoundError before; made again now."""
     import pathlib
 
-    from components.process_resources import make_folder
+    from components.process.lifecycle import make_folder
 
     stack = tmp_path / "process" / "sim"
     real_mkdir = os.mkdir
@@ -486,7 +486,8 @@ def test_creates_and_destroys_of_two_tenants_side_by_side_never_fail(tmp_path: P
     """Two tenants' create steps (clear, make the folder) and destroys (clear, parents too) in two threads."""
     import threading
 
-    from components.process_resources import ControlPlaneProvider, make_folder
+    from components.process.control_plane import ControlPlaneProvider
+    from components.process.lifecycle import make_folder
 
     stack = tmp_path / "process" / "sim"
     failures: list[BaseException] = []
@@ -535,7 +536,7 @@ def test_a_process_stack_made_before_the_runtime_split_keeps_every_resource(monk
 def test_a_control_plane_recorded_before_the_runtime_split_is_no_change(tmp_path: Path) -> None:
     """States written before issue 39 call the control plane's cluster `name`; the program now says `cluster`.
     The provider's diff reads both as one record (process_lab.stack.TenantProcesses): no update, no replace."""
-    from components.process_resources import ControlPlaneProvider
+    from components.process.control_plane import ControlPlaneProvider
 
     common = {"bin_dir": str(tmp_path / "bin"), "folder": str(tmp_path / "tenant-a"), "running": True}
     before = {"name": "gpulab-tenant-a", **common, "kubeconfig": "k", "endpoint": "https://127.0.0.1:1"}
@@ -566,7 +567,7 @@ def test_the_engine_takes_process_modes_provider_from_the_project_not_from_path(
     tools/programs.toml builds, in a folder a fresh clone has (the CLI refuses a project whose plugin folder is
     missing: resource/plugin/host.go resolvePluginPath), linking to ./bin's provider. The real engine's side
     is tests/real/test_engine.py."""
-    from components.process_control_plane import built_provider_version
+    from components.process.control_plane import built_provider_version
 
     plugins = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["plugins"]["providers"]
     assert [(p["name"], p["version"]) for p in plugins] == [("kubernetes", built_provider_version())]

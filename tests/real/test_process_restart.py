@@ -2,7 +2,7 @@
 
 `make up STACK=sim` refreshes first: each resource's provider reads what it finds, then diffs the program's
 inputs against that and creates, updates, replaces or keeps. Here the same providers (components/
-process_resources.py) go through the same steps against the real programs: kwokctl's process management (pid
+process/) go through the same steps against the real programs: kwokctl's process management (pid
 files, `kwokctl start cluster`), etcd's data on disk, the API server, kwok-controller; the processes die by
 kill -9, as a crash or the OOM killer ends them, and all at once, as a reboot does (their folders kept). Where a
 hami-scheduler binary exists, HAMi dies too. Before this issue each of these ended in a fresh etcd: the
@@ -22,14 +22,11 @@ from typing import Any
 import pytest
 import yaml
 
-from components import process_resources
-from components.process_resources import (
-    ControlPlaneProvider,
-    GpuInventoryProvider,
-    HamiProvider,
-    KwokNodesProvider,
-    _instance_of,
-)
+from components.process import gpu_node
+from components.process.control_plane import ControlPlaneProvider
+from components.process.gpu_node import GpuInventoryProvider, HamiProvider
+from components.process.kwok_workers import KwokNodesProvider
+from components.process.lifecycle import instance_of
 from process_lab.commands import zombie
 from process_lab.control_plane import COMPONENTS, ControlPlane, lost_data
 from process_lab.hami_scheduler import find_hami_scheduler
@@ -69,7 +66,7 @@ class Tenant:
         self.resources: dict[str, list] = {"control_plane": [ControlPlaneProvider(), folder, outs, None]}
         self.control_plane = ControlPlane(CLUSTER, bin_dir, folder / "kwok")
         base: dict[str, Any] = record.props()
-        base["control_plane"] = _instance_of(outs["kubeconfig"])
+        base["control_plane"] = instance_of(outs["kubeconfig"])
         dependents = {"nodes": (KwokNodesProvider(), {**base, "nodes": [NODE]})}
         if hami is not None:
             settings = {"node_scheduler_policy": "binpack", "gpu_scheduler_policy": "spread"}
@@ -81,7 +78,7 @@ class Tenant:
         dependents["inventory"][1]["capacity"] = CAPACITY
         with pytest.MonkeyPatch.context() as patch:
             if hami is None:  # nothing takes the node's cards in: the inventory is written, not awaited
-                patch.setattr(process_resources, "wait_for_registered", lambda *_args, **_kwargs: None)
+                patch.setattr(gpu_node, "wait_for_registered", lambda *_args, **_kwargs: None)
             for key, (provider, inputs) in dependents.items():
                 inputs["running"] = True
                 result = provider.create(dict(inputs))

@@ -1,0 +1,269 @@
+"""ProcessGpuNode: HAMi as a local process and a tenant's simulated cards on its KWOK nodes (process mode).
+
+hami-scheduler (extender and webhook) on the ports the tenant's kube-scheduler was configured with, the device
+plugin's bind-time role beside it, and per GPU node the cards as HAMi's register annotation and the node's
+capacity (as the Docker lab's mock device plugin advertises them), each ready once HAMi has taken them in
+(HamiProvider and GpuInventoryProvider below). It gives the tenant's objects what MockGpuNode gives them
+(components/parts.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pulumi
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
+
+from components.parts import gpu_node_prefixes
+from components.process.control_plane import ControlPlaneProcesses, ProcessControlPlane
+from components.process.kwok_workers import KwokWorkers
+from components.process.lifecycle import (
+    api_ready,
+    control_plane_of,
+    delete_in_cluster,
+    observed,
+    replace_or_restart,
+)
+from components.process.node_container_workers import NodeContainerWorkers
+from model.catalog import REGISTER_ANNOTATION, Card, register_annotation, totals
+from model.config import LabConfig, Tenant
+from model.quantity import parse_quantity
+from process_lab.commands import ProcessLabError, is_ours, start_detached, stop_all, stop_session
+from process_lab.gpu_nodes import write_inventory
+from process_lab.hami_scheduler import HamiScheduler, HamiSettings, serve, wait_for_registered
+from process_lab.stack import ProcessStack, TenantProcesses
+
+# The Docker lab's simulated cards' type: the same concept (mock GPUs), so an existing stack's URNs stay.
+TYPE = "gpulab:index:MockGpuNode"
+
+
+class HamiProvider(ResourceProvider):
+    """hami-scheduler (extender and webhook) and the device plugin's bind-time part, as local processes, and
+    HAMi's MutatingWebhookConfiguration by URL (process_lab.hami_scheduler)."""
+
+    KEYS = (
+        "cluster",
+        "bin_dir",
+        "folder",
+        "control_plane",
+        "hami_binary",
+        "hami_port",
+        "hami_metrics_port",
+        "settings",
+        "running",
+    )
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        return CreateResult(id_=f"{props['cluster']}/hami", outs=self._start(props))
+
+    @staticmethod
+    def _start(props: dict[str, Any]) -> dict[str, Any]:
+        folder = Path(props["folder"])
+        control_plane = control_plane_of(props)
+        hami = HamiScheduler(
+            Path(props["hami_binary"]), folder, int(props["hami_port"]), int(props["hami_metrics_port"])
+        )
+        serve(hami, control_plane, HamiSettings.from_props(props["settings"]), folder / "tls")
+        argv = [
+            sys.executable,
+            "-m",
+            "process_lab.device_plugin",
+            control_plane.name,
+            props["bin_dir"],
+            folder / "kwok",
+        ]
+        bind_time = start_detached(argv, env=os.environ, log=folder / "bind-time.log")
+        return {**props, "hami_pid": hami.process.pid, "bind_time_pid": bind_time, "running": True}
+
+    @staticmethod
+    def _stop(props: dict[str, Any]) -> None:
+        folder = props["folder"]
+        for key in ("bind_time_pid", "hami_pid"):
+            if props.get(key):
+                stop_session(int(props[key]), folder)
+        stop_all(f"{folder}/tls/", timeout=5)  # a HAMi an interrupted create started (its TLS files)
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        # HAMi keeps nothing of its own (it reads nodes and pods from the API server): one found stopped is
+        # started again in place, on the same ports.
+        return replace_or_restart(olds, news, self.KEYS, restart=True)
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        alive = all(
+            props.get(key) and is_ours(int(props[key]), props["folder"]) for key in ("hami_pid", "bind_time_pid")
+        )
+        return observed(id_, props, alive)
+
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        self._stop(olds)  # the one of the pair still running, if any
+        return UpdateResult(outs=self._start(news))
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        self._stop(props)
+        delete_in_cluster(props, "mutatingwebhookconfiguration", "hami-webhook")
+
+
+class HamiProcesses(pulumi.dynamic.Resource):
+    hami_pid: pulumi.Output[int]
+
+    def __init__(
+        self,
+        name: str,
+        processes: TenantProcesses,
+        control_plane: ControlPlaneProcesses,
+        hami_binary: Path | None,
+        settings: HamiSettings,
+        opts: pulumi.ResourceOptions,
+    ) -> None:
+        props = {
+            **processes.props(),
+            "control_plane": control_plane.instance,
+            "hami_binary": str(hami_binary or ""),
+            "hami_port": control_plane.hami_port,  # what the tenant's kube-scheduler was configured with
+            "hami_metrics_port": control_plane.hami_metrics_port,
+            "settings": settings.props(),
+        }
+        outs = {"hami_pid": None, "bind_time_pid": None}
+        super().__init__(HamiProvider(), name, {**props, **outs, "running": True}, opts)
+
+
+class GpuInventoryProvider(ResourceProvider):
+    """One GPU node's cards: HAMi's register annotation and the node's capacity (as the Docker lab's
+    apply-gpu-inventory.sh and mock device plugin write them), then the wait until HAMi has taken them in."""
+
+    KEYS = (
+        *("cluster", "bin_dir", "folder", "control_plane", "node", "register", "capacity"),
+        *("without_hami", "worker", "running"),
+    )
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        node = props["node"]
+        kwok = not props.get("worker")  # a real node's container is recorded as its worker
+        write_inventory(control_plane_of(props), node, props["register"], props["capacity"], kwok)
+        if not props.get("without_hami"):
+            # HAMi takes a node in on its add event or its 15 s registration tick (v2.8.3 pkg/scheduler/scheduler.go).
+            wait_for_registered(Path(props["folder"]) / "hami-scheduler.log", [node])
+        return CreateResult(id_=f"{props['cluster']}/{node}/inventory", outs={**props, "running": True})
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        return replace_or_restart(olds, news, self.KEYS, restart=True)
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        """Found stopped when the node is gone or no longer carries the cards (annotation or capacity): the
+        update writes them again. Only gpulab writes them, so a node that has them is as it was made."""
+        if not api_ready(props):
+            return ReadResult(id_=id_, outs=props, inputs=props)
+        try:
+            answer = control_plane_of(props).kubectl(
+                "get", "node", props["node"], "-o", "json", check=False, timeout=10
+            )
+        except ProcessLabError:
+            return ReadResult(id_=id_, outs=props, inputs=props)
+        node = json.loads(answer.stdout) if answer.returncode == 0 else {}
+        capacity = (node.get("status") or {}).get("capacity") or {}
+        carries = (node.get("metadata") or {}).get("annotations", {}).get(REGISTER_ANNOTATION) == props["register"]
+        carries = carries and all(_same_quantity(capacity.get(key), value) for key, value in props["capacity"].items())
+        return observed(id_, props, carries)
+
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        return UpdateResult(outs=self.create(news).outs)
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        control_plane = control_plane_of(props)
+        if control_plane.kubeconfig.exists():  # as delete_in_cluster: an API server gone is fine
+            control_plane.kubectl("annotate", "node", props["node"], f"{REGISTER_ANNOTATION}-", check=False, timeout=20)
+
+
+def _same_quantity(found: str | None, expected: int | str) -> bool:
+    """The API server writes a quantity in its canonical form (20000 comes back as "20k"): compare values."""
+    try:
+        return found is not None and parse_quantity(found) == parse_quantity(str(expected))
+    except ValueError:
+        return False
+
+
+class GpuInventory(pulumi.dynamic.Resource):
+    def __init__(
+        self,
+        name: str,
+        processes: TenantProcesses,
+        control_plane: ControlPlaneProcesses,
+        node: str,
+        register: str,
+        capacity: dict[str, int],
+        hami: bool,
+        worker: pulumi.Input[str] | None,
+        opts: pulumi.ResourceOptions,
+    ) -> None:
+        props = {
+            **processes.props(),
+            "control_plane": control_plane.instance,
+            "node": node,
+            "register": register,
+            "capacity": capacity,
+            "running": True,
+        }
+        if not hami:  # only then, as ControlPlaneProcesses' without_hami
+            props["without_hami"] = True
+        if worker is not None:  # a real node's container: the cards are written again on a node made anew
+            props["worker"] = worker
+        super().__init__(GpuInventoryProvider(), name, props, opts)
+
+
+class ProcessGpuNode(pulumi.ComponentResource):
+    """HAMi as local processes and each GPU node's simulated cards, written from config."""
+
+    resource_name: str
+    former_type: str | None = None
+    cards: list[Card]
+    advertised: dict[str, int]
+    hami: HamiProcesses | None = None
+    readies: list[pulumi.Resource]
+
+    def __init__(
+        self,
+        name: str,
+        tenant: Tenant,
+        lab: LabConfig,
+        stack: ProcessStack,
+        control_plane: ProcessControlPlane,
+        workers: KwokWorkers | NodeContainerWorkers,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__(TYPE, name, None, opts)
+        self.resource_name = name
+        self.cards = tenant.cards()
+        self.advertised = totals(self.cards)
+        processes = control_plane.tenant_processes
+        hami = lab.scheduling.hami
+        after: pulumi.Resource = workers.ready
+        if hami:
+            self.hami = HamiProcesses(
+                f"{name}-hami",
+                processes,
+                control_plane.processes,
+                stack.hami_binary,
+                HamiSettings.of(lab, tenant),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[workers.ready]),
+            )
+            after = self.hami
+        # Without HAMi (scheduling.scheduler: kube-scheduler) the cards are the node's extended resources only.
+        self.readies = [
+            GpuInventory(
+                f"{prefix}-inventory",
+                processes,
+                control_plane.processes,
+                node.name,
+                register_annotation(node.cards),
+                totals(node.cards),
+                hami,
+                workers.instance,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[after]),
+            )
+            for prefix, node in gpu_node_prefixes(name, tenant)
+        ]
+        self.register_outputs({"cards": [card.__dict__ for card in self.cards], "advertised": self.advertised})
