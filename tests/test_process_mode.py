@@ -450,12 +450,14 @@ def test_a_create_leaves_the_stack_folder_another_tenant_is_making_its_own_in(tm
     """Boundary: the file system as two tenants' providers share it (Pulumi creates tenants in parallel). The
     create of tenant-a clears what an interrupted run left of tenant-a only: the stack's folder, just made
     and still empty by tenant-b's create, stays."""
-    from components.process.control_plane import ControlPlaneProvider
+
+    from process_lab.stack import TenantProcesses
+    from process_lab.tenant_control_plane import tear_down
 
     stack = tmp_path / "process" / "sim"
     stack.mkdir(parents=True)  # tenant-b's create: mkdir(parents=True) made it, its own folder not yet
     props = {"name": "gpulab-tenant-a", "bin_dir": str(tmp_path / "bin"), "folder": str(stack / "tenant-a")}
-    ControlPlaneProvider._clear(props, parents=False)
+    tear_down(TenantProcesses.from_props(props), parents=False)
     assert stack.is_dir()
 
 
@@ -464,7 +466,7 @@ def test_a_tenant_folder_is_made_even_when_a_destroy_removes_its_parent_in_betwe
     removes it (empty), then our folder inside it is made: FileNotFoundError before; made again now."""
     import pathlib
 
-    from components.process.lifecycle import make_folder
+    from process_lab.tenant_control_plane import make_folder
 
     stack = tmp_path / "process" / "sim"
     real_mkdir = os.mkdir
@@ -486,8 +488,8 @@ def test_creates_and_destroys_of_two_tenants_side_by_side_never_fail(tmp_path: P
     """Two tenants' create steps (clear, make the folder) and destroys (clear, parents too) in two threads."""
     import threading
 
-    from components.process.control_plane import ControlPlaneProvider
-    from components.process.lifecycle import make_folder
+    from process_lab.stack import TenantProcesses
+    from process_lab.tenant_control_plane import make_folder, tear_down
 
     stack = tmp_path / "process" / "sim"
     failures: list[BaseException] = []
@@ -496,10 +498,10 @@ def test_creates_and_destroys_of_two_tenants_side_by_side_never_fail(tmp_path: P
         props = {"name": f"gpulab-{name}", "bin_dir": str(tmp_path / "bin"), "folder": str(stack / name)}
         try:
             for _ in range(40):
-                ControlPlaneProvider._clear(props, parents=False)
+                tear_down(TenantProcesses.from_props(props), parents=False)
                 make_folder(Path(props["folder"]))
                 (Path(props["folder"]) / "kubeconfig").write_text("made")
-                ControlPlaneProvider._clear(props)
+                tear_down(TenantProcesses.from_props(props))
         except BaseException as error:
             failures.append(error)
 

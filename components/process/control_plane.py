@@ -8,9 +8,7 @@ workers and GPU node of the same runtime.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -20,22 +18,19 @@ import pulumi_kubernetes as k8s
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
 from components.parts import tenant_provider
-from components.process.lifecycle import (
-    api_ready,
-    control_plane_of,
-    instance_of,
-    make_folder,
-    observed,
-    replace_or_restart,
-)
+from components.process.lifecycle import api_ready, control_plane_of, instance_of, observed, replace_or_restart
 from model import pulumi_state
 from model.config import Tenant
-from model.kube_client import self_contained
-from process_lab.commands import free_port, is_ours, stop_all
-from process_lab.control_plane import ControlPlane, lost_data
-from process_lab.hami_scheduler import prepare
-from process_lab.joinable import join_kubeconfig, kubeadm_configuration, make_joinable, start_relay
+from process_lab.commands import is_ours
+from process_lab.control_plane import lost_data
 from process_lab.stack import ProcessStack, TenantProcesses
+from process_lab.tenant_control_plane import (
+    ControlPlaneSettings,
+    RunningControlPlane,
+    bring_up,
+    start_again,
+    tear_down,
+)
 
 # The type the Docker lab's control plane has: one concept, so an existing stack's URNs stay as they were.
 TYPE = "gpulab:index:TenantControlPlane"
@@ -69,36 +64,15 @@ def process_stack(stack: str, hami: bool = True) -> ProcessStack:
 
 class ControlPlaneProvider(ResourceProvider):
     """A tenant's control plane by kwokctl (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-    kwok-controller), with HAMi's extender in its kube-scheduler: HAMi's ports and TLS are chosen here,
-    before the scheduler starts, and used by HamiProvider."""
+    kwok-controller), with HAMi's extender in its kube-scheduler; the order of its bring-up is
+    process_lab/tenant_control_plane.py's."""
 
     KEYS = ("cluster", "bin_dir", "folder", "bind_address", "join", "without_hami", "running")
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        processes = TenantProcesses.from_props(props)
-        # What an interrupted `pulumi up` left: processes and files without a state record. Never the stack's
-        # folder: another tenant's create may be making its own folder inside it right now.
-        self._clear(props, parents=False)
-        make_folder(processes.folder)
-        config, hami_port, metrics_port = None, None, None
-        if not props.get("without_hami"):
-            config, hami_port, metrics_port = prepare(processes.folder)
-        control_plane = processes.control_plane
-        control_plane.create(config, bind_address=props.get("bind_address"))
-        joined = _joinable(props, control_plane, free_port()) if props.get("bind_address") else {}
-        # kwokctl's kubeconfig names its certificate files under .state; the output carries them (a user's copy
-        # must work anywhere, and after `make down` removed the folder).
-        kubeconfig = self_contained(control_plane.kubeconfig.read_text(), control_plane.kubeconfig.parent)
-        server = next(line.split()[-1] for line in kubeconfig.splitlines() if line.strip().startswith("server:"))
-        outs = {
-            **props,
-            "kubeconfig": kubeconfig,
-            "endpoint": server,
-            "hami_port": hami_port,
-            "hami_metrics_port": metrics_port,
-            **joined,
-        }
-        return CreateResult(id_=str(processes.folder), outs=outs)
+        settings = ControlPlaneSettings.from_props(props)
+        running = bring_up(settings)
+        return CreateResult(id_=str(settings.processes.folder), outs={**props, **running.outputs()})
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         # Found stopped with its data there (a process killed, a reboot): started again on that data. Only a
@@ -113,56 +87,11 @@ class ControlPlaneProvider(ResourceProvider):
         return observed(id_, props, running)
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        """Start what stopped, on the same data, ports, certificates and kubeconfig: every object survives and
-        every saved kubeconfig still works."""
-        control_plane_of(olds).start()
-        kept = {key: olds.get(key) for key in ("kubeconfig", "endpoint", "hami_port", "hami_metrics_port")}
-        if olds.get("join_endpoint"):  # the relay again, on the same address and port (the nodes know it)
-            port = int(str(olds["join_endpoint"]).rsplit(":", 1)[1])
-            stop_all(f"{olds['folder']}/relay", timeout=5)
-            relay = start_relay(Path(olds["folder"]), olds["bind_address"], port, _loopback(olds["kubeconfig"]))
-            kept |= {"join_endpoint": olds["join_endpoint"], "relay_pid": relay}
-        return UpdateResult(outs={**news, **kept, "running": True})
+        running = start_again(ControlPlaneSettings.from_props(olds), RunningControlPlane.from_outputs(olds))
+        return UpdateResult(outs={**news, **running.outputs(), "running": True})
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
-        self._clear(props)
-
-    @staticmethod
-    def _clear(props: dict[str, Any], parents: bool = True) -> None:
-        """Stop the cluster (kwokctl), then every process still naming the tenant's folder (HAMi and the
-        bind-time role too, when killed by hand or never recorded), then remove the folder: TLS keys,
-        scheduler config, logs, kubeconfig. Nothing stays; a tenant already gone (reboot) is fine."""
-        processes = TenantProcesses.from_props(props)
-        folder = processes.folder
-        if folder.exists():
-            processes.control_plane.delete()
-        stop_all(f"{folder}/")  # the slash: tenant-a's sweep must not match tenant-ab's paths
-        shutil.rmtree(folder, ignore_errors=True)
-        if not parents:
-            return
-        for parent in (folder.parent, folder.parent.parent):  # .state/process/<stack>, .state/process
-            with contextlib.suppress(OSError):
-                parent.rmdir()  # only when empty: another tenant or stack may still run (make_folder retries)
-
-
-def _loopback(kubeconfig: str) -> str:
-    """host:port of the API server a kwokctl kubeconfig names."""
-    server = next(line.split()[-1] for line in kubeconfig.splitlines() if line.strip().startswith("server:"))
-    return server.removeprefix("https://")
-
-
-def _joinable(props: dict[str, Any], control_plane: ControlPlane, port: int) -> dict[str, Any]:
-    """Real nodes reach the API server through a relay on the lab network's gateway; kubeadm's phases make the
-    tenant joinable (process_lab.joinable). What the nodes' join needs: the relay's address."""
-    folder, address = Path(props["folder"]), props["bind_address"]
-    relay = start_relay(folder, address, port, _loopback(control_plane.kubeconfig.read_text()))
-    endpoint = f"{address}:{port}"
-    tenant = props["join"]
-    configuration = kubeadm_configuration(
-        endpoint, tenant["kubernetes_version"], tenant["pod_cidr"], tenant["service_cidr"]
-    )
-    make_joinable(control_plane, join_kubeconfig(control_plane, endpoint), configuration, folder)
-    return {"join_endpoint": endpoint, "relay_pid": relay}
+        tear_down(TenantProcesses.from_props(props))
 
 
 class ControlPlaneProcesses(pulumi.dynamic.Resource):

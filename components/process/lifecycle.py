@@ -12,8 +12,6 @@ finds what to stop from the resource's own state: a later `pulumi destroy` is an
 from __future__ import annotations
 
 import hashlib
-import os
-from pathlib import Path
 from typing import Any
 
 from pulumi.dynamic import DiffResult, ReadResult
@@ -76,21 +74,6 @@ def replace_or_restart(olds: dict[str, Any], news: dict[str, Any], keys: tuple[s
     if changed == ["running"] and restart:
         return DiffResult(changes=True, replaces=[], delete_before_replace=True)
     return DiffResult(changes=bool(changed), replaces=changed, delete_before_replace=True)
-
-
-def make_folder(folder: Path, attempts: int = 20) -> None:
-    """Make a tenant's folder (mode 0700) with its parents. A destroy of another tenant removes the stack's
-    folder when it finds it empty (control_plane.py, ControlPlaneProvider._clear), which may fall between
-    `mkdir(parents=True)` making it and making ours inside it (FileNotFoundError, seen in 3 of 8 runs): make them
-    again."""
-    for attempt in range(attempts):
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            break
-        except FileNotFoundError:
-            if attempt == attempts - 1:
-                raise
-    os.chmod(folder, 0o700)
 
 
 def instance_of(kubeconfig: str | None) -> str:
