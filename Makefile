@@ -24,10 +24,10 @@ endif
 export PULUMI_SKIP_UPDATE_CHECK := true
 # GPULAB_HOST_TOOLS=DIR: your own kind, kubectl and Pulumi CLI, first on PATH and used as they are (prereqs.sh).
 export PATH := $(if $(GPULAB_HOST_TOOLS),$(abspath $(GPULAB_HOST_TOOLS)):)$(CURDIR)/bin:$(VENV)/bin:$(PATH)
-# The stack's runtime (scripts/stack_runtime.py): docker, or process (runtime: process, e.g. STACK=sim), whose
+# The stack's runtime (hack/stack_runtime.py): docker, or process (runtime: process, e.g. STACK=sim), whose
 # programs are the ones `make tools` built: no Docker preflight and no download; the engine finds the Kubernetes
 # provider in ./bin and must never fetch one (docs/process-lab.md).
-RUNTIME := $(shell $(PYTHON_HOST) scripts/stack_runtime.py "$(STACK)" 2>/dev/null || echo docker)
+RUNTIME := $(shell $(PYTHON_HOST) hack/stack_runtime.py "$(STACK)" 2>/dev/null || echo docker)
 ifeq ($(RUNTIME),process)
 TOOLS := process-tools
 # --refresh: processes that died (killed by hand, a reboot) are found gone and made again, not kept in the state.
@@ -111,7 +111,7 @@ prereqs: $(VENV)/.installed
 	@tools=$$($(PY) -m preview --stack "$(STACK)" --validate 2>/dev/null) || tools="kind kubectl pulumi"; \
 	case " $$tools " in *" kind "*) need_kind=yes ;; *) need_kind=no ;; esac; \
 	cache=$$($(PY) -m model.sources --stack "$(STACK)" 2>/dev/null) || cache=""; \
-	NEED_KIND=$$need_kind PYTHON=$(PY) STACK=$(STACK) SOURCE_CACHE=$$cache bash scripts/prereqs.sh || { \
+	NEED_KIND=$$need_kind PYTHON=$(PY) STACK=$(STACK) SOURCE_CACHE=$$cache bash hack/prereqs.sh || { \
 	  eval "$$($(PY) -m model.versions)"; \
 	  echo "[gpulab] could not install the pinned kind $$KIND_VERSION, kubectl $$KUBECTL_VERSION and Pulumi CLI" \
 	    "v$$PULUMI_VERSION into ./bin; the line above names what failed. Check that this host reaches github.com," \
@@ -124,10 +124,10 @@ policy-venv: policies/venv/.installed
 stack: $(TOOLS)
 	mkdir -p -m 700 .state
 	@echo "pulumi stack select --create $(STACK)"
-	@$(PYTHON_HOST) scripts/up_outcome.py --setup $(STACK) pulumi stack select --create $(STACK)
+	@$(PYTHON_HOST) hack/up_outcome.py --setup $(STACK) pulumi stack select --create $(STACK)
 
 # When the acceptance suite fails on a lab: one line pointing at make diagnose, and the step's own exit code
-# (pulumi up's is scripts/up_outcome.py's). Not before: a failed preflight, venv or download says itself what
+# (pulumi up's is hack/up_outcome.py's). Not before: a failed preflight, venv or download says itself what
 # to do (nothing to diagnose).
 DIAGNOSE_HINT = { rc=$$?; echo "[gpulab] $@ failed: \`make diagnose STACK=$(STACK)\` tells why (summary + reports/diagnose-*.tar.gz)" >&2; exit $$rc; }
 
@@ -145,8 +145,8 @@ ifeq ($(RUNTIME),process)
 	@$(PY) -m preview --stack "$(STACK)" --validate >/dev/null
 	@$(MAKE) --no-print-directory deploy
 else
-	@PYTHON_HOST=$(PYTHON_HOST) STACK=$(STACK) VENV=$(VENV) bash scripts/preflight.sh
-	@$(PYTHON_HOST) scripts/secrets_check.py $(STACK)
+	@PYTHON_HOST=$(PYTHON_HOST) STACK=$(STACK) VENV=$(VENV) bash hack/preflight.sh
+	@$(PYTHON_HOST) hack/secrets_check.py $(STACK)
 	@$(MAKE) --no-print-directory --silent $(VENV)/.installed  # silent: no "is up to date" line
 	@$(PY) -m preview --stack "$(STACK)" --validate >/dev/null
 	@# With a source cache: everything the stack needs is in it (each missing item named), before any download.
@@ -159,20 +159,20 @@ process-tools: $(VENV)/.installed
 	@$(PY) -m process_lab.preflight --stack $(STACK)
 
 deploy: $(TOOLS) policy-venv stack
-	@$(PYTHON_HOST) scripts/secrets_check.py $(STACK)
-	@$(PYTHON_HOST) scripts/stack_lock.py $(STACK)
+	@$(PYTHON_HOST) hack/secrets_check.py $(STACK)
+	@$(PYTHON_HOST) hack/stack_lock.py $(STACK)
 	@$(RESUME) $(STACK)
 	@# A stack with a source cache: its Pulumi plugins from there, and the engine never downloads one.
 	@$(PY) scripts/source_cache.py plugins --stack $(STACK)
 	@echo "pulumi up --yes --stack $(STACK)$(UP_OPTIONS)"
 	@# Its output as it comes; a failure's last line fits it: a policy refusal, Ctrl-C, a wrong passphrase, or
-	@# the diagnose hint. Ctrl-C reaches pulumi from the terminal itself (scripts/up_outcome.py). Its TMPDIR is a
+	@# the diagnose hint. Ctrl-C reaches pulumi from the terminal itself (hack/up_outcome.py). Its TMPDIR is a
 	@# private folder removed afterwards: the Kubernetes provider leaves a kubeconfig file there per provider.
-	@$(OFFLINE_ENV) $(PYTHON_HOST) scripts/up_outcome.py $(STACK) pulumi up --yes --stack $(STACK)$(UP_OPTIONS)
+	@$(OFFLINE_ENV) $(PYTHON_HOST) hack/up_outcome.py $(STACK) pulumi up --yes --stack $(STACK)$(UP_OPTIONS)
 
 # Nothing deployed: say so, download nothing. Otherwise Docker must answer before pulumi destroy runs.
 down:
-	@$(PYTHON_HOST) scripts/stack_state.py $(STACK) && $(MAKE) --no-print-directory destroy || [ $$? = 3 ]
+	@$(PYTHON_HOST) hack/stack_state.py $(STACK) && $(MAKE) --no-print-directory destroy || [ $$? = 3 ]
 
 # The secrets check reads the stack with ./venv's loader, so it runs once prereqs has made ./venv.
 destroy:
@@ -182,29 +182,29 @@ ifeq ($(RUNTIME),process)
 	@# A tenant's stopped programs first, on its data: a foreground deletion waits for its garbage collector.
 	@$(RESUME) $(STACK)
 else
-	bash scripts/preflight.sh --docker-only
+	bash hack/preflight.sh --docker-only
 	@$(MAKE) --no-print-directory prereqs
 endif
-	@$(PYTHON_HOST) scripts/secrets_check.py $(STACK)
+	@$(PYTHON_HOST) hack/secrets_check.py $(STACK)
 	@# --refresh first drops from the state what was deleted by hand: a worker container (the Docker provider
 	@# stops a container before removing it and fails on one that is gone) and, through deleteUnreachable,
 	@# the objects of a kind cluster or tenant that no longer answers.
-	@$(PYTHON_HOST) scripts/stack_lock.py $(STACK)
+	@$(PYTHON_HOST) hack/stack_lock.py $(STACK)
 	@echo "pulumi destroy --yes --refresh --stack $(STACK)"
 	@# With a private TMPDIR that goes with it: the Kubernetes provider leaves a kubeconfig file there per
-	@# provider it configures (scripts/up_outcome.py). pulumi keeps the terminal (--passthrough).
-	@$(PYTHON_HOST) scripts/up_outcome.py --passthrough $(STACK) pulumi destroy --yes --refresh --stack $(STACK)
+	@# provider it configures (hack/up_outcome.py). pulumi keeps the terminal (--passthrough).
+	@$(PYTHON_HOST) hack/up_outcome.py --passthrough $(STACK) pulumi destroy --yes --refresh --stack $(STACK)
 
 # GNU make exits 2 whenever a recipe fails, so through make a policy refusal and an invalid stack both
 # exit 2; the preview's last line (before make's own Error line) says which. Scripts that need the difference run the preview itself:
 # `./venv/bin/python -m preview --stack NAME` exits 1 for a policy refusal and 2 for an invalid stack.
 plan: stack-file $(VENV)/.installed
-	@$(PY) scripts/secrets_check.py $(STACK)
+	@$(PY) hack/secrets_check.py $(STACK)
 	$(PY) -m preview --stack $(STACK)
 
 # A lab exists only after `make up`: without one, say so in one line before installing ./venv (0.8 GB).
 lab-exists:
-	@status=0; $(PYTHON_HOST) scripts/stack_state.py $(STACK) 2>/dev/null || status=$$?; \
+	@status=0; $(PYTHON_HOST) hack/stack_state.py $(STACK) 2>/dev/null || status=$$?; \
 	if [ "$$status" = 3 ]; then \
 	  echo "[gpulab] no lab: stack '$(STACK)' has nothing deployed in $${PULUMI_BACKEND_URL#file://}; run \`make up$(if $(filter-out dev,$(STACK)), STACK=$(STACK))\` first" >&2; \
 	  exit 1; \
@@ -228,7 +228,7 @@ check: stack-file $(VENV)/.installed
 
 # Every shell script: the project's, and each fake whose first line asks for a shell (some fakes are Python).
 lint: lint-python
-	$(VENV)/bin/shellcheck scripts/*.sh policies/analyzer \
+	$(VENV)/bin/shellcheck scripts/*.sh hack/*.sh policies/analyzer \
 		$$(find tests/fakes -type f -exec grep -lE '^#!(/usr/bin/env |/bin/)(ba)?sh' {} +)
 
 lint-python: $(VENV)/.installed
@@ -262,11 +262,11 @@ tools:
 	@$(PYTHON_HOST) scripts/build_tools.py
 
 # gpulab's node image (scripts/node-image.sh): kubelet, kubeadm and kubectl of make tools (unless GPULAB_BIN names
-# another folder), an engine (scripts/docker-engine.sh starts Debian's where none answers), then the image; a second
+# another folder), an engine (hack/docker-engine.sh starts Debian's where none answers), then the image; a second
 # run with nothing changed ends in seconds.
 node-image:
 	@if [ -z "$${GPULAB_BIN:-}" ]; then $(PYTHON_HOST) scripts/build_tools.py kubelet kubeadm kubectl; fi
-	@bash scripts/docker-engine.sh start
+	@bash hack/docker-engine.sh start
 	@bash scripts/node-image.sh
 
 # The Docker lab's source cache (scripts/source_cache.py, docs/offline.md): every chart, manifest, image, tool and
@@ -281,7 +281,7 @@ cache: $(VENV)/.installed policies/venv/.installed
 lab-images:
 	@if [ -z "$${GPULAB_BIN:-}" ]; then $(PYTHON_HOST) scripts/build_tools.py kube-apiserver kube-controller-manager \
 	  kube-scheduler kube-proxy kubelet kubeadm kubectl && $(PYTHON_HOST) scripts/build_tools.py --group lab-images; fi
-	@bash scripts/docker-engine.sh start
+	@bash hack/docker-engine.sh start
 	@bash scripts/lab-images.sh
 
 upstream-data:

@@ -103,7 +103,7 @@ def image_item(reference: str) -> Item:
 
 
 def tool_items(versions: Versions, kind: bool, arch: str = "amd64") -> list[Item]:
-    """The host tools `make up` installs into ./bin (scripts/prereqs.sh names the same URLs)."""
+    """The host tools `make up` installs into ./bin (hack/prereqs.sh names the same URLs)."""
     pulumi_arch = "x64" if arch == "amd64" else arch
     pulumi = versions.pulumi.version
     urls = [

@@ -83,7 +83,7 @@ class CliTool(BaseModel):
     sha256_linux_amd64: str = Field(default="", alias="sha256LinuxAmd64", pattern=SHA256.pattern)
 
 
-# make up installs these into ./bin from the pins here (scripts/prereqs.sh, before any stack is read), and
+# make up installs these into ./bin from the pins here (hack/prereqs.sh, before any stack is read), and
 # the Pulumi CLI must match the SDK in requirements.txt: a stack cannot change them, so it may not set them.
 HOST_TOOLS = ("kind", "kubectl", "pulumi")
 
@@ -205,7 +205,7 @@ CHECKSUMS = {
 
 
 def shell_exports(versions: Versions) -> str:
-    """KEY=value lines for scripts/prereqs.sh."""
+    """KEY=value lines for hack/prereqs.sh."""
     lines = {
         "KIND_VERSION": versions.kind.version,
         "KIND_SHA256": versions.kind.sha256_linux_amd64,
@@ -217,5 +217,5 @@ def shell_exports(versions: Versions) -> str:
     return "".join(f"{key}={shlex.quote(value)}\n" for key, value in lines.items())
 
 
-if __name__ == "__main__":  # pragma: no cover - exercised by scripts/prereqs.sh
+if __name__ == "__main__":  # pragma: no cover - exercised by hack/prereqs.sh
     sys.stdout.write(shell_exports(Versions()))

@@ -73,7 +73,7 @@ def free_port() -> int:
 
 def lasting(env: Mapping[str, str]) -> dict[str, str]:
     """`env` for a program that outlives this `pulumi up`: TMPDIR as the user had it (GPULAB_TMPDIR). make runs the
-    engine with a private TMPDIR and removes it once pulumi exits (scripts/up_outcome.py): a program still running
+    engine with a private TMPDIR and removes it once pulumi exits (hack/up_outcome.py): a program still running
     then would find its temporary folder gone (Python's tempfile keeps the folder it chose first)."""
     found = dict(env)
     if found.get("GPULAB_TMPDIR"):

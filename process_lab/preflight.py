@@ -72,7 +72,7 @@ def docker_problems(images: tuple[str, ...], destroy: bool) -> list[str]:
     if answer.returncode != 0:
         return [
             "workers: containers needs a Docker engine, and `docker info` failed: start Docker (as root on a "
-            "machine without one: bash scripts/docker-engine.sh start)"
+            "machine without one: bash hack/docker-engine.sh start)"
         ]
     if destroy:
         return []

@@ -41,7 +41,7 @@ source "${BASH_SOURCE[0]%/*}/image-lib.sh"
 
 [ "$(id -u)" = 0 ] || die "make lab-images needs root (debootstrap and chroot)"
 [ "$(dpkg --print-architecture 2>/dev/null)" = amd64 ] || die "make lab-images builds amd64 images, on an amd64 Debian"
-bounded 20 docker info >/dev/null 2>&1 || die "no Docker engine answers: \`bash scripts/docker-engine.sh start\` gives one (as root)"
+bounded 20 docker info >/dev/null 2>&1 || die "no Docker engine answers: \`bash hack/docker-engine.sh start\` gives one (as root)"
 for program in "${node_programs[@]}" "${image_programs[@]}"; do
   [ -x "$bin/$program" ] || die "$bin/$program is missing: \`make lab-images\` builds it first (GPULAB_BIN=dir for others)"
 done

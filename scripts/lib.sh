@@ -67,7 +67,7 @@ _gpulab_cleanup() {
 }
 
 _gpulab_run_dir() {
-  # GPULAB_TMPDIR: the user's TMPDIR where make gave pulumi a private one (removed after it; scripts/up_outcome.py),
+  # GPULAB_TMPDIR: the user's TMPDIR where make gave pulumi a private one (removed after it; hack/up_outcome.py),
   # so that the next run still finds what a run killed with KILL left.
   local base=${GPULAB_TMPDIR:-${TMPDIR:-/tmp}} dir pid
   for dir in "$base"/gpulab-run.*; do

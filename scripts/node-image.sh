@@ -15,7 +15,7 @@
 # Cached: when an image with the inputs' hash exists, nothing is built (seconds). The debootstrap tree is kept
 # under the cache folder, keyed by the mirror, release, architecture and package list only, so a new kubelet or
 # a changed file rebuilds the image from the kept tree without debootstrapping again.
-# Needs root (debootstrap, chroot) and a Docker engine (`bash scripts/docker-engine.sh start` gives one).
+# Needs root (debootstrap, chroot) and a Docker engine (`bash hack/docker-engine.sh start` gives one).
 # env: GPULAB_BIN (./bin: kubelet, kubeadm, kubectl), GPULAB_NODE_IMAGE_CACHE (.cache/node-image),
 #      GPULAB_NODE_SUITE (bookworm), GPULAB_NODE_REPOSITORY (gpulab/node), APT_DIR (/etc/apt), GO (go),
 #      TIMEOUT (seconds for the debootstrap, 1800)
@@ -46,7 +46,7 @@ if [ "${1:-}" = --mirror ]; then # the Debian source the tree would come from, a
 fi
 [ "$(id -u)" = 0 ] || die "make node-image needs root (debootstrap and chroot)"
 [ "$(dpkg --print-architecture 2>/dev/null)" = amd64 ] || die "make node-image builds amd64 nodes, on an amd64 Debian"
-bounded 20 docker info >/dev/null 2>&1 || die "no Docker engine answers: \`bash scripts/docker-engine.sh start\` gives one (as root)"
+bounded 20 docker info >/dev/null 2>&1 || die "no Docker engine answers: \`bash hack/docker-engine.sh start\` gives one (as root)"
 
 read -r mirror keyring < <(debian_mirror "$suite") || true
 [ -n "${mirror:-}" ] || die "no Debian source for $suite (main) in $apt_dir/sources.list or $apt_dir/sources.list.d:" \

@@ -5,7 +5,7 @@
     python scripts/source_cache.py add     --stack S KEY [FILE] [--relaxed]
                                                        put one item in by hand: a file, or an image from the engine
     python scripts/source_cache.py check   --stack S   exit 1, naming each item, unless the cache serves the stack
-    python scripts/source_cache.py path    --stack S URL   the cached file of a tool's URL (scripts/prereqs.sh)
+    python scripts/source_cache.py path    --stack S URL   the cached file of a tool's URL (hack/prereqs.sh)
     python scripts/source_cache.py plugins --stack S   install the cached Pulumi plugins into the CLI's plugin folder
 
 The cache folder is the stack's `gpulab:sourceCache`, or `--dir`. Downloads go to `GPULAB_SOURCE_MIRROR/<host>/<path>`
@@ -276,7 +276,7 @@ def do_add(args: argparse.Namespace, cache: SourceCache) -> int:
 
 def do_check(args: argparse.Namespace, cache: SourceCache) -> int:
     items = needed_items
-    if os.environ.get("GPULAB_HOST_TOOLS"):  # the user's own kind, kubectl and Pulumi CLI (scripts/prereqs.sh)
+    if os.environ.get("GPULAB_HOST_TOOLS"):  # the user's own kind, kubectl and Pulumi CLI (hack/prereqs.sh)
         items = [item for item in items if item.kind != "tool"]
     problems = cache.problems(items)
     if problems:

@@ -1,4 +1,4 @@
-"""scripts/docker-engine.sh against fakes of docker, dockerd, apt-get and dpkg-query (issue 40 item 1).
+"""hack/docker-engine.sh against fakes of docker, dockerd, apt-get and dpkg-query (issue 40 item 1).
 
 The fakes behave as the real programs did on the project's Debian 12 machines (2026-12-02): `docker
 info` fails until dockerd serves its socket; `docker run --privileged` fails with runc's "unable to apply caps:
@@ -91,7 +91,7 @@ def engine(tmp_path: Path, action: str, bounding: str = NO_SYS_RESOURCE, fake_bi
         **env,
     }
     return subprocess.run(
-        ["bash", str(ROOT / "scripts" / "docker-engine.sh"), action],
+        ["bash", str(ROOT / "hack" / "docker-engine.sh"), action],
         capture_output=True,
         text=True,
         env=environment,
@@ -216,7 +216,7 @@ def run_wrapper(tmp_path: Path, *args: str) -> list[str]:
     fake_runc.write_text('#!/bin/sh\nprintf "%s\\n" "$@" >"$FAKE_DIR/runc-args"\n')
     fake_runc.chmod(0o755)
     env = {**os.environ, "GPULAB_RUNC": str(fake_runc), "FAKE_DIR": str(tmp_path)}
-    subprocess.run([str(ROOT / "scripts" / "runc-without-sys-resource"), *args], env=env, check=True, timeout=30)
+    subprocess.run([str(ROOT / "hack" / "runc-without-sys-resource"), *args], env=env, check=True, timeout=30)
     return (tmp_path / "runc-args").read_text().splitlines()
 
 

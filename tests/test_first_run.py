@@ -34,7 +34,7 @@ def preflight(
 ) -> subprocess.CompletedProcess:
     fakes = fake_bin(tmp_path / "fakes", **tools)
     return subprocess.run(
-        [BASH, str(ROOT / "scripts" / "preflight.sh"), *args],
+        [BASH, str(ROOT / "hack" / "preflight.sh"), *args],
         capture_output=True,
         text=True,
         # No stack file unless a test names one: kind mode, known without starting Python.
@@ -177,7 +177,7 @@ def checkpoint(backend: Path, stack: str, resources: list, gz: bool = False) -> 
 
 def stack_state(backend: str, stack: str = "dev") -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "stack_state.py"), stack],
+        [sys.executable, str(ROOT / "hack" / "stack_state.py"), stack],
         capture_output=True,
         text=True,
         env={**os.environ, "PULUMI_BACKEND_URL": backend},
@@ -346,9 +346,9 @@ def test_two_make_ups_at_once_install_the_tools_once(tmp_path: Path) -> None:
     pins = dict(line.split("=", 1) for line in versions.split() if "=" in line)
     pulumi_version = pins["PULUMI_VERSION"]
     project = tmp_path / "project"
-    (project / "scripts").mkdir(parents=True)
-    for name in ("prereqs.sh", "lib.sh"):
-        shutil.copy(ROOT / "scripts" / name, project / "scripts" / name)
+    for folder, name in (("hack", "prereqs.sh"), ("scripts", "lib.sh")):
+        (project / folder).mkdir(parents=True, exist_ok=True)
+        shutil.copy(ROOT / folder / name, project / folder / name)
     archive = tmp_path / "pulumi.tar.gz"
     executable = tmp_path / "pulumi" / "pulumi"
     executable.parent.mkdir()
@@ -376,7 +376,7 @@ rc=0; {shutil.which("tar")} "$@" || rc=$?; rm -f {tmp_path}/extracting; exit $rc
     env = {**os.environ, "PATH": f"{fakes}:{os.environ['PATH']}", "PYTHON": sys.executable, "PYTHONPATH": str(ROOT)}
     runs = [
         subprocess.Popen(
-            [BASH, str(project / "scripts" / "prereqs.sh")],
+            [BASH, str(project / "hack" / "prereqs.sh")],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

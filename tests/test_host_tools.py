@@ -1,6 +1,6 @@
 """GPULAB_HOST_TOOLS: a user's own kind, kubectl and Pulumi CLI, used as they are instead of the pins.
 
-Boundary: scripts/prereqs.sh as make runs it, with stand-ins for the tools (their version answers as the real
+Boundary: hack/prereqs.sh as make runs it, with stand-ins for the tools (their version answers as the real
 ones print them) and a curl that records any download; the real prereqs run on a host without a network is
 what this stands for.
 """
@@ -27,7 +27,7 @@ def prereqs(tmp_path: Path, tools: dict[str, str]) -> subprocess.CompletedProces
         "GPULAB_HOST_TOOLS": str(own),
     }
     return subprocess.run(
-        [BASH, str(ROOT / "scripts" / "prereqs.sh")], capture_output=True, text=True, env=env, timeout=60
+        [BASH, str(ROOT / "hack" / "prereqs.sh")], capture_output=True, text=True, env=env, timeout=60
     )
 
 

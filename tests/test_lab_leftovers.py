@@ -1,4 +1,4 @@
-"""scripts/lab_leftovers.py and process mode's preflight against the docker CLI as it behaves: an engine that
+"""hack/lab_leftovers.py and process mode's preflight against the docker CLI as it behaves: an engine that
 answers, one that is absent, and one that hangs (a wedged dockerd keeps the CLI waiting on its socket). A hung
 engine must be said, never read as "nothing left"."""
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from hack import lab_leftovers
 from model.names import OWNER_LABEL
 from process_lab import preflight
-from scripts import lab_leftovers
 
 
 def fake_docker(folder: Path, body: str) -> None:

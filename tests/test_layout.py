@@ -17,6 +17,7 @@ PACKAGES = (
     "policies",
     "process_lab",
     "scripts",
+    "hack",
     "preview",
     "report",
     "diagnose",
@@ -31,6 +32,7 @@ ALLOWED = {
     "process_lab": {"model", "policies", "hami"},  # the differential asks the pack's engine what HAMi would do
     "components": {"model", "process_lab"},
     "scripts": {"model"},
+    "hack": {"model"},
     "report": {"model"},
     "preview": {"model", "policies", "hami", "process_lab"},  # runs the program (__main__.py) by path
     "diagnose": {"model", "components", "process_lab"},  # the components' names; process mode's processes

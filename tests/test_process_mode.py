@@ -351,7 +351,7 @@ def test_a_pid_that_is_no_longer_ours_is_never_signalled(tmp_path: Path) -> None
     ],
 )
 def test_make_reads_the_runtime_from_the_stack_file(tmp_path: Path, line: str, expected: str) -> None:
-    from scripts.stack_runtime import runtime
+    from hack.stack_runtime import runtime
 
     (tmp_path / "Pulumi.x.yaml").write_text(f"config:\n{line}\n  gpulab:tenants: []\n")
     assert runtime(tmp_path / "Pulumi.x.yaml") == expected
@@ -367,7 +367,7 @@ def test_make_up_and_down_in_process_mode_ask_for_the_built_programs_not_docker_
         assert "process_lab.preflight" in plan, plan
         assert "preflight.sh" not in plan and "prereqs.sh" not in plan, plan
     docker = subprocess.run(["make", "-n", "up"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
-    assert "scripts/preflight.sh" in docker.stdout
+    assert "hack/preflight.sh" in docker.stdout
 
 
 def test_the_preflight_names_make_tools_once_and_hami_separately(tmp_path: Path, monkeypatch) -> None:

@@ -22,7 +22,12 @@ from upstream_data import in_ci
 from model.node_container import CONTAINER_PREFLIGHT, join_token_ttl_minutes
 
 # policies/analyzer: the pack as an executable analyzer (pulumi preview --policy-pack policies/analyzer).
-SCRIPTS = [*sorted((ROOT / "scripts").glob("*.sh")), ROOT / "policies" / "analyzer"]
+# hack/: what make and CI run.
+SCRIPTS = [
+    *sorted((ROOT / "scripts").glob("*.sh")),
+    *sorted((ROOT / "hack").glob("*.sh")),
+    ROOT / "policies" / "analyzer",
+]
 FAKES = ROOT / "tests" / "fakes"
 KUBECONFIG = (
     "apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    server: https://172.30.255.201:6443\n  name: t\n"
@@ -55,8 +60,9 @@ def test_shellcheck_passes() -> None:
     # for (from each file's folder up to the first one found, the project's), and every file of scripts/
     # and tests/fakes/ (all the files the scripts source). Any change runs it again; CI always runs it.
     key = hashlib.sha256("\0".join([os.environ.get("SHELLCHECK_OPTS", ""), *argv]).encode())
-    rc_files = [ROOT / folder / ".shellcheckrc" for folder in ("scripts", "tests/fakes", "tests", ".")]
-    for path in (Path(argv[0]).resolve(), *rc_files, *sorted((ROOT / "scripts").iterdir()), *fakes):
+    rc_files = [ROOT / folder / ".shellcheckrc" for folder in ("scripts", "hack", "tests/fakes", "tests", ".")]
+    sources = [*sorted((ROOT / "scripts").iterdir()), *sorted((ROOT / "hack").iterdir())]
+    for path in (Path(argv[0]).resolve(), *rc_files, *sources, *fakes):
         key.update(path.read_bytes() if path.is_file() else b"\0")
     verdict = ROOT / ".cache" / "shellcheck" / key.hexdigest()
     if verdict.is_file() and not in_ci():
@@ -264,7 +270,7 @@ def test_join_never_prints_the_token(tmp_path: Path) -> None:
 def test_under_makes_private_tmpdir_the_join_lock_and_run_records_stay_where_the_next_run_looks(
     tmp_path: Path,
 ) -> None:
-    """make gives pulumi a private TMPDIR and removes it afterwards (scripts/up_outcome.py). A worker's join lock,
+    """make gives pulumi a private TMPDIR and removes it afterwards (hack/up_outcome.py). A worker's join lock,
     and lib.sh's records of a run killed with KILL, must be where the next `make up` looks: GPULAB_TMPDIR."""
     private = tmp_path / "gpulab-pulumi.1.x"
     private.mkdir()

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from shared_data import ROOT
 
-from scripts import secrets_check
+from hack import secrets_check
 
-SCRIPT = ROOT / "scripts" / "secrets_check.py"
+SCRIPT = ROOT / "hack" / "secrets_check.py"
 WITH_SECRET = """config:
   gpulab:tenants:
     - name: tenant-a

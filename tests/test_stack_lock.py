@@ -1,4 +1,4 @@
-"""scripts/stack_lock.py: a lock a killed `pulumi` left in the file backend is removed, no other.
+"""hack/stack_lock.py: a lock a killed `pulumi` left in the file backend is removed, no other.
 
 Boundary: the Pulumi CLI's file backend (pulumi pkg/backend/diy/lock.go at v3.274.0, the pinned CLI):
 `.pulumi/locks/<org>/<project>/<stack>/<id>.json` holding {"pid", "username", "hostname", "timestamp"},
@@ -41,7 +41,7 @@ def test_only_the_lock_of_a_pulumi_no_longer_running_here_is_removed(tmp_path: P
     other_stack = lock(tmp_path, "other", ended.pid, stack="dev")
     (tmp_path / ".pulumi" / "locks" / "organization" / "gpulab" / "sim" / "broken.json").write_text("{")
     result = subprocess.run(
-        [sys.executable, "scripts/stack_lock.py", "sim"],
+        [sys.executable, "hack/stack_lock.py", "sim"],
         cwd=ROOT,
         env={**os.environ, "PULUMI_BACKEND_URL": f"file://{tmp_path}"},
         capture_output=True,
@@ -58,8 +58,7 @@ def test_the_plugins_a_killed_pulumi_left_are_found_and_no_others(tmp_path: Path
     running, serving an engine address nothing answered any more."""
     import socket as sockets
 
-    sys.path.insert(0, str(ROOT / "scripts"))
-    from stack_lock import orphaned_plugins
+    from hack.stack_lock import orphaned_plugins
 
     engine = sockets.socket()
     engine.bind(("127.0.0.1", 0))

@@ -118,7 +118,7 @@ def test_make_up_of_an_invalid_stack_stops_before_any_download(
 
 
 def remove_what_make_up_left_in_bin() -> None:
-    """./bin as a failed download leaves it: its install lock (scripts/prereqs.sh) and nothing else, so that
+    """./bin as a failed download leaves it: its install lock (hack/prereqs.sh) and nothing else, so that
     the next test that needs no ./bin does not skip."""
     (ROOT / "bin" / ".install.lock").unlink(missing_ok=True)
     if (ROOT / "bin").is_dir() and not any((ROOT / "bin").iterdir()):

@@ -1,4 +1,4 @@
-"""scripts/up_outcome.py: `make up`'s `pulumi up` with its output passed through and, on failure, a last line
+"""hack/up_outcome.py: `make up`'s `pulumi up` with its output passed through and, on failure, a last line
 that fits it (issue 42 item 6).
 
 Boundary: the Pulumi CLI as `make up` runs it, a stand-in on PATH (tests/fakes/pulumi-up) that prints what the
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from shared_data import ROOT
 
-WRAPPER = ROOT / "scripts" / "up_outcome.py"
+WRAPPER = ROOT / "hack" / "up_outcome.py"
 FAKE = ROOT / "tests" / "fakes" / "pulumi-up"
 UP = ["pulumi", "up", "--yes", "--stack", "sim", "--refresh", "--policy-pack", "policies/analyzer"]
 
@@ -257,9 +257,9 @@ def test_make_up_runs_pulumi_through_it_with_make_s_options() -> None:
             ["make", "-n", "deploy", f"STACK={stack}"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
         ).stdout.splitlines()
         # With a source cache, the engine fetches no plugin (OFFLINE_ENV prefixes an `env` that says so).
-        up = f"python3 scripts/up_outcome.py {stack} pulumi up --yes --stack {stack}{options}"
+        up = f"python3 hack/up_outcome.py {stack} pulumi up --yes --stack {stack}{options}"
         assert any(line.endswith(up) for line in plan), plan
-        assert f"python3 scripts/up_outcome.py --setup {stack} pulumi stack select --create {stack}" in plan, plan
+        assert f"python3 hack/up_outcome.py --setup {stack} pulumi stack select --create {stack}" in plan, plan
 
 
 # Temporary files: the Kubernetes provider's kubeconfig for Helm, written on every Configure and never removed
@@ -300,7 +300,7 @@ def test_makes_pulumi_leaves_no_kubeconfig_behind(tmp_path: Path, target: str, s
     """Boundary: the Pulumi engine and its plugins (a provider-like child of the fake CLI that writes
     `$TMPDIR/kubeconfigNNNN` as pulumi-kubernetes' Configure does), run by the very command line make runs."""
     [line] = make_pulumi_lines(target, stack)
-    assert "scripts/up_outcome.py" in line, f"make runs pulumi without its private TMPDIR: {line}"
+    assert "hack/up_outcome.py" in line, f"make runs pulumi without its private TMPDIR: {line}"
     base = tmp_path / "tmp"
     base.mkdir()
     result = subprocess.run(

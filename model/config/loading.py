@@ -103,7 +103,7 @@ def secret(key: str):
 def read_stack_file(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the document, its `config:` mapping) of a stack file, read as the Pulumi CLI reads it: YAML 1.2 with
     duplicate keys refused (safe_yaml.load_stack). The one reader of stack files, for the config and for the
-    secrets guard (scripts/secrets_check.py). Raises ConfigError with one line, which the caller prefixes with
+    secrets guard (hack/secrets_check.py). Raises ConfigError with one line, which the caller prefixes with
     the file's name."""
     try:
         document = safe_yaml.load_stack(safe_yaml.read_text(path), path.name)

@@ -1,4 +1,4 @@
-"""The Docker engine scripts/docker-engine.sh gives a machine (issue 40 item 1), judged by the real engine.
+"""The Docker engine hack/docker-engine.sh gives a machine (issue 40 item 1), judged by the real engine.
 
 `.ci/run` starts it before `make test-real` (Debian's docker.io where no engine answers) and stops it after.
 Boundary: dockerd, containerd and runc as they run here: a privileged container (what a node container is)
@@ -18,7 +18,7 @@ import pytest
 from tests.real.host import docker
 
 pytestmark = pytest.mark.real
-IMAGE = "gpulab-probe:busybox"  # scripts/docker-engine.sh imports it from Debian's static busybox
+IMAGE = "gpulab-probe:busybox"  # hack/docker-engine.sh imports it from Debian's static busybox
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -28,12 +28,12 @@ def engine() -> None:
     except FileNotFoundError:
         answers = False
     if not answers:
-        message = "no Docker engine answers: `bash scripts/docker-engine.sh start` gives one (as root)"
+        message = "no Docker engine answers: `bash hack/docker-engine.sh start` gives one (as root)"
         if os.environ.get("CI"):
             pytest.fail(message, pytrace=False)
         pytest.skip(message)
     if docker("image", "inspect", IMAGE, check=False).returncode != 0:
-        pytest.skip(f"{IMAGE} is not here: the engine was not started by scripts/docker-engine.sh")
+        pytest.skip(f"{IMAGE} is not here: the engine was not started by hack/docker-engine.sh")
 
 
 def test_a_privileged_container_runs_as_a_node_container_must() -> None:

@@ -76,7 +76,7 @@ def management(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Management]
     except FileNotFoundError:
         answers = False
     if not answers:
-        unavailable("no Docker engine answers: `bash scripts/docker-engine.sh start` gives one (as root)")
+        unavailable("no Docker engine answers: `bash hack/docker-engine.sh start` gives one (as root)")
     for image in (IMAGE, *METALLB_IMAGES):
         if docker("image", "inspect", image, check=False).returncode != 0:
             unavailable(f"{image} is not in the engine: `make lab-images` builds it")

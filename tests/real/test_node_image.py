@@ -63,7 +63,7 @@ def node() -> Iterator[str]:
     except FileNotFoundError:
         answers = False
     if not answers:
-        unavailable("no Docker engine answers: `bash scripts/docker-engine.sh start` gives one (as root)")
+        unavailable("no Docker engine answers: `bash hack/docker-engine.sh start` gives one (as root)")
     if docker("image", "inspect", IMAGE, check=False).returncode != 0:
         unavailable(f"{IMAGE} is not in the engine: `make node-image` builds it")
     suffix = uuid.uuid4().hex[:8]

@@ -20,7 +20,7 @@ NOTHING = 3
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python3 scripts/stack_state.py STACK", file=sys.stderr)
+        print("usage: python3 hack/stack_state.py STACK", file=sys.stderr)
         return 2
     stack = argv[0]
     backend = local_backend()

@@ -5,7 +5,7 @@
 #          (if dockerd is missing), start dockerd, wait for it (TIMEOUT), and run a privileged probe container.
 #          Only where the probe fails because the machine's capability bounding set lacks CAP_SYS_RESOURCE
 #          (Docker gives a privileged container every capability it knows; runc then fails with "unable to
-#          apply caps: operation not permitted") is scripts/runc-without-sys-resource made dockerd's default
+#          apply caps: operation not permitted") is hack/runc-without-sys-resource made dockerd's default
 #          runtime, and the probe run again.
 #   stop:  stop the dockerd that `start` started and remove what it wrote; an engine it found is left alone.
 #          The docker.io package stays installed (it is said so).
@@ -13,7 +13,7 @@
 #      (/etc/docker), GPULAB_RUNTIME_DIR (where the runtime wrapper goes: /usr/local/lib/gpulab); for tests:
 #      GPULAB_PROC_STATUS (/proc/self/status), GPULAB_BUSYBOX (/bin/busybox)
 set -euo pipefail
-source "${BASH_SOURCE[0]%/*}/lib.sh" # no fork before lib.sh: it drops the secrets handed in the environment first
+source "${BASH_SOURCE[0]%/*}/../scripts/lib.sh" # no fork before lib.sh: it drops the secrets handed in the environment first
 
 action=${1:-}
 timeout=${TIMEOUT:-60}
@@ -79,7 +79,7 @@ dockerd_gone() { [ ! -e "/proc/$1" ]; }
 use_runtime_wrapper() {
   [ ! -e "$config_dir/daemon.json" ] ||
     die "$config_dir/daemon.json exists: gpulab does not edit a daemon configuration it did not write." \
-      "Add a runtime that drops CAP_SYS_RESOURCE (scripts/runc-without-sys-resource) yourself"
+      "Add a runtime that drops CAP_SYS_RESOURCE (hack/runc-without-sys-resource) yourself"
   install -D -m 755 "${BASH_SOURCE[0]%/*}/runc-without-sys-resource" "$runtime_dir/runc-without-sys-resource"
   mkdir -p "$config_dir"
   printf '{"runtimes": {"%s": {"path": "%s"}}, "default-runtime": "%s"}\n' \

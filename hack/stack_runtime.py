@@ -3,7 +3,7 @@
 Standard library only: make asks before ./venv exists, to choose between the Docker lab's steps (preflight,
 downloads) and process mode's (the programs `make tools` built; no Docker, no download). Only the one
 top-level key is read; gpulab's own loader validates the whole file right after.
-Usage: python3 scripts/stack_runtime.py STACK (prints docker or process; no such file: docker).
+Usage: python3 hack/stack_runtime.py STACK (prints docker or process; no such file: docker).
 """
 
 from __future__ import annotations
@@ -27,5 +27,5 @@ def runtime(stack_file: Path) -> str:
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        sys.exit("usage: python3 scripts/stack_runtime.py STACK")
+        sys.exit("usage: python3 hack/stack_runtime.py STACK")
     print(runtime(Path(__file__).resolve().parents[1] / f"Pulumi.{sys.argv[1]}.yaml"))

@@ -16,7 +16,7 @@ The passphrase is found as the Pulumi CLI finds it (pulumi pkg/secrets/passphras
 PULUMI_CONFIG_PASSPHRASE when it is in the environment at all, even empty; otherwise the contents of
 PULUMI_CONFIG_PASSPHRASE_FILE, surrounding whitespace trimmed, and an error if it cannot be read.
 
-usage: python3 scripts/secrets_check.py STACK [PROJECT_DIR]; exit 0 fine, 2 refused (one line why).
+usage: python3 hack/secrets_check.py STACK [PROJECT_DIR]; exit 0 fine, 2 refused (one line why).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ the folder the user had, for what must outlive the run (scripts/lib.sh's run rec
 mode's programs: process_lab/commands.py lasting). A folder left by a wrapper killed with KILL goes at the next run.
 
 Standard library only (the Makefile runs it with the host's python3).
-Usage: python3 scripts/up_outcome.py [--setup | --passthrough] STACK PULUMI_ARGV...   (--setup: a step before the
+Usage: python3 hack/up_outcome.py [--setup | --passthrough] STACK PULUMI_ARGV...   (--setup: a step before the
 update, e.g. `pulumi stack select --create`; only a passphrase mismatch gets a line there, the rest says itself what
 failed. --passthrough: pulumi keeps the terminal, as `pulumi destroy` does, and nothing is added to its output.)
 """
@@ -257,7 +257,7 @@ def main(args: list[str]) -> int:
     passthrough = bool(args) and args[0] == "--passthrough"
     args = args[1:] if setup or passthrough else args
     if len(args) < 2:
-        print("usage: python3 scripts/up_outcome.py [--setup | --passthrough] STACK PULUMI_ARGV...", file=sys.stderr)
+        print("usage: python3 hack/up_outcome.py [--setup | --passthrough] STACK PULUMI_ARGV...", file=sys.stderr)
         return 2
     return run(args[0], args[1:], setup, passthrough)
 

@@ -2,7 +2,7 @@
 processes (any command line naming its state folder, zombies aside: they hold nothing) and its state folder.
 One line per leftover; exit 1 if there is any. CI runs it after `make down STACK=...` (.ci/run).
 
-Usage: python3 scripts/lab_leftovers.py STACK
+Usage: python3 hack/lab_leftovers.py STACK
 """
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Installs kind, kubectl and the Pulumi CLI into ./bin at the versions pinned in model/versions.py
-# when the ones on PATH are missing or differ. Nothing else is touched. scripts/preflight.sh has
+# when the ones on PATH are missing or differ. Nothing else is touched. hack/preflight.sh has
 # already checked the host (Linux, Docker, tools, disk) before make gets here.
 # With a source cache each file comes from there instead (get below).
 # env: PYTHON (the venv's python, to read the pins), GPULAB_HOST_TOOLS (below), SOURCE_CACHE and STACK (the stack's gpulab:sourceCache, which
 #      make names, and the stack),
 #      NEED_KIND (no: the stack has no kind management cluster, so kind is not installed; default yes)
 set -euo pipefail
-# shellcheck source=lib.sh
-source "${BASH_SOURCE[0]%/*}/lib.sh" # no fork before lib.sh: it drops the secrets handed in the environment first
+# shellcheck source=../scripts/lib.sh
+source "${BASH_SOURCE[0]%/*}/../scripts/lib.sh" # no fork before lib.sh: it drops the secrets handed in the environment first
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin="$root/bin"
 mkdir -p "$bin"
