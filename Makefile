@@ -259,13 +259,13 @@ test-real: $(VENV)/.installed
 
 # The real programs, from the wrapper Go modules in tools/ (programs.toml): a second run builds nothing.
 tools:
-	@$(PYTHON_HOST) scripts/build_tools.py
+	@$(PYTHON_HOST) tools/build.py
 
 # gpulab's node image (scripts/node-image.sh): kubelet, kubeadm and kubectl of make tools (unless GPULAB_BIN names
 # another folder), an engine (hack/docker-engine.sh starts Debian's where none answers), then the image; a second
 # run with nothing changed ends in seconds.
 node-image:
-	@if [ -z "$${GPULAB_BIN:-}" ]; then $(PYTHON_HOST) scripts/build_tools.py kubelet kubeadm kubectl; fi
+	@if [ -z "$${GPULAB_BIN:-}" ]; then $(PYTHON_HOST) tools/build.py kubelet kubeadm kubectl; fi
 	@bash hack/docker-engine.sh start
 	@bash scripts/node-image.sh
 
@@ -279,8 +279,8 @@ cache: $(VENV)/.installed policies/venv/.installed
 # kubeadm's images inside, and MetalLB's controller and speaker; their programs first (tools/programs.toml, group
 # lab-images, and kubernetes' own), unless GPULAB_BIN names a folder that has them.
 lab-images:
-	@if [ -z "$${GPULAB_BIN:-}" ]; then $(PYTHON_HOST) scripts/build_tools.py kube-apiserver kube-controller-manager \
-	  kube-scheduler kube-proxy kubelet kubeadm kubectl && $(PYTHON_HOST) scripts/build_tools.py --group lab-images; fi
+	@if [ -z "$${GPULAB_BIN:-}" ]; then $(PYTHON_HOST) tools/build.py kube-apiserver kube-controller-manager \
+	  kube-scheduler kube-proxy kubelet kubeadm kubectl && $(PYTHON_HOST) tools/build.py --group lab-images; fi
 	@bash hack/docker-engine.sh start
 	@bash scripts/lab-images.sh
 

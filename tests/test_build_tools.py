@@ -1,4 +1,4 @@
-"""`make tools` (scripts/build_tools.py): the recipe that builds the real programs, checked offline.
+"""`make tools` (tools/build.py): the recipe that builds the real programs, checked offline.
 
 Boundary: the go command. tests/fakes/go answers as go 1.26 does and links "programs" that print their
 version the way the real ones do: from the -X version variables they were given, else upstream's unset
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts.build_tools import (
+from tools.build import (
     extract_module,
     go_sum_hash,
     key_fields,
@@ -36,7 +36,7 @@ from scripts.build_tools import (
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ROOT / "tools"
 FAKE_GO = ROOT / "tests" / "fakes" / "go"
-SCRIPT = ROOT / "scripts" / "build_tools.py"
+SCRIPT = ROOT / "tools" / "build.py"
 MANIFEST_TEXT = (TOOLS / "programs.toml").read_text()
 MANIFEST = tomllib.loads(MANIFEST_TEXT)
 WRAPPERS = [name for name in MANIFEST if name != "unavailable"]
@@ -357,7 +357,7 @@ def test_the_wrappers_pin_what_the_readme_promises() -> None:
 
 def test_make_tools_runs_the_builder() -> None:
     dry = subprocess.run(["make", "-n", "tools"], cwd=ROOT, capture_output=True, text=True, env=dict(os.environ))
-    assert dry.returncode == 0 and "scripts/build_tools.py" in dry.stdout
+    assert dry.returncode == 0 and "tools/build.py" in dry.stdout
 
 
 # The Python language host, its scripts and the Kubernetes provider: what the proxy serves of them needs two

@@ -18,6 +18,7 @@ PACKAGES = (
     "process_lab",
     "scripts",
     "hack",
+    "tools",
     "preview",
     "report",
     "diagnose",
@@ -33,6 +34,7 @@ ALLOWED = {
     "components": {"model", "process_lab"},
     "scripts": {"model"},
     "hack": {"model"},
+    "tools": set(),  # `make tools` runs with the host's python3, before ./venv: standard library only
     "report": {"model"},
     "preview": {"model", "policies", "hami", "process_lab"},  # runs the program (__main__.py) by path
     "diagnose": {"model", "components", "process_lab"},  # the components' names; process mode's processes

@@ -29,10 +29,10 @@ from components.docker.management_cluster import l2_advertisement_spec, metallb_
 from model.names import METALLB_NAMESPACE, POOL_NAME
 from model.network import metallb_range
 from model.node_contract import gpulab_kind_node
-from scripts.build_tools import required_version
 from tests.acceptance.helpers import wait_until
 from tests.real.cluster import bin_dir
 from tests.real.host import docker, unavailable
+from tools.build import required_version
 
 pytestmark = pytest.mark.real
 ROOT = Path(__file__).resolve().parents[2]

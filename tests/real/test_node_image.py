@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from model import node_contract as contract
-from scripts.build_tools import required_version
 from tests.acceptance.helpers import wait_until
 from tests.real.host import docker, unavailable
+from tools.build import required_version
 
 pytestmark = pytest.mark.real
 ROOT = Path(__file__).resolve().parents[2]
