@@ -228,7 +228,7 @@ check: stack-file $(VENV)/.installed
 
 # Every shell script: the project's, and each fake whose first line asks for a shell (some fakes are Python).
 lint: lint-python
-	$(VENV)/bin/shellcheck scripts/*.sh hack/*.sh policies/analyzer \
+	$(VENV)/bin/shellcheck scripts/*.sh hack/*.sh node-image/*.sh policies/analyzer \
 		$$(find tests/fakes -type f -exec grep -lE '^#!(/usr/bin/env |/bin/)(ba)?sh' {} +)
 
 lint-python: $(VENV)/.installed
@@ -261,13 +261,13 @@ test-real: $(VENV)/.installed
 tools:
 	@$(PYTHON_HOST) tools/build.py
 
-# gpulab's node image (scripts/node-image.sh): kubelet, kubeadm and kubectl of make tools (unless GPULAB_BIN names
+# gpulab's node image (node-image/build.sh): kubelet, kubeadm and kubectl of make tools (unless GPULAB_BIN names
 # another folder), an engine (hack/docker-engine.sh starts Debian's where none answers), then the image; a second
 # run with nothing changed ends in seconds.
 node-image:
 	@if [ -z "$${GPULAB_BIN:-}" ]; then $(PYTHON_HOST) tools/build.py kubelet kubeadm kubectl; fi
 	@bash hack/docker-engine.sh start
-	@bash scripts/node-image.sh
+	@bash node-image/build.sh
 
 # The Docker lab's source cache (scripts/source_cache.py, docs/offline.md): every chart, manifest, image, tool and
 # plugin STACK takes from outside, fetched once and checked, into the stack's gpulab:sourceCache (or CACHE=dir).
@@ -275,14 +275,14 @@ node-image:
 cache: $(VENV)/.installed policies/venv/.installed
 	@$(PY) scripts/source_cache.py fill --stack $(STACK) $(if $(CACHE),--dir "$(CACHE)")
 
-# The Docker lab's images of programs the Go module proxy serves (scripts/lab-images.sh): a kind node image with
+# The Docker lab's images of programs the Go module proxy serves (node-image/lab-images.sh): a kind node image with
 # kubeadm's images inside, and MetalLB's controller and speaker; their programs first (tools/programs.toml, group
 # lab-images, and kubernetes' own), unless GPULAB_BIN names a folder that has them.
 lab-images:
 	@if [ -z "$${GPULAB_BIN:-}" ]; then $(PYTHON_HOST) tools/build.py kube-apiserver kube-controller-manager \
 	  kube-scheduler kube-proxy kubelet kubeadm kubectl && $(PYTHON_HOST) tools/build.py --group lab-images; fi
 	@bash hack/docker-engine.sh start
-	@bash scripts/lab-images.sh
+	@bash node-image/lab-images.sh
 
 upstream-data:
 	$(PYTHON_HOST) tests/upstream_data.py

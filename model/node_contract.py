@@ -1,7 +1,7 @@
 """What gpulab uses of a node container: one contract, kept by both node images.
 
 A tenant worker in a container is one of two images: kindest/node at its pinned digest (the Docker lab, where a
-registry can be reached) or gpulab's own node image (`make node-image`, scripts/node-image.sh: Debian packages and
+registry can be reached) or gpulab's own node image (`make node-image`, node-image/build.sh: Debian packages and
 the kubelet of `make tools`, for machines without a registry). gpulab's scripts must work on either, so this is
 what they use of a node, each item with the script that uses it:
 
@@ -102,7 +102,7 @@ def kindest_node(versions: Versions | None = None) -> NodeImage:
 
 
 def gpulab_node(kubernetes_version: str = "v1.36.4") -> NodeImage:
-    """gpulab's node image, as scripts/node-image.sh builds it from node-image/."""
+    """gpulab's node image, as node-image/build.sh builds it from node-image/."""
     return NodeImage(
         name="gpulab/node",
         reference=f"gpulab/node:{kubernetes_version}",
@@ -111,12 +111,12 @@ def gpulab_node(kubernetes_version: str = "v1.36.4") -> NodeImage:
         sandbox_image="registry.k8s.io/pause:3.10.2",  # kubeadm v1.36's PauseVersion, built from build/pause
         extra_cni_plugins=("bridge",),  # Debian's containernetworking-plugins: the process lab's fallback CNI
         workload_image="localhost/gpulab/busybox:1.35.0",  # Debian's busybox-static 1:1.35.0-4
-        source="node-image/ and scripts/node-image.sh",
+        source="node-image/ and node-image/build.sh",
     )
 
 
 def gpulab_kind_node(kubernetes_version: str = "v1.36.4") -> NodeImage:
-    """gpulab's kind node image, as scripts/lab-images.sh builds it from node-image/ and node-image/kind/."""
+    """gpulab's kind node image, as node-image/lab-images.sh builds it from node-image/ and node-image/kind/."""
     return NodeImage(
         name="gpulab/kind-node",
         reference=f"gpulab/kind-node:{kubernetes_version}",
@@ -125,5 +125,5 @@ def gpulab_kind_node(kubernetes_version: str = "v1.36.4") -> NodeImage:
         sandbox_image="registry.k8s.io/pause:3.10.2",  # kubeadm v1.36's PauseVersion, built from build/pause
         extra_cni_plugins=("bridge",),  # Debian's containernetworking-plugins: the lab's bridge CNI
         workload_image="localhost/gpulab/busybox:1.35.0",  # Debian's busybox-static 1:1.35.0-4
-        source="node-image/, node-image/kind/ and scripts/lab-images.sh",
+        source="node-image/, node-image/kind/ and node-image/lab-images.sh",
     )

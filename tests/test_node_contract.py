@@ -4,7 +4,7 @@ kindest/node cannot be pulled here, so it is held to the contract by what kind's
 each contract item has a line of a kind file that gives it (KIND_EVIDENCE: path, the text). With a git mirror of
 kubernetes-sigs/kind (GPULAB_KIND_GIT_DIR, e.g. the stored snapshot's), every quoted text is checked in that
 file at KIND_COMMIT; without one those cases skip in one line and the rest checks that every item has evidence.
-gpulab's node image is held to it by its files (node-image/, scripts/node-image.sh); tests/real/test_node_image.py
+gpulab's node image is held to it by its files (node-image/, node-image/build.sh); tests/real/test_node_image.py
 runs the built image.
 """
 
@@ -135,7 +135,7 @@ def test_gpulab_packages_and_script_give_the_rest() -> None:
     packages = set(re.sub(r"#.*", "", (ROOT / "node-image" / "packages").read_text()).split())
     # systemd-sysv: /sbin/init is systemd; kmod: modprobe; procps, coreutils (essential): the shell tools.
     assert {"systemd", "systemd-sysv", "containerd", "runc", "containernetworking-plugins", "kmod", "jq"} <= packages
-    script = (ROOT / "scripts" / "node-image.sh").read_text()
+    script = (ROOT / "node-image" / "build.sh").read_text()
     assert "systemctl enable kubelet.service gpulab-images.service containerd.service" in script
     assert 'ln -sfn /usr/lib/cni "$stage/opt/cni/bin"' in script and '"$stage/etc/cni/net.d"' in script
     assert 'ENTRYPOINT ["/sbin/init"]' in script and "ENV container=docker" in script

@@ -1,4 +1,4 @@
-"""scripts/node-image.sh's choice of Debian source, and the node's runc wrapper, offline.
+"""node-image/build.sh's choice of Debian source, and the node's runc wrapper, offline.
 
 The mirror: read from the machine's apt sources (one-line and deb822), first source of the release's main
 component, an error naming the folder when there is none. The wrapper (node-image/files/usr/local/sbin/gpulab-runc,
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "scripts" / "node-image.sh"
+SCRIPT = ROOT / "node-image" / "build.sh"
 WRAPPER = ROOT / "node-image" / "files" / "usr" / "local" / "sbin" / "gpulab-runc"
 WITH_CAPABILITY = "000001ffffffffff"
 WITHOUT_CAPABILITY = "000001fffeffffff"  # bit 24 clear: this machine's bounding set

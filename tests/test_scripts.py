@@ -21,13 +21,11 @@ from upstream_data import in_ci
 
 from model.node_container import CONTAINER_PREFLIGHT, join_token_ttl_minutes
 
-# policies/analyzer: the pack as an executable analyzer (pulumi preview --policy-pack policies/analyzer).
-# hack/: what make and CI run.
-SCRIPTS = [
-    *sorted((ROOT / "scripts").glob("*.sh")),
-    *sorted((ROOT / "hack").glob("*.sh")),
-    ROOT / "policies" / "analyzer",
-]
+# scripts/: what the lab runs; hack/ and node-image/: what make and CI run. policies/analyzer: the pack as an
+# executable analyzer (pulumi preview --policy-pack policies/analyzer).
+SCRIPT_FOLDERS = ("scripts", "hack", "node-image")
+SCRIPTS = [path for folder in SCRIPT_FOLDERS for path in sorted((ROOT / folder).glob("*.sh"))]
+SCRIPTS.append(ROOT / "policies" / "analyzer")
 FAKES = ROOT / "tests" / "fakes"
 KUBECONFIG = (
     "apiVersion: v1\nkind: Config\nclusters:\n- cluster:\n    server: https://172.30.255.201:6443\n  name: t\n"
@@ -60,8 +58,8 @@ def test_shellcheck_passes() -> None:
     # for (from each file's folder up to the first one found, the project's), and every file of scripts/
     # and tests/fakes/ (all the files the scripts source). Any change runs it again; CI always runs it.
     key = hashlib.sha256("\0".join([os.environ.get("SHELLCHECK_OPTS", ""), *argv]).encode())
-    rc_files = [ROOT / folder / ".shellcheckrc" for folder in ("scripts", "hack", "tests/fakes", "tests", ".")]
-    sources = [*sorted((ROOT / "scripts").iterdir()), *sorted((ROOT / "hack").iterdir())]
+    rc_files = [ROOT / folder / ".shellcheckrc" for folder in (*SCRIPT_FOLDERS, "tests/fakes", "tests", ".")]
+    sources = [path for folder in SCRIPT_FOLDERS for path in sorted((ROOT / folder).iterdir()) if path.is_file()]
     for path in (Path(argv[0]).resolve(), *rc_files, *sources, *fakes):
         key.update(path.read_bytes() if path.is_file() else b"\0")
     verdict = ROOT / ".cache" / "shellcheck" / key.hexdigest()

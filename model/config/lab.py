@@ -156,7 +156,7 @@ class LabConfig(ConfigModel):
         uses_node_image = any(tenant.worker_image is None for tenant in self.tenants)
         if self.workers == "containers" and uses_node_image and self.versions.workload_image != carried:
             # A real node on the lab's --internal network can pull nothing: its workloads run the image gpulab's
-            # node image carries (scripts/node-image.sh), never pulled (workload_pull_policy).
+            # node image carries (node-image/build.sh), never pulled (workload_pull_policy).
             problems.append(
                 (
                     "versions.workloadImage",

@@ -19,8 +19,8 @@
 # env: GPULAB_BIN (./bin), GPULAB_NODE_IMAGE_CACHE (.cache/node-image), GPULAB_NODE_SUITE (bookworm),
 #      GPULAB_KIND_NODE_REPOSITORY (gpulab/kind-node), APT_DIR (/etc/apt), GO (go), TIMEOUT (debootstrap, 1800)
 set -euo pipefail
-# shellcheck source=lib.sh
-source "${BASH_SOURCE[0]%/*}/lib.sh" # no fork before lib.sh: it drops the secrets handed in the environment first
+# shellcheck source=../scripts/lib.sh
+source "${BASH_SOURCE[0]%/*}/../scripts/lib.sh" # no fork before lib.sh: it drops the secrets handed in the environment first
 
 root=$(cd "${BASH_SOURCE[0]%/*}/.." && pwd)
 recipe="$root/node-image"
@@ -100,7 +100,7 @@ tree="$cache/rootfs-${tree_key:0:16}"
 image_key=$(
   {
     printf '%s\n' "kind-node 1" "$tree_key" "$busybox_ref" "$(gcc --version | sed -n 1p)" "${metallb_refs[@]}"
-    sha "$0" "$root/scripts/image-lib.sh" "$k8s_dir/build/pause/linux/pause.c" "$busybox" \
+    sha "$0" "$root/node-image/image-lib.sh" "$k8s_dir/build/pause/linux/pause.c" "$busybox" \
       "${node_programs[@]/#/$bin/}" "${image_programs[@]/#/$bin/}"
     (cd "$kind_dir/images/base" && find files -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
     (cd "$recipe" && find files kind -print0 | LC_ALL=C sort -z | xargs -0 stat -c '%n %a %F')

@@ -21,11 +21,11 @@
 #      TIMEOUT (seconds for the debootstrap, 1800)
 # usage: node-image.sh [--tree (only the debootstrap tree) | --mirror (print the Debian source it uses)]
 set -euo pipefail
-# shellcheck source=lib.sh
-source "${BASH_SOURCE[0]%/*}/lib.sh" # no fork before lib.sh: it drops the secrets handed in the environment first
+# shellcheck source=../scripts/lib.sh
+source "${BASH_SOURCE[0]%/*}/../scripts/lib.sh" # no fork before lib.sh: it drops the secrets handed in the environment first
 
 root=$(cd "${BASH_SOURCE[0]%/*}/.." && pwd)
-script="$root/scripts/node-image.sh"
+script="$root/node-image/build.sh"
 recipe="$root/node-image"
 bin=${GPULAB_BIN:-$root/bin}
 cache=${GPULAB_NODE_IMAGE_CACHE:-$root/.cache/node-image}
@@ -84,7 +84,7 @@ busybox_ref="$busybox_image:${busybox_version:-unknown}"
 image_key=$(
   {
     printf '%s\n' "$tree_key" "$pause_image" "$busybox_ref" "$(gcc --version | sed -n 1p)"
-    sha "$script" "$root/scripts/image-lib.sh" "$pause_dir/build/pause/linux/pause.c" "$busybox" "${programs[@]/#/$bin/}"
+    sha "$script" "$root/node-image/image-lib.sh" "$pause_dir/build/pause/linux/pause.c" "$busybox" "${programs[@]/#/$bin/}"
     (cd "$recipe" && find files -print0 | LC_ALL=C sort -z | xargs -0 stat -c '%n %a %F') # names and modes
     (cd "$recipe" && find files -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
   } | sha
