@@ -10,10 +10,10 @@ import time
 
 from hami.cards import CardSpec
 from model.config import GpuQuota, PodLimits
-from policies.evaluate import evaluate_tenant
-from policies.findings import UNDECIDED
-from policies.inventory import TenantInventory
-from policies.workloads import read_workload
+from placement.evaluate import evaluate_tenant
+from placement.findings import UNDECIDED
+from placement.inventory import TenantInventory
+from placement.workloads import read_workload
 
 A100 = ("NVIDIA-A100-SXM4-80GB", 81920)
 

@@ -37,9 +37,9 @@ from benchmarks import multinode_check  # noqa: E402
 from benchmarks.multinode_check import pod  # noqa: E402
 from hami.cards import CardSpec  # noqa: E402
 from model.config import GpuQuota, PodLimits  # noqa: E402
-from policies.evaluate import evaluate_tenant  # noqa: E402
-from policies.findings import UNDECIDED  # noqa: E402
-from policies.inventory import TenantInventory  # noqa: E402
+from placement.evaluate import evaluate_tenant  # noqa: E402
+from placement.findings import UNDECIDED  # noqa: E402
+from placement.inventory import TenantInventory  # noqa: E402
 
 BASELINE = "57a5746"  # the last commit of the first placement engine (policies 700 us/pod)
 BASELINE_MODULES = ("gpu_fit", "inventory", "workloads", "evaluate")
@@ -121,15 +121,15 @@ def run_adversarial(cases: int, seed: int) -> tuple[float, int]:
 
 def main(tenants: int = 50, pods: int = 10_000, seed: int = 7, adversarial: int = 200, baseline: bool = True) -> None:
     import hami.cards
-    import policies.evaluate
-    import policies.inventory
-    import policies.workloads
+    import placement.evaluate
+    import placement.inventory
+    import placement.workloads
 
     current = {
         "gpu_fit": hami.cards,
-        "inventory": policies.inventory,
-        "workloads": policies.workloads,
-        "evaluate": policies.evaluate,
+        "inventory": placement.inventory,
+        "workloads": placement.workloads,
+        "evaluate": placement.evaluate,
     }
     shapes, manifests = bulk_case(tenants, pods, seed)
     progress(f"{pods} pods with today's code")

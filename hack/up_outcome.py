@@ -61,7 +61,7 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 MANDATORY = re.compile(
     r"^(?P<indent> *)- \[mandatory\](?: \[severity: [^\]]*\])?  (?P<policy>\S+)(?:  \((?P<type>\S+): (?P<name>.+)\))?$"
 )
-SEVERITY = re.compile(r"^(?:error|warning): ")  # a gpulab finding's own prefix (policies/findings.py)
+SEVERITY = re.compile(r"^(?:error|warning): ")  # a gpulab finding's own prefix (placement/findings.py)
 
 
 @dataclass(frozen=True)

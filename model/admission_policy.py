@@ -3,7 +3,7 @@ them): the pack's per-pod GPU refusals as a ValidatingAdmissionPolicy in every t
 
 Kubernetes evaluates the CEL below inside the tenant's API server at `kubectl apply` time: no webhook,
 no pod, nothing to fail open (HAMi's own webhook is `failurePolicy: Ignore`). The questions are
-exactly policies/per_pod.py's, in the same order, generated from the same tenant config (cards,
+exactly placement/per_pod.py's, in the same order, generated from the same tenant config (cards,
 per-pod limits), and tests/test_gpu_admission.py evaluates this CEL offline against that module on
 shared and generated pods, fed as the API server feeds it (tests/cel_harness.py).
 
@@ -91,7 +91,7 @@ def _beyond_int64(container: str) -> str:
 
 def _requests(containers: str) -> str:
     """A list of HAMi's normalised requests (nums, memreq, pct, cores; ints) of `containers`, as the
-    webhook and scheduler derive them (policies/workloads.py container_request)."""
+    webhook and scheduler derive them (placement/workloads.py container_request)."""
     pairs = (
         f"{containers}.map(c, {{"
         "'l': has(c.resources) && has(c.resources.limits) ? c.resources.limits : {}, "
@@ -120,7 +120,7 @@ def _requests(containers: str) -> str:
 
 
 def _memory(r: str, largest: int) -> str:
-    """MB per card a request may take: a percentage counted on the largest card (policies/per_pod.py)."""
+    """MB per card a request may take: a percentage counted on the largest card (placement/per_pod.py)."""
     return f"({r}.memreq == 0 && {r}.pct != 101 ? {largest} * {r}.pct / 100 : {r}.memreq)"
 
 

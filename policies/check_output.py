@@ -18,11 +18,11 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from policies.evaluate import tenant_cluster
-from policies.findings import Finding
-from policies.inventory import TenantInventory
-from policies.orders import Placed, greedy_placements
-from policies.workloads import Workload
+from placement.evaluate import tenant_cluster
+from placement.findings import Finding
+from placement.inventory import TenantInventory
+from placement.orders import Placed, greedy_placements
+from placement.workloads import Workload
 
 
 def placements(

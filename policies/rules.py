@@ -35,17 +35,16 @@ from pulumi_policy.proxy import UnknownValueError
 from model.names import KAMAJI_MAX_ANNOTATION, NODE_IMAGE_LABEL, TENANT_LABEL
 from model.network import address_problem
 from model.versions import Versions, image_tag, parse_kubernetes_version
-from policies.analyzed_inputs import GPU_REQUEST_INPUTS, judged_resources
-from policies.evaluate import evaluate_tenant
-from policies.findings import Finding
-from policies.inventory import (
+from placement.evaluate import evaluate_tenant
+from placement.findings import Finding
+from placement.inventory import (
     TenantInventory,
     from_policy_config,
     from_stack_resources,
     is_inventory_configmap,
     parse_policy_config,
 )
-from policies.workloads import (
+from placement.workloads import (
     HAMI_RESOURCES,
     NOUSE_GPUTYPE,
     NOUSE_GPUUUID,
@@ -56,6 +55,7 @@ from policies.workloads import (
     WorkloadError,
     read_workload,
 )
+from policies.analyzed_inputs import GPU_REQUEST_INPUTS, judged_resources
 
 TCP_TYPE = "kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane"
 CONTAINER_TYPE = "docker:index/container:Container"
@@ -67,7 +67,7 @@ GPU_CONFIG_SCHEMA = PolicyConfigSchema(
         "tenants": {
             "type": "object",
             "description": "Cards and limits per tenant, for stacks that are not the lab itself "
-            "(see policies/inventory.py GpuPolicyConfig).",
+            "(see placement/inventory.py GpuPolicyConfig).",
             "additionalProperties": {"type": "object"},
         },
         "defaultTenant": {"type": "string", "description": "Tenant of workloads without a gpulab.io/tenant label."},

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from model.catalog import GPU_CATALOG, GPU_RESOURCE, GPUCORES_RESOURCE, GPUMEM_PERCENTAGE_RESOURCE, GPUMEM_RESOURCE
-from policies.findings import EXCEEDED_QUOTA
-from policies.live import ALLOCATED
-from policies.workloads import (
+from placement.findings import EXCEEDED_QUOTA
+from placement.live import ALLOCATED
+from placement.workloads import (
     GPU_POLICY_ANNOTATION,
     NODE_POLICY_ANNOTATION,
     NOUSE_GPUTYPE,

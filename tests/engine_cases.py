@@ -29,10 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from hami.cards import CardSpec, CardUse
 from model.config import GpuQuota, PodLimits
+from placement.evaluate import evaluate_tenant, running
+from placement.inventory import NamespaceUsage, TenantInventory
+from placement.workloads import Workload, read_workload
 from policies.check_output import placements
-from policies.evaluate import evaluate_tenant, running
-from policies.inventory import NamespaceUsage, TenantInventory
-from policies.workloads import Workload, read_workload
 
 CASES = 500
 CARD_TYPES = (("NVIDIA-A100-SXM4-80GB", 81920), ("NVIDIA-L40S", 49152), ("NVIDIA-L4", 24576))

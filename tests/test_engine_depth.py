@@ -9,11 +9,11 @@ import sys
 from hami.cards import NO_PERCENTAGE, CardSpec, ContainerRequest, Node, PodRequest
 from hami.nodes import Cluster
 from model.config import PodLimits
-from policies.evaluate import evaluate_tenant, running
-from policies.inventory import TenantInventory
-from policies.orders import every_order_strands, find_stranding, simulate
-from policies.search import Budget, search_placement
-from policies.workloads import Workload
+from placement.evaluate import evaluate_tenant, running
+from placement.inventory import TenantInventory
+from placement.orders import every_order_strands, find_stranding, simulate
+from placement.search import Budget, search_placement
+from placement.workloads import Workload
 
 DEEPER_THAN_RECURSION = sys.getrecursionlimit() + 200
 

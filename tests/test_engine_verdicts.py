@@ -1,5 +1,5 @@
-"""The placement engine's verdicts as records (policies/verdicts.py), before any wording: what each one
-carries, the search's tri-state, HAMi's candidates, and that the wording (policies/wording.py) is told
+"""The placement engine's verdicts as records (placement/verdicts.py), before any wording: what each one
+carries, the search's tri-state, HAMi's candidates, and that the wording (placement/wording.py) is told
 its context instead of the engine choosing phrases. tests/test_engine_snapshot.py guards the words."""
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ from dataclasses import replace
 from hami.cards import CARD_INSUFFICIENT_MEMORY, NO_PERCENTAGE, CardSpec, CardUse, ContainerRequest, Node, PodRequest
 from hami.nodes import Candidates, Cluster, NodeFailure
 from model.config import PodLimits
-from policies import evaluate, wording
-from policies.evaluate import judge_placement
-from policies.findings import ORDER_DEPENDENT, UNDECIDED
-from policies.inventory import TenantInventory
-from policies.live import describe_usage
-from policies.orders import MAX_TIE_RUNS, walk_order
-from policies.search import Budget, Fit, search_placement
-from policies.verdicts import Question, Refused, Stranded, Undecided, Unplaceable
+from placement import evaluate, wording
+from placement.evaluate import judge_placement
+from placement.findings import ORDER_DEPENDENT, UNDECIDED
+from placement.inventory import TenantInventory
+from placement.live import describe_usage
+from placement.orders import MAX_TIE_RUNS, walk_order
+from placement.search import Budget, Fit, search_placement
+from placement.verdicts import Question, Refused, Stranded, Undecided, Unplaceable
 
 A100 = CardSpec("GPU-0", "NVIDIA-A100-SXM4-80GB", 81920)
 L4 = CardSpec("GPU-L4", "NVIDIA-L4", 24576)

@@ -1,5 +1,5 @@
 """The in-tenant admission policy decides what the pack decides: its CEL, evaluated offline
-(tests/cel_harness.py), against policies/per_pod.py on the shared fixtures and generated pods;
+(tests/cel_harness.py), against placement/per_pod.py on the shared fixtures and generated pods;
 its objects against the Kubernetes v1.36 schema; one policy and binding per tenant in the program."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from shared_data import ROOT
 
 from model.admission_policy import DENY_POLICY, WARN_POLICY, deny_validations, policy_objects
 from model.config import parse_config
-from policies import per_pod
-from policies.inventory import from_tenant
-from policies.workloads import POD_TEMPLATE_PATHS, WorkloadError, read_workload
+from placement import per_pod
+from placement.inventory import from_tenant
+from placement.workloads import POD_TEMPLATE_PATHS, WorkloadError, read_workload
 
 LAB = parse_config(lab_config())
 TENANTS = {tenant.name: tenant for tenant in LAB.tenants}

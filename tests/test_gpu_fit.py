@@ -29,8 +29,8 @@ from hami.cards import (
     card_reason,
 )
 from hami.nodes import Cluster
-from policies.orders import cannot_strand, every_order_strands, find_stranding, simulate
-from policies.search import search_placement
+from placement.orders import cannot_strand, every_order_strands, find_stranding, simulate
+from placement.search import search_placement
 
 A100 = CardSpec("GPU-0", "NVIDIA-A100-SXM4-80GB", 81920)
 L4 = [CardSpec(f"GPU-{i}", "NVIDIA-L4", 24576) for i in range(2)]
@@ -126,7 +126,7 @@ def test_percentage_is_of_each_card_tried_and_quota_is_per_card() -> None:
 
 def test_gpumem_zero_is_the_whole_card() -> None:
     """gpumem: 0 is 100 % of the card in HAMi (GenerateResourceRequests), not 0 MB."""
-    from policies.workloads import container_request
+    from placement.workloads import container_request
 
     zero = container_request({"name": "c", "resources": {"limits": {"nvidia.com/gpumem": "0"}}}, "Pod/x")
     assert zero is not None and zero.memory_on(A100) == 81920 and zero.cores == 0
@@ -308,12 +308,12 @@ def test_cannot_strand_never_contradicts_the_simulation(cards, pods) -> None:
 
 def test_running_out_of_budget_is_reported(monkeypatch) -> None:
     """A search that cannot finish says so in a finding; it is never silently taken as a verdict."""
-    import policies.evaluate as evaluate
+    import placement.evaluate as evaluate
     from model.config import PodLimits
-    from policies.findings import UNDECIDED
-    from policies.inventory import TenantInventory
-    from policies.search import Budget
-    from policies.workloads import read_workload
+    from placement.findings import UNDECIDED
+    from placement.inventory import TenantInventory
+    from placement.search import Budget
+    from placement.workloads import read_workload
 
     monkeypatch.setattr(evaluate, "Budget", lambda: Budget(left=1))
     cards = tuple(CardSpec(f"g{i}", "NVIDIA-X", size) for i, size in enumerate([16384, 24576, 49152]))
@@ -356,10 +356,10 @@ def test_a_set_stranded_in_every_order_is_found() -> None:
 
 
 def test_stranded_in_every_order_is_an_error_and_in_some_orders_a_warning() -> None:
-    import policies.evaluate as evaluate
+    import placement.evaluate as evaluate
     from model.config import PodLimits
-    from policies.inventory import TenantInventory
-    from policies.workloads import Workload
+    from placement.inventory import TenantInventory
+    from placement.workloads import Workload
 
     def evaluated(policy: str) -> list:
         inventory = TenantInventory("t", tuple(L4_THEN_A100), PodLimits(), None, (), policy)
@@ -374,7 +374,7 @@ def test_stranded_in_every_order_is_an_error_and_in_some_orders_a_warning() -> N
 
 
 def test_distinct_orders_count_identical_pods_once() -> None:
-    from policies.orders import distinct_orders
+    from placement.orders import distinct_orders
 
     pods = [pod("x1", 1000, 10), pod("x2", 1000, 10), pod("y", 2000, 10), pod("z", 3000, 10)]
     assert distinct_orders(pods) == 12  # 4! / 2! (x1 and x2 are identical)
@@ -384,10 +384,10 @@ def test_an_inventory_without_cards_is_judged() -> None:
     """An inventory document may list no cards: every GPU pod is NodeInsufficientDevice, and the checker's
     placements and running usage are empty (HAMi's node score, a division by the node's totals, is never
     asked of a node that passes no filter)."""
+    from placement.evaluate import evaluate_tenant, running
+    from placement.inventory import from_inventory_document
+    from placement.workloads import read_workload
     from policies.check_output import placements
-    from policies.evaluate import evaluate_tenant, running
-    from policies.inventory import from_inventory_document
-    from policies.workloads import read_workload
 
     inventory = from_inventory_document({"tenant": "t", "cards": []})
     limits = {"nvidia.com/gpu": "1"}

@@ -1,5 +1,5 @@
 """HAMi v2.8.3's webhook defaults and resource reading (its Test_MutateAdmission and Test_Resourcereqs
-vectors) against gpulab's reading of a container's limits (policies.workloads.container_request): the part
+vectors) against gpulab's reading of a container's limits (placement.workloads.container_request): the part
 of HAMi's semantics that starts from a manifest, beside the hami/ package's card and node rules."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from hami.cards import NO_PERCENTAGE
-from policies.workloads import container_request
+from placement.workloads import container_request
 
 DEVICE_TEST = "pkg/device/nvidia/device_test.go"
 CONFIG_TEST = "pkg/scheduler/config/config_test.go"

@@ -53,7 +53,7 @@ def test_bad_quantities_are_bad_input(capsys, tmp_path, value) -> None:
 
 @pytest.mark.parametrize("value, plain", GOOD_QUANTITIES.items())
 def test_every_kubernetes_quantity_form_is_read(value, plain) -> None:
-    from policies.workloads import whole_quantity
+    from placement.workloads import whole_quantity
 
     assert whole_quantity(value, "x") == plain
 

@@ -291,7 +291,7 @@ def test_nothing_the_lab_installs_in_a_tenant_is_refused_by_its_admission_policy
 
     from model.admission_policy import DENY_POLICY, policy_objects
     from model.config import parse_config
-    from policies.workloads import POD_TEMPLATE_PATHS
+    from placement.workloads import POD_TEMPLATE_PATHS
 
     tenant = parse_config(lab_config()).tenants[0]
     deny = next(

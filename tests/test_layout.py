@@ -14,6 +14,7 @@ PACKAGES = (
     "hami",
     "model",
     "components",
+    "placement",
     "policies",
     "process_lab",
     "scripts",
@@ -29,16 +30,17 @@ PACKAGES = (
 ALLOWED = {
     "hami": set(),  # HAMi's semantics: nothing of gpulab's (issue 31)
     "model": set(),
-    "policies": {"model", "hami"},
-    "process_lab": {"model", "policies", "hami"},  # the differential asks the pack's engine what HAMi would do
+    "placement": {"model", "hami"},  # the engine: HAMi's rules walked over pods, orders and nodes
+    "policies": {"model", "hami", "placement"},  # the pack and `make check`
+    "process_lab": {"model", "placement", "hami"},  # the differential asks the engine what HAMi would do
     "components": {"model", "process_lab"},
     "scripts": {"model"},
     "hack": {"model"},
     "tools": set(),  # `make tools` runs with the host's python3, before ./venv: standard library only
     "report": {"model"},
-    "preview": {"model", "policies", "hami", "process_lab"},  # runs the program (__main__.py) by path
+    "preview": {"model", "policies", "placement", "hami", "process_lab"},  # runs the program and the pack
     "diagnose": {"model", "components", "process_lab"},  # the components' names; process mode's processes
-    "benchmarks": {"model", "policies", "hami", "process_lab"},
+    "benchmarks": {"model", "placement", "hami", "process_lab"},  # the engine, never the pack
 }
 # Each runtime's components in a folder of its own (kind's pkg/cluster/internal/providers/<runtime>): __main__.py
 # picks one; neither folder imports the other, and what both share (components/*.py) imports neither. Two modules

@@ -10,9 +10,9 @@ from lab_harness import LAB_PROJECT
 from shared_data import ROOT
 
 from model.config import load_stack_file
+from placement.inventory import from_lab_config
+from placement.live import LiveError, current_usage, parse_allocation
 from policies.checker import main
-from policies.inventory import from_lab_config
-from policies.live import LiveError, current_usage, parse_allocation
 
 LIVE = ROOT / "tests" / "manifests" / "live"
 MANIFESTS = ROOT / "tests" / "manifests"

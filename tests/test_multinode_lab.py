@@ -421,9 +421,9 @@ def test_admission_judges_card_rules_against_the_node_that_holds_the_most(gpus, 
     from cel_harness import run_policy
 
     from model.admission_policy import DENY_POLICY, policy_objects
-    from policies.inventory import from_tenant
-    from policies.per_pod import per_pod_refusals
-    from policies.workloads import read_workload
+    from placement.inventory import from_tenant
+    from placement.per_pod import per_pod_refusals
+    from placement.workloads import read_workload
 
     config = two_node_config()
     config["tenants"][1]["limits"] = {}
@@ -438,7 +438,7 @@ def test_admission_judges_card_rules_against_the_node_that_holds_the_most(gpus, 
 
 
 def test_the_pack_reads_the_nodes_from_the_inventory_configmap(two_nodes) -> None:
-    from policies.inventory import from_stack_resources
+    from placement.inventory import from_stack_resources
 
     found = from_stack_resources((r.type, r.inputs) for r in two_nodes.registrations.values())
     assert found["tenant-b"].nodes == (("tenant-b-gpu-1", 2), ("tenant-b-gpu-2", 1))
@@ -447,7 +447,7 @@ def test_the_pack_reads_the_nodes_from_the_inventory_configmap(two_nodes) -> Non
 
 
 def test_an_inventory_whose_nodes_do_not_cover_the_cards_is_refused() -> None:
-    from policies.inventory import from_stack_resources
+    from placement.inventory import from_stack_resources
 
     document = {
         "tenant": "t",
@@ -469,9 +469,9 @@ def test_the_pack_judges_a_two_node_tenant_per_node() -> None:
     """Two L4 nodes of one card each: two cards in the tenant, but a pod asking two cards fits no node."""
     from model.config import Workload
     from model.workload_manifests import workload_manifest
-    from policies.evaluate import evaluate_tenant
-    from policies.inventory import from_tenant
-    from policies.workloads import read_workload
+    from placement.evaluate import evaluate_tenant
+    from placement.inventory import from_tenant
+    from placement.workloads import read_workload
     from preview import pack
 
     one_each = [{"name": f"gpu-{i}", "gpus": [{"model": "L4", "count": 1}]} for i in (1, 2)]
@@ -499,9 +499,9 @@ def test_the_live_unplaceable_pod_passes_admission_and_the_model_refuses_it_for_
     from cel_harness import run_policy
 
     from model.admission_policy import DENY_POLICY, policy_objects
-    from policies.evaluate import evaluate_tenant
-    from policies.inventory import from_tenant
-    from policies.workloads import read_workload
+    from placement.evaluate import evaluate_tenant
+    from placement.inventory import from_tenant
+    from placement.workloads import read_workload
     from tests.acceptance.test_multinode import unplaceable_pod
 
     config = two_node_config()

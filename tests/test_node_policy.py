@@ -20,12 +20,12 @@ from hami.cards import (
 )
 from hami.nodes import Cluster
 from model.config import GpuQuota, PodLimits
-from policies.evaluate import evaluate_tenant
-from policies.findings import ORDER_DEPENDENT
-from policies.inventory import TenantInventory
-from policies.orders import greedy_placements, simulate
-from policies.search import Budget, search_placement
-from policies.workloads import Workload
+from placement.evaluate import evaluate_tenant
+from placement.findings import ORDER_DEPENDENT
+from placement.inventory import TenantInventory
+from placement.orders import greedy_placements, simulate
+from placement.search import Budget, search_placement
+from placement.workloads import Workload
 
 L4 = 24576
 
@@ -215,7 +215,7 @@ def test_order_dependent_stranding_across_nodes_names_the_node_policy() -> None:
     node_policy=st.sampled_from(["spread", "binpack"]),
 )
 def test_every_order_walk_agrees_with_simulating_each_order(sizes, memories, asks, gpu_policy, node_policy) -> None:
-    from policies.orders import cannot_strand, find_stranding
+    from placement.orders import cannot_strand, find_stranding
 
     nodes = [[card(f"n{n}", i, memories[(n * 2 + i) % 6]) for i in range(size)] for n, size in enumerate(sizes)]
     pods = [pod(f"p{i}", *containers) for i, containers in enumerate(asks)]
@@ -257,7 +257,7 @@ def lexicographic_orders(pods: list[PodRequest]) -> list[tuple[PodRequest, ...]]
 
 
 def test_policy_config_describes_nodes() -> None:
-    from policies.inventory import from_policy_config, parse_policy_config
+    from placement.inventory import from_policy_config, parse_policy_config
 
     config = parse_policy_config(
         {
@@ -284,7 +284,7 @@ def test_policy_config_describes_nodes() -> None:
 def test_policy_config_refuses_cards_and_nodes_together() -> None:
     import pytest
 
-    from policies.inventory import parse_policy_config
+    from placement.inventory import parse_policy_config
 
     both = {"cards": [{"model": "L4"}], "nodes": [{"name": "n", "cards": [{"model": "L4"}]}]}
     with pytest.raises(ValueError, match=r"give either `cards` \(one GPU node\) or `nodes` \(several\)"):
@@ -331,9 +331,9 @@ def test_a_reason_two_nodes_share_is_named_once() -> None:
 def test_a_cut_order_walk_is_said_never_hidden(monkeypatch) -> None:
     import functools
 
-    import policies.evaluate
-    from policies.findings import UNDECIDED
-    from policies.orders import find_stranding
+    import placement.evaluate
+    from placement.findings import UNDECIDED
+    from placement.orders import find_stranding
 
     pods = [pod("a", (1, 1000, 10)), pod("b", (1, 2000, 10)), pod("c", (1, 3000, 10))]
     assert not find_stranding(two_empty_nodes(), pods, "spread", "binpack").exhausted
@@ -342,7 +342,7 @@ def test_a_cut_order_walk_is_said_never_hidden(monkeypatch) -> None:
     pairs = workloads(*(pod(f"p{i}", (1, 1000, 10), (1, 1000, 10)) for i in range(3)))
     assert not evaluate_tenant(inventory({"a": 2, "b": 2}), pairs)
     cut = functools.partial(find_stranding, limit=2)
-    monkeypatch.setattr(policies.evaluate, "find_stranding", cut)
+    monkeypatch.setattr(placement.evaluate, "find_stranding", cut)
     (finding,) = evaluate_tenant(inventory({"a": 2, "b": 2}), pairs)
     assert finding.severity == "warning" and finding.reason == UNDECIDED
     assert "not every order or tie was checked" in finding.message

@@ -25,12 +25,12 @@ from hami.cards import (
 )
 from hami.nodes import Cluster, NodeFailure
 from model.config import PodLimits
-from policies.evaluate import evaluate_tenant
-from policies.findings import ORDER_DEPENDENT
-from policies.inventory import TenantInventory
-from policies.orders import every_order_strands, simulate
-from policies.search import Budget, search_placement
-from policies.workloads import Workload
+from placement.evaluate import evaluate_tenant
+from placement.findings import ORDER_DEPENDENT
+from placement.inventory import TenantInventory
+from placement.orders import every_order_strands, simulate
+from placement.search import Budget, search_placement
+from placement.workloads import Workload
 
 NS = "gpu-workloads"
 L4 = ("NVIDIA-L4", 24576)
@@ -164,9 +164,9 @@ def test_a_cut_walk_is_never_certain() -> None:
 
 def test_more_orders_than_the_one_node_limit_are_never_certain(monkeypatch) -> None:
     """The order limit (orders.MAX_ORDERS): above it, advice only."""
-    import policies.evaluate
+    import placement.evaluate
 
-    monkeypatch.setattr(policies.evaluate, "MAX_ORDERS", 11)  # the set has 4!/2! = 12 distinct orders
+    monkeypatch.setattr(placement.evaluate, "MAX_ORDERS", 11)  # the set has 4!/2! = 12 distinct orders
     (finding,) = evaluate_tenant(tenant(EVERY_ORDER_NODES, "binpack", "binpack"), workloads(EVERY_ORDER_PODS))
     assert (finding.severity, finding.reason) == ("warning", ORDER_DEPENDENT)
 

@@ -294,7 +294,7 @@ def _through_tenant_a(resources, kind: str, body: dict):
     without gpulab's quota, so that the cards decide)."""
     from pulumi_policy import PolicyResource
 
-    from policies.workloads import RESOURCE_TYPES
+    from placement.workloads import RESOURCE_TYPES
 
     trainer = next(r for r in resources if r.resource_type == "kubernetes:core/v1:Pod")
     resource_type = next(t for t, k in RESOURCE_TYPES.items() if k == kind)
@@ -327,7 +327,7 @@ def _workload_body(kind: str, count: int | float, limits: dict) -> dict:
     return {"spec": {"replicas": count, "template": template}}
 
 
-ALL_KINDS = sorted(__import__("policies.workloads", fromlist=["POD_TEMPLATE_PATHS"]).POD_TEMPLATE_PATHS)
+ALL_KINDS = sorted(__import__("placement.workloads", fromlist=["POD_TEMPLATE_PATHS"]).POD_TEMPLATE_PATHS)
 
 
 @pytest.mark.parametrize("kind", ALL_KINDS)

@@ -4,7 +4,7 @@ Each vector is a fact taken from a HAMi test (Project-HAMi/HAMi tag v2.8.3; file
 the case name), written as data: cards with their current usage, the request, and what HAMi's test
 expects. The harness and the tables are gpulab's; no HAMi code is used. Cases the model cannot
 express are listed in NOT_MODELLED with the reason. The webhook's defaults, which gpulab applies while
-reading a manifest (policies/workloads.py), are checked against HAMi's Test_MutateAdmission vectors in
+reading a manifest (placement/workloads.py), are checked against HAMi's Test_MutateAdmission vectors in
 tests/test_hami_webhook_defaults.py.
 """
 

@@ -55,9 +55,9 @@ def node_of(api: client.CoreV1Api, namespace: str, name: str, timeout: float = 1
 def gpu_node_scores(lab, tenant: Tenant) -> dict[str, float]:
     """HAMi's node score of each GPU node now, from HAMi's allocations on the tenant's pods."""
     from hami.nodes import node_score
-    from policies.evaluate import tenant_cluster
-    from policies.inventory import from_tenant
-    from policies.live import current_usage, fetch_pod_list
+    from placement.evaluate import tenant_cluster
+    from placement.inventory import from_tenant
+    from placement.live import current_usage, fetch_pod_list
 
     inventory = current_usage(from_tenant(tenant), fetch_pod_list(lab.kubeconfigs[tenant.name]))
     cluster = tenant_cluster(inventory, [])

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from model.config import ConfigError, LabConfig, load_stack_file
-from policies.workloads import USE_GPUUUID
+from placement.workloads import USE_GPUUUID
 from process_lab.commands import run
 from process_lab.differential import (
     NAMESPACE,

@@ -1,6 +1,6 @@
-"""What the placement engine (policies/evaluate.py) decides about a tenant's GPU pods, before any wording:
+"""What the placement engine (placement/evaluate.py) decides about a tenant's GPU pods, before any wording:
 one record per decision, carrying the pods, the order, the placements and HAMi's failure it rests on.
-policies/wording.py says them as findings; nothing here knows how a tenant of one node or of several
+placement/wording.py says them as findings; nothing here knows how a tenant of one node or of several
 reads.
 """
 

@@ -3,16 +3,16 @@ One evaluation for every tenant: a tenant with one GPU node is a cluster of one.
 
 - certain (errors): a pod that no node can hold even alone (next to what already runs), and a set that
   no placement holds (each pod on one node, the namespace quota counted across the nodes), decided by
-  exhaustive search (policies/search.py); the reason is HAMi's own walk for the first pod that does not
+  exhaustive search (placement/search.py); the reason is HAMi's own walk for the first pod that does not
   fit; and a set that HAMi's walk, with the configured policies, strands in every creation order
-  whichever tied node it picks (policies/orders.py; never when the walk was cut);
+  whichever tied node it picks (placement/orders.py; never when the walk was cut);
 - advisory (warnings): HAMi's greedy walk, pod by pod in creation order, with the node policy and every
   card policy: a pod it strands in some order is reported with the order and policies (and, on several
   nodes, where the earlier pods went); and questions the bounded search could not decide (said, never
   silently dropped).
 
-The decisions are verdicts (policies/verdicts.py), each with its pods, order, placements and HAMi's
-failure; policies/wording.py says them, as a tenant of one GPU node or of several reads.
+The decisions are verdicts (placement/verdicts.py), each with its pods, order, placements and HAMi's
+failure; placement/wording.py says them, as a tenant of one GPU node or of several reads.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from dataclasses import replace
 
 from hami.cards import POLICIES, CardSpec, NamespaceQuota, Node, PodRequest
 from hami.nodes import Cluster, NodeFailure
-from policies import wording
-from policies.findings import Finding, pod_level_findings, workload_of
-from policies.inventory import NamespaceUsage, TenantInventory
-from policies.orders import (
+from placement import wording
+from placement.findings import Finding, pod_level_findings, workload_of
+from placement.inventory import NamespaceUsage, TenantInventory
+from placement.orders import (
     MAX_ORDERS,
     Stranding,
     cannot_strand,
@@ -36,9 +36,9 @@ from policies.orders import (
     simulate,
     walk_order,
 )
-from policies.search import Budget, Fit, first_fit, search_placement
-from policies.verdicts import PlacementVerdict, Question, QuotaInUse, Refused, Stranded, Undecided, Unplaceable
-from policies.workloads import Workload
+from placement.search import Budget, Fit, first_fit, search_placement
+from placement.verdicts import PlacementVerdict, Question, QuotaInUse, Refused, Stranded, Undecided, Unplaceable
+from placement.workloads import Workload
 
 
 def tenant_cluster(inventory: TenantInventory, pods: Sequence[PodRequest], one_node: str = "") -> Cluster:

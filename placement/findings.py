@@ -1,4 +1,4 @@
-"""What the evaluation of a tenant (policies/evaluate.py) reports, and what it decides pod by pod: the
+"""What the evaluation of a tenant (placement/evaluate.py) reports, and what it decides pod by pod: the
 findings and their reasons, and the rules of one pod alone (per-pod limits, the GPU-count quota).
 """
 
@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from hami.cards import PodRequest
-from policies.inventory import TenantInventory
-from policies.per_pod import per_pod_advisories, per_pod_refusals
-from policies.workloads import Workload
+from placement.inventory import TenantInventory
+from placement.per_pod import per_pod_advisories, per_pod_refusals
+from placement.workloads import Workload
 
 EXCEEDED_QUOTA = "ExceededQuota"  # kube-apiserver's ResourceQuota admission
 ORDER_DEPENDENT = "OrderDependentPlacement"
@@ -44,7 +44,7 @@ def workload_of(pod: PodRequest) -> str:
 
 
 def per_pod_findings(inventory: TenantInventory, workloads: Sequence[Workload]) -> tuple[list[Finding], set[str]]:
-    """Refusals one pod decides alone (policies/per_pod.py, shared with the admission policy), once per
+    """Refusals one pod decides alone (placement/per_pod.py, shared with the admission policy), once per
     workload, and the workloads they concern (left out of the placement analysis: admission refuses them)."""
     findings, refused = [], set()
     for workload in workloads:

@@ -30,7 +30,7 @@ from hami.cards import (
     _type_ok,
     _uuid_ok,
 )
-from policies.inventory import TenantInventory
+from placement.inventory import TenantInventory
 
 POD_LIMIT_EXCEEDED = "PodGpuLimitExceeded"
 INIT_CONTAINER_GPU = "InitContainerGpuRequest"

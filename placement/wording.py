@@ -1,4 +1,4 @@
-"""How the placement engine's verdicts (policies/verdicts.py) read: the one place that words them.
+"""How the placement engine's verdicts (placement/verdicts.py) read: the one place that words them.
 
 A tenant of one GPU node reads of cards (HAMi's reason on its one node, and the namespace quota when it
 refused); a tenant of several reads of nodes, with HAMi's own events, which count the nodes per reason.
@@ -11,11 +11,11 @@ from dataclasses import dataclass
 
 from hami.cards import RESOURCE_QUOTA_NOT_FIT, ContainerFailure, PodRequest
 from hami.nodes import MAX_TIE_RUNS, NodeFailure
-from policies.findings import NO_PLACEMENT, ORDER_DEPENDENT, UNDECIDED, Finding, workload_of
-from policies.inventory import TenantInventory
-from policies.orders import MAX_ORDER_STATES
-from policies.search import SEARCH_BUDGET
-from policies.verdicts import PlacementVerdict, Question, QuotaInUse, Refused, Stranded, Undecided, Unplaceable
+from placement.findings import NO_PLACEMENT, ORDER_DEPENDENT, UNDECIDED, Finding, workload_of
+from placement.inventory import TenantInventory
+from placement.orders import MAX_ORDER_STATES
+from placement.search import SEARCH_BUDGET
+from placement.verdicts import PlacementVerdict, Question, QuotaInUse, Refused, Stranded, Undecided, Unplaceable
 
 EVERY_WORKLOAD = "(all GPU workloads)"  # the finding's workload when a verdict is about the whole set
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from hami.cards import CardUse
-from policies.inventory import NamespaceUsage, TenantInventory
-from policies.workloads import GPU, WorkloadError, whole_quantity
+from placement.inventory import NamespaceUsage, TenantInventory
+from placement.workloads import GPU, WorkloadError, whole_quantity
 
 ALLOCATED = "hami.io/vgpu-devices-allocated"
 TO_ALLOCATE = "hami.io/vgpu-devices-to-allocate"
