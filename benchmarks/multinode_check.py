@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 
 from hami.cards import CardSpec
 from model.config import GpuQuota, PodLimits
 from placement.evaluate import evaluate_tenant
 from placement.findings import UNDECIDED
 from placement.inventory import TenantInventory
-from placement.workloads import read_workload
+from placement.workloads import Workload, read_workload
 
 A100 = ("NVIDIA-A100-SXM4-80GB", 81920)
 
@@ -83,13 +84,21 @@ def adversarial_case(rng: random.Random) -> tuple[TenantInventory, list]:
     return inv, workloads
 
 
-def run_adversarial(cases: int, seed: int) -> tuple[float, int]:
+def run_adversarial(
+    cases: int,
+    seed: int,
+    make_case: Callable[[random.Random], tuple[TenantInventory, list[Workload]]] = adversarial_case,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[float, int]:
+    """The slowest evaluation of `cases` small cases `make_case` draws, and how many ran out of search budget."""
     rng = random.Random(seed)
     slowest, undecided = 0.0, 0
-    for _ in range(cases):
-        inv, workloads = adversarial_case(rng)
+    for done in range(cases):
+        if progress and done and done % 50 == 0:
+            progress(f"{done} of {cases} adversarial cases")
+        inventory, workloads = make_case(rng)
         started = time.perf_counter()
-        findings = evaluate_tenant(inv, workloads)
+        findings = evaluate_tenant(inventory, workloads)
         slowest = max(slowest, time.perf_counter() - started)
         undecided += any(f.reason == UNDECIDED for f in findings)
     return slowest, undecided

@@ -37,7 +37,6 @@ from benchmarks import multinode_check  # noqa: E402
 from benchmarks.multinode_check import pod  # noqa: E402
 from hami.cards import CardSpec  # noqa: E402
 from model.config import GpuQuota, PodLimits  # noqa: E402
-from placement.evaluate import evaluate_tenant  # noqa: E402
 from placement.findings import UNDECIDED  # noqa: E402
 from placement.inventory import TenantInventory  # noqa: E402
 
@@ -106,17 +105,7 @@ def progress(message: str) -> None:
 
 
 def run_adversarial(cases: int, seed: int) -> tuple[float, int]:
-    rng = random.Random(seed)
-    slowest, undecided = 0.0, 0
-    for done in range(cases):
-        if done and done % 50 == 0:
-            progress(f"{done} of {cases} adversarial cases")
-        inventory, workloads = adversarial_case(rng)
-        started = time.perf_counter()
-        findings = evaluate_tenant(inventory, workloads)
-        slowest = max(slowest, time.perf_counter() - started)
-        undecided += any(f.reason == UNDECIDED for f in findings)
-    return slowest, undecided
+    return multinode_check.run_adversarial(cases, seed, adversarial_case, progress)
 
 
 def main(tenants: int = 50, pods: int = 10_000, seed: int = 7, adversarial: int = 200, baseline: bool = True) -> None:

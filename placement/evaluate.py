@@ -49,7 +49,7 @@ def tenant_cluster(inventory: TenantInventory, pods: Sequence[PodRequest], one_n
     if quota is not None and (quota.gpumem or quota.gpucores):
         namespaces = set(inventory.namespaces) or {pod.namespace for pod in pods} | set(inventory.namespace_usage)
         quotas = {ns: NamespaceQuota(quota.gpumem, quota.gpucores) for ns in namespaces}
-    usage = {ns: (u.gpumem, u.gpucores) for ns, u in inventory.namespace_usage.items()}
+    usage = {ns: (u.memory_mb, u.cores) for ns, u in inventory.namespace_usage.items()}
     use = list(inventory.card_usage) or None
     nodes, names, start = [], [], 0
     for name, cards in inventory.node_cards():
@@ -222,11 +222,10 @@ def running(inventory: TenantInventory, workloads: Sequence[Workload]) -> Tenant
 
     def count(pod: PodRequest, placed: Sequence[Sequence[CardSpec]]) -> None:
         held = list(zip(pod.containers, placed, strict=False))
-        was = namespaces.get(pod.namespace, NamespaceUsage())
-        namespaces[pod.namespace] = NamespaceUsage(
-            gpumem=was.gpumem + sum(container.memory_on(card) for container, cards in held for card in cards),
-            gpucores=was.gpucores + sum(container.fit_cores * len(cards) for container, cards in held),
-            gpus=was.gpus + sum(c.nums for c in pod.containers),  # the API server's quota counts Pending pods too
+        namespaces[pod.namespace] = namespaces.get(pod.namespace, NamespaceUsage()) + NamespaceUsage(
+            memory_mb=sum(container.memory_on(card) for container, cards in held for card in cards),
+            cores=sum(container.fit_cores * len(cards) for container, cards in held),
+            gpus=sum(c.nums for c in pod.containers),  # the API server's quota counts Pending pods too
         )
 
     cluster = tenant_cluster(inventory, pods)
@@ -239,5 +238,5 @@ def running(inventory: TenantInventory, workloads: Sequence[Workload]) -> Tenant
         node = cluster.nodes[choice.node]
         count(pod, [[node.cards[i] for i in cards] for cards in choice.cards])
         cluster.commit(pod, choice)
-    usage = {ns: u for ns, u in namespaces.items() if u.gpumem or u.gpucores or u.gpus}
+    usage = {ns: u for ns, u in namespaces.items() if u != NamespaceUsage()}
     return replace(inventory, card_usage=tuple(u for node in cluster.nodes for u in node.use), namespace_usage=usage)

@@ -25,11 +25,15 @@ from model.names import INVENTORY_CONFIGMAP, INVENTORY_NAMESPACE
 
 @dataclass(frozen=True)
 class NamespaceUsage:
-    """What a namespace's running pods already count against its quota."""
+    """What a namespace's running pods already count against its quota, in HAMi's words (hami.cards CardUse and
+    NamespaceQuota: memory_mb, cores), and the cards they ask for (the API server's nvidia.com/gpu quota)."""
 
-    gpumem: int = 0
-    gpucores: int = 0
+    memory_mb: int = 0
+    cores: int = 0
     gpus: int = 0
+
+    def __add__(self, other: NamespaceUsage) -> NamespaceUsage:
+        return NamespaceUsage(self.memory_mb + other.memory_mb, self.cores + other.cores, self.gpus + other.gpus)
 
 
 @dataclass(frozen=True)

@@ -72,7 +72,7 @@ def current_usage(inventory: TenantInventory, pod_list: Mapping[str, Any]) -> Te
         raise LiveError("expected a PodList (`kubectl get pods -A -o json`): an object with `items`")
     index = {card.id: i for i, card in enumerate(inventory.cards)}
     cards = [CardUse() for _ in inventory.cards]
-    namespaces: dict[str, list[int]] = {}
+    namespaces: dict[str, NamespaceUsage] = {}
     for pod in pod_list["items"]:
         if not isinstance(pod, Mapping):
             raise LiveError("a PodList item is not an object")
@@ -80,13 +80,11 @@ def current_usage(inventory: TenantInventory, pod_list: Mapping[str, Any]) -> Te
         name = f"{metadata.get('namespace', 'default')}/{metadata.get('name', '?')}"
         if (pod.get("status") or {}).get("phase") in FINISHED:
             continue
-        totals = namespaces.setdefault(str(metadata.get("namespace", "default")), [0, 0, 0])
-        totals[2] += _gpu_request(pod, f"pod {name}")
+        namespace = str(metadata.get("namespace", "default"))
+        held = NamespaceUsage(gpus=_gpu_request(pod, f"pod {name}"))
         annotations = metadata.get("annotations") or {}
         text = annotations.get(ALLOCATED) or annotations.get(TO_ALLOCATE)
-        if not text:
-            continue
-        for allocation in parse_allocation(str(text), name):
+        for allocation in parse_allocation(str(text), name) if text else ():
             if allocation.card not in index:
                 known = ", ".join(index) or "none"
                 raise LiveError(
@@ -97,9 +95,9 @@ def current_usage(inventory: TenantInventory, pod_list: Mapping[str, Any]) -> Te
             use.slots += 1
             use.memory_mb += allocation.memory_mb
             use.cores += allocation.cores
-            totals[0] += allocation.memory_mb
-            totals[1] += allocation.cores
-    usage = {ns: NamespaceUsage(mb, cores, gpus) for ns, (mb, cores, gpus) in namespaces.items() if mb or cores or gpus}
+            held += NamespaceUsage(allocation.memory_mb, allocation.cores)
+        namespaces[namespace] = namespaces.get(namespace, NamespaceUsage()) + held
+    usage = {ns: held for ns, held in namespaces.items() if held != NamespaceUsage()}
     return replace(inventory, card_usage=tuple(cards), namespace_usage=usage)
 
 

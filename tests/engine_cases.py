@@ -178,7 +178,7 @@ def said(seed: int) -> dict[str, Any]:
         "findings": findings,
         "running": {
             "cards": [[u.slots, u.memory_mb, u.cores] for u in after.card_usage],
-            "namespaces": {ns: [u.gpumem, u.gpucores, u.gpus] for ns, u in sorted(after.namespace_usage.items())},
+            "namespaces": {ns: [u.memory_mb, u.cores, u.gpus] for ns, u in sorted(after.namespace_usage.items())},
         },
         "placements": placements(inventory, [], workloads, "worker"),
     }
