@@ -241,7 +241,7 @@ lint-python: $(VENV)/.installed
 # PYTHONDONTWRITEBYTECODE=1 in the environment, and uv installing no .pyc, each one compiled its ~700
 # modules again (2 CPU-s each); here they compile once into .cache/pycache, beside no source file.
 PYCACHE := $(CURDIR)/.cache/pycache
-# shellcheck runs inside the suite (tests/test_scripts.py, beside the other tests), so not here again.
+# shellcheck runs inside the suite (tests/scripts/test_scripts.py, beside the other tests), so not here again.
 test: lint-python
 	@base=$$(mktemp -d "$${TMPDIR:-/tmp}/gpulab-test.XXXXXX"); trap 'rm -rf "$$base"' EXIT; \
 	echo "pytest -n $(TEST_WORKERS) --dist worksteal --basetemp $$base"; \
@@ -285,7 +285,7 @@ lab-images:
 	@bash node-image/lab-images.sh
 
 upstream-data:
-	$(PYTHON_HOST) tests/upstream_data.py
+	$(PYTHON_HOST) tests/support/upstream_data.py
 
 # -u: each line as it is measured, not all of them at the end.
 bench: $(VENV)/.installed

@@ -1,5 +1,5 @@
 """The scheduling benchmark's rows, settings and report (benchmarks/hami_scheduling.py runs them): pure logic,
-tested offline in tests/test_benchmarks.py.
+tested offline in tests/benchmarks/test_benchmarks.py.
 
 A row is (KWOK nodes, pods, node policy); a setting is who schedules and how: HAMi with some flags, or
 kube-scheduler alone (the ceiling) with some client rate. Each (row, setting) is one measurement; each row

@@ -1,7 +1,7 @@
 """Verdicts from what diagnose collected: pure functions over parsed kubectl/docker JSON.
 
 Nothing here runs a program or reads a file, so every rule is tested on constructed objects
-(tests/test_diagnose.py). Names the lab uses come from model/names.py (namespaces, labels).
+(tests/diagnose/test_diagnose.py). Names the lab uses come from model/names.py (namespaces, labels).
 """
 
 from __future__ import annotations

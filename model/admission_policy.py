@@ -4,8 +4,8 @@ them): the pack's per-pod GPU refusals as a ValidatingAdmissionPolicy in every t
 Kubernetes evaluates the CEL below inside the tenant's API server at `kubectl apply` time: no webhook,
 no pod, nothing to fail open (HAMi's own webhook is `failurePolicy: Ignore`). The questions are
 exactly placement/per_pod.py's, in the same order, generated from the same tenant config (cards,
-per-pod limits), and tests/test_gpu_admission.py evaluates this CEL offline against that module on
-shared and generated pods, fed as the API server feeds it (tests/cel_harness.py).
+per-pod limits), and tests/placement/test_gpu_admission.py evaluates this CEL offline against that module on
+shared and generated pods, fed as the API server feeds it (tests/support/cel_harness.py).
 
 - `gpulab-gpu-requests` (Deny), in this order because the API server shows only the first failing
   validation (apiserver dispatcher.go, deniedDecisions[0]) and it should be HAMi's reason: quantities

@@ -3,7 +3,7 @@
 `python -m model.images [--stack NAME]` prints it, one fully qualified reference per line, sorted.
 `ImageCache` (components/docker/image_cache.py) pulls the images that need a pull into the host's Docker
 once and loads them into the nodes that run them; the tests render the pinned charts and manifests
-and fail if anything they would run is missing here (tests/test_images.py).
+and fail if anything they would run is missing here (tests/model/test_images.py).
 
 Where each list comes from:
 - pins: model/versions.py (node images, Kamaji, the kamaji-etcd kubectl job, mock plugin, workloads);

@@ -18,7 +18,7 @@ what they use of a node, each item with the script that uses it:
   them, and the bridge fallback of the process lab's nodes writes its conflist there.
 
 What differs between the images, and what a lab must match (a kubelet's cgroupDriver must be containerd's), is
-in each image's facts (NodeImage). tests/test_node_contract.py holds kindest/node to the contract from kind's
+in each image's facts (NodeImage). tests/model/test_node_contract.py holds kindest/node to the contract from kind's
 own image definition (offline: it cannot be pulled here) and gpulab's image from its files;
 tests/real/test_node_image.py holds the built gpulab image to it by running it.
 Plain data: no import of anything but the standard library and model.versions.

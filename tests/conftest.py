@@ -22,6 +22,7 @@ gc.set_threshold(10_000, 10, 10)
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))  # the helpers every folder of tests imports
 
 # Property tests explore new examples on every developer run; CI replays a fixed set so a landing
 # never depends on luck (a failure found locally becomes a named regression test).
@@ -31,7 +32,7 @@ settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
-# Property tests: every example in CI, a sixteenth of them in a developer's run (tests/property_budget.py).
+# Property tests: every example in CI, a sixteenth of them in a developer's run (tests/support/property_budget.py).
 from property_budget import pytest_collection_modifyitems  # noqa: E402, F401
 
 # A plain `pytest -n 2` (no --basetemp, as `make test` gives) would put tmp_path under

@@ -227,3 +227,18 @@ def test_hami_s_semantics_stand_alone_and_name_their_release() -> None:
     }
     assert not outside, sorted(outside)
     assert f"v{Versions().hami.version}" == HAMI_VERSION
+
+
+# What tests/ holds beside the mirrors of the packages: tiers (real, acceptance), helpers (support), data.
+TEST_FOLDERS_NOT_PACKAGES = {"real", "acceptance", "support", "fakes", "fixtures", "manifests", "snapshots"}
+PROJECT_WIDE_TESTS = {"test_layout", "test_docs", "test_real_tier", "test_property_budget", "test_acceptance_helpers"}
+PROJECT_WIDE_TESTS |= {"test_upstream_data"}
+
+
+def test_the_tests_of_a_package_are_in_its_folder_of_tests() -> None:
+    """tests/<package>/ holds a package's tests (node_image/: node-image/'s scripts), so a reader goes from code to
+    its tests by path; only the tests of the project as a whole stand at tests/."""
+    folders = {path.name for path in (ROOT / "tests").iterdir() if path.is_dir() and path.name != "__pycache__"}
+    assert folders - TEST_FOLDERS_NOT_PACKAGES <= {*PACKAGES, "node_image"}, sorted(folders)
+    at_top = {path.stem for path in (ROOT / "tests").glob("test_*.py")}
+    assert at_top == PROJECT_WIDE_TESTS, sorted(at_top ^ PROJECT_WIDE_TESTS)

@@ -5,7 +5,7 @@ the case name), written as data: cards with their current usage, the request, an
 expects. The harness and the tables are gpulab's; no HAMi code is used. Cases the model cannot
 express are listed in NOT_MODELLED with the reason. The webhook's defaults, which gpulab applies while
 reading a manifest (placement/workloads.py), are checked against HAMi's Test_MutateAdmission vectors in
-tests/test_hami_webhook_defaults.py.
+tests/placement/test_hami_webhook_defaults.py.
 """
 
 from __future__ import annotations

@@ -83,7 +83,7 @@ def collected(cluster: Cluster) -> Iterator[Collected]:
 
 
 def test_the_api_server_omits_the_zero_counts_of_a_daemonset_with_nothing_to_run(collected: Collected) -> None:
-    """The shape the unit tier's DaemonSets copy (tests/test_diagnose.py)."""
+    """The shape the unit tier's DaemonSets copy (tests/diagnose/test_diagnose.py)."""
     nvidia = next(d for d in collected.items("workloads") if d["metadata"]["name"] == "nvidia-like")
     status = nvidia["status"]
     assert status["desiredNumberScheduled"] == 0 and status["numberReady"] == 0

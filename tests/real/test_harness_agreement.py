@@ -1,5 +1,5 @@
-"""The CEL double against the real thing. Requests that tests/test_gpu_admission.py sends to the harness
-(tests/cel_harness.py) go to the real API server as well (a server-side dry run in a namespace without quota,
+"""The CEL double against the real thing. Requests that tests/placement/test_gpu_admission.py sends to the harness
+(tests/support/cel_harness.py) go to the real API server as well (a server-side dry run in a namespace without quota,
 so that only the policies judge), and both must agree on: admitted or denied, the message shown (the first
 failing validation), the advice policy's warnings, and the object the policy reads (canonical quantities,
 defaulted requests, schedulerName). Boundary: the API server's admission chain (decoding, defaulting,
@@ -15,10 +15,10 @@ from dataclasses import dataclass
 import pytest
 from cel_harness import admitted, canonical_quantity, hami_webhook, run_policy
 from hypothesis import HealthCheck, Phase, given, settings
-from test_gpu_admission import FIXTURES, GPU_CHANGES, RETIRING, deployment, gpu_pod, workloads
 
 from model.names import DENY_POLICY, WARN_POLICY
 from tests.acceptance.helpers import wait_until
+from tests.placement.test_gpu_admission import FIXTURES, GPU_CHANGES, RETIRING, deployment, gpu_pod, workloads
 from tests.real.cluster import POLL, Refusal
 
 API_VERSIONS = {

@@ -4,7 +4,7 @@ Boundary: the built image as Docker runs a kind node (kind's flags: privileged, 
 /run, an anonymous /var, /lib/modules read-only, a private cgroup namespace), on an `--internal` network of its own:
 systemd boots as PID 1, containerd answers, every item of model/node_contract.py is there, and containerd runs a
 nested container, through the runc wrapper where the machine's bounding set lacks CAP_SYS_RESOURCE. The same
-contract is held for kindest/node offline (tests/test_node_contract.py). Every container and network made here is
+contract is held for kindest/node offline (tests/model/test_node_contract.py). Every container and network made here is
 removed. Without an engine or the image: one skip line here, a failure in CI.
 """
 

@@ -33,7 +33,7 @@ from tools.build import (
     zip_h1,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ROOT / "tools"
 FAKE_GO = ROOT / "tests" / "fakes" / "go"
 SCRIPT = ROOT / "tools" / "build.py"

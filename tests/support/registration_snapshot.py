@@ -1,7 +1,7 @@
 """What the program registers for a config, in a form that can be stored and compared across commits:
 per URN its type, parent and dependencies.
 
-`python tests/registration_snapshot.py OUT.json` writes the snapshot of the configs below. The stored
+`python tests/support/registration_snapshot.py OUT.json` writes the snapshot of the configs below. The stored
 ones were made by the code before a change that had to keep them: tests/snapshots/one-node-registrations.json
 before tenants could have several GPU nodes (commit 317f006), tests/snapshots/real-gpu-registrations.json
 before issue 23 split MockGpuNode; issue 40's one join path then added each container worker's `-join-config`
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from lab_harness import lab_config, run_program
 

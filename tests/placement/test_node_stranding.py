@@ -12,7 +12,6 @@ import yaml
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from lab_harness import LAB_PROJECT
-from test_checker import run_module
 
 from hami.cards import (
     CARD_INSUFFICIENT_MEMORY,
@@ -31,6 +30,7 @@ from placement.inventory import TenantInventory
 from placement.orders import every_order_strands, simulate
 from placement.search import Budget, search_placement
 from placement.workloads import Workload
+from tests.policies.test_checker import run_module
 
 NS = "gpu-workloads"
 L4 = ("NVIDIA-L4", 24576)

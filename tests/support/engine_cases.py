@@ -1,11 +1,11 @@
 """Generated tenants and GPU workloads, and everything the placement engine says about them, in a form
 that can be stored and compared across commits.
 
-`python tests/engine_cases.py OUT.json` writes what today's code says for CASES seeded cases: each
+`python tests/support/engine_cases.py OUT.json` writes what today's code says for CASES seeded cases: each
 tenant's findings (severity, workload, reason, message, cards), the usage once its workloads run
 (`running`, what the checker starts from) and the checker's placements (`--output json`). The stored
 tests/snapshots/engine-findings.json was first written by the single-node and multi-node engines before
-they became one (issue 31, at 4e02f12), and the one engine said the same; tests/test_engine_snapshot.py
+they became one (issue 31, at 4e02f12), and the one engine said the same; tests/placement/test_engine_snapshot.py
 proves today's code says exactly what it holds. A change that alters what users read on purpose
 regenerates it with the command above and says so in its commit (once so far: cbaa79f, the use a
 refused card's line tells).
@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from hami.cards import CardSpec, CardUse
 from model.config import GpuQuota, PodLimits
@@ -91,8 +91,8 @@ def _pod(rng: random.Random, name: str, cards: list[CardSpec]) -> dict[str, Any]
 
 
 def _near_stranding(rng: random.Random, name: str) -> tuple[TenantInventory, list[Workload]]:
-    """Sets near the ones HAMi's walk strands in every creation order (tests/test_gpu_fit.py and
-    tests/test_node_stranding.py): mixed cards, whole-card pods next to MB-sized ones, card binpack."""
+    """Sets near the ones HAMi's walk strands in every creation order (tests/placement/test_gpu_fit.py and
+    tests/placement/test_node_stranding.py): mixed cards, whole-card pods next to MB-sized ones, card binpack."""
     one_node = rng.random() < 0.5
     kinds = [CARD_TYPES[2], CARD_TYPES[0]] if one_node else [CARD_TYPES[1], CARD_TYPES[0], CARD_TYPES[2]]
     cards = tuple(CardSpec(f"gpu-{i}", kind, memory) for i, (kind, memory) in enumerate(kinds))

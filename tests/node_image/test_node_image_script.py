@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "node-image" / "build.sh"
 WRAPPER = ROOT / "node-image" / "files" / "usr" / "local" / "sbin" / "gpulab-runc"
 WITH_CAPABILITY = "000001ffffffffff"

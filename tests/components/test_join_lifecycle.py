@@ -16,7 +16,11 @@ from pathlib import Path
 import pytest
 import yaml
 from test_modes import run_remote
-from test_scripts import (
+
+from components.docker.tenant_worker import JOIN_TIMEOUT, join_token_ttl_minutes
+from components.shell import remote_script
+from scripts.join_config import EXPIRY_COMMENT, join_configuration
+from tests.scripts.test_scripts import (
     FAKES,
     KUBECONFIG,
     ROOT,
@@ -27,10 +31,6 @@ from test_scripts import (
     run_container_join,
     run_script,
 )
-
-from components.docker.tenant_worker import JOIN_TIMEOUT, join_token_ttl_minutes
-from components.shell import remote_script
-from scripts.join_config import EXPIRY_COMMENT, join_configuration
 
 
 def material(endpoint: str, expires: datetime | None = None) -> str:
@@ -284,10 +284,9 @@ def test_the_token_join_config_makes_is_deleted_after_a_container_join(tmp_path:
     worker-join.sh with its stdout; then delete-token.sh with the token id components/docker/tenant_worker.py reads from
     that stdout), against the tenant's API (tests/fakes/kubectl) and the node (tests/fakes/docker). The token the
     first makes is the one the last deletes, and the node never sees the admin kubeconfig."""
-    from test_join_config import KUBECONFIG as ADMIN  # with the CA data join-config.sh pins
-
     from components.docker.tenant_worker import token_id_of
     from model.node_container import CONTAINER_PREFLIGHT
+    from tests.scripts.test_join_config import KUBECONFIG as ADMIN  # with the CA data join-config.sh pins
 
     made = run_script(
         "join-config.sh",

@@ -233,8 +233,8 @@ def test_a_runs_header_names_its_date_machine_command_and_programs(tmp_path) -> 
 
 
 def test_a_tenant_without_hami_admits_the_ceilings_gpu_pods_and_starts_kube_scheduler_with_its_config(tmp_path) -> None:
-    """Boundary: the tenant's API server (its deny policy judged by tests/cel_harness.py, which tests/real compares
-    with the real one) and kwokctl (the scheduler configuration it is started with)."""
+    """Boundary: the tenant's API server (its deny policy judged by tests/support/cel_harness.py, which tests/real
+    compares with the real one) and kwokctl (the scheduler configuration it is started with)."""
 
     class RecordingPlane:
         def __init__(self) -> None:

@@ -21,7 +21,7 @@ import pytest
 from model import node_contract as contract
 from model.versions import Versions
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 FILES = ROOT / "node-image" / "files"
 # The newest commit of the stored kind snapshot (main, 2026-08-21, version 0.33.0-alpha): the pinned v0.33.0's
 # tag is not in it. images/base is the same as at tag v0.32.0 but for two versions in its Dockerfile.

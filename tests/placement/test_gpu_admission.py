@@ -1,5 +1,5 @@
 """The in-tenant admission policy decides what the pack decides: its CEL, evaluated offline
-(tests/cel_harness.py), against placement/per_pod.py on the shared fixtures and generated pods;
+(tests/support/cel_harness.py), against placement/per_pod.py on the shared fixtures and generated pods;
 its objects against the Kubernetes v1.36 schema; one policy and binding per tenant in the program."""
 
 from __future__ import annotations

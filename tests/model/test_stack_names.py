@@ -16,9 +16,9 @@ import pytest
 import yaml
 from lab_harness import LAB_PROJECT
 from shared_data import ROOT
-from test_first_run import DOCKER_UP, fake_bin
 
 from model.stack_file import stack_problem, stacks
+from tests.hack.test_first_run import DOCKER_UP, fake_bin
 
 MISSING = "no-such-stack"
 # The one message, whatever stacks the checkout holds: `Stacks here: <list>.` is read, not expected.

@@ -3,7 +3,7 @@ bridge plugin of gpulab's kind node image instead of Calico.
 
 Boundary: what the program hands pulumi-docker and pulumi-command (the node container's uploads, the kind
 Command's command line), under Pulumi mocks; the node image's side (the bridge plugin in /opt/cni/bin, the file
-read by containerd's CNI) is held by tests/test_node_contract.py and the real tier.
+read by containerd's CNI) is held by tests/model/test_node_contract.py and the real tier.
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ Every file found is checked against its sha256 (a rebuilt Kamaji archive not com
 tar's) before a test uses it. A missing file skips the test with one line that says how to get it; with
 `CI=true` it fails instead, so CI always runs everything.
 
-`make upstream-data` (`python tests/upstream_data.py [--dest DIR] [--deadline SECONDS]`) gets what is
+`make upstream-data` (`python tests/support/upstream_data.py [--dest DIR] [--deadline SECONDS]`) gets what is
 missing: a file already in any of those folders (checksum verified) is used as it is, so a complete
 copy means no download at all. Each missing file is downloaded from its pinned URL into `.cache/upstream`,
 except the Kamaji chart archive, which no single URL serves: it is rebuilt from the chart sources at the
@@ -40,7 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SHARED_UPSTREAM = ROOT.parent / "shared" / "upstream"
 CACHE = ROOT / ".cache" / "upstream"
 RAW = "https://raw.githubusercontent.com"

@@ -12,7 +12,7 @@ import jsonschema
 import yaml
 from upstream_data import upstream_path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # libyaml's safe loader when PyYAML has it: the Kamaji CRD is 700 kB, 10x slower in pure Python.

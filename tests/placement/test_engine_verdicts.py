@@ -1,6 +1,6 @@
 """The placement engine's verdicts as records (placement/verdicts.py), before any wording: what each one
 carries, the search's tri-state, HAMi's candidates, and that the wording (placement/wording.py) is told
-its context instead of the engine choosing phrases. tests/test_engine_snapshot.py guards the words."""
+its context instead of the engine choosing phrases. tests/placement/test_engine_snapshot.py guards the words."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def pod(name: str, memory: int | None, cores: int = 0) -> PodRequest:
 
 
 # Some placement holds them (the whole card on the L4, 32000 MB on the A100), but card binpack strands one
-# pod whatever the creation order (tests/test_gpu_fit.py).
+# pod whatever the creation order (tests/placement/test_gpu_fit.py).
 STRANDED_EVERY_ORDER = (pod("whole", None, 30), pod("a", 20000), pod("b", 12000))
 
 

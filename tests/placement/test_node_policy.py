@@ -65,7 +65,7 @@ def workloads(*pods: PodRequest) -> list[Workload]:
 
 def brute_force(nodes: list[list[CardSpec]], pods: list[PodRequest]) -> bool:
     """Some assignment of pods to nodes where each node holds its pods (each node alone searched exactly:
-    tests/test_gpu_fit.py checks that search against brute force over the cards)."""
+    tests/placement/test_gpu_fit.py checks that search against brute force over the cards)."""
     for assignment in itertools.product(range(len(nodes)), repeat=len(pods)):
         if all(
             search_placement(

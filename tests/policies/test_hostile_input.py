@@ -100,7 +100,7 @@ def test_non_utf8_file_is_bad_input(capsys, tmp_path) -> None:
 
 
 def test_deep_nesting_is_bad_input_fast(capsys, tmp_path) -> None:
-    with work_budget(REFUSAL_CALLS):  # bounded by the work done, not the clock (tests/work_budget.py)
+    with work_budget(REFUSAL_CALLS):  # bounded by the work done, not the clock (tests/support/work_budget.py)
         assert_bad_input(*run_checker(capsys, tmp_path, "[" * 100_000))
 
 
@@ -112,7 +112,7 @@ ALIAS_BOMB = "".join(
 
 def test_alias_bomb_in_a_manifest_is_refused_fast(capsys, tmp_path) -> None:
     text = pod_yaml() + "---\n" + ALIAS_BOMB
-    with work_budget(REFUSAL_CALLS):  # bounded by the work done, not the clock (tests/work_budget.py)
+    with work_budget(REFUSAL_CALLS):  # bounded by the work done, not the clock (tests/support/work_budget.py)
         assert_bad_input(*run_checker(capsys, tmp_path, text))
 
 
@@ -120,7 +120,7 @@ def test_alias_bomb_in_an_annotation_is_refused_fast(capsys, tmp_path) -> None:
     bomb = ALIAS_BOMB.replace("h: &h", "annotations: &h", 1)
     text = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n" + "".join(f"  {line}\n" for line in bomb.splitlines())
     text += 'spec: {containers: [{name: c, resources: {limits: {"nvidia.com/gpumem": "1"}}}]}\n'
-    with work_budget(REFUSAL_CALLS):  # bounded by the work done, not the clock (tests/work_budget.py)
+    with work_budget(REFUSAL_CALLS):  # bounded by the work done, not the clock (tests/support/work_budget.py)
         assert_bad_input(*run_checker(capsys, tmp_path, text))
 
 
@@ -130,7 +130,7 @@ def test_huge_replicas_are_capped(capsys, tmp_path) -> None:
         "spec:\n  replicas: 100000000\n  template:\n    spec:\n      containers:\n"
         '        - {name: c, resources: {limits: {"nvidia.com/gpumem": "1000"}}}\n'
     )
-    with work_budget(REFUSAL_CALLS):  # bounded by the work done, not the clock (tests/work_budget.py)
+    with work_budget(REFUSAL_CALLS):  # bounded by the work done, not the clock (tests/support/work_budget.py)
         code, out, err = run_checker(capsys, tmp_path, deployment)
         assert_bad_input(code, out, err)
         assert "at most 10000 pods per workload" in err
@@ -153,7 +153,7 @@ def test_bad_stack_files_are_bad_input(capsys, tmp_path, stack) -> None:
     project = tmp_path / "project"
     project.mkdir()
     (project / "Pulumi.dev.yaml").write_bytes(stack if isinstance(stack, bytes) else stack.encode())
-    with work_budget(REFUSAL_CALLS):  # bounded by the work done, not the clock (tests/work_budget.py)
+    with work_budget(REFUSAL_CALLS):  # bounded by the work done, not the clock (tests/support/work_budget.py)
         assert_bad_input(*run_checker(capsys, tmp_path, pod_yaml(), project_dir=project), one_line=False)
 
 
@@ -185,7 +185,7 @@ def test_pack_bounds_replicas() -> None:
             },
         },
     )
-    with work_budget(REFUSAL_CALLS):  # bounded by the work done, not the clock (tests/work_budget.py)
+    with work_budget(REFUSAL_CALLS):  # bounded by the work done, not the clock (tests/support/work_budget.py)
         messages = [m for m, _ in gpu_violations([inventory_configmap(), deployment])]
         assert any("InvalidGpuRequest" in m and "at most 10000" in m for m in messages), messages
 

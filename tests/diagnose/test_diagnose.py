@@ -1184,7 +1184,7 @@ def test_a_run_killed_with_kill_leaves_a_directory_the_next_run_removes(healthy_
 
 def test_bad_stack_name_is_usage_error(tmp_path: Path) -> None:
     """A name that could leave the project folder is refused before anything is written; a missing stack's
-    message (the one every command gives) is tests/test_stack_names.py's."""
+    message (the one every command gives) is tests/model/test_stack_names.py's."""
     result = subprocess.run(
         [sys.executable, "-m", "diagnose", "--stack", "../x", "--reports", str(tmp_path)],
         capture_output=True,
@@ -1197,7 +1197,7 @@ def test_bad_stack_name_is_usage_error(tmp_path: Path) -> None:
 
 def test_make_lists_diagnose() -> None:
     """`make help` lists diagnose. Where `make up` points at it (after `pulumi up` fails, not after a failed
-    preflight or download): tests/test_stack_names.py."""
+    preflight or download): tests/model/test_stack_names.py."""
     assert "make diagnose" in subprocess.run(["make", "help"], capture_output=True, text=True, cwd=ROOT).stdout
 
 

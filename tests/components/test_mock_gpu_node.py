@@ -8,12 +8,12 @@ import json
 import pytest
 from lab_harness import lab_config, make_tenant, reference_program, run_program, tenant_kubeconfig
 from shared_data import has_path, leaf_paths, upstream_yaml
-from test_catalog import TENANT_A_ANNOTATION, TENANT_B_ANNOTATION
 
 from components.docker.hami_chart import hami_values, split_image
 from model.config import parse_config
 from model.tenant_objects import quota_hard
 from model.versions import Versions
+from tests.model.test_catalog import TENANT_A_ANNOTATION, TENANT_B_ANNOTATION
 
 
 @pytest.fixture(scope="module")
