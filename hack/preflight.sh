@@ -34,7 +34,7 @@ whole() {
 }
 
 # Does the stack run anything in local Docker: yes, no, or unknown? Asked of gpulab's own config loader
-# (components/config.py) through ./venv's python when it exists, else through $python when it has
+# (model/config/) through ./venv's python when it exists, else through $python when it has
 # pydantic and PyYAML. No stack file means the default, kind: yes. An invalid stack file is unknown
 # (`make plan` names its mistakes), and so is one no Python here can read yet (a fresh clone).
 stack_file="$root/Pulumi.$stack.yaml"

@@ -5,7 +5,8 @@ Boundaries: the web servers `make cache` downloads from, played by a local HTTPS
 repository (index.yaml with each chart's digest) and a release site; a host that does not answer (a port nothing
 listens on); the program under Pulumi mocks with a filled cache (what it hands the Kubernetes provider and
 pulumi-command); scripts/pull-image.sh against a fake docker that answers `docker load` and `image inspect` as the
-engine does. The real engine's `docker load` is the judge in tests/real/test_source_cache_engine.py.
+engine does. No test yet loads a cached archive into the real engine (the Docker lab's make up of 2026-12-04 did:
+docs/docker-lab.md).
 """
 
 from __future__ import annotations
