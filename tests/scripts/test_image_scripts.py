@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 from shared_data import ROOT
-from test_first_run import BASH, fake_bin
+
+from tests.hack.test_first_run import BASH, fake_bin
 
 DIGEST = "sha256:" + "a" * 64
 

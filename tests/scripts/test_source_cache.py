@@ -28,11 +28,11 @@ from pathlib import Path
 import pytest
 from lab_harness import lab_config, run_program
 from shared_data import ROOT
-from test_first_run import BASH, fake_bin
 
 from model.config import parse_config
 from model.sources import Entry, SourceCache, chart_item, manifest_item, needed, tool_items
 from model.versions import CHECKSUMS, Versions
+from tests.hack.test_first_run import BASH, fake_bin
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import source_cache
