@@ -310,7 +310,7 @@ def test_tc09_checker_judges_against_live_usage(lab, capsys) -> None:
     HAMi's allocation annotations (not from the stack's declared workloads), and a small pod fits."""
     from model.stack import stack_name
     from policies.checker import main
-    from tests.test_checker import MANIFESTS
+    from tests.policies.test_checker import MANIFESTS
 
     lab.needs_hami("the checker reads HAMi's allocation annotations")
     tenant = first_tenant(lab)
