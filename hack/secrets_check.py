@@ -85,7 +85,7 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
     if not stack_file.is_file():
         return 0  # nothing typed in yet; the commands that need the file say so themselves
     if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))  # run as a file: gpulab's packages are beside scripts/
+        sys.path.insert(0, str(ROOT))  # run as a file: gpulab's packages are beside hack/
     try:
         from model.config import ConfigError
     except ImportError:  # the host's python3, without gpulab's packages
