@@ -275,6 +275,16 @@ class ControlPlane:
                 time.sleep(0.05)
         raise ProcessLabError(f"{component} of {self.name} (pid {pid}) did not stop within {2 * timeout:.0f} s")
 
+    def answers(self) -> bool:
+        """Whether the API server answers /readyz now (false when its processes are gone: killed by hand, or a
+        reboot)."""
+        if not self.kubeconfig.exists():
+            return False
+        try:
+            return self.kubectl("get", "--raw", "/readyz", check=False, timeout=10).returncode == 0
+        except ProcessLabError:  # no answer within the bound
+            return False
+
     def wait_ready(self, timeout: float) -> None:
         """Poll /readyz until the API server says ready (its etcd, informers and post-start hooks), or fail
         naming what was awaited and the last answer."""

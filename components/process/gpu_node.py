@@ -9,7 +9,6 @@ capacity (as the Docker lab's mock device plugin advertises them), each ready on
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -22,19 +21,17 @@ from components.parts import gpu_node_prefixes
 from components.process.control_plane import ControlPlaneProcesses, ProcessControlPlane
 from components.process.kwok_workers import KwokWorkers
 from components.process.lifecycle import (
-    api_ready,
     control_plane_of,
     delete_in_cluster,
     observed,
     replace_or_restart,
 )
 from components.process.node_container_workers import NodeContainerWorkers
-from model.catalog import REGISTER_ANNOTATION, Card, register_annotation, totals
+from model.catalog import Card, register_annotation, totals
 from model.config import LabConfig, Tenant
-from model.quantity import parse_quantity
-from process_lab.commands import ProcessLabError, is_ours, start_detached, stop_all, stop_session
-from process_lab.gpu_nodes import write_inventory
-from process_lab.hami_scheduler import HamiScheduler, HamiSettings, serve, wait_for_registered
+from process_lab.commands import is_ours, start_detached, stop_all, stop_session
+from process_lab.hami_scheduler import HamiScheduler, HamiSettings, serve
+from process_lab.node_inventory import NodeInventory, carried, put_on, take_off
 from process_lab.stack import ProcessStack, TenantProcesses
 
 # The Docker lab's simulated cards' type: the same concept (mock GPUs), so an existing stack's URNs stay.
@@ -132,8 +129,7 @@ class HamiProcesses(pulumi.dynamic.Resource):
 
 
 class GpuInventoryProvider(ResourceProvider):
-    """One GPU node's cards: HAMi's register annotation and the node's capacity (as the Docker lab's
-    apply-gpu-inventory.sh and mock device plugin write them), then the wait until HAMi has taken them in."""
+    """One GPU node's cards (process_lab/node_inventory.py), then the wait until HAMi has taken them in."""
 
     KEYS = (
         *("cluster", "bin_dir", "folder", "control_plane", "node", "register", "capacity"),
@@ -141,49 +137,22 @@ class GpuInventoryProvider(ResourceProvider):
     )
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        node = props["node"]
-        kwok = not props.get("worker")  # a real node's container is recorded as its worker
-        write_inventory(control_plane_of(props), node, props["register"], props["capacity"], kwok)
-        if not props.get("without_hami"):
-            # HAMi takes a node in on its add event or its 15 s registration tick (v2.8.3 pkg/scheduler/scheduler.go).
-            wait_for_registered(Path(props["folder"]) / "hami-scheduler.log", [node])
-        return CreateResult(id_=f"{props['cluster']}/{node}/inventory", outs={**props, "running": True})
+        put_on(NodeInventory.from_props(props))
+        return CreateResult(id_=f"{props['cluster']}/{props['node']}/inventory", outs={**props, "running": True})
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         return replace_or_restart(olds, news, self.KEYS, restart=True)
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        """Found stopped when the node is gone or no longer carries the cards (annotation or capacity): the
-        update writes them again. Only gpulab writes them, so a node that has them is as it was made."""
-        if not api_ready(props):
-            return ReadResult(id_=id_, outs=props, inputs=props)
-        try:
-            answer = control_plane_of(props).kubectl(
-                "get", "node", props["node"], "-o", "json", check=False, timeout=10
-            )
-        except ProcessLabError:
-            return ReadResult(id_=id_, outs=props, inputs=props)
-        node = json.loads(answer.stdout) if answer.returncode == 0 else {}
-        capacity = (node.get("status") or {}).get("capacity") or {}
-        carries = (node.get("metadata") or {}).get("annotations", {}).get(REGISTER_ANNOTATION) == props["register"]
-        carries = carries and all(_same_quantity(capacity.get(key), value) for key, value in props["capacity"].items())
-        return observed(id_, props, carries)
+        """Found stopped when the node is gone or no longer carries the cards: the update writes them again."""
+        found = carried(NodeInventory.from_props(props))
+        return ReadResult(id_=id_, outs=props, inputs=props) if found is None else observed(id_, props, found)
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         return UpdateResult(outs=self.create(news).outs)
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
-        control_plane = control_plane_of(props)
-        if control_plane.kubeconfig.exists():  # as delete_in_cluster: an API server gone is fine
-            control_plane.kubectl("annotate", "node", props["node"], f"{REGISTER_ANNOTATION}-", check=False, timeout=20)
-
-
-def _same_quantity(found: str | None, expected: int | str) -> bool:
-    """The API server writes a quantity in its canonical form (20000 comes back as "20k"): compare values."""
-    try:
-        return found is not None and parse_quantity(found) == parse_quantity(str(expected))
-    except ValueError:
-        return False
+        take_off(NodeInventory.from_props(props))
 
 
 class GpuInventory(pulumi.dynamic.Resource):

@@ -35,15 +35,8 @@ def observed(id_: str, props: dict[str, Any], running: bool) -> ReadResult:
 
 
 def api_ready(props: dict[str, Any]) -> bool:
-    """Whether the tenant's API server answers /readyz now (false when its processes are gone: killed by hand,
-    or a reboot)."""
-    control_plane = control_plane_of(props)
-    if not control_plane.kubeconfig.exists():
-        return False
-    try:
-        return control_plane.kubectl("get", "--raw", "/readyz", check=False, timeout=10).returncode == 0
-    except ProcessLabError:  # no answer within the bound
-        return False
+    """Whether the tenant's API server answers now (process_lab.control_plane ControlPlane.answers)."""
+    return control_plane_of(props).answers()
 
 
 def read_in_cluster(id_: str, props: dict[str, Any], *args: str) -> ReadResult:

@@ -22,11 +22,11 @@ from typing import Any
 import pytest
 import yaml
 
-from components.process import gpu_node
 from components.process.control_plane import ControlPlaneProvider
 from components.process.gpu_node import GpuInventoryProvider, HamiProvider
 from components.process.kwok_workers import KwokNodesProvider
 from components.process.lifecycle import instance_of
+from process_lab import node_inventory
 from process_lab.commands import zombie
 from process_lab.control_plane import COMPONENTS, ControlPlane, lost_data
 from process_lab.hami_scheduler import find_hami_scheduler
@@ -78,7 +78,7 @@ class Tenant:
         dependents["inventory"][1]["capacity"] = CAPACITY
         with pytest.MonkeyPatch.context() as patch:
             if hami is None:  # nothing takes the node's cards in: the inventory is written, not awaited
-                patch.setattr(gpu_node, "wait_for_registered", lambda *_args, **_kwargs: None)
+                patch.setattr(node_inventory, "wait_for_registered", lambda *_args, **_kwargs: None)
             for key, (provider, inputs) in dependents.items():
                 inputs["running"] = True
                 result = provider.create(dict(inputs))
