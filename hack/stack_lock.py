@@ -24,7 +24,7 @@ from urllib.parse import unquote, urlparse
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # run as a file: gpulab's packages are beside scripts/
+    sys.path.insert(0, str(ROOT))  # run as a file: gpulab's packages are beside hack/
 
 from model.kube_client import pid_running  # noqa: E402 (standard library only at import time)
 

@@ -51,7 +51,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # run as a file: gpulab's packages are beside scripts/
+    sys.path.insert(0, str(ROOT))  # run as a file: gpulab's packages are beside hack/
 
 from model.kube_client import remove_stale_private_dirs  # noqa: E402 (standard library only at import time)
 from model.stack_file import make_up  # noqa: E402 (standard library only)

@@ -19,7 +19,7 @@
 # env: GPULAB_BIN (./bin: kubelet, kubeadm, kubectl), GPULAB_NODE_IMAGE_CACHE (.cache/node-image),
 #      GPULAB_NODE_SUITE (bookworm), GPULAB_NODE_REPOSITORY (gpulab/node), APT_DIR (/etc/apt), GO (go),
 #      TIMEOUT (seconds for the debootstrap, 1800)
-# usage: node-image.sh [--tree (only the debootstrap tree) | --mirror (print the Debian source it uses)]
+# usage: node-image/build.sh [--tree (only the debootstrap tree) | --mirror (print the Debian source it uses)]
 set -euo pipefail
 # shellcheck source=../scripts/lib.sh
 source "${BASH_SOURCE[0]%/*}/../scripts/lib.sh" # no fork before lib.sh: it drops the secrets handed in the environment first

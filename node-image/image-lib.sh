@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Helpers of the scripts that make gpulab's images without a registry (node-image.sh, lab-images.sh), sourced
+# Helpers of the scripts that make gpulab's images without a registry (build.sh, lab-images.sh), sourced
 # after lib.sh: the Debian source of this machine, Debian packages, the debootstrap tree both node images start
 # from, and image archives written without an engine.
 # make_tree reads: cache, tree, suite, mirror, packages, keyring_args (set by the sourcing script).

@@ -94,7 +94,7 @@ local_path_ref="localhost/gpulab/local-path-provisioner:$local_path_version"
 metallb_refs=("quay.io/metallb/controller:$metallb_version" "quay.io/metallb/speaker:$metallb_version")
 
 packages=$(sed 's/#.*//; /^[[:space:]]*$/d' "$recipe/packages" | tr -d ' ' | paste -sd, -)
-tree_key=$(printf '%s\n' "tree 1" "$mirror" "$suite" amd64 minbase "$packages" | sha) # node-image.sh's tree
+tree_key=$(printf '%s\n' "tree 1" "$mirror" "$suite" amd64 minbase "$packages" | sha) # build.sh's tree
 tree="$cache/rootfs-${tree_key:0:16}"
 
 image_key=$(
@@ -186,7 +186,7 @@ for name in iptables iptables-save iptables-restore ip6tables ip6tables-save ip6
 done
 install -m 755 "$bin/kube-proxy" "$proxy/usr/local/bin/kube-proxy"
 image "$proxy" "$registry/kube-proxy:$kubernetes_version" '["/usr/local/bin/kube-proxy"]'
-# pause and busybox, as node-image.sh makes them.
+# pause and busybox, as build.sh makes them.
 pause_and_busybox "$work/images" "$k8s_dir" "$pause_tag" "$pause_ref" "$busybox" "$busybox_ref" "$archives"
 
 # The node: gpulab's node files (the runc wrapper, the image import unit), kind's node files over them, then the

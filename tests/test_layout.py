@@ -242,3 +242,21 @@ def test_the_tests_of_a_package_are_in_its_folder_of_tests() -> None:
     assert folders - TEST_FOLDERS_NOT_PACKAGES <= {*PACKAGES, "node_image"}, sorted(folders)
     at_top = {path.stem for path in (ROOT / "tests").glob("test_*.py")}
     assert at_top == PROJECT_WIDE_TESTS, sorted(at_top ^ PROJECT_WIDE_TESTS)
+
+
+def test_every_project_root_a_module_computes_is_the_project() -> None:
+    """A module that finds the project from its own path (`Path(__file__)...`) must land on it at the depth it has now:
+    components/docker/sources.py, moved one folder down, once put a relative source cache under components/."""
+    import importlib
+
+    wrong = []
+    for package in PACKAGES:
+        for path in sources(package):
+            if not re.search(r"^(ROOT|PROJECT|REPO|HERE)\s*=\s*Path\(__file__\)", path.read_text(), re.MULTILINE):
+                continue
+            module = importlib.import_module(".".join(path.relative_to(ROOT).with_suffix("").parts))
+            for name in ("ROOT", "PROJECT"):
+                value = getattr(module, name, None)
+                if isinstance(value, Path) and value.resolve() != ROOT.resolve():
+                    wrong.append(f"{path.relative_to(ROOT)}: {name} = {value}")
+    assert not wrong, wrong

@@ -12,7 +12,7 @@ from model.config import LabConfig
 from model.sources import SourceCache, cache_folder, chart_item, explain, manifest_item, needed
 from model.versions import HelmChart
 
-PROJECT = Path(__file__).resolve().parent.parent
+PROJECT = Path(__file__).resolve().parents[2]  # the project: a relative gpulab:sourceCache is under it
 
 
 def check_sources(lab: LabConfig) -> None:

@@ -4,7 +4,7 @@ Boundary: the engine as the pack's caller, value by value: a second pack (a reco
 beside gpulab's in one real `pulumi preview` of the reference process-mode stack and writes down every
 resource's properties as its policies receive them: resource policies (Analyze, the inputs) and stack
 policies (AnalyzeStack, the outputs), with each number's type, each unknown and each provider's own
-properties. The same recorder is then driven by tests/policy_harness.analyze_first_preview over the
+properties. The same recorder is then driven by tests/support/policy_harness.analyze_first_preview over the
 program's registrations under the mocks. Every difference is a fact about the engine the double must
 copy (or one it does not need, said here with the reason).
 """
