@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -108,7 +108,7 @@ def bring_up(settings: ControlPlaneSettings) -> RunningControlPlane:
     endpoint = f"{join.bind_address}:{port}"
     configuration = kubeadm_configuration(endpoint, join.kubernetes_version, join.pod_cidr, join.service_cidr)
     make_joinable(control_plane, join_kubeconfig(control_plane, endpoint), configuration, processes.folder)
-    return RunningControlPlane(kubeconfig, running.endpoint, hami_port, metrics_port, endpoint, relay)
+    return replace(running, join_endpoint=endpoint, relay_pid=relay)
 
 
 def start_again(settings: ControlPlaneSettings, running: RunningControlPlane) -> RunningControlPlane:
@@ -121,9 +121,7 @@ def start_again(settings: ControlPlaneSettings, running: RunningControlPlane) ->
     stop_all(f"{settings.processes.folder}/relay", timeout=5)
     target = running.endpoint.removeprefix("https://")
     relay = start_relay(settings.processes.folder, settings.join.bind_address, port, target)
-    return RunningControlPlane(
-        running.kubeconfig, running.endpoint, running.hami_port, running.hami_metrics_port, running.join_endpoint, relay
-    )
+    return replace(running, relay_pid=relay)
 
 
 def tear_down(processes: TenantProcesses, parents: bool = True) -> None:
