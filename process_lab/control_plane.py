@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from model.kube_client import self_contained
 from process_lab.commands import ProcessLabError, free_port, is_ours, lasting, run, zombie
 
 # kwokctl reads `kube-apiserver --version` to choose the API server's flags: `make tools` sets it.
@@ -309,6 +310,11 @@ class ControlPlane:
             run(argv, env=self.env, what=f"deleting control plane {self.name}", timeout=timeout)
         self.kubeconfig.unlink(missing_ok=True)
         (self.workdir / f"{self.name}.kwokctl.yaml").unlink(missing_ok=True)
+
+    def admin_kubeconfig(self) -> str:
+        """The admin kubeconfig kwokctl wrote, self-contained (certificates inline): a user's copy works anywhere,
+        and after `make down` removed the folder. Secret: kept in memory."""
+        return self_contained(self.kubeconfig.read_text(), self.kubeconfig.parent)
 
     def kubectl_argv(self, timeout: float) -> list[str | Path]:
         """kubectl on this cluster, every request given up after `timeout` seconds (a watch's stream too)."""

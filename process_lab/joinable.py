@@ -22,8 +22,9 @@ from pathlib import Path
 
 import yaml
 
-from process_lab.commands import ProcessLabError, run, start_detached
+from process_lab.commands import ProcessLabError, free_port, run, start_detached
 from process_lab.control_plane import ControlPlane
+from process_lab.stack import JoinSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 PHASES = (
@@ -33,11 +34,23 @@ PHASES = (
 )
 
 
-def join_kubeconfig(control_plane: ControlPlane, endpoint: str) -> str:
-    """The admin kubeconfig, flattened (certificates inline, as scripts/join_config.py reads them), its server
-    `https://<endpoint>`: what kubeadm's phases and the join material are made with. Secret: kept in memory."""
-    flat = control_plane.kubectl("config", "view", "--raw", "--flatten", "--minify").stdout
-    document = yaml.safe_load(flat)
+def open_to_nodes(control_plane: ControlPlane, kubeconfig: str, join: JoinSettings, folder: Path) -> tuple[str, int]:
+    """The relay from the lab network's gateway to the API server the admin `kubeconfig` (self-contained) names,
+    then kubeadm's phases against the tenant through it: the endpoint nodes join (address:port) and the relay's
+    pid."""
+    port = free_port()
+    relay = start_relay(folder, join.bind_address, port, server_of(kubeconfig).removeprefix("https://"))
+    endpoint = f"{join.bind_address}:{port}"
+    configuration = kubeadm_configuration(endpoint, join.kubernetes_version, join.pod_cidr, join.service_cidr)
+    make_joinable(control_plane, join_kubeconfig(kubeconfig, endpoint), configuration, folder)
+    return endpoint, relay
+
+
+def join_kubeconfig(kubeconfig: str, endpoint: str) -> str:
+    """A self-contained admin kubeconfig (certificates inline, as scripts/join_config.py reads them) with its
+    server `https://<endpoint>`: what kubeadm's phases and the join material are made with. Secret: kept in
+    memory."""
+    document = yaml.safe_load(kubeconfig)
     for cluster in document.get("clusters") or []:
         cluster["cluster"]["server"] = f"https://{endpoint}"
     return yaml.safe_dump(document)
@@ -68,32 +81,32 @@ def kubeadm_configuration(endpoint: str, kubernetes_version: str, pod_cidr: str,
 
 def make_joinable(control_plane: ControlPlane, kubeconfig: str, configuration: str, folder: Path) -> None:
     """Run kubeadm's phases against the tenant (kubeconfig and configuration in files only the owner reads, in
-    the tenant's folder, removed afterwards), then delete the token the bootstrap-token phase made."""
+    the tenant's folder, removed afterwards), then delete the token the bootstrap-token phase made: none is
+    wanted between joins, each join makes and deletes its own."""
     kubeadm = control_plane.bin_dir / "kubeadm"
     if not kubeadm.is_file():
         raise ProcessLabError(f"kubeadm is not in {control_plane.bin_dir}: run `make tools`")
     files = {"kubeconfig": folder / "kubeadm-admin.conf", "config": folder / "kubeadm.yaml"}
+    options = ["--config", files["config"], "--kubeconfig", files["kubeconfig"]]
+    steps = [
+        ([kubeadm, "init", "phase", *phase, *options], f"kubeadm init phase {' '.join(phase)}") for phase in PHASES
+    ]
+    tokens = ["delete", "secrets", "-n", "kube-system", "--field-selector", "type=bootstrap.kubernetes.io/token"]
+    steps.append(([*control_plane.kubectl_argv(30), *tokens], "deleting the bootstrap tokens"))
     try:
         for path, text in ((files["kubeconfig"], kubeconfig), (files["config"], configuration)):
             path.touch(mode=0o600)
             path.write_text(text)
-        for phase in PHASES:
-            argv = [kubeadm, "init", "phase", *phase, "--config", files["config"], "--kubeconfig", files["kubeconfig"]]
-            run(argv, env=control_plane.env, what=f"kubeadm init phase {' '.join(phase)} on {control_plane.name}")
+        for argv, what in steps:
+            run(argv, env=control_plane.env, what=f"{what} on {control_plane.name}", timeout=60)
     finally:
         for path in files.values():
             path.unlink(missing_ok=True)
-    delete_bootstrap_tokens(control_plane)
 
 
-def delete_bootstrap_tokens(control_plane: ControlPlane) -> None:
-    """Every bootstrap token in the tenant (none is wanted between joins: each join makes and deletes its own)."""
-    listing = control_plane.get(
-        "secrets", "-n", "kube-system", "--field-selector", "type=bootstrap.kubernetes.io/token"
-    )
-    names = [item["metadata"]["name"] for item in listing.get("items", [])]
-    if names:
-        control_plane.kubectl("delete", "secret", "-n", "kube-system", "--ignore-not-found", *names)
+def server_of(kubeconfig: str) -> str:
+    """The API server's URL a kubeconfig of one cluster names (`server:`)."""
+    return next(line.split()[-1] for line in kubeconfig.splitlines() if line.strip().startswith("server:"))
 
 
 def start_relay(folder: Path, address: str, port: int, target: str) -> int:

@@ -161,7 +161,7 @@ def join(control_plane: ControlPlane, node: str, tenant: str, endpoint: str) -> 
     """kubeadm join of the node container to the API server at `endpoint` (the relay on the lab network), with a
     JoinConfiguration made here from the admin kubeconfig (which stays on this host); the bootstrap token is
     deleted once the join is over, failed or not."""
-    admin = join_kubeconfig(control_plane, endpoint)
+    admin = join_kubeconfig(control_plane.admin_kubeconfig(), endpoint)
     material = _script(
         control_plane,
         "join-config.sh",

@@ -3,7 +3,8 @@
 `ProcessStack` is the stack's part (the programs `make tools` built, or GPULAB_BIN; the state folder
 .state/process/<stack>); `TenantProcesses` is one tenant's, the record every dynamic resource of process mode
 (components/process/) keeps in its props, so that a later `pulumi destroy`, another process,
-finds what to stop from the state alone.
+finds what to stop from the state alone. `ControlPlaneSettings` (with `JoinSettings` for real nodes) is what the
+control plane's provider keeps beside it: HAMi's extender or not, and how nodes join.
 """
 
 from __future__ import annotations
@@ -37,6 +38,36 @@ class TenantProcesses:
     @property
     def control_plane(self) -> ControlPlane:
         return ControlPlane(self.cluster, self.bin_dir, self.folder / "kwok")
+
+
+@dataclass(frozen=True)
+class JoinSettings:
+    """What real nodes need to join: the address the relay listens on (the lab network's gateway) and the
+    cluster settings kubeadm's configuration carries."""
+
+    bind_address: str
+    kubernetes_version: str
+    pod_cidr: str
+    service_cidr: str
+
+
+@dataclass(frozen=True)
+class ControlPlaneSettings:
+    processes: TenantProcesses
+    hami: bool  # HAMi's extender in the tenant's kube-scheduler
+    join: JoinSettings | None  # None: KWOK nodes, loopback only
+
+    @classmethod
+    def from_props(cls, props: dict[str, Any]) -> ControlPlaneSettings:
+        """A provider's props, as ControlPlaneProcesses writes them: `bind_address` and `join` only for real
+        nodes, `without_hami` only without HAMi (an older state's inputs stay as they were)."""
+        join = None
+        if props.get("bind_address"):
+            cluster = props["join"]
+            join = JoinSettings(
+                props["bind_address"], cluster["kubernetes_version"], cluster["pod_cidr"], cluster["service_cidr"]
+            )
+        return cls(TenantProcesses.from_props(props), not props.get("without_hami"), join)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """A tenant's control plane of local processes, in the order it is brought up, started again and torn down.
 
 Process mode's ControlPlaneProvider (components/process/control_plane.py) is a thin adaptor: its props become a
-ControlPlaneSettings, one call here does the work, and a RunningControlPlane becomes its outputs. The order:
+ControlPlaneSettings (process_lab/stack.py), one call here does the work, and a RunningControlPlane becomes its outputs. The order:
 what an interrupted `pulumi up` left is cleared, the tenant's folder made, HAMi's TLS and ports chosen before
 the scheduler starts (HamiProvider uses them), kwokctl creates the cluster, then, for real nodes, the relay on
 the lab network's gateway and kubeadm's phases (process_lab.joinable).
@@ -16,41 +16,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from model.kube_client import self_contained
-from process_lab.commands import free_port, stop_all
+from process_lab.commands import stop_all
 from process_lab.hami_scheduler import prepare
-from process_lab.joinable import join_kubeconfig, kubeadm_configuration, make_joinable, start_relay
-from process_lab.stack import TenantProcesses
-
-
-@dataclass(frozen=True)
-class JoinSettings:
-    """What real nodes need to join: the address the relay listens on (the lab network's gateway) and the
-    cluster settings kubeadm's configuration carries."""
-
-    bind_address: str
-    kubernetes_version: str
-    pod_cidr: str
-    service_cidr: str
-
-
-@dataclass(frozen=True)
-class ControlPlaneSettings:
-    processes: TenantProcesses
-    hami: bool  # HAMi's extender in the tenant's kube-scheduler
-    join: JoinSettings | None  # None: KWOK nodes, loopback only
-
-    @classmethod
-    def from_props(cls, props: dict[str, Any]) -> ControlPlaneSettings:
-        """A provider's props, as ControlPlaneProcesses writes them: `bind_address` and `join` only for real
-        nodes, `without_hami` only without HAMi (an older state's inputs stay as they were)."""
-        join = None
-        if props.get("bind_address"):
-            cluster = props["join"]
-            join = JoinSettings(
-                props["bind_address"], cluster["kubernetes_version"], cluster["pod_cidr"], cluster["service_cidr"]
-            )
-        return cls(TenantProcesses.from_props(props), not props.get("without_hami"), join)
+from process_lab.joinable import open_to_nodes, server_of, start_relay
+from process_lab.stack import ControlPlaneSettings, TenantProcesses
 
 
 @dataclass(frozen=True)
@@ -98,16 +67,11 @@ def bring_up(settings: ControlPlaneSettings) -> RunningControlPlane:
     config, hami_port, metrics_port = prepare(processes.folder) if settings.hami else (None, None, None)
     control_plane = processes.control_plane
     control_plane.create(config, bind_address=settings.join.bind_address if settings.join else None)
-    kubeconfig = self_contained(control_plane.kubeconfig.read_text(), control_plane.kubeconfig.parent)
+    kubeconfig = control_plane.admin_kubeconfig()
     running = RunningControlPlane(kubeconfig, server_of(kubeconfig), hami_port, metrics_port)
     if settings.join is None:
         return running
-    join = settings.join
-    port = free_port()
-    relay = start_relay(processes.folder, join.bind_address, port, running.endpoint.removeprefix("https://"))
-    endpoint = f"{join.bind_address}:{port}"
-    configuration = kubeadm_configuration(endpoint, join.kubernetes_version, join.pod_cidr, join.service_cidr)
-    make_joinable(control_plane, join_kubeconfig(control_plane, endpoint), configuration, processes.folder)
+    endpoint, relay = open_to_nodes(control_plane, kubeconfig, settings.join, processes.folder)
     return replace(running, join_endpoint=endpoint, relay_pid=relay)
 
 
@@ -152,8 +116,3 @@ def make_folder(folder: Path, attempts: int = 20) -> None:
             if attempt == attempts - 1:
                 raise
     os.chmod(folder, 0o700)
-
-
-def server_of(kubeconfig: str) -> str:
-    """The API server's URL a kubeconfig of one cluster names (`server:`)."""
-    return next(line.split()[-1] for line in kubeconfig.splitlines() if line.strip().startswith("server:"))

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_modes import run_remote
 
 from components.docker.tenant_worker import JOIN_TIMEOUT, join_token_ttl_minutes
 from components.shell import remote_script
 from scripts.join_config import EXPIRY_COMMENT, join_configuration
+from tests.components.test_modes import run_remote
 from tests.scripts.test_scripts import (
     FAKES,
     KUBECONFIG,

@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 
 from shared_data import ROOT
-from test_first_run import BASH, fake_bin
+
+from tests.hack.test_first_run import BASH, fake_bin
 
 
 def prereqs(tmp_path: Path, tools: dict[str, str]) -> subprocess.CompletedProcess:

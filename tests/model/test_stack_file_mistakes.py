@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pulumi
 import pytest
-from test_config_errors import assert_one_format, plan
 
 from model.config import load_stack_file
 from preview.harness import run_program
+from tests.model.test_config_errors import assert_one_format, plan
 
 TENANT_A = """    - name: tenant-a
       podCidr: 10.244.0.0/16

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from shared_data import ROOT
-from test_policies import gpu_violations, inventory_configmap
-from test_policies import pod as pack_pod
 from work_budget import work_budget
 
 from policies.checker import main
+from tests.policies.test_policies import gpu_violations, inventory_configmap
+from tests.policies.test_policies import pod as pack_pod
 
 BAD_QUANTITIES = ["1.2.3", ".", "1" * 400, "", "1e", "--1", "1Xi", "1e99999999", "-5", "0.5"]
 # Checking one small pod takes about 32,000 function calls (stack file included; 691,000 for a Deployment of the

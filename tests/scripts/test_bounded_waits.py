@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 from shared_data import ROOT
-from test_join_config import KUBECONFIG as JOIN_KUBECONFIG
-from test_scripts import FAKES, KUBECONFIG
+
+from tests.scripts.test_join_config import KUBECONFIG as JOIN_KUBECONFIG
+from tests.scripts.test_scripts import FAKES, KUBECONFIG
 
 # Short bounds so a test takes seconds: 1 s per call, 1 s from TERM to KILL, 1 s per attempt, 2 s per wait.
 BOUNDS = {"GPULAB_CALL_TIMEOUT": "1", "GPULAB_KILL_AFTER": "1", "GPULAB_ATTEMPT_TIMEOUT": "1", "TIMEOUT": "2"}

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import yaml
 from shared_data import ROOT
-from test_scripts import FAKES
 
 from scripts.join_config import ca_cert_hash, join_configuration, new_token, token_secret
+from tests.scripts.test_scripts import FAKES
 
 # kubeadm's own test vector (kubernetes/kubernetes cmd/kubeadm/app/util/pubkeypin/pubkeypin_test.go,
 # testCertPEM and expectedHash): a certificate and the discovery pin kubeadm computes for it.

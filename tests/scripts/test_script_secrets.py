@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 from shared_data import ROOT
-from test_scripts import FAKES, KIND, KUBECONFIG
+
+from tests.scripts.test_scripts import FAKES, KIND, KUBECONFIG
 
 SECRET = "client-key-data: SECRET-OF-THE-PREVIOUS-STDOUT-4f1c"
 LIB = 'source "${BASH_SOURCE[0]%/*}/lib.sh"'
