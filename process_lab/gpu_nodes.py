@@ -47,6 +47,13 @@ def apply_nodes(control_plane: ControlPlane, nodes: dict[str, list[Card]]) -> No
         control_plane.kubectl("patch", "node", name, "--subresource=status", "--type=merge", "-p", status)
 
 
+def ready_nodes(control_plane: ControlPlane, names: list[str]) -> None:
+    """A tenant's KWOK nodes without cards (the inventory writes those), Ready: applied again on an update, and
+    nodes there keep their pods."""
+    apply_nodes(control_plane, {name: [] for name in names})
+    control_plane.kubectl("wait", "--for=condition=Ready", "--timeout=60s", *(f"node/{name}" for name in names))
+
+
 def write_inventory(
     control_plane: ControlPlane, node: str, register: str, capacity: dict[str, int], kwok: bool = True
 ) -> None:

@@ -17,6 +17,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from model.names import OWNER_LABEL
 from model.node_container import (
@@ -30,6 +31,7 @@ from model.node_container import (
 from process_lab.commands import ProcessLabError, run
 from process_lab.control_plane import ControlPlane
 from process_lab.joinable import join_kubeconfig
+from process_lab.stack import TenantProcesses
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
@@ -204,3 +206,44 @@ def leave(control_plane: ControlPlane, node: str) -> None:
             stdin=control_plane.kubeconfig.read_text(),
             check=False,
         )
+
+
+@dataclass(frozen=True)
+class JoiningNode:
+    """One real node of a tenant: its container, the tenant's processes (whose folder owns the container), its
+    pod CIDR, the endpoint it joins (the relay on the lab network's gateway) and the images loaded into it."""
+
+    processes: TenantProcesses
+    container: NodeContainer
+    pod_cidr: str
+    endpoint: str
+    images: tuple[str, ...]
+
+    @classmethod
+    def from_props(cls, props: dict[str, Any]) -> JoiningNode:
+        container = NodeContainer(props["node"], props["tenant"], props["image"], props["network"])
+        images = tuple(props.get("images") or ())
+        return cls(TenantProcesses.from_props(props), container, props["pod_cidr"], props["endpoint"], images)
+
+
+def bring_up(node: JoiningNode) -> str:
+    """The container started, its images loaded, joined by kubeadm and Ready; its id. A failed bring-up leaves
+    nothing: no state records the container, so no delete would find it."""
+    owner = str(node.processes.folder)
+    name = node.container.name
+    container_id = start_node(node.container, node.container.image_ref, owner, node.pod_cidr)
+    control_plane = node.processes.control_plane
+    try:
+        load_images(name, list(node.images))
+        join(control_plane, name, node.container.tenant, node.endpoint)
+        wait_ready(control_plane, name)
+    except Exception:
+        tear_down(node)
+        raise
+    return container_id
+
+
+def tear_down(node: JoiningNode) -> None:
+    """The Node object gone from its tenant (where it answers), then the container with its /var."""
+    leave(node.processes.control_plane, node.container.name)
+    remove_node(node.container.name, str(node.processes.folder))

@@ -1,10 +1,10 @@
 """A tenant's control plane of local processes, in the order it is brought up, started again and torn down.
 
 Process mode's ControlPlaneProvider (components/process/control_plane.py) is a thin adaptor: its props become a
-ControlPlaneSettings (process_lab/stack.py), one call here does the work, and a RunningControlPlane becomes its outputs. The order:
-what an interrupted `pulumi up` left is cleared, the tenant's folder made, HAMi's TLS and ports chosen before
-the scheduler starts (HamiProvider uses them), kwokctl creates the cluster, then, for real nodes, the relay on
-the lab network's gateway and kubeadm's phases (process_lab.joinable).
+ControlPlaneSettings (process_lab/stack.py), one call here does the work, and a RunningControlPlane becomes its
+outputs. The order: what an interrupted `pulumi up` left is cleared, the tenant's folder made, HAMi's TLS and
+ports chosen before the scheduler starts (process_lab/tenant_hami.py uses them), kwokctl creates the cluster,
+then, for real nodes, the relay on the lab network's gateway and kubeadm's phases (process_lab.joinable).
 """
 
 from __future__ import annotations

@@ -9,8 +9,6 @@ capacity (as the Docker lab's mock device plugin advertises them), each ready on
 
 from __future__ import annotations
 
-import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +19,6 @@ from components.parts import gpu_node_prefixes
 from components.process.control_plane import ControlPlaneProcesses, ProcessControlPlane
 from components.process.kwok_workers import KwokWorkers
 from components.process.lifecycle import (
-    control_plane_of,
     delete_in_cluster,
     observed,
     replace_or_restart,
@@ -29,10 +26,11 @@ from components.process.lifecycle import (
 from components.process.node_container_workers import NodeContainerWorkers
 from model.catalog import Card, register_annotation, totals
 from model.config import LabConfig, Tenant
-from process_lab.commands import is_ours, start_detached, stop_all, stop_session
-from process_lab.hami_scheduler import HamiScheduler, HamiSettings, serve
+from process_lab import tenant_hami
+from process_lab.hami_scheduler import HamiSettings
 from process_lab.node_inventory import NodeInventory, carried, put_on, take_off
 from process_lab.stack import ProcessStack, TenantProcesses
+from process_lab.tenant_hami import RunningHami, TenantHami
 
 # The Docker lab's simulated cards' type: the same concept (mock GPUs), so an existing stack's URNs stay.
 TYPE = "gpulab:index:MockGpuNode"
@@ -55,34 +53,8 @@ class HamiProvider(ResourceProvider):
     )
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        return CreateResult(id_=f"{props['cluster']}/hami", outs=self._start(props))
-
-    @staticmethod
-    def _start(props: dict[str, Any]) -> dict[str, Any]:
-        folder = Path(props["folder"])
-        control_plane = control_plane_of(props)
-        hami = HamiScheduler(
-            Path(props["hami_binary"]), folder, int(props["hami_port"]), int(props["hami_metrics_port"])
-        )
-        serve(hami, control_plane, HamiSettings.from_props(props["settings"]), folder / "tls")
-        argv = [
-            sys.executable,
-            "-m",
-            "process_lab.device_plugin",
-            control_plane.name,
-            props["bin_dir"],
-            folder / "kwok",
-        ]
-        bind_time = start_detached(argv, env=os.environ, log=folder / "bind-time.log")
-        return {**props, "hami_pid": hami.process.pid, "bind_time_pid": bind_time, "running": True}
-
-    @staticmethod
-    def _stop(props: dict[str, Any]) -> None:
-        folder = props["folder"]
-        for key in ("bind_time_pid", "hami_pid"):
-            if props.get(key):
-                stop_session(int(props[key]), folder)
-        stop_all(f"{folder}/tls/", timeout=5)  # a HAMi an interrupted create started (its TLS files)
+        running = tenant_hami.start(TenantHami.from_props(props))
+        return CreateResult(id_=f"{props['cluster']}/hami", outs={**props, **running.outputs(), "running": True})
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         # HAMi keeps nothing of its own (it reads nodes and pods from the API server): one found stopped is
@@ -90,17 +62,14 @@ class HamiProvider(ResourceProvider):
         return replace_or_restart(olds, news, self.KEYS, restart=True)
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        alive = all(
-            props.get(key) and is_ours(int(props[key]), props["folder"]) for key in ("hami_pid", "bind_time_pid")
-        )
-        return observed(id_, props, alive)
+        return observed(id_, props, RunningHami.from_outputs(props).alive(Path(props["folder"])))
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        self._stop(olds)  # the one of the pair still running, if any
-        return UpdateResult(outs=self._start(news))
+        tenant_hami.stop(Path(olds["folder"]), RunningHami.from_outputs(olds))  # the one of the pair still running
+        return UpdateResult(outs=self.create(news).outs)
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
-        self._stop(props)
+        tenant_hami.stop(Path(props["folder"]), RunningHami.from_outputs(props))
         delete_in_cluster(props, "mutatingwebhookconfiguration", "hami-webhook")
 
 

@@ -14,7 +14,7 @@ from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvide
 from components.process.control_plane import ControlPlaneProcesses, ProcessControlPlane
 from components.process.lifecycle import control_plane_of, delete_in_cluster, read_in_cluster, replace_or_restart
 from model.config import Tenant
-from process_lab.gpu_nodes import apply_nodes
+from process_lab.gpu_nodes import ready_nodes
 from process_lab.stack import TenantProcesses
 
 TYPE = "gpulab:index:TenantWorker"  # the Docker lab's workers' type: an existing stack's URNs stay
@@ -26,15 +26,8 @@ class KwokNodesProvider(ResourceProvider):
     KEYS = ("cluster", "bin_dir", "folder", "control_plane", "nodes", "running")
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        self._apply(props)
+        ready_nodes(control_plane_of(props), props["nodes"])
         return CreateResult(id_=f"{props['cluster']}/nodes", outs=props)
-
-    @staticmethod
-    def _apply(props: dict[str, Any]) -> None:
-        """Nodes without cards (GpuInventory writes those): an update re-applies, and nodes there keep their pods."""
-        control_plane = control_plane_of(props)
-        apply_nodes(control_plane, {name: [] for name in props["nodes"]})
-        control_plane.kubectl("wait", "--for=condition=Ready", "--timeout=60s", *(f"node/{n}" for n in props["nodes"]))
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         # A node deleted by hand is applied again in place: replacing would delete the others, and a deleted
@@ -45,7 +38,7 @@ class KwokNodesProvider(ResourceProvider):
         return read_in_cluster(id_, props, "get", "node", *props["nodes"])
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        self._apply(news)
+        ready_nodes(control_plane_of(news), news["nodes"])
         return UpdateResult(outs={**news, "running": True})
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:

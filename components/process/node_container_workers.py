@@ -15,11 +15,10 @@ import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
 from components.process.control_plane import ProcessControlPlane
-from components.process.lifecycle import control_plane_of, observed, replace_or_restart
+from components.process.lifecycle import observed, replace_or_restart
 from model.config import Tenant
-from model.node_container import NodeContainer
 from process_lab import node_containers
-from process_lab.stack import TenantProcesses
+from process_lab.node_containers import JoiningNode
 
 TYPE = "gpulab:index:TenantWorker"  # one concept whatever runs it
 
@@ -73,19 +72,7 @@ class NodeContainerProvider(ResourceProvider):
     )
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        processes = TenantProcesses.from_props(props)
-        node = NodeContainer(props["node"], props["tenant"], props["image"], props["network"])
-        container_id = node_containers.start_node(node, props["image"], str(processes.folder), props["pod_cidr"])
-        control_plane = processes.control_plane
-        try:
-            node_containers.load_images(props["node"], props.get("images") or [])
-            node_containers.join(control_plane, props["node"], props["tenant"], props["endpoint"])
-            node_containers.wait_ready(control_plane, props["node"])
-        except Exception:
-            # A failed create is not in the state, so no delete would find the container: remove it now.
-            node_containers.leave(control_plane, props["node"])
-            node_containers.remove_node(props["node"], str(processes.folder))
-            raise
+        container_id = node_containers.bring_up(JoiningNode.from_props(props))
         return CreateResult(id_=props["node"], outs={**props, "container_id": container_id, "running": True})
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
@@ -100,8 +87,7 @@ class NodeContainerProvider(ResourceProvider):
         return UpdateResult(outs=self.create(news).outs)
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
-        node_containers.leave(control_plane_of(props), props["node"])
-        node_containers.remove_node(props["node"], str(TenantProcesses.from_props(props).folder))
+        node_containers.tear_down(JoiningNode.from_props(props))
 
 
 class NodeContainerResource(pulumi.dynamic.Resource):
