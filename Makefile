@@ -150,7 +150,7 @@ else
 	@$(MAKE) --no-print-directory --silent $(VENV)/.installed  # silent: no "is up to date" line
 	@$(PY) -m preview --stack "$(STACK)" --validate >/dev/null
 	@# With a source cache: everything the stack needs is in it (each missing item named), before any download.
-	@if $(PY) -m model.sources --stack "$(STACK)" >/dev/null; then $(PY) scripts/source_cache.py check --stack $(STACK); fi
+	@if $(PY) -m model.sources --stack "$(STACK)" >/dev/null; then $(PY) hack/source_cache.py check --stack $(STACK); fi
 	@$(MAKE) --no-print-directory deploy
 endif
 
@@ -163,7 +163,7 @@ deploy: $(TOOLS) policy-venv stack
 	@$(PYTHON_HOST) hack/stack_lock.py $(STACK)
 	@$(RESUME) $(STACK)
 	@# A stack with a source cache: its Pulumi plugins from there, and the engine never downloads one.
-	@$(PY) scripts/source_cache.py plugins --stack $(STACK)
+	@$(PY) hack/source_cache.py plugins --stack $(STACK)
 	@echo "pulumi up --yes --stack $(STACK)$(UP_OPTIONS)"
 	@# Its output as it comes; a failure's last line fits it: a policy refusal, Ctrl-C, a wrong passphrase, or
 	@# the diagnose hint. Ctrl-C reaches pulumi from the terminal itself (hack/up_outcome.py). Its TMPDIR is a
@@ -269,11 +269,11 @@ node-image:
 	@bash hack/docker-engine.sh start
 	@bash node-image/build.sh
 
-# The Docker lab's source cache (scripts/source_cache.py, docs/offline.md): every chart, manifest, image, tool and
+# The Docker lab's source cache (hack/source_cache.py, docs/offline.md): every chart, manifest, image, tool and
 # plugin STACK takes from outside, fetched once and checked, into the stack's gpulab:sourceCache (or CACHE=dir).
 # The policy pack's venv too: after make cache, make up on this host needs nothing from PyPI either.
 cache: $(VENV)/.installed policies/venv/.installed
-	@$(PY) scripts/source_cache.py fill --stack $(STACK) $(if $(CACHE),--dir "$(CACHE)")
+	@$(PY) hack/source_cache.py fill --stack $(STACK) $(if $(CACHE),--dir "$(CACHE)")
 
 # The Docker lab's images of programs the Go module proxy serves (node-image/lab-images.sh): a kind node image with
 # kubeadm's images inside, and MetalLB's controller and speaker; their programs first (tools/programs.toml, group

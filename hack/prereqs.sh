@@ -34,11 +34,11 @@ if ! flock -n "$bin_lock"; then
 fi
 
 # get URL [FILE]: the file at URL into FILE (or on stdout): from the stack's source cache when make names one
-# (SOURCE_CACHE; scripts/source_cache.py checks the file there against the cache's index), else downloaded.
+# (SOURCE_CACHE; hack/source_cache.py checks the file there against the cache's index), else downloaded.
 get() {
   local cached=""
   if [ -n "${SOURCE_CACHE:-}" ]; then
-    cached=$("${PYTHON:-python3}" "$root/scripts/source_cache.py" path --stack "${STACK:-dev}" "$1") ||
+    cached=$("${PYTHON:-python3}" "$root/hack/source_cache.py" path --stack "${STACK:-dev}" "$1") ||
       die "the source cache $SOURCE_CACHE cannot serve $1 (above)"
     [ -n "$cached" ] || die "the source cache $SOURCE_CACHE has no $1: make cache STACK=${STACK:-dev} fills it"
   fi

@@ -1,4 +1,3 @@
 """What the lab runs: the shell scripts the components' Commands run (their paths are in each stack's state, so
 they stay here), and the Python helpers those scripts run (join_config, gpu_readiness: `python -m scripts.NAME`).
-source_cache is make's (`make cache`, hack/prereqs.sh) and has yet to move to hack/. What make and CI run on the
-host is hack/."""
+What make and CI run on the host is hack/."""

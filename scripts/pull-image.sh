@@ -5,7 +5,7 @@
 # tagged, because nodes look images up by tag.
 # With a source cache (gpulab:sourceCache) nothing is pulled: the image is loaded from the cache's archive, and
 # must then be the image the cache's index records (its id pins every layer; the cache checked it against the
-# pinned digest when it was filled: scripts/source_cache.py).
+# pinned digest when it was filled: hack/source_cache.py).
 # env: IMAGE (registry/repository[:tag][@digest]), TAGGED (registry/repository:tag), PLATFORM (linux/amd64),
 #      ARCHIVE and IMAGE_ID (from a source cache: its `docker save` archive and the image id its index records)
 set -euo pipefail

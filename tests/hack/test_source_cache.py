@@ -1,4 +1,4 @@
-"""The Docker lab's source cache (model/sources.py, scripts/source_cache.py, components/docker/sources.py).
+"""The Docker lab's source cache (model/sources.py, hack/source_cache.py, components/docker/sources.py).
 
 Boundaries: the web servers `make cache` downloads from, played by a local HTTPS server with a certificate of its own
 (Python's default TLS context, told of it through SSL_CERT_FILE, as a user's own CA would be) answering as a Helm
@@ -19,7 +19,6 @@ import os
 import socket
 import ssl
 import subprocess
-import sys
 import tarfile
 import threading
 from collections.abc import Iterator
@@ -29,13 +28,11 @@ import pytest
 from lab_harness import lab_config, run_program
 from shared_data import ROOT
 
+from hack import source_cache
 from model.config import parse_config
 from model.sources import Entry, SourceCache, chart_item, manifest_item, needed, tool_items
 from model.versions import CHECKSUMS, Versions
 from tests.hack.test_first_run import BASH, fake_bin
-
-sys.path.insert(0, str(ROOT / "scripts"))
-import source_cache
 
 METALLB = Versions().metallb_manifest
 

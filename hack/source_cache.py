@@ -1,12 +1,12 @@
 """`make cache`: the Docker lab's source cache (model/sources.py says what it holds and why).
 
-    python scripts/source_cache.py list    --stack S   every item the stack takes from outside, and the cache's state
-    python scripts/source_cache.py fill    --stack S   fetch what is missing, online, each checked (make cache)
-    python scripts/source_cache.py add     --stack S KEY [FILE] [--relaxed]
+    python hack/source_cache.py list    --stack S   every item the stack takes from outside, and the cache's state
+    python hack/source_cache.py fill    --stack S   fetch what is missing, online, each checked (make cache)
+    python hack/source_cache.py add     --stack S KEY [FILE] [--relaxed]
                                                        put one item in by hand: a file, or an image from the engine
-    python scripts/source_cache.py check   --stack S   exit 1, naming each item, unless the cache serves the stack
-    python scripts/source_cache.py path    --stack S URL   the cached file of a tool's URL (hack/prereqs.sh)
-    python scripts/source_cache.py plugins --stack S   install the cached Pulumi plugins into the CLI's plugin folder
+    python hack/source_cache.py check   --stack S   exit 1, naming each item, unless the cache serves the stack
+    python hack/source_cache.py path    --stack S URL   the cached file of a tool's URL (hack/prereqs.sh)
+    python hack/source_cache.py plugins --stack S   install the cached Pulumi plugins into the CLI's plugin folder
 
 The cache folder is the stack's `gpulab:sourceCache`, or `--dir`. Downloads go to `GPULAB_SOURCE_MIRROR/<host>/<path>`
 when that is set (a mirror of the upstream sites), give up on a host that does not answer within
@@ -197,7 +197,7 @@ def open_cache(args: argparse.Namespace, lab: LabConfig) -> SourceCache | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="scripts/source_cache.py", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="hack/source_cache.py", description=__doc__.splitlines()[0])
     parser.add_argument("action", choices=["list", "fill", "add", "check", "path", "plugins"])
     parser.add_argument("rest", nargs="*", help="add: KEY [FILE]; path: URL")
     parser.add_argument("--stack", default="dev")
