@@ -57,7 +57,7 @@ from benchmarks.scheduling_rows import (  # noqa: E402
 from model.catalog import GPU_CATALOG, Card  # noqa: E402
 from model.config import LabConfig  # noqa: E402
 from model.config.loading import load_stack_file  # noqa: E402
-from placement.evaluate import evaluate_tenant  # noqa: E402
+from placement.wording import evaluate_tenant  # noqa: E402
 from placement.workloads import read_workload  # noqa: E402
 from process_lab.control_plane import ControlPlane, missing_programs  # noqa: E402
 from process_lab.gpu_nodes import node_object, node_status  # noqa: E402

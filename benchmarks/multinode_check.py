@@ -11,9 +11,9 @@ from collections.abc import Callable
 
 from hami.cards import CardSpec
 from model.config import GpuQuota, PodLimits
-from placement.evaluate import evaluate_tenant
 from placement.findings import UNDECIDED
 from placement.inventory import TenantInventory
+from placement.wording import evaluate_tenant
 from placement.workloads import Workload, read_workload
 
 A100 = ("NVIDIA-A100-SXM4-80GB", 81920)

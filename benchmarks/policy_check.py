@@ -110,15 +110,15 @@ def run_adversarial(cases: int, seed: int) -> tuple[float, int]:
 
 def main(tenants: int = 50, pods: int = 10_000, seed: int = 7, adversarial: int = 200, baseline: bool = True) -> None:
     import hami.cards
-    import placement.evaluate
     import placement.inventory
+    import placement.wording
     import placement.workloads
 
     current = {
         "gpu_fit": hami.cards,
         "inventory": placement.inventory,
         "workloads": placement.workloads,
-        "evaluate": placement.evaluate,
+        "evaluate": placement.wording,
     }
     shapes, manifests = bulk_case(tenants, pods, seed)
     progress(f"{pods} pods with today's code")

@@ -12,7 +12,8 @@ One evaluation for every tenant: a tenant with one GPU node is a cluster of one.
   silently dropped).
 
 The decisions are verdicts (placement/verdicts.py), each with its pods, order, placements and HAMi's
-failure; placement/wording.py says them, as a tenant of one GPU node or of several reads.
+failure; the engine words nothing: placement/wording.py says them, as a tenant of one GPU node or of several
+reads.
 """
 
 from __future__ import annotations
@@ -22,8 +23,6 @@ from dataclasses import replace
 
 from hami.cards import POLICIES, CardSpec, NamespaceQuota, Node, PodRequest
 from hami.nodes import Cluster, NodeFailure
-from placement import wording
-from placement.findings import Finding, pod_level_findings, workload_of
 from placement.inventory import NamespaceUsage, TenantInventory
 from placement.orders import (
     MAX_ORDERS,
@@ -36,9 +35,19 @@ from placement.orders import (
     simulate,
     walk_order,
 )
+from placement.per_pod import pod_level
 from placement.search import Budget, Fit, first_fit, search_placement
-from placement.verdicts import PlacementVerdict, Question, QuotaInUse, Refused, Stranded, Undecided, Unplaceable
-from placement.workloads import Workload
+from placement.verdicts import (
+    Judgement,
+    PlacementVerdict,
+    Question,
+    QuotaInUse,
+    Refused,
+    Stranded,
+    Undecided,
+    Unplaceable,
+)
+from placement.workloads import Workload, workload_of
 
 
 def tenant_cluster(inventory: TenantInventory, pods: Sequence[PodRequest], one_node: str = "") -> Cluster:
@@ -59,12 +68,10 @@ def tenant_cluster(inventory: TenantInventory, pods: Sequence[PodRequest], one_n
     return Cluster(names, nodes)
 
 
-def evaluate_tenant(inventory: TenantInventory, workloads: Sequence[Workload]) -> list[Finding]:
-    """Every finding for a tenant's workloads, certain ones first."""
-    findings, pods = pod_level_findings(inventory, workloads)
-    if not pods:
-        return findings
-    return findings + wording.findings(inventory, judge_placement(inventory, pods))
+def judge_tenant(inventory: TenantInventory, workloads: Sequence[Workload]) -> Judgement:
+    """Every verdict on a tenant's workloads: pod by pod, then the placement of the GPU pods that passed."""
+    per_pod, quota, pods = pod_level(inventory, workloads)
+    return Judgement(tuple(per_pod), tuple(quota), tuple(judge_placement(inventory, pods)) if pods else ())
 
 
 def judge_placement(inventory: TenantInventory, pods: Sequence[PodRequest]) -> list[PlacementVerdict]:

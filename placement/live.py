@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any
 
 from hami.cards import CardUse
 from placement.inventory import NamespaceUsage, TenantInventory
@@ -99,20 +99,6 @@ def current_usage(inventory: TenantInventory, pod_list: Mapping[str, Any]) -> Te
         namespaces[namespace] = namespaces.get(namespace, NamespaceUsage()) + held
     usage = {ns: held for ns, held in namespaces.items() if held != NamespaceUsage()}
     return replace(inventory, card_usage=tuple(cards), namespace_usage=usage)
-
-
-UsageLabel = Literal["now", "running"]  # what the cards hold now (live), or once the stack's workloads run
-
-
-def describe_usage(inventory: TenantInventory, label: UsageLabel = "now") -> list[str]:
-    """One line per card: what it holds, under `label`."""
-    lines = []
-    for card, use in zip(inventory.cards, inventory.card_usage, strict=True):
-        lines.append(
-            f"{label}: {card.id} ({card.type}): {use.slots} of {card.split_count} slots, "
-            f"{use.memory_mb} of {card.memory_mb} MB, {use.cores} of {card.cores}% cores in use"
-        )
-    return lines
 
 
 def fetch_pod_list(kubeconfig: Mapping[str, Any]) -> dict[str, Any]:

@@ -18,31 +18,24 @@ Two advisories (the admission policy warns, the pack notes): cores above 100 (HA
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
 
-from hami.cards import (
-    CARD_INSUFFICIENT_MEMORY,
-    CARD_TYPE_MISMATCH,
-    CARD_UUID_MISMATCH,
-    NODE_INSUFFICIENT_DEVICE,
-    ContainerRequest,
-    PodRequest,
-    _type_ok,
-    _uuid_ok,
-)
+from hami.cards import ContainerRequest, PodRequest, _type_ok, _uuid_ok
 from placement.inventory import TenantInventory
-
-POD_LIMIT_EXCEEDED = "PodGpuLimitExceeded"
-INIT_CONTAINER_GPU = "InitContainerGpuRequest"
-CORES_CLAMPED = "CoresAbove100"
-ZERO_MEMORY = "ZeroMemoryPercentage"
-
-
-@dataclass(frozen=True)
-class Refusal:
-    reason: str
-    message: str
-    cards: str | None = None  # the cards concerned, when the refusal is about them
+from placement.verdicts import (
+    CardTooSmall,
+    CoresAbove100,
+    GpuQuotaExceeded,
+    InitContainerAsks,
+    NoCardMatches,
+    OverPodLimit,
+    PodAdvisory,
+    PodRefusal,
+    PodVerdicts,
+    TooManyCards,
+    ZeroMemory,
+)
+from placement.workloads import Workload
 
 
 def pod_memory_mb(containers: tuple[ContainerRequest, ...], largest_mb: int) -> int:
@@ -56,68 +49,79 @@ def _non_ascii_type_selector(pod: PodRequest) -> bool:
     return any(not value.isascii() for values in (pod.use_types, pod.nouse_types) if values for value in values)
 
 
-def per_pod_refusals(inventory: TenantInventory, pod: PodRequest) -> list[Refusal]:
+def per_pod_refusals(inventory: TenantInventory, pod: PodRequest) -> list[PodRefusal]:
     """In the admission policy's order, which is HAMi's: cards the node has (fitInDevices), then per card
     type, UUID and memory (device.go Fit); gpulab's own rules after. The first is what kubectl shows."""
     cards = inventory.cards
     largest = max((card.memory_mb for card in cards), default=0)
-    refusals = []
+    refusals: list[PodRefusal] = []
     most = max((len(on_node) for _, on_node in inventory.node_cards()), default=0)
-    nodes = "the node has" if not inventory.nodes else f"the largest of its {len(inventory.nodes)} GPU nodes has"
-    for c in pod.containers:
-        if c.nums > most:
-            refusals.append(
-                Refusal(NODE_INSUFFICIENT_DEVICE, f"container {c.name} asks {c.nums} cards, {nodes} {most}")
-            )
+    refusals += [TooManyCards(c.name, c.nums, most) for c in pod.containers if c.nums > most]
     if cards and pod.containers and not _non_ascii_type_selector(pod) and not any(_type_ok(c, pod) for c in cards):
-        refusals.append(Refusal(CARD_TYPE_MISMATCH, "no card of the tenant matches the pod's GPU type selector"))
+        refusals.append(NoCardMatches("type"))
     if cards and pod.containers and not any(_uuid_ok(card, pod) for card in cards):
-        refusals.append(Refusal(CARD_UUID_MISMATCH, "no card of the tenant matches the pod's card UUID selector"))
+        refusals.append(NoCardMatches("uuid"))
     for c in pod.containers:
         memory = c.memory_for(largest)
         if cards and memory > largest:
-            listed = ", ".join(f"{card.id} ({card.type}, {card.memory_mb} MB)" for card in cards)
-            refusals.append(
-                Refusal(
-                    CARD_INSUFFICIENT_MEMORY,
-                    f"container {c.name} asks {memory} MB per card; the largest card has {largest} MB: {listed}",
-                    ", ".join(card.id for card in cards),
-                )
-            )
-    for init in pod.init_containers:
-        refusals.append(
-            Refusal(
-                INIT_CONTAINER_GPU,
-                f"init container {init.name} asks {init.describe()}, but HAMi assigns cards to app containers "
-                "only; move the GPU work into an app container",
-            )
-        )
+            refusals.append(CardTooSmall(c.name, memory, tuple(cards)))
+    refusals += [InitContainerAsks(init) for init in pod.init_containers]
     asked = {
         "gpus": sum(c.nums for c in pod.containers),
         "gpumem": pod_memory_mb(pod.containers, largest),
         "gpucores": sum(c.nums * c.fit_cores for c in pod.containers),
     }
-    for key, unit in (("gpus", " GPUs"), ("gpumem", " MB"), ("gpucores", "% cores")):
+    for key in ("gpus", "gpumem", "gpucores"):
         limit = getattr(inventory.limits, key)
         if limit is not None and asked[key] > limit:
-            refusals.append(
-                Refusal(
-                    POD_LIMIT_EXCEEDED,
-                    f"each pod asks {asked[key]}{unit} in total; tenant {inventory.name} allows {limit}{unit} per pod",
-                )
-            )
+            refusals.append(OverPodLimit(key, asked[key], limit))
     return refusals
 
 
-def per_pod_advisories(pod: PodRequest) -> list[Refusal]:
-    advisories = []
+def per_pod_advisories(pod: PodRequest) -> list[PodAdvisory]:
+    advisories: list[PodAdvisory] = []
     for c in pod.containers:
         if c.cores > 100:
-            advisories.append(
-                Refusal(CORES_CLAMPED, f"container {c.name} asks {c.cores}% cores; HAMi clamps it to 100, write 100")
-            )
+            advisories.append(CoresAbove100(c.name, c.cores))
         if c.memreq == 0 and c.mem_percentage == 0:
-            advisories.append(
-                Refusal(ZERO_MEMORY, f"container {c.name} asks 0% of the card's memory: HAMi gives it 0 MB")
-            )
+            advisories.append(ZeroMemory(c.name))
     return advisories
+
+
+def gpu_count_quota(inventory: TenantInventory, pods: Sequence[PodRequest]) -> list[GpuQuotaExceeded]:
+    """The native `requests.nvidia.com/gpu` quota, which the API server checks at creation, in order."""
+    limit = inventory.quota.gpus if inventory.quota else None
+    if limit is None:
+        return []
+    refused: list[GpuQuotaExceeded] = []
+    used = {ns: usage.gpus for ns, usage in inventory.namespace_usage.items()}
+    for pod in pods:
+        if not inventory.quota_applies(pod.namespace):
+            continue
+        asks = sum(c.nums for c in pod.containers)
+        total = used.get(pod.namespace, 0)
+        if total + asks > limit:
+            refused.append(GpuQuotaExceeded(pod, limit, asks, total))
+        else:
+            used[pod.namespace] = total + asks
+    return refused
+
+
+def pod_level(
+    inventory: TenantInventory, workloads: Sequence[Workload]
+) -> tuple[list[PodVerdicts], list[GpuQuotaExceeded], list[PodRequest]]:
+    """What is decided pod by pod, whatever the nodes, once per workload (the per-pod rules, shared with the
+    admission policy; then the GPU-count quota), and the GPU pods left for the placement analysis: those of
+    workloads no per-pod rule refused (admission refuses those)."""
+    per_workload = []
+    for workload in workloads:
+        if workload.pods:
+            pod = workload.pods[0]  # replicas are identical
+            verdicts = PodVerdicts(
+                workload.label, tuple(per_pod_refusals(inventory, pod)), tuple(per_pod_advisories(pod))
+            )
+            if verdicts.refusals or verdicts.advisories:
+                per_workload.append(verdicts)
+    refused = {verdicts.workload for verdicts in per_workload if verdicts.refusals}
+    pods = [pod for w in workloads if w.label not in refused for pod in w.pods if pod.containers]
+    return per_workload, gpu_count_quota(inventory, pods), pods

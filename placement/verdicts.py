@@ -1,16 +1,129 @@
-"""What the placement engine (placement/evaluate.py) decides about a tenant's GPU pods, before any wording:
-one record per decision, carrying the pods, the order, the placements and HAMi's failure it rests on.
-placement/wording.py says them as findings; nothing here knows how a tenant of one node or of several
-reads.
+"""What the placement engine decides about a tenant's GPU pods, before any wording: one record per decision.
+
+Pod by pod (placement/per_pod.py): the refusals and advisories one pod decides alone, and the GPU-count quota.
+Across the pods (placement/evaluate.py): each record carries the pods, the order, the placements and HAMi's
+failure it rests on. placement/wording.py says them as findings; nothing here knows how a tenant of one node or
+of several reads.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import ClassVar, Literal
 
-from hami.cards import NamespaceQuota, Node, PodRequest
+from hami.cards import (
+    CARD_INSUFFICIENT_MEMORY,
+    CARD_TYPE_MISMATCH,
+    CARD_UUID_MISMATCH,
+    NODE_INSUFFICIENT_DEVICE,
+    CardSpec,
+    ContainerRequest,
+    NamespaceQuota,
+    Node,
+    PodRequest,
+)
 from hami.nodes import NodeFailure
+
+POD_LIMIT_EXCEEDED = "PodGpuLimitExceeded"
+INIT_CONTAINER_GPU = "InitContainerGpuRequest"
+CORES_CLAMPED = "CoresAbove100"
+ZERO_MEMORY = "ZeroMemoryPercentage"
+EXCEEDED_QUOTA = "ExceededQuota"  # kube-apiserver's ResourceQuota admission
+
+
+@dataclass(frozen=True)
+class TooManyCards:
+    """A container asks more cards than the tenant's node with the most cards has."""
+
+    container: str
+    asks: int
+    most: int
+    reason: ClassVar[str] = NODE_INSUFFICIENT_DEVICE
+
+
+@dataclass(frozen=True)
+class NoCardMatches:
+    """The pod's GPU type selector, or its card UUID selector, leaves no card of the tenant."""
+
+    selector: Literal["type", "uuid"]
+
+    @property
+    def reason(self) -> str:
+        return CARD_TYPE_MISMATCH if self.selector == "type" else CARD_UUID_MISMATCH
+
+
+@dataclass(frozen=True)
+class CardTooSmall:
+    """A container asks more memory per card than the tenant's largest card holds."""
+
+    container: str
+    asks_mb: int
+    cards: tuple[CardSpec, ...]
+    reason: ClassVar[str] = CARD_INSUFFICIENT_MEMORY
+
+    @property
+    def largest_mb(self) -> int:
+        return max(card.memory_mb for card in self.cards)
+
+
+@dataclass(frozen=True)
+class InitContainerAsks:
+    """An init container asks for a GPU resource: HAMi assigns cards to app containers only."""
+
+    container: ContainerRequest
+    reason: ClassVar[str] = INIT_CONTAINER_GPU
+
+
+@dataclass(frozen=True)
+class OverPodLimit:
+    """The pod's app containers together ask more of `resource` than the tenant allows per pod."""
+
+    resource: Literal["gpus", "gpumem", "gpucores"]
+    asked: int
+    limit: int
+    reason: ClassVar[str] = POD_LIMIT_EXCEEDED
+
+
+@dataclass(frozen=True)
+class CoresAbove100:
+    """Advice: a container asks more than 100% cores, which HAMi clamps to 100."""
+
+    container: str
+    cores: int
+    reason: ClassVar[str] = CORES_CLAMPED
+
+
+@dataclass(frozen=True)
+class ZeroMemory:
+    """Advice: a container asks 0% of the card's memory, and HAMi gives it 0 MB."""
+
+    container: str
+    reason: ClassVar[str] = ZERO_MEMORY
+
+
+@dataclass(frozen=True)
+class GpuQuotaExceeded:
+    """The API server's `requests.nvidia.com/gpu` quota refuses the pod at creation, in order."""
+
+    pod: PodRequest
+    limit: int
+    asks: int
+    used: int  # by the namespace's pods created before it
+    reason: ClassVar[str] = EXCEEDED_QUOTA
+
+
+PodRefusal = TooManyCards | NoCardMatches | CardTooSmall | InitContainerAsks | OverPodLimit
+PodAdvisory = CoresAbove100 | ZeroMemory
+
+
+@dataclass(frozen=True)
+class PodVerdicts:
+    """What one workload's pods decide alone (its replicas are identical)."""
+
+    workload: str  # kind/namespace/name
+    refusals: tuple[PodRefusal, ...]
+    advisories: tuple[PodAdvisory, ...]
 
 
 @dataclass(frozen=True)
@@ -107,3 +220,13 @@ class Undecided:
 
 
 PlacementVerdict = Refused | Unplaceable | Stranded | Undecided
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """Every verdict on a tenant's workloads: pod by pod (the per-pod rules, the GPU-count quota), then across
+    the pods that passed them (certain ones first)."""
+
+    per_pod: tuple[PodVerdicts, ...]
+    quota: tuple[GpuQuotaExceeded, ...]
+    placement: tuple[PlacementVerdict, ...]

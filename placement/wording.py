@@ -1,4 +1,5 @@
-"""How the placement engine's verdicts (placement/verdicts.py) read: the one place that words them.
+"""How the placement engine's verdicts (placement/verdicts.py) read: the one place that words them, for the
+policy pack, `make check` and `make plan` alike (`evaluate_tenant`: the engine's judgement, worded).
 
 A tenant of one GPU node reads of cards (HAMi's reason on its one node, and the namespace quota when it
 refused); a tenant of several reads of nodes, with HAMi's own events, which count the nodes per reason.
@@ -8,14 +9,35 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any, Literal
 
 from hami.cards import RESOURCE_QUOTA_NOT_FIT, ContainerFailure, PodRequest
 from hami.nodes import MAX_TIE_RUNS, NodeFailure
-from placement.findings import NO_PLACEMENT, ORDER_DEPENDENT, UNDECIDED, Finding, workload_of
+from placement.evaluate import judge_tenant
+from placement.findings import NO_PLACEMENT, ORDER_DEPENDENT, UNDECIDED, Finding
 from placement.inventory import TenantInventory
 from placement.orders import MAX_ORDER_STATES
 from placement.search import SEARCH_BUDGET
-from placement.verdicts import PlacementVerdict, Question, QuotaInUse, Refused, Stranded, Undecided, Unplaceable
+from placement.verdicts import (
+    CardTooSmall,
+    CoresAbove100,
+    GpuQuotaExceeded,
+    InitContainerAsks,
+    NoCardMatches,
+    OverPodLimit,
+    PlacementVerdict,
+    PodAdvisory,
+    PodRefusal,
+    Question,
+    QuotaInUse,
+    Refused,
+    Stranded,
+    TooManyCards,
+    Undecided,
+    Unplaceable,
+    ZeroMemory,
+)
+from placement.workloads import Workload, workload_of
 
 EVERY_WORKLOAD = "(all GPU workloads)"  # the finding's workload when a verdict is about the whole set
 
@@ -29,6 +51,7 @@ class Audience:
     nodes: int
     cards: int
     busy: bool  # its cards already hold something
+    listed_nodes: int = 0  # the GPU nodes its inventory lists
 
     @staticmethod
     def of(inventory: TenantInventory) -> Audience:
@@ -38,7 +61,78 @@ class Audience:
             len(inventory.node_cards()),
             len(inventory.cards),
             bool(inventory.card_usage),
+            len(inventory.nodes),
         )
+
+
+def evaluate_tenant(inventory: TenantInventory, workloads: Sequence[Workload]) -> list[Finding]:
+    """Every finding for a tenant's workloads, certain ones first: the engine's judgement, worded."""
+    judgement = judge_tenant(inventory, workloads)
+    audience = Audience.of(inventory)
+    worded = []
+    for verdicts in judgement.per_pod:
+        for refusal in verdicts.refusals:
+            cards = ", ".join(card.id for card in refusal.cards) if isinstance(refusal, CardTooSmall) else None
+            worded.append(
+                Finding("error", audience.tenant, verdicts.workload, refusal.reason, said(audience, refusal), cards)
+            )
+        for advisory in verdicts.advisories:
+            worded.append(
+                Finding("warning", audience.tenant, verdicts.workload, advisory.reason, said(audience, advisory))
+            )
+    worded += [_over_quota(audience, refused) for refused in judgement.quota]
+    return worded + [finding(audience, verdict) for verdict in judgement.placement]
+
+
+UNITS = {"gpus": " GPUs", "gpumem": " MB", "gpucores": "% cores"}
+
+
+def said(audience: Audience, verdict: PodRefusal | PodAdvisory) -> str:
+    """A per-pod verdict's message: the admission policy says the same (model/admission_policy.py)."""
+    match verdict:
+        case TooManyCards():
+            nodes = (
+                f"the largest of its {audience.listed_nodes} GPU nodes has"
+                if audience.several_nodes
+                else "the node has"
+            )
+            return f"container {verdict.container} asks {verdict.asks} cards, {nodes} {verdict.most}"
+        case NoCardMatches():
+            selector = "GPU type" if verdict.selector == "type" else "card UUID"
+            return f"no card of the tenant matches the pod's {selector} selector"
+        case CardTooSmall():
+            listed = ", ".join(f"{card.id} ({card.type}, {card.memory_mb} MB)" for card in verdict.cards)
+            return (
+                f"container {verdict.container} asks {verdict.asks_mb} MB per card; "
+                f"the largest card has {verdict.largest_mb} MB: {listed}"
+            )
+        case InitContainerAsks():
+            return (
+                f"init container {verdict.container.name} asks {verdict.container.describe()}, but HAMi assigns "
+                "cards to app containers only; move the GPU work into an app container"
+            )
+        case OverPodLimit():
+            unit = UNITS[verdict.resource]
+            return (
+                f"each pod asks {verdict.asked}{unit} in total; tenant {audience.tenant} allows {verdict.limit}{unit} "
+                "per pod"
+            )
+        case CoresAbove100():
+            return f"container {verdict.container} asks {verdict.cores}% cores; HAMi clamps it to 100, write 100"
+        case ZeroMemory():
+            return f"container {verdict.container} asks 0% of the card's memory: HAMi gives it 0 MB"
+
+
+def _over_quota(audience: Audience, refused: GpuQuotaExceeded) -> Finding:
+    pod = refused.pod
+    return Finding(
+        "error",
+        audience.tenant,
+        pod.workload,
+        refused.reason,
+        f"namespace {pod.namespace} quota requests.nvidia.com/gpu={refused.limit}: asks {refused.asks} GPU(s), "
+        f"{refused.limit - refused.used} GPU(s) left",
+    )
 
 
 def findings(inventory: TenantInventory, verdicts: Iterable[PlacementVerdict]) -> list[Finding]:
@@ -196,3 +290,32 @@ def _undecided(audience: Audience, verdict: Undecided) -> Finding:
                 "of one order's score ties) without finding a stranded pod; not every order or tie was checked"
             )
     return Finding(_severity(verdict), audience.tenant, workload, UNDECIDED, message)
+
+
+UsageLabel = Literal["now", "running"]  # what the cards hold now (live), or once the stack's workloads run
+
+
+def describe_usage(inventory: TenantInventory, label: UsageLabel = "now") -> list[str]:
+    """One line per card: what it holds, under `label`."""
+    lines = []
+    for card, use in zip(inventory.cards, inventory.card_usage, strict=True):
+        lines.append(
+            f"{label}: {card.id} ({card.type}): {use.slots} of {card.split_count} slots, "
+            f"{use.memory_mb} of {card.memory_mb} MB, {use.cores} of {card.cores}% cores in use"
+        )
+    return lines
+
+
+def placement_lines(found: Sequence[dict[str, Any]], several_nodes: bool) -> list[str]:
+    """Where `make check` says HAMi would put each pod (policies/check_output.py `placements`): the node too on a
+    tenant of several GPU nodes, with the nodes it tied with."""
+    lines = []
+    for entry in found:
+        cards = "; ".join(f"{c['name']} -> {', '.join(c['cards'])}" for c in entry["containers"])
+        if several_nodes:
+            others = [node for node in entry.get("tiedNodes", ()) if node != entry["node"]]
+            tied = f" (tied with {', '.join(others)}: HAMi picks any)" if others else ""
+            lines.append(f"place: {entry['pod']} on {entry['node']}: {cards}{tied}")
+        else:
+            lines.append(f"place: {entry['pod']}: {cards}")
+    return lines

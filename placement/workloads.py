@@ -63,6 +63,11 @@ RESOURCE_TYPES = {
 }
 
 
+def workload_of(pod: PodRequest) -> str:
+    """The workload a pod belongs to (kind/namespace/name), without its replica's number."""
+    return pod.workload.split("#", 1)[0]
+
+
 class WorkloadError(ValueError):
     """A workload whose GPU request cannot be read (or that Kubernetes itself would refuse)."""
 

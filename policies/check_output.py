@@ -54,19 +54,6 @@ def _placement(workload: Workload, pod, node: str, cards: list[list[str]]) -> di
     }
 
 
-def placement_lines(found: Sequence[dict[str, Any]], several_nodes: bool) -> list[str]:
-    lines = []
-    for entry in found:
-        cards = "; ".join(f"{c['name']} -> {', '.join(c['cards'])}" for c in entry["containers"])
-        if several_nodes:
-            others = [node for node in entry.get("tiedNodes", ()) if node != entry["node"]]
-            tied = f" (tied with {', '.join(others)}: HAMi picks any)" if others else ""
-            lines.append(f"place: {entry['pod']} on {entry['node']}: {cards}{tied}")
-        else:
-            lines.append(f"place: {entry['pod']}: {cards}")
-    return lines
-
-
 def document(
     tenant: str,
     findings: Sequence[Finding] = (),

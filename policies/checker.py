@@ -22,13 +22,14 @@ from model import safe_yaml
 from model.config import ConfigError, Tenant, load_stack_file
 from model.names import TENANT_LABEL
 from model.workload_manifests import workload_manifest
-from placement.evaluate import evaluate_tenant, running
+from placement.evaluate import running
 from placement.findings import Finding, printable
 from placement.inventory import from_lab_config
-from placement.live import LiveError, current_usage, describe_usage, fetch_pod_list
+from placement.live import LiveError, current_usage, fetch_pod_list
+from placement.wording import describe_usage, evaluate_tenant, placement_lines
 from placement.workloads import Workload, WorkloadError, read_workload, unit_suffix_notes
 from policies.check_output import document as json_document
-from policies.check_output import placement_lines, placements
+from policies.check_output import placements
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 STDIN = Path("-")

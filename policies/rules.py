@@ -35,7 +35,6 @@ from pulumi_policy.proxy import UnknownValueError
 from model.names import KAMAJI_MAX_ANNOTATION, NODE_IMAGE_LABEL, TENANT_LABEL
 from model.network import address_problem
 from model.versions import Versions, image_tag, parse_kubernetes_version
-from placement.evaluate import evaluate_tenant
 from placement.findings import Finding
 from placement.inventory import (
     TenantInventory,
@@ -44,6 +43,7 @@ from placement.inventory import (
     is_inventory_configmap,
     parse_policy_config,
 )
+from placement.wording import evaluate_tenant
 from placement.workloads import (
     HAMI_RESOURCES,
     NOUSE_GPUTYPE,

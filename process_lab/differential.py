@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from model.catalog import GPU_CATALOG, GPU_RESOURCE, GPUCORES_RESOURCE, GPUMEM_PERCENTAGE_RESOURCE, GPUMEM_RESOURCE
-from placement.findings import EXCEEDED_QUOTA
 from placement.live import ALLOCATED
+from placement.verdicts import EXCEEDED_QUOTA
 from placement.workloads import (
     GPU_POLICY_ANNOTATION,
     NODE_POLICY_ANNOTATION,

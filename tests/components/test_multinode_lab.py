@@ -469,8 +469,8 @@ def test_the_pack_judges_a_two_node_tenant_per_node() -> None:
     """Two L4 nodes of one card each: two cards in the tenant, but a pod asking two cards fits no node."""
     from model.config import Workload
     from model.workload_manifests import workload_manifest
-    from placement.evaluate import evaluate_tenant
     from placement.inventory import from_tenant
+    from placement.wording import evaluate_tenant
     from placement.workloads import read_workload
     from preview import pack
 
@@ -499,8 +499,8 @@ def test_the_live_unplaceable_pod_passes_admission_and_the_model_refuses_it_for_
     from cel_harness import run_policy
 
     from model.admission_policy import DENY_POLICY, policy_objects
-    from placement.evaluate import evaluate_tenant
     from placement.inventory import from_tenant
+    from placement.wording import evaluate_tenant
     from placement.workloads import read_workload
     from tests.acceptance.test_multinode import unplaceable_pod
 

@@ -9,10 +9,11 @@ import sys
 from hami.cards import NO_PERCENTAGE, CardSpec, ContainerRequest, Node, PodRequest
 from hami.nodes import Cluster
 from model.config import PodLimits
-from placement.evaluate import evaluate_tenant, running
+from placement.evaluate import running
 from placement.inventory import TenantInventory
 from placement.orders import every_order_strands, find_stranding, simulate
 from placement.search import Budget, search_placement
+from placement.wording import evaluate_tenant
 from placement.workloads import Workload
 
 DEEPER_THAN_RECURSION = sys.getrecursionlimit() + 200

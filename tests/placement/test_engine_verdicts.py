@@ -14,10 +14,10 @@ from placement import evaluate, wording
 from placement.evaluate import judge_placement
 from placement.findings import ORDER_DEPENDENT, UNDECIDED
 from placement.inventory import TenantInventory
-from placement.live import describe_usage
 from placement.orders import MAX_TIE_RUNS, walk_order
 from placement.search import Budget, Fit, search_placement
 from placement.verdicts import Question, Refused, Stranded, Undecided, Unplaceable
+from placement.wording import describe_usage
 
 A100 = CardSpec("GPU-0", "NVIDIA-A100-SXM4-80GB", 81920)
 L4 = CardSpec("GPU-L4", "NVIDIA-L4", 24576)

@@ -309,6 +309,7 @@ def test_cannot_strand_never_contradicts_the_simulation(cards, pods) -> None:
 def test_running_out_of_budget_is_reported(monkeypatch) -> None:
     """A search that cannot finish says so in a finding; it is never silently taken as a verdict."""
     import placement.evaluate as evaluate
+    import placement.wording as wording
     from model.config import PodLimits
     from placement.findings import UNDECIDED
     from placement.inventory import TenantInventory
@@ -326,7 +327,7 @@ def test_running_out_of_budget_is_reported(monkeypatch) -> None:
         )
         for i in range(5)
     ]
-    findings = evaluate.evaluate_tenant(inventory, workloads)
+    findings = wording.evaluate_tenant(inventory, workloads)
     assert any(f.reason == UNDECIDED and "ran out of its budget" in f.message for f in findings), findings
 
 
@@ -356,7 +357,7 @@ def test_a_set_stranded_in_every_order_is_found() -> None:
 
 
 def test_stranded_in_every_order_is_an_error_and_in_some_orders_a_warning() -> None:
-    import placement.evaluate as evaluate
+    import placement.wording as wording
     from model.config import PodLimits
     from placement.inventory import TenantInventory
     from placement.workloads import Workload
@@ -364,7 +365,7 @@ def test_stranded_in_every_order_is_an_error_and_in_some_orders_a_warning() -> N
     def evaluated(policy: str) -> list:
         inventory = TenantInventory("t", tuple(L4_THEN_A100), PodLimits(), None, (), policy)
         workloads = [Workload("Pod", p.workload, "ns", {}, 1, (p,)) for p in STRANDED_EVERY_ORDER]
-        return evaluate.evaluate_tenant(inventory, workloads)
+        return wording.evaluate_tenant(inventory, workloads)
 
     certain = evaluated("binpack")
     assert [(f.severity, f.workload, f.reason) for f in certain] == [("error", "b", "CardInsufficientMemory")]
@@ -384,8 +385,9 @@ def test_an_inventory_without_cards_is_judged() -> None:
     """An inventory document may list no cards: every GPU pod is NodeInsufficientDevice, and the checker's
     placements and running usage are empty (HAMi's node score, a division by the node's totals, is never
     asked of a node that passes no filter)."""
-    from placement.evaluate import evaluate_tenant, running
+    from placement.evaluate import running
     from placement.inventory import from_inventory_document
+    from placement.wording import evaluate_tenant
     from placement.workloads import read_workload
     from policies.check_output import placements
 

@@ -20,11 +20,11 @@ from hami.cards import (
 )
 from hami.nodes import Cluster
 from model.config import GpuQuota, PodLimits
-from placement.evaluate import evaluate_tenant
 from placement.findings import ORDER_DEPENDENT
 from placement.inventory import TenantInventory
 from placement.orders import greedy_placements, simulate
 from placement.search import Budget, search_placement
+from placement.wording import evaluate_tenant
 from placement.workloads import Workload
 
 L4 = 24576

@@ -24,11 +24,11 @@ from hami.cards import (
 )
 from hami.nodes import Cluster, NodeFailure
 from model.config import PodLimits
-from placement.evaluate import evaluate_tenant
 from placement.findings import ORDER_DEPENDENT
 from placement.inventory import TenantInventory
 from placement.orders import every_order_strands, simulate
 from placement.search import Budget, search_placement
+from placement.wording import evaluate_tenant
 from placement.workloads import Workload
 from tests.policies.test_checker import run_module
 

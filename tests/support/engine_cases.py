@@ -29,8 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from hami.cards import CardSpec, CardUse
 from model.config import GpuQuota, PodLimits
-from placement.evaluate import evaluate_tenant, running
+from placement.evaluate import running
 from placement.inventory import NamespaceUsage, TenantInventory
+from placement.wording import evaluate_tenant
 from placement.workloads import Workload, read_workload
 from policies.check_output import placements
 
