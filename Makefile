@@ -300,7 +300,7 @@ bench: $(VENV)/.installed
 # more, the chart's rows running to their deadline). Each row: HAMi at the chart's and the lab's setting, and
 # kube-scheduler alone at its own client rate and unthrottled.
 bench-scheduling: $(VENV)/.installed
-	$(PY) -u benchmarks/hami_scheduling.py --rows issue41 --settings chart lab ceiling ceiling-unthrottled
+	$(PY) -u benchmarks/hami_scheduling.py --rows goal --settings chart lab ceiling ceiling-unthrottled
 
 # .cache/sources stays: a source cache (make cache) may have been filled on another machine.
 clean:

@@ -1,5 +1,5 @@
 """Scheduling through the real HAMi against kube-scheduler alone (the ceiling), on the same pods and KWOK GPU
-nodes of 8 A100 cards in one tenant; and gpulab's checker on the same pods and cards (issues 29 and 41).
+nodes of 8 A100 cards in one tenant; and gpulab's checker on the same pods and cards.
 
 Per row (N nodes, P pods, node policy) and setting: a fresh process-lab tenant (tenant-a of Pulumi.dev.yaml: a
 real control plane, gpulab's admission), its GPU node replaced by N KWOK nodes; once every node is Ready and
@@ -15,7 +15,7 @@ QPS, burst 100); `ceiling-unthrottled`, the same at 5000 / 10000, to tell the sc
 client's. Each row prints HAMi / ceiling (rates); the run ends with a Markdown table of every row.
 
 Needs `make tools` and, for HAMi's settings, GPULAB_HAMI_SCHEDULER; GPULAB_BENCH_KEEP_LOG=FILE keeps the last
-HAMi log. Usage (`make bench-scheduling` runs the goal rows, preset `issue41`):
+HAMi log. Usage (`make bench-scheduling` runs the goal rows, preset `goal`):
   venv/bin/python benchmarks/hami_scheduling.py [--rows issue41 | 100x1000:spread 10x100:binpack ...]
       [--nodes 10 100 1000 --pods 200 --node-policy spread] [--settings chart lab ceiling ...]
 """
@@ -265,7 +265,7 @@ def program_versions(tools: Path, hami: Path | None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rows", nargs="+", help="a preset (issue41) or NODESxPODS[:POLICY]; else --nodes/--pods")
+    parser.add_argument("--rows", nargs="+", help="a preset (goal) or NODESxPODS[:POLICY]; else --nodes/--pods")
     parser.add_argument("--nodes", type=int, nargs="+", default=[10, 100, 1000])
     parser.add_argument("--pods", type=int, default=200)
     parser.add_argument("--node-policy", choices=["spread", "binpack"], default="spread")

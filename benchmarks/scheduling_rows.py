@@ -34,7 +34,7 @@ class Row:
 # The goal rows (docs/performance.md): 1,000 pods on 100 nodes spread (under 60 s: 17 pods/s); 100 pods on 10
 # nodes binpack (5 pods/s); and the growth of HAMi's per-node scoring with the node count, at 100 pods.
 PRESETS: dict[str, list[Row]] = {
-    "issue41": [
+    "goal": [
         Row(100, 1000, "spread", goal=17),
         Row(10, 100, "binpack", goal=5),
         Row(10, 100, "spread"),

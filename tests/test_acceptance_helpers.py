@@ -215,7 +215,7 @@ def test_make_verify_stops_with_one_line_without_a_lab(tmp_path, fake_pulumi: st
 
 
 def test_the_hint_without_a_lab_names_the_stack_it_was_given(tmp_path) -> None:
-    """Issue 42 item 6: `make verify|report|check LIVE=1 STACK=sim` without a lab pointed at `make up`, which builds
+    """`make verify|report|check LIVE=1 STACK=sim` without a lab pointed at `make up`, which builds
     the Docker lab (and pulls images); the hint carries the stack."""
     (tmp_path / "pulumi").write_text("#!/bin/sh\necho '{}'\n")
     (tmp_path / "pulumi").chmod(0o755)

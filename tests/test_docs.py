@@ -1,4 +1,4 @@
-"""What a reader of a clone can follow (issue 42 item 13). The team's field notes (`notes/<x>.md`, in
+"""What a reader of a clone can follow. The team's field notes (`notes/<x>.md`, in
 `../shared/notes` on gpulab's dev and CI machines only) are in no user's clone: code, comments and docs cite
 the upstream source itself (repository, tag, file) or state the fact with its project and version. Looking
 up upstream files in `../shared/upstream` at run time (tests/support/upstream_data.py, `make upstream-data`) is a

@@ -1,4 +1,4 @@
-"""The layout shows the architecture (issue 23): the model at the ground floor, the ComponentResources
+"""The layout shows the architecture: the model at the ground floor, the ComponentResources
 and the policy pack beside each other on it, the tools on top. Checked on the imports themselves."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ PACKAGES = (
 # Every arrow that may exist between gpulab's packages: which each may import. components and policies never
 # import each other; process_lab (local programs: no SDK) sits below the components that drive it.
 ALLOWED = {
-    "hami": set(),  # HAMi's semantics: nothing of gpulab's (issue 31)
+    "hami": set(),  # HAMi's semantics: nothing of gpulab's
     "model": set(),
     "placement": {"model", "hami"},  # the engine: HAMi's rules walked over pods, orders and nodes
     "policies": {"model", "hami", "placement"},  # the pack and `make check`
@@ -211,7 +211,7 @@ def test_the_paths_a_stack_file_points_to_exist(stack: str) -> None:
 
 
 def test_hami_s_semantics_stand_alone_and_name_their_release() -> None:
-    """Issue 31: hami/ imports only the standard library (no SDK, nothing of gpulab's), and names the HAMi
+    """hami/ imports only the standard library (no SDK, nothing of gpulab's), and names the HAMi
     release whose chart the lab deploys."""
     import sys
 

@@ -115,9 +115,9 @@ def result(row: Row, setting: str, bound: int, seconds: float) -> Result:
     return Result(row, setting, "flags", bound, seconds, 1.0, "2026-12-03 10:00:00 UTC")
 
 
-def test_issue_41s_rows_and_rows_written_out_parse_and_a_bad_row_is_refused_naming_the_form() -> None:
+def test_the_goal_rows_and_rows_written_out_parse_and_a_bad_row_is_refused_naming_the_form() -> None:
 
-    issue = parse_rows(["issue41"])
+    issue = parse_rows(["goal"])
     assert [(r.nodes, r.pods, r.policy) for r in issue] == [
         (100, 1000, "spread"),
         (10, 100, "binpack"),
@@ -127,8 +127,8 @@ def test_issue_41s_rows_and_rows_written_out_parse_and_a_bad_row_is_refused_nami
     ]
     assert [r.goal for r in issue[:2]] == [17, 5], "the issue's goals: 1,000 pods under 60 s; 5 pods/s binpack"
     assert parse_rows(["2x10", "10x100:binpack"]) == [Row(2, 10, "spread"), Row(10, 100, "binpack")]
-    for bad in ("100x", "0x10", "10x10:random", "issue40"):
-        with pytest.raises(argparse.ArgumentTypeError, match=r"NODESxPODS\[:spread\|binpack\] or one of: issue41"):
+    for bad in ("100x", "0x10", "10x10:random", "issue40", "goals"):
+        with pytest.raises(argparse.ArgumentTypeError, match=r"NODESxPODS\[:spread\|binpack\] or one of: goal"):
             parse_rows([bad])
 
 

@@ -206,7 +206,7 @@ def test_hami_s_client_settings_are_validated_with_the_key_and_the_fix(schedulin
 
 
 def test_hami_s_client_rate_and_verbosity_reach_both_gpu_modes_and_both_runtimes() -> None:
-    """Issue 41: the stack's hamiKubeQps/hamiKubeBurst/hamiLogVerbosity are HAMi's flags as the chart's extraArgs
+    """The stack's hamiKubeQps/hamiKubeBurst/hamiLogVerbosity are HAMi's flags as the chart's extraArgs
     (mock and real GPUs alike: a real-GPU tenant's extender had the chart's client-go defaults before) and as the
     local process's settings in process mode (process_lab.hami_scheduler renders the same flags)."""
     from model.config.lab import hami_client_flags

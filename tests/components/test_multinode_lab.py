@@ -1,4 +1,4 @@
-"""Tenants with several GPU nodes (issue 21): the config, and the lab under Pulumi mocks."""
+"""Tenants with several GPU nodes: the config, and the lab under Pulumi mocks."""
 
 from __future__ import annotations
 
@@ -195,7 +195,7 @@ NEW_DEPENDENCIES = {("tenant-b-worker-images", "images-pull-library-busybox-1-37
 )
 def test_existing_stacks_register_what_they_did_before(snapshot_file: str, name: str) -> None:
     """URNs, parents and dependencies of the reference stack, an SSH stack with a gpuNode worker (stored by
-    the code before multi-node support) and a real-GPU tenant (stored before issue 23 split MockGpuNode),
+    the code before multi-node support) and a real-GPU tenant (stored before MockGpuNode and RealGpuNode were split),
     read through the aliases the engine would follow: every stored resource is still there, adopted under
     its old URN (none replaced), with its parent and every dependency it had; only new components and the
     resources NEW_RESOURCES names were added, and a stored resource depends on nothing else new."""

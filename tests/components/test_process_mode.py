@@ -1,5 +1,5 @@
 """Process mode (`runtime: process`, Pulumi.sim.yaml): the program's graph on local processes, its config
-rules, and the process plumbing its dynamic providers stand on (issue 28).
+rules, and the process plumbing its dynamic providers stand on.
 
 Boundaries each test stands for:
 - the Pulumi engine: the program under Pulumi mocks, as `pulumi up --stack sim` registers it (the real engine
@@ -230,7 +230,7 @@ def test_pulumi_up_without_the_programs_names_make_tools(tmp_path: Path, monkeyp
 
 
 def test_make_plan_needs_no_program_and_says_in_one_line_what_make_up_will(tmp_path: Path, monkeypatch) -> None:
-    """Issue 42 item 7: `make plan STACK=sim` starts nothing, so it plans without HAMi's binary (or any program)
+    """`make plan STACK=sim` starts nothing, so it plans without HAMi's binary (or any program)
     and names what `make up` will need, instead of calling the stack invalid."""
     from preview.__main__ import plan
 
@@ -245,7 +245,7 @@ def test_make_plan_needs_no_program_and_says_in_one_line_what_make_up_will(tmp_p
         "(docs/process-lab.md)"
     ]
     assert lines[-1] == "verdict: ready for `make up`"
-    # Issue 42 item 9: what process mode has, not the Docker lab's kind network and MetalLB pool.
+    # What process mode has, not the Docker lab's kind network and MetalLB pool.
     assert not [line for line in lines if line.startswith("kind network") or "MetalLB pool" in line], lines
     assert "management cluster: none in process mode (each tenant's control plane runs as local processes)" in lines
     # The pack's Kamaji, MetalLB and worker-container policies judge nothing here, and the plan says so.
@@ -443,7 +443,7 @@ def test_make_ups_validation_names_no_cli_to_download_in_process_mode() -> None:
         assert out.getvalue().strip() == expected, stack
 
 
-# --- issue 42 item 3: two tenants' creates side by side never remove each other's folders ---
+# --- two tenants' creates side by side never remove each other's folders ---
 
 
 def test_a_create_leaves_the_stack_folder_another_tenant_is_making_its_own_in(tmp_path: Path) -> None:
@@ -514,13 +514,14 @@ def test_creates_and_destroys_of_two_tenants_side_by_side_never_fail(tmp_path: P
     assert not (tmp_path / "process").exists(), "a destroy of both leaves the stack's folders"
 
 
-# Process mode's stacks made before issue 39 have these two components, which held nothing in process mode
-# (no kind cluster, no image to pull); the runtime split no longer makes them. Every other resource stays.
+# Process mode's stacks made before the runtime was chosen once in __main__.py have these two components, which
+# held nothing in process mode (no kind cluster, no image to pull); the runtime split no longer makes them. Every
+# other resource stays.
 REMOVED_IN_PROCESS_MODE = {"gpulab:index:ManagementCluster::management", "gpulab:index:ImageCache::images"}
 
 
 def test_a_process_stack_made_before_the_runtime_split_keeps_every_resource(monkeypatch) -> None:
-    """Issue 39: the URNs, parents and dependencies of tests/snapshots/process-registrations.json, stored by the
+    """The URNs, parents and dependencies of tests/snapshots/process-registrations.json, stored by the
     code before the split (commit 'store the process-mode stack's registrations'), read through the aliases
     the engine follows: nothing replaced or rewired, nothing new, and only the two empty components gone."""
     from registration_snapshot import as_before
@@ -536,7 +537,7 @@ def test_a_process_stack_made_before_the_runtime_split_keeps_every_resource(monk
 
 
 def test_a_control_plane_recorded_before_the_runtime_split_is_no_change(tmp_path: Path) -> None:
-    """States written before issue 39 call the control plane's cluster `name`; the program now says `cluster`.
+    """Older states call the control plane's cluster `name`; the program now says `cluster`.
     The provider's diff reads both as one record (process_lab.stack.TenantProcesses): no update, no replace."""
     from components.process.control_plane import ControlPlaneProvider
 

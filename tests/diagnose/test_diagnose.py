@@ -688,7 +688,7 @@ def test_every_file_of_the_archive_gets_the_object_redaction(tmp_path: Path) -> 
                     "apiVersion": "v1",
                     "spec": {"containers": [{"env": [{"name": "DB_PASSWORD", "value": "hunter7"}]}]},
                 }
-            ),  # objects in YAML (issue 30 item 18)
+            ),  # objects in YAML
             "management/logs/app.txt": "plain start\n" + json.dumps(pod) + "\n",
             "stack/Pulumi.dev.yaml": "config:\n  gpulab:env:\n    - {name: API_KEY, value: hunter6}\n",
         }
@@ -1310,7 +1310,7 @@ def test_process_mode_asks_for_no_docker_daemon(tmp_path: Path, monkeypatch: pyt
 
 
 def test_process_mode_points_at_the_tenant_s_processes_not_at_kamaji(lab: FakeLab, tmp_path: Path) -> None:
-    """Issue 42 item 6: a process-mode tenant has no TenantControlPlane or MetalLB address. Its API server and
+    """A process-mode tenant has no TenantControlPlane or MetalLB address. Its API server and
     the rest are local processes logging under .state/process/<stack>/<tenant>/, and `make up` starts stopped
     ones again on their data (process_lab/resume.py, docs/process-lab.md). Item 9: nothing of Docker or kind
     is asked for, and the archive says why instead of holding their error files."""

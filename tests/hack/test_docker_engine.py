@@ -1,4 +1,4 @@
-"""hack/docker-engine.sh against fakes of docker, dockerd, apt-get and dpkg-query (issue 40 item 1).
+"""hack/docker-engine.sh against fakes of docker, dockerd, apt-get and dpkg-query.
 
 The fakes behave as the real programs did on the project's Debian 12 machines (2026-12-02): `docker
 info` fails until dockerd serves its socket; `docker run --privileged` fails with runc's "unable to apply caps:

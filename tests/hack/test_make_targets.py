@@ -75,7 +75,7 @@ def test_readme_use_it_lists_exactly_the_targets_of_make_help() -> None:
 
 
 def test_readme_fits_in_five_minutes() -> None:
-    """Issue 31: README is the what, the quick start and where to read on; depth lives in docs/."""
+    """README is the what, the quick start and where to read on; depth lives in docs/."""
     readme = (ROOT / "README.md").read_text()
     assert len(readme.splitlines()) <= 250
     links = re.findall(r"\]\((docs/[a-z-]+\.md|tools/README\.md)(?:#[a-z0-9-]+)?\)", readme)

@@ -146,7 +146,7 @@ def test_make_up_and_plan_run_the_check_before_anything_is_deployed_or_planned()
         assert first < action, (target, lines)
 
 
-# --- issue 30 item 5: the guard reads the file as the loader does (safe_yaml.load_stack), not by its lines ---
+# --- the guard reads the file as the loader does (safe_yaml.load_stack), not by its lines ---
 
 
 @pytest.mark.parametrize(

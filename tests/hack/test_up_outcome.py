@@ -1,5 +1,5 @@
 """hack/up_outcome.py: `make up`'s `pulumi up` with its output passed through and, on failure, a last line
-that fits it (issue 42 item 6).
+that fits it.
 
 Boundary: the Pulumi CLI as `make up` runs it, a stand-in on PATH (tests/fakes/pulumi-up) that prints what the
 CLI prints and handles INT as its cancellation scope does; the terminal, as the sender of Ctrl-C to the whole

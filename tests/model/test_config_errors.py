@@ -1,5 +1,5 @@
 """Config errors as a user meets them: every problem at once, one format, the real file name, a suggestion
-for a typo, one line for a broken file, and never a secret (issue 19 item 6, issue 20 items 2 and 4).
+for a typo, one line for a broken file, and never a secret.
 
 Each test goes through the entry point a user runs: `make plan` (preview.main), `policies check`
 (policies.checker.main) or the report's stack reader, on a stack file written to a temporary project,
@@ -58,7 +58,7 @@ def assert_one_format(message: str) -> None:
     assert lines and all(LINE.fullmatch(line) for line in lines), message
 
 
-# --- issue 20 item 2: every problem in one run ---
+# --- every problem in one run ---
 
 
 def four_cross_field_mistakes() -> dict:
@@ -179,7 +179,7 @@ def test_secret_lines_have_the_same_format() -> None:
     assert_one_format(message)
 
 
-# --- issue 20 item 4: one line for a broken file ---
+# --- one line for a broken file ---
 
 BROKEN_YAML = "config:\n  gpulab:tenants: [\n    {name: a\n  gpulab:versions: {}\n"
 
@@ -211,7 +211,7 @@ def test_duplicate_keys_in_a_stack_file_are_one_line(capsys, tmp_path) -> None:
     assert "key 'gpulab:tenants' is already set at line 2" in err
 
 
-# --- issue 19 item 6: never a secret ---
+# --- never a secret ---
 
 TOKENS = {
     "kubeadm": "abcdef.0123456789abcdef",

@@ -105,14 +105,14 @@ def test_a_syntax_error_is_one_line_that_quotes_nothing(loader, text) -> None:
     assert SECRET[4:20] not in message, message
 
 
-# --- issue 30 item 6: aliases may not make a document larger than a file gpulab would read ---
+# --- aliases may not make a document larger than a file gpulab would read ---
 
 
 def test_a_long_value_aliased_many_times_is_refused_before_it_is_built(tmp_path, monkeypatch) -> None:
     """Boundary: a stack file as written, read by make plan's loader. A 1 MiB name used by 100 tenants (99
     aliases, within MAX_ALIASES) expands to 100 MiB, which validation and redaction took 17 s to walk (and a
     9 MiB one minutes). The refusal comes from the composed node graph, before any Python object is built from
-    it: building the document fails this test (no clock: issue 42 item 2)."""
+    it: building the document fails this test (no clock)."""
     import yaml
 
     from model.config import ConfigError, load_stack_file

@@ -1,4 +1,4 @@
-"""Stack-file mistakes a tester found (issue 30, items 1-4 and 7), each fed as the user writes it.
+"""Stack-file mistakes a tester found, each fed as the user writes it.
 
 Boundary: a `Pulumi.<stack>.yaml` a person typed, read by `make plan` (preview.main) the way the Pulumi CLI
 reads it (model.config.stack_file_config: YAML 1.2, `config:` keys with the `gpulab:` namespace). The tests
@@ -150,7 +150,7 @@ def test_an_ssh_worker_inside_its_service_range_is_refused(capsys, tmp_path) -> 
         ("127.0.0.1", "127.0.0.2"),
         ("::1", "localhost"),
         ("LocalHost", "::ffff:127.0.0.9"),
-        ("localhost.localdomain", "localhost"),  # issue 30 review
+        ("localhost.localdomain", "localhost"),
         ("box.localhost", "127.0.0.1"),  # RFC 6761 6.3
     ],
 )
@@ -210,7 +210,7 @@ def test_every_message_says_what_to_write(capsys, tmp_path, old, new, line) -> N
 
 
 def test_a_missing_secret_set_under_a_misspelled_name_is_named(capsys, tmp_path) -> None:
-    """Issue 30 review: `gpulab:sshPrivatKey: {secure: ...}` was dropped without a word; the missing key's
+    """`gpulab:sshPrivatKey: {secure: ...}` was dropped without a word; the missing key's
     message now names the misspelled secret that is set."""
     ssh = TENANT_A.replace("gpus:", "workerMode: ssh\n      workers: [{host: 10.0.0.21}]\n      gpus:")
     err = refused(capsys, tmp_path, f"config:\n  gpulab:sshPrivatKey:\n    secure: v1:AAAA\n  gpulab:tenants:\n{ssh}")

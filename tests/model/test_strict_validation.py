@@ -1,4 +1,4 @@
-"""Strict validation (issue 13, items 5-7): whole-string ASCII patterns, references and hosts checked,
+"""Strict validation: whole-string ASCII patterns, references and hosts checked,
 one machine per tenant, and upper bounds on everything that multiplies work."""
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ def test_long_values_are_truncated() -> None:
     assert "a b " * 30 not in message and "(5002 characters)" in message, message
 
 
-# --- Issue 19, items 7-9: identity, strictness matching the README, bounds. Own fixtures: make_tenant only. ---
+# --- identity, strictness matching the README, bounds. Own fixtures: make_tenant only. ---
 
 
 def two_tenants(**keys) -> dict:

@@ -1,4 +1,4 @@
-"""Issue 39 item 5: the three ways a stack file says where a tenant's cards are (`gpus`, `nodes`,
+"""The three ways a stack file says where a tenant's cards are (`gpus`, `nodes`,
 `workers[].gpus` with `gpuNode`) are read into one list of nodes (model/config/nodes.py), and the tenant's
 own checks are small named rules (model/config/rules.py)."""
 

@@ -166,7 +166,7 @@ def test_is_integer_follows_how_the_api_server_holds_a_quantity() -> None:
 
 
 def test_kubectl_shows_the_reason_hami_would_give() -> None:
-    """Issue 18 item 2: 90000 MB on tenant-a breaks the 81920 MB per-pod limit too, but kubectl shows only the
+    """90000 MB on tenant-a breaks the 81920 MB per-pod limit too, but kubectl shows only the
     first failing validation, and HAMi would say CardInsufficientMemory: so must the policy."""
     deny, _ = policies("tenant-a")
     assert shown(deny, gpu_pod({"nvidia.com/gpumem": 20000, "nvidia.com/gpucores": 30})) is None
@@ -342,7 +342,7 @@ def test_the_labs_own_workloads_pass_their_tenants_admission_policy() -> None:
                 assert run_policy(warn, manifest).failed == [], (tenant.name, workload.name)
 
 
-# --- Updates never wedge a workload (issue 18 item 3) ------------------------------------------------
+# --- Updates never wedge a workload ------------------------------------------------
 
 
 def lowered(tenant: str = "tenant-a", gpumem: int = 10000) -> dict:
@@ -436,7 +436,7 @@ def test_equal_requests_written_differently_are_no_change() -> None:
         assert outcome.matched is False, written
 
 
-# --- Values CEL cannot hold (issue 18 item 4) ---------------------------------------------------------
+# --- Values CEL cannot hold ---------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -481,7 +481,7 @@ def test_huge_values_and_sums_never_overflow() -> None:
     assert vap_reasons(deny, percentage) == pack_reasons("tenant-b", percentage)
 
 
-# --- Card type selectors HAMi upper-cases with Unicode rules (issue 18 item 5) ---------------------------
+# --- Card type selectors HAMi upper-cases with Unicode rules ---------------------------
 
 
 def test_a_type_selector_with_non_ascii_letters_is_left_to_hami() -> None:

@@ -114,7 +114,7 @@ def test_reference_lab_three_shares_then_core_refusal() -> None:
 
 
 def test_percentage_is_of_each_card_tried_and_quota_is_per_card() -> None:
-    """The false refusal of issue 12: a gpu-only pod is 100 % of *each* card, and the quota is checked
+    """A false refusal once made: a gpu-only pod is 100 % of *each* card, and the quota is checked
     per card, so a small card passes a quota that the large card fails."""
     cards = [CardSpec("big", "NVIDIA-A100", 81920), CardSpec("small", "NVIDIA-L4", 24576)]
     whole = PodRequest("whole", "ns", (ContainerRequest("c", 1, 0, 100, 100),))
@@ -332,7 +332,7 @@ def test_running_out_of_budget_is_reported(monkeypatch) -> None:
 
 
 def test_the_quota_is_named_next_to_a_partial_fit() -> None:
-    """Issue 18: the quota refuses the second card and AllocatedCardsInsufficientRequest follows; HAMi
+    """The quota refuses the second card and AllocatedCardsInsufficientRequest follows; HAMi
     reports both, so ResourceQuotaNotFit must not disappear behind the partial fit."""
     node = Node(L4, quotas={"ns": NamespaceQuota(cores=100)})
     failure = node.place_hami(pod("pair", 1000, 60, nums=2), "spread")

@@ -1,4 +1,4 @@
-"""Issue 18 item 6 across several GPU nodes: a set that HAMi's walk strands in every creation order, on
+"""Stranding across several GPU nodes: a set that HAMi's walk strands in every creation order, on
 every choice among tied nodes, is a certain failure (an error, exit 1); a set stranded only in some
 orders, or only on some tie branch, stays advice. Checked against brute force: every order, every tie."""
 

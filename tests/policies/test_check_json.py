@@ -1,4 +1,4 @@
-"""`python -m policies check --output json` (the schema of issue 21) and the checker on a tenant with
+"""`python -m policies check --output json` and the checker on a tenant with
 several GPU nodes: placements per node under binpack and spread, a pod no node holds, exit codes."""
 
 from __future__ import annotations

@@ -277,7 +277,7 @@ spec:
 
 
 def stack_with_web(tmp_path: Path) -> Path:
-    """The reference stack with issue 18's `web` Deployment on tenant-b (2 x 1000 MB / 10 %)."""
+    """The reference stack with a `web` Deployment on tenant-b (2 x 1000 MB / 10 %)."""
     document = yaml.safe_load((LAB_PROJECT / "Pulumi.dev.yaml").read_text())
     document["config"]["gpulab:tenants"][1]["workloads"] = [WEB]
     (tmp_path / "Pulumi.dev.yaml").write_text(yaml.safe_dump(document))

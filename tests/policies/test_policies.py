@@ -195,7 +195,7 @@ def test_tenant_from_the_lab_providers_identity() -> None:
     ids=["another-provider", "same-name-other-urn"],
 )
 def test_another_provider_cannot_carry_a_tenant_label_and_pass(provider: str, urn: str | None) -> None:
-    """Issue 19 item 12: a workload through any provider but the tenant providers gpulab creates (however it
+    """A workload through any provider but the tenant providers gpulab creates (however it
     is named) cannot be attributed by its label; it is an error, not a pass judged on tenant-b's cards."""
     sneaky = through(pod("sneaky", SHARE, tenant="tenant-b"), provider, urn)
     messages = [m for m, _ in gpu_violations([lab_inventory(), lab_inventory_b(), sneaky])]
@@ -264,7 +264,7 @@ def test_patches_and_charts_without_gpu_requests_pass() -> None:
 
 
 def test_a_replication_controller_is_read() -> None:
-    """Issue 19 item 12: a kind the pack used to pass silently; now its pods are judged like a ReplicaSet's."""
+    """A kind the pack used to pass silently; now its pods are judged like a ReplicaSet's."""
     template = {"metadata": {"labels": {"gpulab.io/tenant": "tenant-a"}}, "spec": pod("x", SHARE).props["spec"]}
     rc = resource(
         "kubernetes:core/v1:ReplicationController",

@@ -240,7 +240,7 @@ def test_a_mismatched_label_alone_is_a_violation() -> None:
 
 
 def test_gpu_only_pod_is_not_refused_where_a_smaller_card_fits_the_quota() -> None:
-    """Issue 12's false refusal: `nvidia.com/gpu: 1` is 100 % of each card HAMi tries, and the quota is
+    """A false refusal once made: `nvidia.com/gpu: 1` is 100 % of each card HAMi tries, and the quota is
     checked per card, so with an A100 and an L4 and a 30000 MB quota HAMi places it on the L4."""
     config = copy.deepcopy(lab_config())
     config["tenants"][1]["gpus"] = [{"model": "A100-80GB", "count": 1}, {"model": "L4", "count": 1}]
@@ -253,7 +253,7 @@ def test_gpu_only_pod_is_not_refused_where_a_smaller_card_fits_the_quota() -> No
     assert any("ResourceQuotaNotFit" in m for m in messages), messages
 
 
-# --- The engine's encoding: every number a double (issue 18 item 1) -------------------------------
+# --- The engine's encoding: every number a double -------------------------------
 
 WEB = {"name": "web", "kind": "Deployment", "replicas": 2, "gpumem": 1000, "gpucores": 10}
 

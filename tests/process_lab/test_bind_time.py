@@ -1,4 +1,4 @@
-"""The bind-time role (process_lab/device_plugin.py) watches the pods and finishes each HAMi bound (issue 41 item 2).
+"""The bind-time role (process_lab/device_plugin.py) watches the pods and finishes each HAMi bound.
 
 Boundary: kubectl in front of an API server. The pure parts (an event's line, what it asks, the back-off) are
 checked as functions; the role itself against tests/fakes/kube-api/kubectl, which answers as the real kubectl

@@ -21,7 +21,8 @@ from process_lab.differential import (
 
 
 def test_scenarios_are_stacks_the_loader_takes_and_replay_from_their_seed(tmp_path: Path) -> None:
-    """Issue 29's ranges, each reached: 1-12 pods of 1-2 containers, 1-4 GPU nodes, on stacks the loader takes."""
+    """The differential's ranges, each reached: 1-12 pods of 1-2 containers, 1-4 GPU nodes, on stacks the loader
+    takes."""
     refused = 0
     pods, containers, nodes = set(), set(), set()
     for seed in range(40):

@@ -1,4 +1,4 @@
-"""The bind-time role against the real API server, and across its restart (issue 41 item 2).
+"""The bind-time role against the real API server, and across its restart.
 
 A kwokctl control plane of the real programs; pods bound as HAMi's /bind binds them (the node locked, the pod
 annotated `hami.io/bind-phase=allocating`, then a Binding); process_lab.device_plugin's role watching through

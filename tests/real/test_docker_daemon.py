@@ -1,4 +1,4 @@
-"""The Docker engine hack/docker-engine.sh gives a machine (issue 40 item 1), judged by the real engine.
+"""The Docker engine hack/docker-engine.sh gives a machine, judged by the real engine.
 
 `.ci/run` starts it before `make test-real` (Debian's docker.io where no engine answers) and stops it after.
 Boundary: dockerd, containerd and runc as they run here: a privileged container (what a node container is)

@@ -1,4 +1,4 @@
-"""gpulab's checker against the real HAMi v2.8.3, on seeded random tenants and pods (issue 29 item 2).
+"""gpulab's checker against the real HAMi v2.8.3, on seeded random tenants and pods.
 
 Per scenario: a stack file in a temp project dir (validated by gpulab's loader), that tenant on a process
 lab (one real control plane for the run, renewed per scenario: KWOK GPU nodes, gpulab's admission and quota,

@@ -1,4 +1,4 @@
-"""gpulab's node image (`make node-image`, issue 40 item 2), run on the real engine and held to the node contract.
+"""gpulab's node image (`make node-image`), run on the real engine and held to the node contract.
 
 Boundary: the built image as Docker runs a kind node (kind's flags: privileged, seccomp unconfined, tmpfs /tmp and
 /run, an anonymous /var, /lib/modules read-only, a private cgroup namespace), on an `--internal` network of its own:

@@ -1,4 +1,4 @@
-"""README's by-hand Pulumi lines, as a user types them in a clean shell (issue 42 item 5).
+"""README's by-hand Pulumi lines, as a user types them in a clean shell.
 
 With README's exports alone the language host `make tools` builds ran the program with the system python:
 `No module named 'pulumi'` (it does not honour Pulumi.yaml's `virtualenv: venv`). Boundary: the real CLI
@@ -49,5 +49,5 @@ def test_readmes_by_hand_lines_preview_the_process_mode_stack(tmp_path_factory: 
     # SDK's own release (tests/real/test_engine.py); without the project plugin, one more per provider started.
     diagnostics = result.stdout.split("Diagnostics:", 1)[-1].split("Outputs:", 1)[0]
     assert diagnostics.count("warning: using pulumi-resource-kubernetes from $PATH") == 1, diagnostics
-    # The sim stack's 39 resources (no management cluster or image cache in process mode since issue 39).
+    # The sim stack's 39 resources (no management cluster or image cache in process mode).
     assert re.search(r"\+ 39 to create", result.stdout), result.stdout[-2000:]

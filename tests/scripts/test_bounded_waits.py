@@ -142,7 +142,7 @@ def test_a_wedged_kubectl_cannot_hang_a_script(wedged_runs: dict[str, Run], scri
     elapsed = run.ended - run.started
     assert run.process.returncode == expected, run.result[1]
     # A wait of 2 s (TIMEOUT) with attempts of 1 s, each call bounded at 1 s + 1 s, against a kubectl wedged for
-    # good: the bound is the script's promise with a margin a loaded 2-core machine keeps (issue 42 item 2).
+    # good: the bound is the script's promise with a margin a loaded 2-core machine keeps.
     assert elapsed < 45, f"{script} took {elapsed:.1f}s"
     no_wedged_process_outlives(run.fake_dir, 5)
 

@@ -1,4 +1,4 @@
-"""A secret handed to a script in its environment never reaches another process (issue 42 item 4).
+"""A secret handed to a script in its environment never reaches another process.
 
 pulumi-command hands an update or a delete the Command's previous stdout in PULUMI_COMMAND_STDOUT (for
 states from before kind's record, the management kubeconfig). lib.sh starts the script again without it

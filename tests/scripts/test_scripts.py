@@ -208,7 +208,7 @@ def test_a_container_joins_with_the_join_configuration_it_is_given(tmp_path: Pat
 
 
 def test_the_admin_kubeconfig_never_reaches_the_node(tmp_path: Path) -> None:
-    """A caller that still hands the tenant's admin kubeconfig (as the container join did before issue 40) is
+    """A caller that still hands the tenant's admin kubeconfig (as the container join once did) is
     refused before anything is written into the node: no file in it ever holds the kubeconfig."""
     result = run_container_join(tmp_path, stdin=KUBECONFIG)
     assert result.returncode == 1

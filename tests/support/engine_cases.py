@@ -5,7 +5,7 @@ that can be stored and compared across commits.
 tenant's findings (severity, workload, reason, message, cards), the usage once its workloads run
 (`running`, what the checker starts from) and the checker's placements (`--output json`). The stored
 tests/snapshots/engine-findings.json was first written by the single-node and multi-node engines before
-they became one (issue 31, at 4e02f12), and the one engine said the same; tests/placement/test_engine_snapshot.py
+they became one, and the one engine said the same; tests/placement/test_engine_snapshot.py
 proves today's code says exactly what it holds. A change that alters what users read on purpose
 regenerates it with the command above and says so in its commit (once so far: cbaa79f, the use a
 refused card's line tells).

@@ -3,10 +3,9 @@
 Each hypothesis test sets its own `max_examples` (150 to 400 here), and those tests take about a third
 of the suite's CPU (the CEL interpreter alone: 20 s for 300 generated workloads). CI (`CI=true`), and
 anyone with `GPULAB_FULL_PROPERTIES=1`, runs every example; elsewhere each runs a sixteenth of them
-(never fewer than 12; a quarter cost about 9 CPU-seconds of a 2-core run, an eighth still 5, issue 20
-item 8). The tests
-are `derandomize=True`, so a shorter run draws from the same fixed sequence of examples CI runs: a local
-run finds a subset of what CI would, never something CI cannot.
+(never fewer than 12; a quarter cost about 9 CPU-seconds of a 2-core run, an eighth still 5). The tests
+are `derandomize=True`, so a shorter run draws from the same fixed sequence of examples CI runs: a local run
+finds a subset of what CI would, never something CI cannot.
 
 Hypothesis reads a test's settings from `_hypothesis_internal_use_settings` each time it runs it (as
 `@settings` leaves them; hypothesis/core.py, pinned 6.170.17): that attribute is what is replaced.

@@ -4,9 +4,9 @@ per URN its type, parent and dependencies.
 `python tests/support/registration_snapshot.py OUT.json` writes the snapshot of the configs below. The stored
 ones were made by the code before a change that had to keep them: tests/snapshots/one-node-registrations.json
 before tenants could have several GPU nodes (commit 317f006), tests/snapshots/real-gpu-registrations.json
-before issue 23 split MockGpuNode; issue 40's one join path then added each container worker's `-join-config`
-and `-join-token-delete` and rewired its `-join` in both, and each GPU workload pod after the one before it
-(issue 42 item 12; both updated in place, everything else as stored). A test
+before MockGpuNode and RealGpuNode were split; one join path for every container worker then added its
+`-join-config` and `-join-token-delete` and rewired its `-join` in both, and each GPU workload pod came after the
+one before it (both updated in place, everything else as stored). A test
 reads today's registrations through the aliases the engine would follow (`as_before`) and proves every stored
 resource keeps its URN, parent and dependencies, and only new components were added. Inputs are left out: they
 embed script bodies, the host's platform and pins that other changes legitimately alter. A change that adds,

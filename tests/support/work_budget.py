@@ -1,7 +1,7 @@
 """Bounded work measured by the work itself, not by the clock.
 
 A test that input is refused before it is expanded, walked or multiplied cannot say so with a wall-clock
-bound: on a loaded 2-core machine a bound of seconds is missed by honest code (issue 42 item 2). What the
+bound: on a loaded 2-core machine a bound of seconds is missed by honest code. What the
 code does is the same on any machine: the number of function calls it makes for one input. sys.setprofile
 sees every Python and C function call in this thread (Python docs, sys.setprofile), so the count is exact
 and repeatable; a budget some ten times what the refusal takes today still fails, by orders of magnitude,
