@@ -54,6 +54,7 @@ from benchmarks.scheduling_rows import (  # noqa: E402
     unready_nodes,
     watched_binding,
 )
+from model.bounded_run import run_text  # noqa: E402
 from model.catalog import GPU_CATALOG, Card  # noqa: E402
 from model.config import LabConfig  # noqa: E402
 from model.config.loading import load_stack_file  # noqa: E402
@@ -258,7 +259,7 @@ def run_one(lab_config: LabConfig, row: Row, name: str, tools: Path, hami: Path 
 
 
 def program_versions(tools: Path, hami: Path | None) -> str:
-    answer = subprocess.run([tools / "kube-scheduler", "--version"], capture_output=True, text=True, timeout=30)
+    answer = run_text([tools / "kube-scheduler", "--version"], 30)
     found = f"kube-scheduler {answer.stdout.strip().removeprefix('Kubernetes ')}"
     return found + (f"; HAMi's scheduler {hami}" if hami else "; no HAMi")
 

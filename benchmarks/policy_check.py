@@ -23,7 +23,6 @@ import atexit
 import importlib
 import random
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks import multinode_check  # noqa: E402
 from benchmarks.multinode_check import pod  # noqa: E402
 from hami.cards import CardSpec  # noqa: E402
+from model.bounded_run import run_text  # noqa: E402
 from model.config import GpuQuota, PodLimits  # noqa: E402
 from placement.findings import UNDECIDED  # noqa: E402
 from placement.inventory import TenantInventory  # noqa: E402
@@ -74,12 +74,7 @@ def baseline_package() -> dict[str, ModuleType] | str:
     package.mkdir()
     (package / "__init__.py").write_text("")
     for module in BASELINE_MODULES:
-        shown = subprocess.run(
-            ["git", "-C", str(ROOT), "show", f"{BASELINE}:policies/{module}.py"],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        shown = run_text(["git", "-C", str(ROOT), "show", f"{BASELINE}:policies/{module}.py"], 60)
         if shown.returncode != 0:
             return f"baseline {BASELINE} not available ({shown.stderr.strip()[:80] or 'git failed'})"
         # The baseline's model imports (components.catalog, components.config) live in model/ now.

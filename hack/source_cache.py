@@ -32,6 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from model.bounded_run import Unfinished, run_text  # noqa: E402
 from model.config import ConfigError, LabConfig  # noqa: E402
 from model.config.loading import load_stack_file  # noqa: E402
 from model.image_ref import ImageRef  # noqa: E402
@@ -85,8 +86,8 @@ def download(url: str, dest: Path) -> None:
 
 def docker(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
+        return run_text(["docker", *args], timeout)
+    except Unfinished:
         raise CacheError(f"docker {' '.join(args[:2])} did not finish within {timeout:.0f} s") from None
 
 
@@ -309,7 +310,7 @@ def do_plugins(args: argparse.Namespace, cache: SourceCache) -> int:
     if problems:
         print(explain(problems, cache.folder, args.stack), file=sys.stderr)
         return 1
-    listed = subprocess.run(["pulumi", "plugin", "ls", "--json"], capture_output=True, text=True, timeout=120)
+    listed = run_text(["pulumi", "plugin", "ls", "--json"], 120)
     have = (
         {(p.get("name"), p.get("version")) for p in json.loads(listed.stdout or "[]")}
         if listed.returncode == 0
@@ -320,10 +321,8 @@ def do_plugins(args: argparse.Namespace, cache: SourceCache) -> int:
         if (name, version) in have:
             continue
         say(f"installing Pulumi plugin {name} {version} from the source cache")
-        installed = subprocess.run(
-            ["pulumi", "plugin", "install", "resource", name, version, "--file", str(cache.path(item))],
-            capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
+        install = ["pulumi", "plugin", "install", "resource", name, version, "--file", str(cache.path(item))]
+        installed = run_text(install, 600)
         if installed.returncode != 0:
             raise CacheError(f"pulumi plugin install resource {name} {version}: {installed.stderr.strip()}")
     return 0

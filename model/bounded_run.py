@@ -132,3 +132,26 @@ def _partial(
         return value.encode() if isinstance(value, str) else value
 
     return data(expired.output, before[0]), data(expired.stderr, before[1])
+
+
+class Unfinished(RuntimeError):
+    """A bounded program did not end by its deadline: its whole group was stopped."""
+
+
+def run_text(
+    argv: Sequence[str | Path],
+    timeout: float,
+    *,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """run_bounded, answered as `subprocess.run(capture_output=True, text=True)` answers (an undecodable byte
+    replaced); Unfinished, naming the program and the deadline, when it does not end in time."""
+    ended = run_bounded(argv, timeout, env=env, cwd=cwd)
+    if ended.timed_out:
+        shown = " ".join(str(arg) for arg in list(argv)[:4])
+        raise Unfinished(f"`{shown}` did not end within {timeout:.0f} s")
+    code = ended.returncode if ended.returncode is not None else -1
+    return subprocess.CompletedProcess(
+        ended.argv, code, ended.stdout.decode(errors="replace"), ended.stderr.decode(errors="replace")
+    )

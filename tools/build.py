@@ -32,6 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+# Standard library only, as this file: make tools runs before ./venv exists.
+from model.bounded_run import Unfinished, run_text  # noqa: E402
+
 TOOLS = ROOT / "tools"
 MANIFEST = TOOLS / "programs.toml"
 CACHE = ROOT / ".cache" / "tools"
@@ -144,7 +148,7 @@ def go_version(go: str) -> tuple[str, tuple[int, int, int]]:
             f"`{go}` not found: make tools builds the real programs from Go modules and needs Go 1.26 or newer "
             "(install it, or set GO=/path/to/go); make test does not need Go"
         )
-    result = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True, timeout=60)
+    result = run_program([go, "env", "GOVERSION"], 60)
     text = result.stdout.strip()
     match = re.match(r"go(\d+)\.(\d+)(?:\.(\d+))?", text)
     if result.returncode != 0 or not match:
@@ -179,8 +183,19 @@ def build_key(program: Program | ModuleFile, go_text: str, wrapper_dir: Path) ->
     return digest.hexdigest()
 
 
+def run_program(
+    argv: list[str], timeout: float, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """argv to its end within `timeout` seconds, its whole process group stopped at the deadline (a go build's
+    compilers too: model/bounded_run.py); ToolsError when it does not end in time."""
+    try:
+        return run_text(argv, timeout, env=env, cwd=cwd)
+    except Unfinished as error:
+        raise ToolsError(str(error)) from None
+
+
 def run_go(go: str, args: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
-    return subprocess.run([go, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    return run_program([go, *args], timeout, cwd, env)
 
 
 def module_time(go: str, wrapper_dir: Path, module: str, env: dict[str, str]) -> str:
@@ -296,7 +311,7 @@ def prepare_generated(
         raise RuntimeError(f"go build {spec['generator']} of {program.source} failed:\n{tail}")
     where = module_dir / spec["dir"]
     generator_env = dict(env, **{key: value.format(**values) for key, value in spec.get("env", {}).items()})
-    ran = subprocess.run([str(generator)], cwd=where, env=generator_env, capture_output=True, text=True, timeout=600)
+    ran = run_program([str(generator)], 600, where, generator_env)
     missing = [name for name in spec["outputs"] if not (where / name).is_file() or not (where / name).stat().st_size]
     if ran.returncode != 0 or missing:
         raise RuntimeError(
@@ -371,7 +386,7 @@ def build(
         partial.replace(bin_dir / program.name)
         return
     expected = program.expect.format(**values)
-    shown = subprocess.run([str(partial), *program.version_args], capture_output=True, text=True, timeout=60)
+    shown = run_program([str(partial), *program.version_args], 60)
     answer = (shown.stdout + shown.stderr).strip()
     if expected not in answer:
         partial.unlink(missing_ok=True)
