@@ -229,6 +229,22 @@ def test_hami_s_semantics_stand_alone_and_name_their_release() -> None:
     assert f"v{Versions().hami.version}" == HAMI_VERSION
 
 
+def test_the_placement_engine_words_nothing() -> None:
+    """The engine's modules return verdicts: only placement/wording.py makes what users read (findings.Finding)."""
+    worded = {"placement.wording", "placement.findings"}
+    found = set()
+    for path in sources("placement"):
+        if path.name in ("wording.py", "findings.py"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+                found |= {f"{path.name} imports {name}" for name in names & worded}
+            elif isinstance(node, ast.Import):
+                found |= {f"{path.name} imports {a.name}" for a in node.names if a.name in worded}
+    assert not found, sorted(found)
+
+
 # What tests/ holds beside the mirrors of the packages: tiers (real, acceptance), helpers (support), data.
 TEST_FOLDERS_NOT_PACKAGES = {"real", "acceptance", "support", "fakes", "fixtures", "manifests", "snapshots"}
 PROJECT_WIDE_TESTS = {"test_layout", "test_docs", "test_real_tier", "test_property_budget", "test_acceptance_helpers"}
