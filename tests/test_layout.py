@@ -36,7 +36,9 @@ ALLOWED = {
     "components": {"model", "process_lab"},
     "scripts": {"model"},
     "hack": {"model"},
-    "tools": set(),  # `make tools` runs with the host's python3, before ./venv: standard library only
+    # `make tools` runs with the host's python3, before ./venv: standard library only, and of the model only
+    # bounded_run (standard library too; test_tools_takes_of_the_model_only_what_the_host_python_has)
+    "tools": {"model"},
     "report": {"model"},
     "preview": {"model", "policies", "placement", "hami", "process_lab"},  # runs the program and the pack
     "diagnose": {"model", "components", "process_lab"},  # the components' names; process mode's processes
@@ -243,6 +245,22 @@ def test_the_placement_engine_words_nothing() -> None:
             elif isinstance(node, ast.Import):
                 found |= {f"{path.name} imports {a.name}" for a in node.names if a.name in worded}
     assert not found, sorted(found)
+
+
+def test_tools_takes_of_the_model_only_what_the_host_python_has() -> None:
+    """tools/build.py runs before ./venv exists: the one model module it imports imports the standard library
+    only, and model/__init__.py imports nothing."""
+    import sys
+
+    taken = {
+        node.module
+        for node in ast.walk(ast.parse((ROOT / "tools" / "build.py").read_text()))
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("model")
+    }
+    assert taken == {"model.bounded_run"}, taken
+    for module in ("model/__init__.py", "model/bounded_run.py"):
+        outside = imports(ROOT / module) - set(sys.stdlib_module_names) - {"__future__"}
+        assert not outside, (module, outside)
 
 
 # What tests/ holds beside the mirrors of the packages: tiers (real, acceptance), helpers (support), data.

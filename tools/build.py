@@ -8,8 +8,7 @@ own `--version`, or, for a program that prints none, the pinned module version i
 Besides `go build` (why: tools/README.md): `files` are copied out of a pinned module's zip once its hash equals
 go.sum's; `generate` unpacks such a zip into .cache/tools/WRAPPER/module, runs upstream's generator there and
 builds from that copy (-modfile with a replace), for go:embed files upstream generates and does not publish.
-
-Exit codes: 0 all built or up to date, 1 a build failed, 2 Go or the module proxy is missing (one line).
+Exit codes: 0 all built or up to date, 1 a build failed or hung (one line), 2 Go or the proxy is missing.
 """
 
 from __future__ import annotations
@@ -33,12 +32,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-# Standard library only, as this file: make tools runs before ./venv exists.
-from model.bounded_run import Unfinished, run_text  # noqa: E402
+from model.bounded_run import run_text  # noqa: E402  (standard library only, as this file: no ./venv yet)
 
 TOOLS = ROOT / "tools"
 MANIFEST = TOOLS / "programs.toml"
 CACHE = ROOT / ".cache" / "tools"
+GO_CACHES = ("GOMODCACHE", "GOCACHE")
 # The oldest Go that builds every wrapper (the highest `go` line among their go.mod files).
 REQUIRE = re.compile(r"^\s*(?:require\s+)?(\S+)\s+(v\S+)", re.MULTILINE)
 GO_LINE = re.compile(r"^go\s+(\d+)\.(\d+)(?:\.(\d+))?\s*$", re.MULTILINE)
@@ -148,7 +147,7 @@ def go_version(go: str) -> tuple[str, tuple[int, int, int]]:
             f"`{go}` not found: make tools builds the real programs from Go modules and needs Go 1.26 or newer "
             "(install it, or set GO=/path/to/go); make test does not need Go"
         )
-    result = run_program([go, "env", "GOVERSION"], 60)
+    result = run_text([go, "env", "GOVERSION"], 60)
     text = result.stdout.strip()
     match = re.match(r"go(\d+)\.(\d+)(?:\.(\d+))?", text)
     if result.returncode != 0 or not match:
@@ -183,19 +182,9 @@ def build_key(program: Program | ModuleFile, go_text: str, wrapper_dir: Path) ->
     return digest.hexdigest()
 
 
-def run_program(
-    argv: list[str], timeout: float, cwd: Path | None = None, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    """argv to its end within `timeout` seconds, its whole process group stopped at the deadline (a go build's
-    compilers too: model/bounded_run.py); ToolsError when it does not end in time."""
-    try:
-        return run_text(argv, timeout, env=env, cwd=cwd)
-    except Unfinished as error:
-        raise ToolsError(str(error)) from None
-
-
 def run_go(go: str, args: list[str], cwd: Path, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess:
-    return run_program([go, *args], timeout, cwd, env)
+    # The compilers too are stopped at the deadline (a group); a hang is Unfinished, a RuntimeError: exit 1.
+    return run_text([go, *args], timeout, env=env, cwd=cwd)
 
 
 def module_time(go: str, wrapper_dir: Path, module: str, env: dict[str, str]) -> str:
@@ -311,7 +300,7 @@ def prepare_generated(
         raise RuntimeError(f"go build {spec['generator']} of {program.source} failed:\n{tail}")
     where = module_dir / spec["dir"]
     generator_env = dict(env, **{key: value.format(**values) for key, value in spec.get("env", {}).items()})
-    ran = run_program([str(generator)], 600, where, generator_env)
+    ran = run_text([str(generator)], 600, env=generator_env, cwd=where)
     missing = [name for name in spec["outputs"] if not (where / name).is_file() or not (where / name).stat().st_size]
     if ran.returncode != 0 or missing:
         raise RuntimeError(
@@ -386,7 +375,7 @@ def build(
         partial.replace(bin_dir / program.name)
         return
     expected = program.expect.format(**values)
-    shown = run_program([str(partial), *program.version_args], 60)
+    shown = run_text([str(partial), *program.version_args], 60)
     answer = (shown.stdout + shown.stderr).strip()
     if expected not in answer:
         partial.unlink(missing_ok=True)
@@ -463,10 +452,7 @@ def main(argv: list[str] | None = None) -> int:
     summary += f"; {size / 1e6:,.0f} MB on disk"
     if built:  # where, not how big: measuring a module cache of gigabytes takes longer than a warm build
         env = dict(os.environ)
-        caches = [
-            f"{name} {run_go(args.go, ['env', name], ROOT, env, 60).stdout.strip()}"
-            for name in ("GOMODCACHE", "GOCACHE")
-        ]
+        caches = [f"{name} {run_go(args.go, ['env', name], ROOT, env, 60).stdout.strip()}" for name in GO_CACHES]
         summary += f"; Go caches: {', '.join(caches)} (remove with `go clean -modcache -cache`)"
     say(summary)
     return 0
