@@ -16,7 +16,7 @@ client's. Each row prints HAMi / ceiling (rates); the run ends with a Markdown t
 
 Needs `make tools` and, for HAMi's settings, GPULAB_HAMI_SCHEDULER; GPULAB_BENCH_KEEP_LOG=FILE keeps the last
 HAMi log. Usage (`make bench-scheduling` runs the goal rows, preset `goal`):
-  venv/bin/python benchmarks/hami_scheduling.py [--rows issue41 | 100x1000:spread 10x100:binpack ...]
+  venv/bin/python benchmarks/hami_scheduling.py [--rows goal | 100x1000:spread 10x100:binpack ...]
       [--nodes 10 100 1000 --pods 200 --node-policy spread] [--settings chart lab ceiling ...]
 """
 

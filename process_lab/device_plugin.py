@@ -16,8 +16,9 @@ on its own a little later (--request-timeout); a kubectl still running after tha
 ended as asked is started again on a fresh list at once (a quarter of a second later); one that failed (an API
 server restarted: kubectl's "unexpected EOF", a refused connection; a 410 Expired, too old resource version,
 as an ERROR event or as the answer) is recorded in `errors` and started again on a fresh list after a back-off
-that doubles up to 5 s. stop() kills the watch's kubectl, so the role ends at once unless it is in one of its
-bounded kubectl calls (list, annotate).
+that doubles up to 5 s. stop() kills the watch's kubectl, so the role ends at once unless it is in its bounded
+list or one of its bounded writes. The writes (the node's lock released, the pod marked) are merge patches on one
+kept-alive connection (process_lab/api_connection.py), not a kubectl process each.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from process_lab.api_connection import ApiConnection
 from process_lab.commands import ProcessLabError
 from process_lab.control_plane import ControlPlane
 
@@ -128,6 +130,7 @@ class BindTimeRole:
         self._stop = threading.Event()
         self._child_lock = threading.Lock()
         self._child: subprocess.Popen[bytes] | None = None
+        self._api: ApiConnection | None = None  # made on the first write: the kubeconfig is there by then
         self._thread = threading.Thread(target=self._loop, name=f"bind-time-{control_plane.name}", daemon=True)
 
     def start(self) -> None:
@@ -156,6 +159,8 @@ class BindTimeRole:
                 self.errors.append(str(problem))
                 failures += 1
             self._stop.wait(reconnect_delay(failures, self.backoff))
+        if self._api is not None:
+            self._api.close()
 
     def _list_and_watch(self) -> None:
         """Finish what the list shows bound, then what the watch from the list's resourceVersion shows, until the
@@ -186,19 +191,22 @@ class BindTimeRole:
         # The lock first: KWOK runs the pod once it is no longer `allocating` (process_lab/control_plane.py
         # KWOK_PATCHES), so a running pod means its lock is gone, as a kubelet starts it only after Allocate has
         # done both. A pod or node deleted since (TenantLab.renew) needs no finishing.
-        released = self._annotate("node", node, f"{NODE_LOCK}-")
-        if released and self._annotate("pod", "-n", namespace, name, "--overwrite", f"{BIND_PHASE}=success"):
+        released = self._annotate(f"/api/v1/nodes/{node}", {NODE_LOCK: None})
+        if released and self._annotate(f"/api/v1/namespaces/{namespace}/pods/{name}", {BIND_PHASE: "success"}):
             self.finished.append(f"{namespace}/{name}")
         self._finished_keys.add(pod_key(event.object))
 
-    def _annotate(self, *args: str) -> bool:
-        """True once annotated; False if the object is gone; ProcessLabError on any other failure."""
-        result = self.control_plane.kubectl("annotate", *args, check=False)
-        if result.returncode == 0:
-            return True
-        if "NotFound" in result.stderr:
+    def _annotate(self, path: str, annotations: dict[str, str | None]) -> bool:
+        """The object's annotations merged (None removes one): True once done; False if the object is gone;
+        ProcessLabError on any other answer."""
+        if self._api is None:
+            self._api = ApiConnection(self.control_plane.kubeconfig)
+        status, answer = self._api.merge_patch(path, {"metadata": {"annotations": annotations}})
+        if status == 404:
             return False
-        raise ProcessLabError(f"kubectl annotate {' '.join(args)}: {result.stderr.strip()[:300]}")
+        if status >= 300:
+            raise ProcessLabError(f"annotating {path}: {status} {str(answer.get('message'))[:300]}")
+        return True
 
     def _watch(self, resource_version: str) -> None:
         name = self.control_plane.name

@@ -1,10 +1,11 @@
 """The bind-time role (process_lab/device_plugin.py) watches the pods and finishes each HAMi bound.
 
-Boundary: kubectl in front of an API server. The pure parts (an event's line, what it asks, the back-off) are
-checked as functions; the role itself against tests/fakes/kube-api/kubectl, which answers as the real kubectl
-did (`get --raw` streaming a watch, its exit codes and messages when the stream ends, dies, times out or is
-refused) and as the API server does (a list's resourceVersion, the 410 Expired ERROR event). The real API
-server, restarted under the role, is tests/real/test_bind_time_watch.py's.
+Boundary: kubectl in front of an API server, and the API server's PATCH. The pure parts (an event's line, what it
+asks, the back-off) are checked as functions; the role itself against tests/fakes/kube-api/kubectl, which answers
+as the real kubectl did (`get --raw` streaming a watch, its exit codes and messages when the stream ends, dies,
+times out or is refused) and as the API server does (a list's resourceVersion, the 410 Expired ERROR event), and
+its writes against tests/support/fake_kube_api.py (merge patches, 404 for an object gone). The real API server,
+restarted under the role, is tests/real/test_bind_time_watch.py's.
 """
 
 from __future__ import annotations
@@ -14,11 +15,14 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fake_kube_api import serving
 from shared_data import ROOT
 
+from process_lab.api_connection import ApiConnection
 from process_lab.commands import ProcessLabError, pids_of, start_detached
 from process_lab.control_plane import ControlPlane
 from process_lab.device_plugin import (
@@ -70,8 +74,9 @@ class Api:
 
 
 @pytest.fixture
-def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Api:
-    return Api(tmp_path, monkeypatch)
+def api(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Api]:
+    with serving(tmp_path / "kwok" / "gpulab-tenant-a.kubeconfig"):
+        yield Api(tmp_path, monkeypatch)
 
 
 def role_on(api: Api, **bounds) -> BindTimeRole:
@@ -134,14 +139,14 @@ def test_a_pod_bound_before_the_role_is_finished_from_its_list_one_bound_later_f
     assert api.pod("b")["metadata"]["annotations"][BIND_PHASE] == "success"
     calls = api.calls()
     # From the list's version, not from after the role's own annotations of a (its events are seen, and skipped).
-    assert [c for c in calls if not c.startswith("annotate")][:2] == ["list rv=10", "watch rv=10 timeoutSeconds=1"]
+    assert [c for c in calls if not c.startswith("patch")][:2] == ["list rv=10", "watch rv=10 timeoutSeconds=1"]
     first_watch = calls.index("watch rv=10 timeoutSeconds=1")
-    assert calls.index("annotate pod gpu-workloads/a hami.io/bind-phase=success") < first_watch
+    assert calls.index("patch pod gpu-workloads/a hami.io/bind-phase=success") < first_watch
     # Each pod's lock released before the pod is marked: KWOK runs a pod once it is no longer `allocating`, and
     # the next GPU pod's bind must find its node free then (process_lab/control_plane.py KWOK_PATCHES).
-    release = f"annotate node {NODE} {NODE_LOCK}-"
-    marks = [f"annotate pod gpu-workloads/{name} hami.io/bind-phase=success" for name in ("a", "b")]
-    assert [c for c in calls if c.startswith("annotate")] == [release, marks[0], release, marks[1]], calls
+    release = f"patch node {NODE} {NODE_LOCK}-"
+    marks = [f"patch pod gpu-workloads/{name} hami.io/bind-phase=success" for name in ("a", "b")]
+    assert [c for c in calls if c.startswith("patch")] == [release, marks[0], release, marks[1]], calls
     assert role.errors == []
 
 
@@ -163,7 +168,7 @@ def test_every_watch_that_ends_or_fails_is_followed_by_a_fresh_list_and_a_watch_
     for problem in ("unexpected EOF", "was refused", "(Expired): too old resource version", "410 Expired"):
         assert problem in said, said
     assert "request canceled (Client.Timeout" in said
-    calls = [call for call in api.calls() if not call.startswith("annotate")]
+    calls = [call for call in api.calls() if not call.startswith("patch")]
     watches = [n for n, call in enumerate(calls) if call.startswith("watch")]
     assert len(watches) >= 6, calls
     for n in watches:  # always from the list just before it: never from a version the server said is gone
@@ -178,7 +183,7 @@ def test_stale_events_after_the_roles_own_annotation_do_not_release_the_lock_aga
     role.start()
     wait_until(lambda: any(c.startswith("watch") for c in api.calls()), WAIT, "the watch", interval=0.05)
     finishes(role, "a")
-    assert api.calls().count(f"annotate node {NODE} {NODE_LOCK}-") == 1, api.calls()
+    assert api.calls().count(f"patch node {NODE} {NODE_LOCK}-") == 1, api.calls()
 
 
 def test_a_kubectl_past_every_timeout_is_killed_and_the_role_lists_again(api: Api) -> None:
@@ -232,3 +237,42 @@ def test_a_timeout_under_a_second_is_not_kubectls_zero_which_waits_forever() -> 
     control_plane = ControlPlane("gpulab-tenant-a", FAKE_BIN, Path("/nonexistent"))
     assert control_plane.kubectl_argv(0.5)[-2:] == ["--request-timeout", "1s"]
     assert control_plane.kubectl_argv(70)[-2:] == ["--request-timeout", "70s"]
+
+
+def test_a_pod_or_node_gone_before_its_write_is_left_and_is_no_error(api: Api) -> None:
+    """The API server answers 404 for an object deleted since its event (TenantLab.renew deletes nodes): the
+    role finishes nothing for it and goes on with the next pod."""
+    api.objects([pod("a"), pod("b", node="gone-node")])
+    role = role_on(api)
+    role.start()
+    finishes(role, "a")
+    assert role.errors == []
+    assert api.pod("b")["metadata"]["annotations"][BIND_PHASE] == "allocating"
+
+
+def test_a_write_the_api_server_refuses_is_said_and_the_pod_is_finished_from_the_next_list(api: Api) -> None:
+    """An API server restarting between the event and the write: the connection closed unanswered. The role
+    says so, lists again after its back-off, and finishes the pod from that list."""
+    api.objects([])
+    api.watches({"events": [["MODIFIED", pod("a")]], "then": "idle"})
+    original = ApiConnection.merge_patch
+
+    def flaky(self: ApiConnection, path: str, patch: dict) -> tuple[int, dict]:
+        if not any(c.startswith("refused") for c in api.calls()):
+            (api.folder / "down").write_text("2")  # this write and its one retry on a new connection
+        return original(self, path, patch)
+
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(ApiConnection, "merge_patch", flaky)
+        role = role_on(api)
+        role.start()
+        finishes(role, "a")
+    assert any(error.startswith("PATCH /api/v1/nodes/gpu-0 on http://127.0.0.1:") for error in role.errors), role.errors
+    assert api.calls().count(f"patch node {NODE} {NODE_LOCK}-") == 1, api.calls()
+
+
+def test_a_kubeconfig_without_a_server_is_named(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "admin.kubeconfig"
+    kubeconfig.write_text(json.dumps({"clusters": [], "users": [], "contexts": [], "current-context": ""}))
+    with pytest.raises(ProcessLabError, match=r"admin.kubeconfig: no API server \(https://HOST:PORT\)"):
+        ApiConnection(kubeconfig)
