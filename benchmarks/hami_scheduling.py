@@ -39,6 +39,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import cpu  # noqa: E402
 from benchmarks.multinode_check import inventory  # noqa: E402
 from benchmarks.scheduling_rows import (  # noqa: E402
     SETTINGS,
@@ -197,21 +198,24 @@ def create_pods(plane: ControlPlane, items: list[dict]) -> None:
             raise RuntimeError(f"kubectl create failed (exit {creator.returncode}): {errors.strip()[-300:]}")
 
 
-def measure(lab: TenantLab, row: Row, scheduler: str, deadline: float) -> tuple[float, int, float]:
-    """(seconds until every pod was bound or the deadline, pods bound, seconds until every pod was created)."""
+def measure(lab: TenantLab, row: Row, scheduler: str, deadline: float) -> tuple[float, int, float, dict[str, float]]:
+    """(seconds until every pod was bound or the deadline, pods bound, seconds until every pod was created, CPU
+    seconds per program meanwhile)."""
     add_nodes(lab, row.nodes)
     lab.control_plane.kubectl("create", "namespace", NAMESPACE)
     items = pods(row.pods, scheduler)
     watch = BindWatch(lab.control_plane)
     watch.start()
     try:
+        before = cpu.sample(lab.folder)
         started = time.monotonic()
         create_pods(lab.control_plane, items)
         created = time.monotonic() - started
         seconds, bound = watch.wait_bound({pod["metadata"]["name"] for pod in items}, started, deadline)
+        spent = cpu.spent(before, cpu.sample(lab.folder))
     finally:
         watch.stop()
-    return seconds, bound, created
+    return seconds, bound, created, spent
 
 
 def checker_seconds(row: Row) -> tuple[float, int]:
@@ -249,13 +253,13 @@ def run_one(lab_config: LabConfig, row: Row, name: str, tools: Path, hami: Path 
         )
         try:
             lab.up()
-            seconds, bound, created = measure(lab, row, scheduling.scheduler_name, deadline)
+            seconds, bound, created, spent = measure(lab, row, scheduling.scheduler_name, deadline)
         finally:
             if os.environ.get("GPULAB_BENCH_KEEP_LOG") and lab.hami:
                 Path(os.environ["GPULAB_BENCH_KEEP_LOG"]).write_bytes(lab.hami.log.read_bytes())
             lab.down()
     at = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-    return Result(row, name, flags, bound, seconds, created, at)
+    return Result(row, name, flags, bound, seconds, created, at, tuple(spent.items()))
 
 
 def program_versions(tools: Path, hami: Path | None) -> str:
@@ -301,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.settings:
             results.append(run_one(lab_config, row, name, tools, hami, args.deadline))
             print(line(results[-1]), flush=True)
+            print("\n".join(cpu.table(dict(results[-1].cpu), results[-1].seconds)), flush=True)
         checker, errors = checker_seconds(row)
         print(summary(row, results, f"checker {checker * 1000:.1f} ms ({errors} refused)"), flush=True)
     print()

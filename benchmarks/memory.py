@@ -9,6 +9,7 @@ what earlier figures used, PSS is what a tenant costs the machine.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,16 +48,24 @@ def usage_of(smaps_rollup: str, status: str) -> Usage:
     return Usage(rss_kb=field(status, "VmRSS:"), pss_kb=field(smaps_rollup, "Pss:"))
 
 
-def by_program(folder: Path, proc: Path = Path("/proc")) -> dict[str, Usage]:
-    """Summed usage per program of the processes whose command line names `folder` (a tenant's processes)."""
-    totals: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+def lab_processes(folder: Path, proc: Path = Path("/proc")) -> Iterator[tuple[Path, list[str]]]:
+    """Each process whose command line names `folder` (a tenant's processes): its /proc entry and its argv."""
     for entry in proc.iterdir():
         if not entry.name.isdigit():
             continue
         try:
             argv = [word.decode(errors="replace") for word in (entry / "cmdline").read_bytes().split(b"\0") if word]
-            if not any(f"{folder}/" in word or word.endswith(str(folder)) for word in argv):  # not t1 for t10
-                continue
+        except OSError:  # the process ended while we looked
+            continue
+        if any(f"{folder}/" in word or word.endswith(str(folder)) for word in argv):  # not t1 for t10
+            yield entry, argv
+
+
+def by_program(folder: Path, proc: Path = Path("/proc")) -> dict[str, Usage]:
+    """Summed usage per program of the processes whose command line names `folder` (a tenant's processes)."""
+    totals: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for entry, argv in lab_processes(folder, proc):
+        try:
             usage = usage_of((entry / "smaps_rollup").read_text(), (entry / "status").read_text())
         except OSError:  # the process ended while we looked, or is not ours to read
             continue

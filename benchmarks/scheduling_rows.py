@@ -152,6 +152,7 @@ class Result:
     seconds: float  # from the pods' create until the last was bound, or the deadline
     created: float  # seconds until every pod was created
     at: str  # UTC time the measurement ended
+    cpu: tuple[tuple[str, float], ...] = ()  # CPU seconds per program while the pods were bound (benchmarks/cpu.py)
 
     @property
     def rate(self) -> float:
