@@ -177,6 +177,13 @@ def stopped(pid: int) -> bool:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
 
 
+def sigint_as_a_terminal_gives_it() -> None:
+    """A child's SIGINT at its default, as a terminal's foreground job has it: this suite may itself run where
+    SIGINT is ignored (a background job of a shell without job control, nohup), which every child inherits
+    (signal(7): an ignored signal stays ignored across exec), and then no Ctrl-C could reach the wrapper."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def interrupted(tmp_path: Path, presses: int, **extra: str) -> tuple[subprocess.Popen, list[str]]:
     """The wrapper in a process group of its own, as `make up` in a terminal's foreground; Ctrl-C pressed
     `presses` times: SIGINT to the whole group, as the terminal sends it. Returns the wrapper and its stdout lines
@@ -193,6 +200,7 @@ def interrupted(tmp_path: Path, presses: int, **extra: str) -> tuple[subprocess.
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=sigint_as_a_terminal_gives_it,
     )
     assert wrapper.stdout is not None
     wait_until((tmp_path / "ready").exists, "the fake's trap")
@@ -245,6 +253,7 @@ def test_a_pulumi_killed_by_sigint_kills_the_wrapper_the_same_way(tmp_path: Path
         capture_output=True,
         text=True,
         timeout=60,
+        preexec_fn=sigint_as_a_terminal_gives_it,
     )
     assert result.returncode == -signal.SIGINT
     assert result.stderr == INTERRUPTED.replace("make up STACK=sim", "make up") + "\n"

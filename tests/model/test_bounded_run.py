@@ -8,6 +8,7 @@ import contextlib
 import os
 import signal
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -51,13 +52,19 @@ def group_members(pgid: int) -> list[int]:
     return found
 
 
-def group_gone(pgid: int) -> bool:
-    """No process answers in the group, or only zombies that a non-reaping init has not collected."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return True
-    return group_members(pgid) == []
+def group_gone(pgid: int, bound: float = 30) -> bool:
+    """No process answers in the group, or only zombies that a non-reaping init has not collected. A process
+    KILLed is gone once the kernel has run its exit, which on a loaded machine may come a moment after the
+    signal: polled until then, within `bound` seconds (a bound, not a measurement)."""
+    deadline = time.monotonic() + bound
+    while True:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        if group_members(pgid) == [] or time.monotonic() > deadline:
+            return group_members(pgid) == []
+        time.sleep(0.05)
 
 
 @pytest.fixture
