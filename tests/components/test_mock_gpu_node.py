@@ -42,7 +42,7 @@ def test_hami_values(program) -> None:
     }, "the in-pod kube-scheduler must equal the tenant API server version"
     assert "--node-lock-timeout=2s" in scheduler["extender"]["extraArgs"]
     # The list replaces the chart's (`--debug -v=4`): HAMi's client at the lab's rate, its verbosity the lab's.
-    assert scheduler["extender"]["extraArgs"][:4] == ["--debug", "--kube-qps=100", "--kube-burst=200", "-v=2"]
+    assert scheduler["extender"]["extraArgs"][:4] == ["--debug", "--kube-qps=400", "--kube-burst=800", "-v=2"]
     assert scheduler["service"]["type"] == "ClusterIP"
     assert values["devicePlugin"]["service"]["type"] == "ClusterIP"
     assert values["mockDevicePlugin"]["enabled"] is True

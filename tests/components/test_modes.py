@@ -165,7 +165,7 @@ def test_existing_cluster_with_ssh_workers_and_real_gpus() -> None:
     assert "mockDevicePlugin" not in values, "no mock"
     extra = values["scheduler"]["extender"]["extraArgs"]
     assert not [arg for arg in extra if arg.startswith("--node-lock-timeout")], "no lock workaround: plugins release"
-    assert "--kube-qps=100" in extra, "HAMi's client at the lab's rate for real GPUs too"
+    assert "--kube-qps=400" in extra, "HAMi's client at the lab's rate for real GPUs too"
     violations = run_stack_policy("gpu-request-limits", stack_args(program_resources(program)))
     assert violations == [], "the policy pack uses the declared cards in real mode too"
     assert run_stack_policy("mock-gpu-node-not-labelled-gpu-on", stack_args(program_resources(program))) == []
