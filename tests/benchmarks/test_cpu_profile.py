@@ -58,3 +58,29 @@ def test_a_pid_reused_by_another_program_counts_from_zero() -> None:
     after = cpu.Sample({10: ("etcd", 7.5), 11: ("hami-scheduler", 1.0)}, own=1.5, reaped=2.5)
     assert cpu.spent(before, after) == {"etcd": 2.5, cpu.REAPED: 2.0, "hami-scheduler": 1.0, cpu.OWN: 0.5}
     assert os.sysconf("SC_CLK_TCK") == cpu.TICKS
+
+
+def test_a_commands_tree_and_the_programs_it_leaves_in_the_lab_are_each_counted(tmp_path: Path, capsys) -> None:
+    """benchmarks/command_cpu.py on a command that burns CPU itself and leaves a program of the lab running."""
+    from benchmarks import command_cpu
+
+    folder = tmp_path / "lab"
+    folder.mkdir()
+    left = folder / "left.pid"
+    leave = (
+        "import subprocess, sys\n"
+        f"child = subprocess.Popen([sys.executable, '-c', {BURN + 'import time; time.sleep(600)'!r}, '{folder}/x'],"
+        " stdout=subprocess.PIPE, start_new_session=True)\n"
+        f"open({str(left)!r}, 'w').write(str(child.pid)); child.stdout.readline()\n" + BURN
+    )
+    try:
+        assert command_cpu.main(["--folder", str(folder), "--", sys.executable, "-c", leave]) == 0
+    finally:
+        if left.exists():
+            os.kill(int(left.read_text()), 9)
+    out = capsys.readouterr().out
+    table = [line.split("|") for line in out.splitlines() if line.startswith("| ")]
+    rows = {cells[1].strip(): float(cells[2]) for cells in table[2:]}  # after the header and its rule
+    program = Path(sys.executable).name
+    assert rows[program] >= 0.3 - 2 / cpu.TICKS, out  # the lab's program, still running
+    assert rows[f"the command's tree ({sys.executable})"] >= 0.3 - 2 / cpu.TICKS, out
