@@ -5,8 +5,8 @@ kubectl costs a process, a kubeconfig read and a TLS handshake per call; the bin
 were a share of the lab's CPU of their own. Here each write is one request on a connection that stays open.
 
 What is read of the kubeconfig is what client-go reads for a current context (tools/clientcmd): the cluster's
-`server` and its CA (`certificate-authority` or `-data`), the user's client certificate and key (a path or
-`-data`) or `token`; a relative path is taken from the kubeconfig's folder. An `http://` server is spoken to in
+`server` and its CA (`certificate-authority` or `-data`), the user's client certificate and key files or its
+`token`; a relative path is taken from the kubeconfig's folder. An `http://` server is spoken to in
 the clear, as client-go does. Every request has a deadline; a connection the server closed while idle is
 opened again once (the writes are merge patches: sending one twice changes nothing more).
 """
@@ -16,9 +16,7 @@ from __future__ import annotations
 import base64
 import http.client
 import json
-import os
 import ssl
-import tempfile
 import urllib.parse
 from pathlib import Path
 from typing import Any
@@ -40,19 +38,15 @@ def _pem(section: dict[str, Any], key: str, base: Path) -> bytes | None:
 
 
 def tls_context(cluster: dict[str, Any], user: dict[str, Any], base: Path) -> ssl.SSLContext:
-    """The server verified against the kubeconfig's CA (else the system's), the client's certificate if it has
-    one. ssl reads a certificate and key from files only: inline ones pass through a private folder, removed
-    at once."""
+    """The server verified against the kubeconfig's CA (else the system's), and the client's certificate and key
+    from the files the kubeconfig names (kwokctl's does: `pki/admin.crt`, `pki/admin.key`). ssl loads a key from
+    a file only, so an inline key is refused rather than copied to disk."""
     ca = _pem(cluster, "certificate-authority", base)
     context = ssl.create_default_context(cadata=ca.decode() if ca else None)
-    cert, key = _pem(user, "client-certificate", base), _pem(user, "client-key", base)
-    if cert and key:
-        with tempfile.TemporaryDirectory(prefix="gpulab-client-") as folder:
-            paths = [Path(folder, "client.crt"), Path(folder, "client.key")]
-            for path, data in zip(paths, (cert, key), strict=True):
-                with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
-                    out.write(data)
-            context.load_cert_chain(*paths)
+    if user.get("client-certificate-data") or user.get("client-key-data"):
+        raise ProcessLabError("an inline client key is not read here: a kubeconfig naming its key file is")
+    if user.get("client-certificate") and user.get("client-key"):
+        context.load_cert_chain(base / user["client-certificate"], base / user["client-key"])
     return context
 
 

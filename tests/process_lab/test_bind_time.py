@@ -276,3 +276,17 @@ def test_a_kubeconfig_without_a_server_is_named(tmp_path: Path) -> None:
     kubeconfig.write_text(json.dumps({"clusters": [], "users": [], "contexts": [], "current-context": ""}))
     with pytest.raises(ProcessLabError, match=r"admin.kubeconfig: no API server \(https://HOST:PORT\)"):
         ApiConnection(kubeconfig)
+
+
+def test_an_inline_client_key_is_refused_not_copied_to_disk(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "admin.kubeconfig"
+    user = {"client-certificate-data": "Y2VydA==", "client-key-data": "a2V5"}
+    document = {
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:6443"}}],
+        "users": [{"name": "u", "user": user}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }
+    kubeconfig.write_text(json.dumps(document))
+    with pytest.raises(ProcessLabError, match="an inline client key is not read here"):
+        ApiConnection(kubeconfig)
