@@ -12,7 +12,7 @@ import pulumi_kubernetes as k8s
 
 from components.parts import TenantGpus, TenantParts
 from model.config import LabConfig
-from model.tenant_objects import tenant_objects
+from model.tenant_objects import quota_initialised, tenant_objects
 
 
 def former_parents(gpu_node: TenantGpus) -> list[pulumi.Alias]:
@@ -59,7 +59,12 @@ class TenantNamespaces(pulumi.ComponentResource):
                     k8s.core.v1.ResourceQuota(
                         f"{former}-quota-{namespace_name}",
                         # The namespace's output, not its name: the quota waits for the namespace.
-                        metadata={**quota["metadata"], "namespace": namespace.metadata.name},
+                        metadata={
+                            **quota["metadata"],
+                            "namespace": namespace.metadata.name,
+                            # Pulumi's own wait for a quota is one fixed minute: see quota_initialised.
+                            "annotations": {"pulumi.com/waitFor": quota_initialised(quota["spec"]["hard"])},
+                        },
                         spec=quota["spec"],
                         opts=child,
                     )

@@ -83,3 +83,15 @@ def suffix_of(text: str) -> str:
     """The unit suffix of a quantity string ('' for a plain number or an exponent)."""
     _, suffix = _split_number(text)
     return "" if suffix[:1] in ("e", "E") and suffix not in DECIMAL_SI else suffix
+
+
+def canonical_whole(value: int) -> str:
+    """How the API server writes a whole number it read without a suffix (a DecimalSI quantity) back: the
+    largest SI suffix that leaves a whole mantissa, so 20000 comes back as `20k` and 81920 as `81920`
+    (k8s.io/apimachinery resource/quantity.go `CanonicalizeBytes`: the exponent a multiple of 3)."""
+    suffixes = ("", "k", "M", "G", "T", "P", "E")
+    step = 0
+    while value and value % 1000 == 0 and step < len(suffixes) - 1:
+        value //= 1000
+        step += 1
+    return f"{value}{suffixes[step]}"

@@ -9,6 +9,7 @@ import json
 from model.catalog import GPUCORES_RESOURCE, GPUMEM_RESOURCE, Card
 from model.config import LabConfig, Tenant
 from model.names import INVENTORY_CONFIGMAP, INVENTORY_LABEL, INVENTORY_NAMESPACE, TENANT_LABEL
+from model.quantity import canonical_whole
 
 
 def quota_hard(tenant: Tenant) -> dict[str, str]:
@@ -25,6 +26,20 @@ def quota_hard(tenant: Tenant) -> dict[str, str]:
     if quota.gpus is not None:
         hard["requests.nvidia.com/gpu"] = str(quota.gpus)
     return hard
+
+
+def quota_initialised(hard: dict[str, str]) -> str:
+    """The quota's `pulumi.com/waitFor` value: every key of `status.hard` holds the value of `spec.hard`, as the
+    API server writes it (`20k` for 20000). The quota controller writes that status; until it does, the API
+    server's quota admission reads an empty `status.hard` and counts nothing, so a workload created then could
+    pass the quota (k8s.io/apiserver pkg/admission/plugin/resourcequota/controller.go). pulumi-kubernetes' own
+    wait for a quota gives up after one fixed minute (provider/v4 pkg/await/awaiters.go
+    untilCoreV1ResourceQuotaInitialized), too short for a tenant's controller-manager starting on a busy host;
+    a waitFor condition replaces that wait and has the resource's timeout, ten minutes (pkg/await/await.go,
+    pkg/metadata/overrides.go ReadyCondition)."""
+    return json.dumps(
+        [f"jsonpath={{.status.hard['{key}']}}={canonical_whole(int(value))}" for key, value in sorted(hard.items())]
+    )
 
 
 def inventory_document(tenant: Tenant, lab: LabConfig, cards: list[Card], node_name: str) -> dict:

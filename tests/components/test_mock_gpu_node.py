@@ -11,7 +11,7 @@ from shared_data import has_path, leaf_paths, upstream_yaml
 
 from components.docker.hami_chart import hami_values, split_image
 from model.config import parse_config
-from model.tenant_objects import quota_hard
+from model.tenant_objects import quota_hard, quota_initialised
 from model.versions import Versions
 from tests.model.test_catalog import TENANT_A_ANNOTATION, TENANT_B_ANNOTATION
 
@@ -129,6 +129,27 @@ def test_quota_uses_the_keys_hami_tracks(program) -> None:
     assert "limits.nvidia.com/gpu" not in quota.inputs["spec"]["hard"], "HAMi does not track it (notes section 5)"
     assert program.depends_on(quota, program.named("tenant-b-worker-ready"))
     assert program.provider_of(quota).name == "tenant-b-provider"
+
+
+def test_the_quota_is_waited_for_until_its_status_holds_every_key_as_the_api_server_writes_it(program) -> None:
+    """Boundary: pulumi-kubernetes' own quota wait, one fixed minute; a waitFor condition replaces it (and has the
+    resource's ten minutes). The values are the API server's canonical form, which tests/real checks."""
+    quota = program.named("tenant-b-gpus-quota-gpu-workloads")
+    conditions = json.loads(quota.inputs["metadata"]["annotations"]["pulumi.com/waitFor"])
+    assert conditions == [
+        "jsonpath={.status.hard['limits.nvidia.com/gpucores']}=150",
+        "jsonpath={.status.hard['limits.nvidia.com/gpumem']}=40960",
+        "jsonpath={.status.hard['requests.nvidia.com/gpu']}=8",
+    ]
+    assert "pulumi.com/skipAwait" not in quota.inputs["metadata"]["annotations"], "skipAwait would win over waitFor"
+
+
+def test_a_quota_value_is_awaited_in_the_form_the_api_server_gives_it_back() -> None:
+    conditions = json.loads(quota_initialised({"limits.nvidia.com/gpumem": "20000", "requests.nvidia.com/gpu": "3"}))
+    assert conditions == [
+        "jsonpath={.status.hard['limits.nvidia.com/gpumem']}=20k",
+        "jsonpath={.status.hard['requests.nvidia.com/gpu']}=3",
+    ]
 
 
 def test_no_quota_declared_means_no_resource_quota() -> None:

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 from pathlib import Path
 
 from model.catalog import GPU_RESOURCE, REGISTER_ANNOTATION, gpu_capacity, register_annotation
-from model.tenant_objects import quota_hard
+from model.tenant_objects import quota_hard, quota_initialised
 from tests.acceptance.helpers import wait_until
 from tests.real.cluster import POLL, listening
 
@@ -56,6 +57,47 @@ def test_the_api_server_type_checks_the_policies_without_a_warning(cluster, tena
 def test_the_quota_controller_reads_the_tenants_quota(cluster, tenant_lab) -> None:
     quota = cluster.get("resourcequota", "-n", tenant_lab.namespace, tenant_lab.quota["metadata"]["name"])
     assert quota["status"]["hard"] == quota_hard(tenant_lab.tenant)
+
+
+def test_the_quota_wait_pulumi_is_given_holds_once_the_controller_has_written_the_status(cluster) -> None:
+    """Boundary: the API server writing a quota's `status.hard` in its canonical form (20000 as `20k`), read by the
+    conditions our ResourceQuota's `pulumi.com/waitFor` annotation names. A value the server writes otherwise would
+    leave `pulumi up` waiting out its ten minutes; values here cover each way a number can come back."""
+    hard = {
+        "limits.nvidia.com/gpumem": "20000",
+        "limits.nvidia.com/gpucores": "1500",
+        "requests.nvidia.com/gpu": "1000000",
+        "count/configmaps": "81920",
+    }
+    namespace = "gpulab-quota-values"  # its own: the quota must not judge other tests' requests
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "gpulab-canonical-values", "namespace": namespace},
+        "spec": {"hard": hard},
+    }
+    made = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+    cluster.ok("apply", "--server-side", "--field-manager=gpulab", "-f", "-", stdin=[made, quota])
+    try:
+        written = wait_until(
+            lambda: (
+                (cluster.get("resourcequota", "-n", namespace, "gpulab-canonical-values") or {})
+                .get("status", {})
+                .get("hard")
+            ),
+            60,
+            "the quota controller to write status.hard of gpulab-canonical-values",
+            interval=POLL,
+        )
+        awaited = {}
+        for condition in json.loads(quota_initialised(hard)):
+            match = re.fullmatch(r"jsonpath=\{\.status\.hard\['([^']+)'\]\}=(.+)", condition)
+            assert match, condition
+            awaited[match[1]] = match[2]
+        assert awaited == written
+        assert written["limits.nvidia.com/gpumem"] == "20k", "the canonical form this wait exists for"
+    finally:
+        cluster.ok("delete", "namespace", namespace, "--wait=false")
 
 
 def test_the_gpu_node_is_ready_under_kwok_with_the_cards_the_program_wrote(cluster, tenant_lab) -> None:
