@@ -1,7 +1,11 @@
-"""HAMi v2.8.3's node selection: which of a tenant's GPU nodes a pod goes to.
+"""HAMi v2.8.3 on a tenant's GPU nodes: which cards of one node a pod's containers take (`Node`), and
+which node a pod goes to (`Cluster`).
 
-Pure logic on top of hami/cards.py (which places a pod's containers on one node's cards).
-Facts, from HAMi tag v2.8.3 (read, not copied):
+Pure logic on top of hami/cards.py's per-card rules. Facts, from HAMi tag v2.8.3 (read, not copied):
+
+- On one node (`fitInDevices`, pkg/scheduler/score.go), per container: asking for more cards than the node
+  has is NodeInsufficientDevice; else the cards are scored and sorted (hami/cards.py `card_score`; `rank` here)
+  and walked from the end (device.go `Fit`), each checked by hami/cards.py `card_reason`.
 
 - Filter (pkg/scheduler/scheduler.go `Filter`) asks `calcScore` (pkg/scheduler/score.go) about every
   node: per node, the containers are placed in order by `fitInDevices`, as on a single node; a
@@ -24,14 +28,192 @@ Facts, from HAMi tag v2.8.3 (read, not copied):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
-from hami.cards import NODE_INSUFFICIENT_DEVICE, ContainerFailure, Node, PodRequest, _f32
+from hami.cards import (
+    ALLOCATED_CARDS_INSUFFICIENT_REQUEST,
+    NODE_INSUFFICIENT_DEVICE,
+    POLICIES,
+    CardSpec,
+    CardUse,
+    ContainerRequest,
+    NamespaceQuota,
+    PodRequest,
+    _f32,
+    card_reason,
+    card_score,
+    reason_detail,
+)
 
 WEIGHT = 10  # pkg/util/types.go `Weight`
 MAX_TIE_RUNS = 2_000  # greedy runs (ties branch) per simulated arrival order before giving up
+
+
+@dataclass
+class ContainerFailure:
+    """A container no card takes: HAMi's reason counts (`GenReason`) and a line per card."""
+
+    pod: PodRequest
+    container: ContainerRequest
+    reasons: dict[str, int]
+    lines: list[str]
+    cards: tuple[str, ...]
+
+    @property
+    def reason(self) -> str:
+        """Every reason HAMi names (GenReason: one FilteringFailed reason per key), the cards' own first:
+        a partial multi-card fit adds AllocatedCardsInsufficientRequest to what stopped the other cards."""
+        cards = sorted(r for r in self.reasons if r != ALLOCATED_CARDS_INSUFFICIENT_REQUEST)
+        partial = [ALLOCATED_CARDS_INSUFFICIENT_REQUEST] if ALLOCATED_CARDS_INSUFFICIENT_REQUEST in self.reasons else []
+        return ", ".join(cards + partial)
+
+    def explain(self) -> str:
+        what = f"container {self.container.name} asks {self.container.describe()}"
+        return f"{what}; " + "; ".join(self.lines)
+
+
+class Node:
+    """The cards of one tenant node, what is allocated on them, and the namespaces' quota use."""
+
+    def __init__(
+        self,
+        cards: Sequence[CardSpec],
+        use: Sequence[CardUse] | None = None,
+        quotas: Mapping[str, NamespaceQuota] | None = None,
+        namespace_use: Mapping[str, tuple[int, int]] | None = None,
+    ) -> None:
+        self.cards = list(cards)
+        self.use = [CardUse(u.slots, u.memory_mb, u.cores) for u in use] if use else [CardUse() for _ in cards]
+        self.quotas = dict(quotas or {})
+        self.namespace_use = {ns: list(v) for ns, v in (namespace_use or {}).items()}
+
+    def copy(self) -> Node:
+        return Node(self.cards, self.use, self.quotas, {ns: tuple(v) for ns, v in self.namespace_use.items()})
+
+    def quota_room(self, namespace: str, pending_mb: int = 0, pending_cores: int = 0) -> tuple[int | None, int | None]:
+        """What HAMi's quota still allows in `namespace` (FitQuota: a limit of 0 is no limit)."""
+        quota = self.quotas.get(namespace)
+        if quota is None:
+            return None, None
+        used_mb, used_cores = self.namespace_use.get(namespace, (0, 0))
+        memory = quota.memory_mb - used_mb - pending_mb if quota.memory_mb else None
+        cores = quota.cores - used_cores - pending_cores if quota.cores else None
+        return memory, cores
+
+    def reason(self, index: int, request: ContainerRequest, pod: PodRequest, room: tuple) -> str | None:
+        return card_reason(self.cards[index], self.use[index], request, pod, room)
+
+    def allocate(self, index: int, request: ContainerRequest, namespace: str, sign: int = 1) -> None:
+        use = self.use[index]
+        memory = request.memory_on(self.cards[index])
+        use.slots += sign
+        use.memory_mb += sign * memory
+        use.cores += sign * request.fit_cores
+        if namespace in self.quotas:
+            totals = self.namespace_use.setdefault(namespace, [0, 0])
+            totals[0] += sign * memory
+            totals[1] += sign * request.fit_cores
+
+    def place_hami(self, pod: PodRequest, policy: str) -> ContainerFailure | list[list[int]]:
+        """Place one pod exactly as HAMi's Filter would; commit on success and return each container's cards."""
+        policy = pod.gpu_policy if pod.gpu_policy in POLICIES else policy
+        order = list(range(len(self.cards)))  # node order, rebuilt for every pod (getNodesUsage)
+        placed: list[tuple[int, ContainerRequest]] = []
+        chosen_all: list[list[int]] = []
+        for container in pod.containers:
+            if container.nums > len(self.cards):
+                self._undo(placed, pod.namespace)
+                line = f"asks {container.nums} cards, the node has {len(self.cards)}"
+                return ContainerFailure(pod, container, {NODE_INSUFFICIENT_DEVICE: 1}, [line], ())
+            scores = [card_score(card, use, (container,)) for card, use in zip(self.cards, self.use, strict=True)]
+            order = rank(order, scores, policy)
+            chosen, reasons, rejected = self.walk(order, container, pod)
+            if len(chosen) < container.nums:
+                # Each card's line tells the use HAMi's check saw: the pod's earlier containers included.
+                lines = [
+                    f"{self._card(i)}: {why} ({reason_detail(self.cards[i], self.use[i], container, why)})"
+                    for i, why in rejected
+                ]
+                self._undo(placed, pod.namespace)
+                if chosen:
+                    lines.insert(0, f"only {len(chosen)} of the {container.nums} cards it needs fit")
+                return ContainerFailure(pod, container, reasons, lines, tuple(self.cards[i].id for i, _ in rejected))
+            for index in chosen:
+                self.allocate(index, container, pod.namespace)
+                placed.append((index, container))
+            chosen_all.append(chosen)
+        return chosen_all
+
+    def walk(
+        self, order: Sequence[int], container: ContainerRequest, pod: PodRequest
+    ) -> tuple[list[int], dict[str, int], list[tuple[int, str]]]:
+        """HAMi's `Fit`: walk `order` from the end, take the first `nums` cards that pass every check.
+        Returns the cards taken, the reason counts (as `GenReason` reports them) and each rejection."""
+        chosen: list[int] = []
+        pending = [0, 0]
+        reasons: dict[str, int] = {}
+        rejected: list[tuple[int, str]] = []
+        for index in reversed(order):
+            room = self.quota_room(pod.namespace, pending[0], pending[1])
+            why = self.reason(index, container, pod, room)
+            if why is not None:
+                reasons[why] = reasons.get(why, 0) + 1
+                rejected.append((index, why))
+                continue
+            chosen.append(index)
+            pending[0] += container.memory_on(self.cards[index])
+            pending[1] += container.fit_cores
+            if len(chosen) == container.nums:
+                return chosen, {}, rejected
+        if chosen:
+            reasons[ALLOCATED_CARDS_INSUFFICIENT_REQUEST] = 1  # len(tmpDevs): one device type
+        return chosen, reasons, rejected
+
+    def _card(self, index: int) -> str:
+        return f"{self.cards[index].id} ({self.cards[index].type})"
+
+    def _undo(self, placed: list[tuple[int, ContainerRequest]], namespace: str) -> None:
+        for index, container in reversed(placed):
+            self.allocate(index, container, namespace, sign=-1)
+
+    def place_first_fit(self, pod: PodRequest) -> bool:
+        """Some valid placement of one pod (HAMi's per-card rules, first cards that pass); commit on success.
+        Proves that a placement exists; it is not HAMi's choice of cards."""
+        placed: list[tuple[int, ContainerRequest]] = []
+        for container in pod.containers:
+            # Full cards (CardTimeSlicingExhausted) are left out cheaply: they are the common case.
+            open_cards = [
+                i
+                for i, (card, use) in enumerate(zip(self.cards, self.use, strict=True))
+                if use.slots < card.split_count
+            ]
+            chosen, _, _ = self.walk(open_cards[::-1], container, pod)  # walk goes from the end
+            if len(chosen) < container.nums:
+                self._undo(placed, pod.namespace)
+                return False
+            for index in chosen:
+                self.allocate(index, container, pod.namespace)
+                placed.append((index, container))
+        return True
+
+
+def rank(order: Sequence[int], scores: Sequence[float], policy: str) -> list[int]:
+    """HAMi's card sort (gpu_policy.go `Less`): binpack ascending, spread descending, stable. Go's
+    sort.Sort is an insertion sort (stable) up to 12 elements; above 12 cards Go may order ties
+    otherwise, which this does not model."""
+    return sorted(order, key=scores.__getitem__, reverse=policy != "binpack")
+
+
+def quota_allows(node: Node, pod: PodRequest, container: ContainerRequest, cards: Sequence[int]) -> bool:
+    """HAMi's namespace quota for one container on the cards it would take: its memory on those cards and
+    its cores times their count within the room the namespace has left (pkg/device/quota.go, FitQuota)."""
+    memory = sum(container.memory_on(node.cards[i]) for i in cards)
+    room_mb, room_cores = node.quota_room(pod.namespace)
+    if room_mb is not None and memory > room_mb:
+        return False
+    return room_cores is None or container.fit_cores * len(cards) <= room_cores
 
 
 def node_score(node: Node) -> float:

@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from hami.cards import POLICIES, CardSpec, NamespaceQuota, Node, PodRequest
-from hami.nodes import Cluster, NodeFailure
+from hami.cards import POLICIES, CardSpec, NamespaceQuota, PodRequest
+from hami.nodes import Cluster, Node, NodeFailure
 from placement.inventory import NamespaceUsage, TenantInventory
 from placement.orders import (
     MAX_ORDERS,

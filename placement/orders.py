@@ -10,8 +10,18 @@ import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
-from hami.cards import CardUse, ContainerFailure, Node, PodRequest, card_reason
-from hami.nodes import MAX_TIE_RUNS, Choice, Cluster, NodeFailure, best, node_policy_of, node_score
+from hami.cards import CardUse, PodRequest, card_reason
+from hami.nodes import (
+    MAX_TIE_RUNS,
+    Choice,
+    Cluster,
+    ContainerFailure,
+    Node,
+    NodeFailure,
+    best,
+    node_policy_of,
+    node_score,
+)
 
 MAX_ORDERS = 720  # up to this many distinct creation orders (6 different pods) all are walked; above, a sample
 MAX_ORDER_STATES = 20_000  # states of an every-order walk per card policy before it gives up (and says so)

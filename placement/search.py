@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import NamedTuple
 
-from hami.cards import ContainerRequest, PodRequest, quota_allows
-from hami.nodes import Cluster
+from hami.cards import ContainerRequest, PodRequest
+from hami.nodes import Cluster, quota_allows
 
 SEARCH_BUDGET = 20_000  # search steps per tenant evaluation before the exact answer is given up (and reported)
 

@@ -20,10 +20,9 @@ from hami.cards import (
     CardSpec,
     ContainerRequest,
     NamespaceQuota,
-    Node,
     PodRequest,
 )
-from hami.nodes import NodeFailure
+from hami.nodes import Node, NodeFailure
 
 POD_LIMIT_EXCEEDED = "PodGpuLimitExceeded"
 INIT_CONTAINER_GPU = "InitContainerGpuRequest"

@@ -11,8 +11,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from hami.cards import RESOURCE_QUOTA_NOT_FIT, ContainerFailure, PodRequest
-from hami.nodes import MAX_TIE_RUNS, NodeFailure
+from hami.cards import RESOURCE_QUOTA_NOT_FIT, PodRequest
+from hami.nodes import MAX_TIE_RUNS, ContainerFailure, NodeFailure
 from placement.evaluate import judge_tenant
 from placement.findings import NO_PLACEMENT, ORDER_DEPENDENT, UNDECIDED, Finding
 from placement.inventory import TenantInventory

@@ -14,19 +14,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from hami.cards import (
-    NO_PERCENTAGE,
-    CardSpec,
-    CardUse,
-    ContainerFailure,
-    ContainerRequest,
-    NamespaceQuota,
-    Node,
-    PodRequest,
-    _f32,
-    card_score,
-    rank,
-)
+from hami.cards import NO_PERCENTAGE, CardSpec, CardUse, ContainerRequest, NamespaceQuota, PodRequest, _f32, card_score
+from hami.nodes import ContainerFailure, Node, rank
 
 DEVICE_TEST = "pkg/device/nvidia/device_test.go"
 SCORE_TEST = "pkg/scheduler/score_test.go"

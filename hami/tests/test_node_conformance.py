@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from hami.cards import CARD_INSUFFICIENT_MEMORY, CardUse, Node, PodRequest
-from hami.nodes import Cluster, best, less, node_score
+from hami.cards import CARD_INSUFFICIENT_MEMORY, CardUse, PodRequest
+from hami.nodes import Cluster, Node, best, less, node_score
 from hami.tests.test_conformance import Dev, req
 
 NODE_POLICY_TEST = "pkg/scheduler/policy/node_policy_test.go"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import sys
 
-from hami.cards import NO_PERCENTAGE, CardSpec, ContainerRequest, Node, PodRequest
-from hami.nodes import Cluster
+from hami.cards import NO_PERCENTAGE, CardSpec, ContainerRequest, PodRequest
+from hami.nodes import Cluster, Node
 from model.config import PodLimits
 from placement.evaluate import running
 from placement.inventory import TenantInventory

@@ -7,8 +7,8 @@ from __future__ import annotations
 import functools
 from dataclasses import replace
 
-from hami.cards import CARD_INSUFFICIENT_MEMORY, NO_PERCENTAGE, CardSpec, CardUse, ContainerRequest, Node, PodRequest
-from hami.nodes import Candidates, Cluster, NodeFailure
+from hami.cards import CARD_INSUFFICIENT_MEMORY, NO_PERCENTAGE, CardSpec, CardUse, ContainerRequest, PodRequest
+from hami.nodes import Candidates, Cluster, Node, NodeFailure
 from model.config import PodLimits
 from placement import evaluate, wording
 from placement.evaluate import judge_placement

@@ -21,14 +21,12 @@ from hami.cards import (
     RESOURCE_QUOTA_NOT_FIT,
     CardSpec,
     CardUse,
-    ContainerFailure,
     ContainerRequest,
     NamespaceQuota,
-    Node,
     PodRequest,
     card_reason,
 )
-from hami.nodes import Cluster
+from hami.nodes import Cluster, ContainerFailure, Node
 from placement.orders import cannot_strand, every_order_strands, find_stranding, simulate
 from placement.search import search_placement
 

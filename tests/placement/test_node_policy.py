@@ -15,10 +15,9 @@ from hami.cards import (
     CardSpec,
     ContainerRequest,
     NamespaceQuota,
-    Node,
     PodRequest,
 )
-from hami.nodes import Cluster
+from hami.nodes import Cluster, Node
 from model.config import GpuQuota, PodLimits
 from placement.findings import ORDER_DEPENDENT
 from placement.inventory import TenantInventory
