@@ -20,6 +20,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 # HAMi reason names (pkg/device/common/common.go).
 CARD_NOT_HEALTH = "CardNotHealth"
@@ -108,8 +109,10 @@ class PodRequest:
     gpu_policy: str | None = None  # the pod's hami.io/gpu-scheduler-policy annotation
     node_policy: str | None = None  # its hami.io/node-scheduler-policy (hami/nodes.py)
 
+    @cached_property
     def shape(self) -> tuple:
-        """Everything placement depends on (the workload name does not)."""
+        """Everything placement depends on (the workload name does not); computed once, the engine keys on it
+        at every step."""
         return (
             self.namespace,
             self.containers,

@@ -353,7 +353,7 @@ class Cluster:
         `uses` and `quota` are this cluster's `uses()` and `quota_state()` when the caller has them."""
         uses = self.uses() if uses is None else uses
         quota = self.quota_state() if quota is None else quota
-        shape = pod.shape()
+        shape = pod.shape
         choices, failures = [], {}
         for index, (name, node) in enumerate(zip(self.names, self.nodes, strict=True)):
             key = (index, uses[index], quota, shape, gpu_policy)

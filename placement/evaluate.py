@@ -106,9 +106,9 @@ def _placeable(
     alone: dict[tuple, Fit] = {}
     reported: set[str] = set()
     for pod in pods:
-        if pod.shape() not in alone:
-            alone[pod.shape()] = search_placement(cluster, [pod], budget).answer
-        answer = alone[pod.shape()]
+        if pod.shape not in alone:
+            alone[pod.shape] = search_placement(cluster, [pod], budget).answer
+        answer = alone[pod.shape]
         if answer is Fit.NO_PLACEMENT:
             if workload_of(pod) not in reported:
                 reported.add(workload_of(pod))

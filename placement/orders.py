@@ -31,7 +31,7 @@ def distinct_orders(pods: Sequence[PodRequest]) -> int:
     """How many arrival orders differ for placement (identical pods swapped are the same order)."""
     counts: dict[tuple, int] = {}
     for pod in pods:
-        counts[pod.shape()] = counts.get(pod.shape(), 0) + 1
+        counts[pod.shape] = counts.get(pod.shape, 0) + 1
     total = math.factorial(len(pods))
     for count in counts.values():
         total //= math.factorial(count)
@@ -72,7 +72,7 @@ def cannot_strand(cluster: Cluster, pods: Sequence[PodRequest]) -> bool:
     containers = {pod.containers[0] for pod in pods}
     max_memory = max((c.memory_on(card) for c in containers for card in node.cards), default=0)
     max_cores = max((c.fit_cores for c in containers), default=0)
-    for pod in {pod.shape(): pod for pod in pods}.values():
+    for pod in {pod.shape: pod for pod in pods}.values():
         container = pod.containers[0]
         needed = 0
         for card, use in zip(node.cards, node.use, strict=True):
@@ -202,7 +202,7 @@ class _States:
         kinds: dict[tuple, int] = {}
         self.of_kind: list[list[PodRequest]] = []
         for pod in pods:
-            kind = kinds.setdefault(pod.shape(), len(kinds))
+            kind = kinds.setdefault(pod.shape, len(kinds))
             if kind == len(self.of_kind):
                 self.of_kind.append([])
             self.of_kind[kind].append(pod)

@@ -243,11 +243,11 @@ def lexicographic_orders(pods: list[PodRequest]) -> list[tuple[PodRequest, ...]]
     (identical pods keep their declared order): the order in which a user reads them."""
     kinds: dict[tuple, int] = {}
     for one in pods:
-        kinds.setdefault(one.shape(), len(kinds))
-    orders = {tuple(kinds[p.shape()] for p in order): order for order in itertools.permutations(pods)}
+        kinds.setdefault(one.shape, len(kinds))
+    orders = {tuple(kinds[p.shape] for p in order): order for order in itertools.permutations(pods)}
     chosen = []
     for key in sorted(orders):
-        queues = {kind: [p for p in pods if kinds[p.shape()] == kind] for kind in set(key)}
+        queues = {kind: [p for p in pods if kinds[p.shape] == kind] for kind in set(key)}
         chosen.append(tuple(queues[kind].pop(0) for kind in key))
     return chosen
 
