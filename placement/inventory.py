@@ -10,14 +10,15 @@ One source of truth, three doors to it:
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic.alias_generators import to_camel
 
-from hami.cards import CardSpec, CardUse
+from hami.cards import CardSpec, CardUse, NamespaceQuota, PodRequest
+from hami.nodes import Cluster, Node
 from model.catalog import DEFAULT_SPLIT_COUNT, GPU_CATALOG, MAX_CARDS, MAX_SPLIT_COUNT
 from model.config import GpuQuota, LabConfig, PodLimits, Tenant
 from model.names import INVENTORY_CONFIGMAP, INVENTORY_NAMESPACE
@@ -60,6 +61,23 @@ class TenantInventory:
             found.append((name, self.cards[start : start + count]))
             start += count
         return found
+
+    def cluster(self, pods: Sequence[PodRequest], one_node: str = "") -> Cluster:
+        """The GPU nodes as HAMi sees them now: each node's cards and their use, and one quota table per
+        namespace (HAMi's quota counts a namespace over every node). `one_node` names a tenant's only node."""
+        quotas = {}
+        quota = self.quota
+        if quota is not None and (quota.gpumem or quota.gpucores):
+            namespaces = set(self.namespaces) or {pod.namespace for pod in pods} | set(self.namespace_usage)
+            quotas = {ns: NamespaceQuota(quota.gpumem, quota.gpucores) for ns in namespaces}
+        usage = {ns: (u.memory_mb, u.cores) for ns, u in self.namespace_usage.items()}
+        use = list(self.card_usage) or None
+        nodes, names, start = [], [], 0
+        for name, cards in self.node_cards():
+            nodes.append(Node(cards, use[start : start + len(cards)] if use else None, quotas, usage))
+            names.append(name or one_node)
+            start += len(cards)
+        return Cluster(names, nodes)
 
     def quota_applies(self, namespace: str) -> bool:
         """gpulab creates the quota in the tenant's workload namespaces (all, when none are listed)."""

@@ -1,8 +1,9 @@
-"""The advisory verdict: HAMi places pods one at a time, greedily, with its node policy (hami/nodes.py)
-and card policy (hami/cards.py), so a set that fits in some placement can still be stranded by an
-unlucky creation order. HAMi's walk is simulated over the creation orders (all of them when there are
-few, as one search over states; else a sample) and, on a tenant of several GPU nodes, over every node a
-score tie leaves open (one node is a cluster of one, where no tie arises)."""
+"""The order verdict (`order_verdict`): HAMi places pods one at a time, greedily, with its node and card
+policies (hami/nodes.py), so a set that fits in some placement can still be stranded by an unlucky creation
+order. HAMi's walk is simulated over the creation orders (all of them when there are few, as one search over
+states; else a sample) and, on a tenant of several GPU nodes, over every node a score tie leaves open (one
+node is a cluster of one, where no tie arises). Stranded in every order with the configured policies is
+certain; in some order, or with the other card policy, advice."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
-from hami.cards import CardUse, PodRequest, card_reason
+from hami.cards import POLICIES, CardUse, PodRequest, card_reason
 from hami.nodes import (
     MAX_TIE_RUNS,
     Choice,
@@ -22,6 +23,7 @@ from hami.nodes import (
     node_policy_of,
     node_score,
 )
+from placement.verdicts import Question, QuotaInUse, Stranded, Undecided
 
 MAX_ORDERS = 720  # up to this many distinct creation orders (6 different pods) all are walked; above, a sample
 MAX_ORDER_STATES = 20_000  # states of an every-order walk per card policy before it gives up (and says so)
@@ -366,32 +368,66 @@ def every_order_strands(
         return None
 
 
-@dataclass(frozen=True)
-class Placed:
-    """Where one run of HAMi's walk put a pod: its node, each container's card ids, and the nodes that
-    tied with it in HAMi's score (HAMi could have picked any of them; empty when none tied)."""
-
-    pod: PodRequest
-    node: str
-    cards: list[list[str]]
-    tied: tuple[str, ...]
-
-
-def greedy_placements(
-    cluster: Cluster, order: Sequence[PodRequest], gpu_policy: str, node_policy: str
-) -> list[Placed | NodeFailure]:
-    """One run of HAMi's walk, pod by pod (on a tie, the first tied node in declaration order): where
-    each pod goes, or why it stays Pending (the run goes on without it, as HAMi's does)."""
-    state = cluster.copy()
-    found: list[Placed | NodeFailure] = []
-    for pod in order:
-        outcome = state.candidates(pod, gpu_policy, node_policy)
-        if isinstance(outcome, NodeFailure):
-            found.append(outcome)
+def order_verdict(
+    cluster: Cluster, pods: Sequence[PodRequest], gpu_policy: str, node_policy: str, placement_exists: bool
+) -> Stranded | Undecided | None:
+    """The first creation order and card policy (the configured one first) under which HAMi's walk strands
+    a pod: certain when, with the configured policies, every order strands one on every tie branch
+    (`_every_order`), else advice; or undecided when the walk was cut before finding one.
+    `placement_exists`: the search proved that some placement holds every pod."""
+    if cannot_strand(cluster, pods):
+        return None
+    policies = (gpu_policy, *(p for p in POLICIES if p != gpu_policy))
+    every, cut = distinct_orders(pods) <= MAX_ORDERS, False
+    for policy in policies:
+        stranded: Stranding | None = None
+        if every:  # every creation order, as one search over states
+            search = find_stranding(cluster, pods, policy, node_policy)
+            stranded, cut = search.stranding, cut or search.exhausted
+        else:  # too many orders: a sample of them (sample_orders), every tie branch up to MAX_TIE_RUNS
+            for order in sample_orders(pods):
+                walk = walk_order(cluster, order, policy, node_policy)
+                stranded, cut = walk.stranding, cut or walk.cut
+                if stranded is not None:
+                    break
+        if stranded is None:
             continue
-        choices = outcome.choices
-        choice = choices[0]
-        tied = tuple(state.names[c.node] for c in choices) if len(choices) > 1 else ()
-        found.append(Placed(pod, state.names[choice.node], state.card_ids(choice), tied))
-        state.commit(pod, choice)
-    return found
+        configured = policy == gpu_policy
+        if configured and (certain := _every_order(cluster, pods, gpu_policy, node_policy, placement_exists)):
+            return certain
+        return Stranded(
+            stranded.order,
+            tuple(stranded.placed),
+            stranded.failure,
+            policy,
+            node_policy,
+            configured,
+            every_order=False,
+            placement_exists=placement_exists,  # unproven when the search ran out
+        )
+    return Undecided(Question.ORDERS, tuple(pods)) if cut else None
+
+
+def _every_order(
+    cluster: Cluster, pods: Sequence[PodRequest], gpu_policy: str, node_policy: str, placement_exists: bool
+) -> Stranded | None:
+    """The certain verdict when HAMi's walk with the configured node and card policies strands a pod in
+    every creation order, whichever tied node it picks at each step: then HAMi never places them all.
+    Bounded (at most MAX_ORDERS distinct orders, MAX_ORDER_STATES states); a cut walk is never certain.
+    The failure kept is the declared order's, taking the first tied node (every run strands, so that one
+    does too)."""
+    if distinct_orders(pods) > MAX_ORDERS or every_order_strands(cluster, pods, gpu_policy, node_policy) is not True:
+        return None
+    declared = simulate(cluster, pods, gpu_policy, node_policy)
+    assert declared is not None, "every run strands, the declared order's first one too"
+    return Stranded(
+        declared.order,
+        tuple(declared.placed),
+        declared.failure,
+        gpu_policy,
+        node_policy,
+        configured=True,
+        every_order=True,
+        placement_exists=placement_exists,
+        quota=QuotaInUse.on(cluster.nodes[0], declared.failure.pod.namespace),
+    )

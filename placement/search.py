@@ -1,7 +1,11 @@
-"""The certain verdict: can any placement hold a set of pods on a tenant's GPU nodes (one node is a
+"""The certain verdicts: can any placement hold a set of pods on a tenant's GPU nodes (one node is a
 cluster of one)? When none can, HAMi strands at least one pod whatever the order. Exhaustive search
 over hami/cards.py's card rules, each pod on one node, the namespace quota counted across the nodes;
-bounded by a step budget, and running out is reported, never hidden."""
+bounded by a step budget, and running out is reported, never hidden.
+
+The questions asked of it, in order: which pods fit nowhere even alone (`alone_verdicts`), whether the
+others fit together (`search_placement`), and if not, which pod first does not (`first_unplaceable`); each
+refusal carries HAMi's own walk for that pod (`hamis_refusal`)."""
 
 from __future__ import annotations
 
@@ -12,7 +16,9 @@ from enum import Enum
 from typing import NamedTuple
 
 from hami.cards import ContainerRequest, PodRequest
-from hami.nodes import Cluster, quota_allows
+from hami.nodes import Cluster, NodeFailure, quota_allows
+from placement.verdicts import Question, QuotaInUse, Refused, Undecided, Unplaceable
+from placement.workloads import workload_of
 
 SEARCH_BUDGET = 20_000  # search steps per tenant evaluation before the exact answer is given up (and reported)
 
@@ -246,3 +252,64 @@ def _insufficient_everywhere(cluster: Cluster, pod: PodRequest) -> bool:
     """A container asks more cards than any node has (or there are none): NodeInsufficientDevice on every node."""
     most = max(len(node.cards) for node in cluster.nodes)
     return any(container.nums > most for container in pod.containers)
+
+
+def alone_verdicts(
+    cluster: Cluster, pods: Sequence[PodRequest], budget: Budget, gpu_policy: str, node_policy: str
+) -> tuple[list[PodRequest], list[Refused | Undecided]]:
+    """The pods worth the set analysis, and the verdicts on the others.
+
+    A pod that fits nowhere even alone (next to what already runs) is refused, once per workload, with HAMi's
+    refusal, and left out; one whose search ran out of budget is undecided, once, and kept. Identical pods
+    are decided once."""
+    placeable: list[PodRequest] = []
+    verdicts: list[Refused | Undecided] = []
+    alone: dict[tuple, Fit] = {}
+    reported: set[str] = set()
+    for pod in pods:
+        if pod.shape not in alone:
+            alone[pod.shape] = search_placement(cluster, [pod], budget).answer
+        answer = alone[pod.shape]
+        if answer is Fit.NO_PLACEMENT:
+            if workload_of(pod) not in reported:
+                reported.add(workload_of(pod))
+                verdicts.append(Refused(pod, *hamis_refusal(cluster, pod, gpu_policy, node_policy)))
+            continue
+        if answer is Fit.UNDECIDED and workload_of(pod) not in reported:
+            reported.add(workload_of(pod))
+            verdicts.append(Undecided(Question.POD_FITS, (pod,)))
+        placeable.append(pod)
+    return placeable, verdicts
+
+
+def first_unplaceable(
+    cluster: Cluster, pods: Sequence[PodRequest], budget: Budget, gpu_policy: str, node_policy: str
+) -> Unplaceable | Undecided:
+    """The first pod (declared order) that no placement of it and the pods before it can hold, with HAMi's
+    own walk for that pod next to a placement of the pods before it (the set is known to fit nowhere).
+
+    Walks the declared order keeping one placement of the pods so far (first fit); only when the next pod
+    does not fit next to it is the exhaustive search asked whether another placement makes room."""
+    placed = cluster.copy()
+    for index, pod in enumerate(pods):
+        if first_fit(placed, [pod]):  # commits only on success
+            continue
+        search = search_placement(cluster, pods[: index + 1], budget)
+        if search.answer is Fit.UNDECIDED:
+            return Undecided(Question.FIRST_UNPLACEABLE, tuple(pods))
+        if search.answer is Fit.FITS:
+            assert search.cluster is not None
+            placed = search.cluster  # another placement of the pods so far makes room
+            continue
+        return Unplaceable(pod, tuple(pods[:index]), *hamis_refusal(placed, pod, gpu_policy, node_policy))
+    return Unplaceable(None, tuple(pods), None, None)  # pragma: no cover - the caller found the set fits nowhere
+
+
+def hamis_refusal(
+    cluster: Cluster, pod: PodRequest, gpu_policy: str, node_policy: str
+) -> tuple[NodeFailure | None, QuotaInUse | None]:
+    """Why HAMi's walk refuses `pod` on `cluster` as it stands (None only if the walk and the search ever
+    disagreed), and the pod's namespace quota as the walk saw it."""
+    outcome = cluster.candidates(pod, gpu_policy, node_policy)
+    failure = outcome if isinstance(outcome, NodeFailure) else None
+    return failure, QuotaInUse.on(cluster.nodes[0], pod.namespace)

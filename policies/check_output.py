@@ -18,23 +18,18 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from placement.evaluate import tenant_cluster
 from placement.findings import Finding
 from placement.inventory import TenantInventory
-from placement.orders import Placed, greedy_placements
+from placement.replay import Placed, replay
 from placement.workloads import Workload
 
 
-def placements(
-    inventory: TenantInventory, declared: Sequence[Workload], submitted: Sequence[Workload], node_name: str
-) -> list[dict[str, Any]]:
+def placements(inventory: TenantInventory, submitted: Sequence[Workload], node_name: str) -> list[dict[str, Any]]:
     """Where HAMi would put the submitted pods, one at a time in order, after what runs now (live usage)
     or what the stack declares: the node (HAMi's node policy, with several) and each container's cards."""
-    pods = [pod for w in [*declared, *submitted] for pod in w.pods]
-    cluster = tenant_cluster(inventory, pods, one_node=node_name)
     submitted_pods = {id(pod): workload for workload in submitted for pod in workload.pods}
     found: list[dict[str, Any]] = []
-    for outcome in greedy_placements(cluster, pods, inventory.gpu_policy, inventory.node_policy):
+    for outcome in replay(inventory, submitted, one_node=node_name).outcomes:
         if isinstance(outcome, Placed) and id(outcome.pod) in submitted_pods:
             entry = _placement(submitted_pods[id(outcome.pod)], outcome.pod, outcome.node, outcome.cards)
             if outcome.tied:

@@ -22,10 +22,10 @@ from model import safe_yaml
 from model.config import ConfigError, Tenant, load_stack_file
 from model.names import TENANT_LABEL
 from model.workload_manifests import workload_manifest
-from placement.evaluate import running
 from placement.findings import Finding, printable
 from placement.inventory import from_lab_config
 from placement.live import LiveError, current_usage, fetch_pod_list
+from placement.replay import replay
 from placement.wording import describe_usage, evaluate_tenant, placement_lines
 from placement.workloads import Workload, WorkloadError, read_workload, unit_suffix_notes
 from policies.check_output import document as json_document
@@ -177,7 +177,7 @@ def run(tenant_name: str, stack: str, files: list[Path], project_dir: Path, live
     # The stack's own workloads already run: judge them as the pack does, then the manifests after them,
     # on the cards HAMi gave them (not on whatever placement would suit the manifests best).
     findings = evaluate_tenant(inventory, declared) if declared else []
-    inventory = running(inventory, declared)
+    inventory = replay(inventory, declared).inventory
     if declared:
         lines.append(
             f"running: {', '.join(w.label for w in declared)} (declared in {stack_file.name}; placed by HAMi, "
@@ -186,7 +186,7 @@ def run(tenant_name: str, stack: str, files: list[Path], project_dir: Path, live
         lines.extend(describe_usage(inventory, "running"))
     findings += evaluate_tenant(inventory, submitted)
     failed = any(finding.severity == "error" for finding in findings)
-    placed = [] if failed else placements(inventory, [], submitted, tenant.gpu_node_name())
+    placed = [] if failed else placements(inventory, submitted, tenant.gpu_node_name())
     return CheckResult(1 if failed else 0, lines, findings, placed, bool(inventory.nodes))
 
 

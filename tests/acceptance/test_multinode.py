@@ -55,12 +55,11 @@ def node_of(api: client.CoreV1Api, namespace: str, name: str, timeout: float = 1
 def gpu_node_scores(lab, tenant: Tenant) -> dict[str, float]:
     """HAMi's node score of each GPU node now, from HAMi's allocations on the tenant's pods."""
     from hami.nodes import node_score
-    from placement.evaluate import tenant_cluster
     from placement.inventory import from_tenant
     from placement.live import current_usage, fetch_pod_list
 
     inventory = current_usage(from_tenant(tenant), fetch_pod_list(lab.kubeconfigs[tenant.name]))
-    cluster = tenant_cluster(inventory, [])
+    cluster = inventory.cluster([])
     return {name: node_score(node) for name, node in zip(cluster.names, cluster.nodes, strict=True)}
 
 

@@ -9,9 +9,9 @@ import sys
 from hami.cards import NO_PERCENTAGE, CardSpec, ContainerRequest, PodRequest
 from hami.nodes import Cluster, Node
 from model.config import PodLimits
-from placement.evaluate import running
 from placement.inventory import TenantInventory
 from placement.orders import every_order_strands, find_stranding, simulate
+from placement.replay import replay
 from placement.search import Budget, search_placement
 from placement.wording import evaluate_tenant
 from placement.workloads import Workload
@@ -64,7 +64,7 @@ def test_deployments_of_more_replicas_than_recursion_allows_are_judged() -> None
         "Deployment/ns/serve#1000",
         "CardInsufficientMemory",
     )
-    assert running(inventory, [serve]).card_usage[0].memory_mb == 100_000
+    assert replay(inventory, [serve]).inventory.card_usage[0].memory_mb == 100_000
 
     two = TenantInventory("t", (card, CardSpec("GPU-1", "NVIDIA-A100", 100_000, 100, 5000)), PodLimits(), None, ())
     small, large = pods("small", 600, 50, 0), pods("large", 3, 55_000, 10)

@@ -10,7 +10,7 @@ from dataclasses import replace
 from hami.cards import CARD_INSUFFICIENT_MEMORY, NO_PERCENTAGE, CardSpec, CardUse, ContainerRequest, PodRequest
 from hami.nodes import Candidates, Cluster, Node, NodeFailure
 from model.config import PodLimits
-from placement import evaluate, wording
+from placement import evaluate, orders, wording
 from placement.evaluate import judge_placement
 from placement.findings import ORDER_DEPENDENT, UNDECIDED
 from placement.inventory import TenantInventory
@@ -100,8 +100,8 @@ def test_a_budget_that_runs_out_is_undecided_about_the_pods_it_asked(monkeypatch
 
 
 def test_an_order_walk_cut_short_is_undecided_and_not_certain(monkeypatch) -> None:
-    cut = functools.partial(evaluate.find_stranding, limit=1)
-    monkeypatch.setattr(evaluate, "find_stranding", cut)
+    cut = functools.partial(orders.find_stranding, limit=1)
+    monkeypatch.setattr(orders, "find_stranding", cut)
     verdicts = judge_placement(tenant(L4_THEN_A100, "binpack"), list(STRANDED_EVERY_ORDER))
     (verdict,) = verdicts
     assert isinstance(verdict, Undecided) and verdict.question is Question.ORDERS

@@ -383,8 +383,8 @@ def test_an_inventory_without_cards_is_judged() -> None:
     """An inventory document may list no cards: every GPU pod is NodeInsufficientDevice, and the checker's
     placements and running usage are empty (HAMi's node score, a division by the node's totals, is never
     asked of a node that passes no filter)."""
-    from placement.evaluate import running
     from placement.inventory import from_inventory_document
+    from placement.replay import replay
     from placement.wording import evaluate_tenant
     from placement.workloads import read_workload
     from policies.check_output import placements
@@ -398,4 +398,4 @@ def test_an_inventory_without_cards_is_judged() -> None:
     workloads = [read_workload("Pod", manifest)]
     (finding,) = evaluate_tenant(inventory, workloads)
     assert (finding.severity, finding.reason) == ("error", "NodeInsufficientDevice")
-    assert running(inventory, workloads).card_usage == () and placements(inventory, [], workloads, "worker") == []
+    assert replay(inventory, workloads).inventory.card_usage == () and placements(inventory, workloads, "worker") == []

@@ -21,7 +21,8 @@ from hami.nodes import Cluster, Node
 from model.config import GpuQuota, PodLimits
 from placement.findings import ORDER_DEPENDENT
 from placement.inventory import TenantInventory
-from placement.orders import greedy_placements, simulate
+from placement.orders import simulate
+from placement.replay import greedy_placements
 from placement.search import Budget, search_placement
 from placement.wording import evaluate_tenant
 from placement.workloads import Workload
@@ -330,7 +331,7 @@ def test_a_reason_two_nodes_share_is_named_once() -> None:
 def test_a_cut_order_walk_is_said_never_hidden(monkeypatch) -> None:
     import functools
 
-    import placement.evaluate
+    import placement.orders
     from placement.findings import UNDECIDED
     from placement.orders import find_stranding
 
@@ -341,7 +342,7 @@ def test_a_cut_order_walk_is_said_never_hidden(monkeypatch) -> None:
     pairs = workloads(*(pod(f"p{i}", (1, 1000, 10), (1, 1000, 10)) for i in range(3)))
     assert not evaluate_tenant(inventory({"a": 2, "b": 2}), pairs)
     cut = functools.partial(find_stranding, limit=2)
-    monkeypatch.setattr(placement.evaluate, "find_stranding", cut)
+    monkeypatch.setattr(placement.orders, "find_stranding", cut)
     (finding,) = evaluate_tenant(inventory({"a": 2, "b": 2}), pairs)
     assert finding.severity == "warning" and finding.reason == UNDECIDED
     assert "not every order or tie was checked" in finding.message

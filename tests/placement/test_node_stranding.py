@@ -156,9 +156,9 @@ def test_a_cut_walk_is_never_certain() -> None:
 
 def test_more_orders_than_the_one_node_limit_are_never_certain(monkeypatch) -> None:
     """The order limit (orders.MAX_ORDERS): above it, advice only."""
-    import placement.evaluate
+    import placement.orders
 
-    monkeypatch.setattr(placement.evaluate, "MAX_ORDERS", 11)  # the set has 4!/2! = 12 distinct orders
+    monkeypatch.setattr(placement.orders, "MAX_ORDERS", 11)  # the set has 4!/2! = 12 distinct orders
     (finding,) = evaluate_tenant(tenant(EVERY_ORDER_NODES, "binpack", "binpack"), workloads(EVERY_ORDER_PODS))
     assert (finding.severity, finding.reason) == ("warning", ORDER_DEPENDENT)
 

@@ -3,7 +3,7 @@ that can be stored and compared across commits.
 
 `python tests/support/engine_cases.py OUT.json` writes what today's code says for CASES seeded cases: each
 tenant's findings (severity, workload, reason, message, cards), the usage once its workloads run
-(`running`, what the checker starts from) and the checker's placements (`--output json`). The stored
+(`replay`, what the checker starts from) and the checker's placements (`--output json`). The stored
 tests/snapshots/engine-findings.json was first written by the single-node and multi-node engines before
 they became one, and the one engine said the same; tests/placement/test_engine_snapshot.py
 proves today's code says exactly what it holds. A change that alters what users read on purpose
@@ -29,8 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from hami.cards import CardSpec, CardUse
 from model.config import GpuQuota, PodLimits
-from placement.evaluate import running
 from placement.inventory import NamespaceUsage, TenantInventory
+from placement.replay import replay
 from placement.wording import evaluate_tenant
 from placement.workloads import Workload, read_workload
 from policies.check_output import placements
@@ -174,14 +174,14 @@ def said(seed: int) -> dict[str, Any]:
     """Everything the engine says about case `seed`."""
     inventory, workloads = case(seed)
     findings = [[f.severity, f.workload, f.reason, f.message, f.card] for f in evaluate_tenant(inventory, workloads)]
-    after = running(inventory, workloads)
+    after = replay(inventory, workloads).inventory
     return {
         "findings": findings,
         "running": {
             "cards": [[u.slots, u.memory_mb, u.cores] for u in after.card_usage],
             "namespaces": {ns: [u.memory_mb, u.cores, u.gpus] for ns, u in sorted(after.namespace_usage.items())},
         },
-        "placements": placements(inventory, [], workloads, "worker"),
+        "placements": placements(inventory, workloads, "worker"),
     }
 
 
