@@ -28,7 +28,7 @@ Pure logic on top of hami/cards.py's per-card rules. Facts, from HAMi tag v2.8.3
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
@@ -290,6 +290,16 @@ class NodeFailure:
 
 
 @dataclass(frozen=True)
+class QuotaInUse:
+    """A namespace's HAMi quota and what already counts against it (HAMi's quota manager, shared by the nodes)."""
+
+    namespace: str
+    quota: NamespaceQuota
+    used_mb: int
+    used_cores: int
+
+
+@dataclass(frozen=True)
 class Choice:
     """Where HAMi may put a pod: a node and each container's cards (indexes on that node)."""
 
@@ -344,6 +354,19 @@ class Cluster:
         if not self.nodes[0].quotas:
             return None
         return tuple(sorted((ns, tuple(v)) for ns, v in self.namespace_use.items()))
+
+    def quota_in_use(self, namespace: str) -> QuotaInUse | None:
+        """The namespace's quota and its use now; None without a quota."""
+        quota = self.nodes[0].quotas.get(namespace)
+        if quota is None:
+            return None
+        used_mb, used_cores = self.namespace_use.get(namespace, (0, 0))
+        return QuotaInUse(namespace, quota, used_mb, used_cores)
+
+    def first_fit(self, pods: Iterable[PodRequest]) -> bool:
+        """Some valid placement of every pod (each on the first node where HAMi's per-card rules take it;
+        commits). Proves that a placement exists; it is not HAMi's choice."""
+        return all(any(node.place_first_fit(pod) for node in self.nodes) for pod in pods)
 
     def filter(
         self, pod: PodRequest, gpu_policy: str, uses: tuple | None = None, quota: tuple | None = None

@@ -23,7 +23,7 @@ from hami.nodes import (
     node_policy_of,
     node_score,
 )
-from placement.verdicts import Question, QuotaInUse, Stranded, Undecided
+from placement.verdicts import Question, Stranded, Undecided
 
 MAX_ORDERS = 720  # up to this many distinct creation orders (6 different pods) all are walked; above, a sample
 MAX_ORDER_STATES = 20_000  # states of an every-order walk per card policy before it gives up (and says so)
@@ -61,23 +61,19 @@ def cannot_strand(cluster: Cluster, pods: Sequence[PodRequest]) -> bool:
 
     The proof holds over the cards of every node at once: a pod is stranded only when every card of every
     node rejects it, and a node with a card that takes the pod passes HAMi's filter."""
-    node = Node(  # every card of every node, as one
-        [card for each in cluster.nodes for card in each.cards],
-        [use for each in cluster.nodes for use in each.use],
-        cluster.nodes[0].quotas,
-        cluster.namespace_use,
-    )
-    if node.quotas or any(len(pod.containers) != 1 or pod.containers[0].nums != 1 for pod in pods):
+    if cluster.nodes[0].quotas or any(len(pod.containers) != 1 or pod.containers[0].nums != 1 for pod in pods):
         return False
+    cards = [card for node in cluster.nodes for card in node.cards]  # every card of every node, as one
+    uses = [use for node in cluster.nodes for use in node.use]
     placements = len(pods) - 1  # card-placements of the pods other than p
     # Largest per-placement demand of any pod, wherever it lands.
     containers = {pod.containers[0] for pod in pods}
-    max_memory = max((c.memory_on(card) for c in containers for card in node.cards), default=0)
+    max_memory = max((c.memory_on(card) for c in containers for card in cards), default=0)
     max_cores = max((c.fit_cores for c in containers), default=0)
     for pod in {pod.shape: pod for pod in pods}.values():
         container = pod.containers[0]
         needed = 0
-        for card, use in zip(node.cards, node.use, strict=True):
+        for card, use in zip(cards, uses, strict=True):
             if card_reason(card, use, container, pod, (None, None)) is not None:
                 continue  # rejected already: contributes nothing to p's chances
             blockers = [card.split_count - use.slots]
@@ -429,5 +425,5 @@ def _every_order(
         configured=True,
         every_order=True,
         placement_exists=placement_exists,
-        quota=QuotaInUse.on(cluster.nodes[0], declared.failure.pod.namespace),
+        quota=cluster.quota_in_use(declared.failure.pod.namespace),
     )

@@ -1,7 +1,7 @@
 """What the placement engine decides about a tenant's GPU pods, before any wording: one record per decision.
 
 Pod by pod (placement/per_pod.py): the refusals and advisories one pod decides alone, and the GPU-count quota.
-Across the pods (placement/evaluate.py): each record carries the pods, the order, the placements and HAMi's
+Across the pods (placement/search.py, placement/orders.py): each record carries the pods, the order, the placements and HAMi's
 failure it rests on. placement/wording.py says them as findings; nothing here knows how a tenant of one node or
 of several reads.
 """
@@ -19,10 +19,9 @@ from hami.cards import (
     NODE_INSUFFICIENT_DEVICE,
     CardSpec,
     ContainerRequest,
-    NamespaceQuota,
     PodRequest,
 )
-from hami.nodes import Node, NodeFailure
+from hami.nodes import NodeFailure, QuotaInUse
 
 POD_LIMIT_EXCEEDED = "PodGpuLimitExceeded"
 INIT_CONTAINER_GPU = "InitContainerGpuRequest"
@@ -123,25 +122,6 @@ class PodVerdicts:
     workload: str  # kind/namespace/name
     refusals: tuple[PodRefusal, ...]
     advisories: tuple[PodAdvisory, ...]
-
-
-@dataclass(frozen=True)
-class QuotaInUse:
-    """A namespace's HAMi quota and what already counts against it, where HAMi's walk refused a pod."""
-
-    namespace: str
-    quota: NamespaceQuota
-    used_mb: int
-    used_cores: int
-
-    @staticmethod
-    def on(node: Node, namespace: str) -> QuotaInUse | None:
-        """The quota as `node` sees it (the table is shared by a cluster's nodes); None without one."""
-        quota = node.quotas.get(namespace)
-        if quota is None:
-            return None
-        used_mb, used_cores = node.namespace_use.get(namespace, (0, 0))
-        return QuotaInUse(namespace, quota, used_mb, used_cores)
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from hami.cards import RESOURCE_QUOTA_NOT_FIT, PodRequest
-from hami.nodes import MAX_TIE_RUNS, ContainerFailure, NodeFailure
+from hami.nodes import MAX_TIE_RUNS, ContainerFailure, NodeFailure, QuotaInUse
 from placement.evaluate import judge_tenant
 from placement.findings import NO_PLACEMENT, ORDER_DEPENDENT, UNDECIDED, Finding
 from placement.inventory import TenantInventory
@@ -29,7 +29,6 @@ from placement.verdicts import (
     PodAdvisory,
     PodRefusal,
     Question,
-    QuotaInUse,
     Refused,
     Stranded,
     TooManyCards,

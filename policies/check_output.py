@@ -31,22 +31,19 @@ def placements(inventory: TenantInventory, submitted: Sequence[Workload], node_n
     found: list[dict[str, Any]] = []
     for outcome in replay(inventory, submitted, one_node=node_name).outcomes:
         if isinstance(outcome, Placed) and id(outcome.pod) in submitted_pods:
-            entry = _placement(submitted_pods[id(outcome.pod)], outcome.pod, outcome.node, outcome.cards)
+            entry = {
+                "workload": submitted_pods[id(outcome.pod)].label,
+                "pod": outcome.pod.workload,
+                "node": outcome.node,
+                "containers": [
+                    {"name": container.name, "cards": ids}
+                    for container, ids in zip(outcome.pod.containers, outcome.cards, strict=True)
+                ],
+            }
             if outcome.tied:
                 entry["tiedNodes"] = list(outcome.tied)
             found.append(entry)
     return found
-
-
-def _placement(workload: Workload, pod, node: str, cards: list[list[str]]) -> dict[str, Any]:
-    return {
-        "workload": workload.label,
-        "pod": pod.workload,
-        "node": node,
-        "containers": [
-            {"name": container.name, "cards": ids} for container, ids in zip(pod.containers, cards, strict=True)
-        ],
-    }
 
 
 def document(
