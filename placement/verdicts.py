@@ -1,9 +1,9 @@
 """What the placement engine decides about a tenant's GPU pods, before any wording: one record per decision.
 
 Pod by pod (placement/per_pod.py): the refusals and advisories one pod decides alone, and the GPU-count quota.
-Across the pods (placement/search.py, placement/orders.py): each record carries the pods, the order, the placements and HAMi's
-failure it rests on. placement/wording.py says them as findings; nothing here knows how a tenant of one node or
-of several reads.
+Across the pods (placement/search.py, placement/orders.py): each record carries the pods, the order, the
+placements and HAMi's failure it rests on. placement/wording.py says them as findings; nothing here knows how a
+tenant of one node or of several reads.
 """
 
 from __future__ import annotations
