@@ -28,7 +28,7 @@ Pure logic on top of hami/cards.py's per-card rules. Facts, from HAMi tag v2.8.3
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
@@ -362,11 +362,6 @@ class Cluster:
             return None
         used_mb, used_cores = self.namespace_use.get(namespace, (0, 0))
         return QuotaInUse(namespace, quota, used_mb, used_cores)
-
-    def first_fit(self, pods: Iterable[PodRequest]) -> bool:
-        """Some valid placement of every pod (each on the first node where HAMi's per-card rules take it;
-        commits). Proves that a placement exists; it is not HAMi's choice."""
-        return all(any(node.place_first_fit(pod) for node in self.nodes) for pod in pods)
 
     def filter(
         self, pod: PodRequest, gpu_policy: str, uses: tuple | None = None, quota: tuple | None = None

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from hami.cards import CardSpec, PodRequest
-from hami.nodes import Cluster, NodeFailure
+from hami.nodes import NodeFailure
 from placement.inventory import NamespaceUsage, TenantInventory
 from placement.workloads import Workload
 
@@ -26,33 +26,6 @@ class Placed:
     node: str
     cards: list[list[str]]
     tied: tuple[str, ...]
-
-
-def greedy_placements(
-    cluster: Cluster, order: Sequence[PodRequest], gpu_policy: str, node_policy: str
-) -> list[Placed | NodeFailure]:
-    """One run of HAMi's walk, pod by pod, on `cluster` (left as it is): where each pod goes, or why not."""
-    return [outcome for outcome, _ in _walk(cluster.copy(), order, gpu_policy, node_policy)]
-
-
-def _walk(
-    state: Cluster, order: Sequence[PodRequest], gpu_policy: str, node_policy: str
-) -> list[tuple[Placed | NodeFailure, list[list[CardSpec]]]]:
-    """The run itself, committing each placed pod on `state`: each outcome with the cards each container holds."""
-    found: list[tuple[Placed | NodeFailure, list[list[CardSpec]]]] = []
-    for pod in order:
-        outcome = state.candidates(pod, gpu_policy, node_policy)
-        if isinstance(outcome, NodeFailure):
-            found.append((outcome, []))
-            continue
-        choices = outcome.choices
-        choice = choices[0]
-        tied = tuple(state.names[c.node] for c in choices) if len(choices) > 1 else ()
-        node = state.nodes[choice.node]
-        held = [[node.cards[i] for i in cards] for cards in choice.cards]
-        found.append((Placed(pod, state.names[choice.node], state.card_ids(choice), tied), held))
-        state.commit(pod, choice)
-    return found
 
 
 @dataclass(frozen=True)
@@ -69,17 +42,26 @@ def replay(inventory: TenantInventory, workloads: Sequence[Workload], one_node: 
     names a tenant's only node in the outcomes."""
     pods = [pod for workload in workloads for pod in workload.pods]
     state = inventory.cluster(pods, one_node)
-    walked = _walk(state, pods, inventory.gpu_policy, inventory.node_policy)
+    outcomes: list[Placed | NodeFailure] = []
     namespaces = dict(inventory.namespace_usage)
-    for outcome, held in walked:
-        pod = outcome.pod
-        if not pod.containers:
-            continue
-        namespaces[pod.namespace] = namespaces.get(pod.namespace, NamespaceUsage()) + NamespaceUsage(
-            memory_mb=sum(c.memory_on(card) for c, cards in zip(pod.containers, held, strict=False) for card in cards),
-            cores=sum(c.fit_cores * len(cards) for c, cards in zip(pod.containers, held, strict=False)),
-            gpus=sum(c.nums for c in pod.containers),
-        )
+    for pod in pods:
+        outcome = state.candidates(pod, inventory.gpu_policy, inventory.node_policy)
+        held: list[list[CardSpec]] = []
+        if isinstance(outcome, NodeFailure):
+            outcomes.append(outcome)
+        else:
+            choice = outcome.choices[0]  # the first node on a tie
+            tied = tuple(state.names[c.node] for c in outcome.choices) if len(outcome.choices) > 1 else ()
+            outcomes.append(Placed(pod, state.names[choice.node], state.card_ids(choice), tied))
+            held = [[state.nodes[choice.node].cards[i] for i in cards] for cards in choice.cards]
+            state.commit(pod, choice)
+        if pod.containers:
+            on_cards = list(zip(pod.containers, held, strict=False))  # none when Pending
+            namespaces[pod.namespace] = namespaces.get(pod.namespace, NamespaceUsage()) + NamespaceUsage(
+                memory_mb=sum(c.memory_on(card) for c, cards in on_cards for card in cards),
+                cores=sum(c.fit_cores * len(cards) for c, cards in on_cards),
+                gpus=sum(c.nums for c in pod.containers),  # the API server's quota counts Pending pods too
+            )
     usage = {ns: u for ns, u in namespaces.items() if u != NamespaceUsage()}
     card_usage = tuple(u for node in state.nodes for u in node.use)
-    return Replay([outcome for outcome, _ in walked], replace(inventory, card_usage=card_usage, namespace_usage=usage))
+    return Replay(outcomes, replace(inventory, card_usage=card_usage, namespace_usage=usage))

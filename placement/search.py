@@ -10,7 +10,7 @@ refusal carries HAMi's own walk for that pod (`hamis_refusal`)."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import NamedTuple
@@ -209,6 +209,12 @@ class _Searcher:
                 return False
 
 
+def first_fit(cluster: Cluster, pods: Iterable[PodRequest]) -> bool:
+    """Some valid placement of every pod (each on the first node where HAMi's per-card rules take it;
+    commits). Proves that a placement exists; it is not HAMi's choice."""
+    return all(any(node.place_first_fit(pod) for node in cluster.nodes) for pod in pods)
+
+
 @dataclass(frozen=True)
 class PlacementSearch:
     """The search's answer, and on FITS a copy of the cluster with one such placement allocated."""
@@ -230,7 +236,7 @@ def search_placement(cluster: Cluster, pods: Sequence[PodRequest], budget: Budge
     then exhaustive depth-first search over which node each pod and which cards each container takes
     (pods in `_search_order`)."""
     trial = cluster.copy()
-    if trial.first_fit(sorted(pods, key=_search_order)):
+    if first_fit(trial, sorted(pods, key=_search_order)):
         return PlacementSearch(Fit.FITS, trial)
     if any(_insufficient_everywhere(cluster, pod) for pod in pods):
         return PlacementSearch(Fit.NO_PLACEMENT)
@@ -286,7 +292,7 @@ def first_unplaceable(
     does not fit next to it is the exhaustive search asked whether another placement makes room."""
     placed = cluster.copy()
     for index, pod in enumerate(pods):
-        if placed.first_fit([pod]):  # commits only on success
+        if first_fit(placed, [pod]):  # commits only on success
             continue
         search = search_placement(cluster, pods[: index + 1], budget)
         if search.answer is Fit.UNDECIDED:

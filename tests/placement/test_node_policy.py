@@ -4,6 +4,7 @@ walk with the node policy, and the findings of the pack/checker for a tenant wit
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -22,7 +23,7 @@ from model.config import GpuQuota, PodLimits
 from placement.findings import ORDER_DEPENDENT
 from placement.inventory import TenantInventory
 from placement.orders import simulate
-from placement.replay import greedy_placements
+from placement.replay import replay
 from placement.search import Budget, search_placement
 from placement.wording import evaluate_tenant
 from placement.workloads import Workload
@@ -132,11 +133,12 @@ def two_empty_nodes() -> Cluster:
 
 def test_binpack_puts_two_small_pods_on_one_node_and_spread_on_two() -> None:
     small = [pod("small-1", (1, 4000, 20)), pod("small-2", (1, 4000, 20))]
-    first, second = greedy_placements(two_empty_nodes(), small, "spread", "binpack")
+    tenant = inventory({"tenant-b-gpu-1": 1, "tenant-b-gpu-2": 1}, "binpack")
+    first, second = replay(tenant, workloads(*small)).outcomes
     assert first.node == second.node
     assert first.tied == ("tenant-b-gpu-1", "tenant-b-gpu-2"), "the first pod's nodes tie (both empty)"
     assert second.tied == ()
-    first, second = greedy_placements(two_empty_nodes(), small, "spread", "spread")
+    first, second = replay(replace(tenant, node_policy="spread"), workloads(*small)).outcomes
     assert {first.node, second.node} == {"tenant-b-gpu-1", "tenant-b-gpu-2"}
 
 
