@@ -61,9 +61,6 @@ JOINABLE_PATCHES = {
         ("kubelet-client-key", "{pki}/admin.key"),
     ],
     "kube-controller-manager": [
-        # kubeadm's own set (cmd/kubeadm/app/phases/controlplane/manifests.go): the bootstrap signer signs
-        # cluster-info for discovery, the token cleaner deletes expired tokens, csrsigning signs the kubelet's.
-        ("controllers", "*,bootstrapsigner,tokencleaner"),
         ("cluster-signing-cert-file", "{pki}/ca.crt"),
         ("cluster-signing-key-file", "{pki}/ca.key"),
         ("use-service-account-credentials", "true"),
@@ -100,6 +97,29 @@ KWOK_PATCHES = {
 KWOKCTL_SETS = {"manage-all-nodes"}
 
 
+# kube-controller-manager's controllers. A joinable cluster adds kubeadm's own set (cmd/kubeadm/app/phases/controlplane/
+# manifests.go): the bootstrap signer signs cluster-info for discovery, the token cleaner deletes expired tokens
+# (csrsigning, on by default, signs the kubelet's certificate).
+JOINABLE_CONTROLLERS = ("bootstrapsigner", "tokencleaner")
+# And the lab's tenants run without the controller that writes each ValidatingAdmissionPolicy's `status.typeChecking`
+# (kubernetes v1.36.4 pkg/controller/validatingadmissionpolicystatus): it type-checks every expression of every
+# policy against every kind the policy matches, which for gpulab's two policies was half the CPU a tenant's
+# controller manager spent in its first 45 s (5.3 of 10.4 s; most of the rest its garbage collection), measured with
+# its pprof endpoint on 2026-12-04 (docs/process-lab.md). The status is advice only: the API server compiles and
+# enforces a policy whatever it says (k8s.io/apiserver pkg/admission/plugin/policy/validating). The judge cluster of
+# tests/real keeps it, to read what the API server's type checker says of gpulab's policies.
+POLICY_STATUS_CONTROLLER = "validatingadmissionpolicy-status-controller"
+
+
+def controllers(joinable: bool, policy_status: bool) -> str:
+    """kube-controller-manager's --controllers: every default one, kubeadm's for a joinable cluster, and the policy
+    status controller only when asked for."""
+    names = ["*", *(JOINABLE_CONTROLLERS if joinable else ())]
+    if not policy_status:
+        names.append(f"-{POLICY_STATUS_CONTROLLER}")
+    return ",".join(names)
+
+
 def components_patches(patches: dict[str, list[tuple[str, str]]], pki: Path) -> str:
     """kwokctl's componentsPatches for `patches`: one entry a component, its arguments in order."""
     lines = ["componentsPatches:"]
@@ -112,10 +132,12 @@ def components_patches(patches: dict[str, list[tuple[str, str]]], pki: Path) -> 
     return "\n".join(lines) + "\n"
 
 
-def cluster_configuration(pki: Path, address: str | None = None) -> str:
-    """What to append under kwokctl_configuration's `options:`: KWOK_PATCHES for every cluster and, with `address`,
-    what makes it joinable by real kubelets reaching its API server there (its serving certificate names it)."""
+def cluster_configuration(pki: Path, address: str | None = None, policy_status: bool = False) -> str:
+    """What to append under kwokctl_configuration's `options:`: KWOK_PATCHES and the controllers for every cluster
+    and, with `address`, what makes it joinable by real kubelets reaching its API server there (its serving
+    certificate names it). `policy_status`: run the policy status controller (POLICY_STATUS_CONTROLLER)."""
     patches = {component: list(args) for component, args in KWOK_PATCHES.items()}
+    patches["kube-controller-manager"].append(("controllers", controllers(address is not None, policy_status)))
     if address is None:
         return components_patches(patches, pki)
     for component, args in JOINABLE_PATCHES.items():
@@ -179,16 +201,22 @@ class ControlPlane:
         return self.workdir / "clusters" / self.name
 
     def create(
-        self, scheduler_config: Path | None = None, timeout: float = 120, bind_address: str | None = None
+        self,
+        scheduler_config: Path | None = None,
+        timeout: float = 120,
+        bind_address: str | None = None,
+        policy_status: bool = False,
     ) -> None:
         """kwokctl's cluster on loopback; with `bind_address`, joinable by real kubelets that reach its API server
-        there (through process_lab.forward, started by the caller)."""
+        there (through process_lab.forward, started by the caller); with `policy_status`, its controller manager
+        writes each admission policy's type checking (POLICY_STATUS_CONTROLLER)."""
         missing = missing_programs(self.bin_dir)
         if missing:
             raise ProcessLabError(f"{', '.join(missing)} not in {self.bin_dir}: run `make tools` first")
         self.workdir.mkdir(parents=True, exist_ok=True)
         config = self.workdir / f"{self.name}.kwokctl.yaml"
-        config.write_text(kwokctl_configuration() + cluster_configuration(self.cluster_dir / "pki", bind_address))
+        pki = self.cluster_dir / "pki"
+        config.write_text(kwokctl_configuration() + cluster_configuration(pki, bind_address, policy_status))
         argv: list[str | Path] = [self.bin_dir / "kwokctl", "-c", config, "create", "cluster", "--name", self.name]
         argv += ["--runtime", "binary", "--kubeconfig", self.kubeconfig, "--wait", f"{int(timeout)}s"]
         for flag, program in (

@@ -296,6 +296,28 @@ def test_every_clusters_kwok_controller_leaves_a_pod_hami_has_not_allocated_pend
         assert args["leader-elect"]["value"] == "false" and args["leader-elect"]["override"] is False
 
 
+@pytest.mark.parametrize(
+    ("address", "policy_status", "expected"),
+    [
+        (None, False, "*,-validatingadmissionpolicy-status-controller"),
+        ("10.89.0.1", False, "*,bootstrapsigner,tokencleaner,-validatingadmissionpolicy-status-controller"),
+        (None, True, "*"),
+        ("10.89.0.1", True, "*,bootstrapsigner,tokencleaner"),
+    ],
+)
+def test_the_controller_manager_runs_every_default_controller_but_the_policy_status_one_unless_asked(
+    address: str | None, policy_status: bool, expected: str
+) -> None:
+    """One --controllers, as kwokctl's loader reads it: the lab's tenants leave out the policy status controller
+    (control_plane.POLICY_STATUS_CONTROLLER), the judge cluster of tests/real keeps it (tests/real/cluster.py), and
+    a joinable cluster adds kubeadm's bootstrap signer and token cleaner. tests/real shows both kinds at work."""
+    document = yaml.safe_load(kwokctl_configuration() + cluster_configuration(Path("/pki"), address, policy_status))
+    manager = next(p for p in document["componentsPatches"] if p["name"] == "kube-controller-manager")
+    given = [arg for arg in manager["extraArgs"] if arg["key"] == "controllers"]
+    assert [arg["value"] for arg in given] == [expected]
+    assert given[0]["override"] is False, "kwokctl v0.8.0 passes no --controllers of its own"
+
+
 def _ignores_term(marker: Path) -> list[str]:
     return ["bash", "-c", f"trap '' TERM; while :; do sleep 0.1; done # {marker}"]
 

@@ -122,7 +122,7 @@ def create(base: Path) -> Cluster:
     """A started cluster with a name unique to this run (kwokctl waits for it; wait_ready says what for)."""
     plane = ControlPlane(f"gpulab-real-{uuid.uuid4().hex[:8]}", bin_dir(), base / "kwok")
     try:
-        plane.create()
+        plane.create(policy_status=True)  # the type checking of gpulab's policies is read here
     except ProcessLabError:
         plane.delete()  # whatever it started
         raise

@@ -110,6 +110,17 @@ def test_the_90000_mb_pod_is_refused_at_apply_with_card_insufficient_memory_firs
     assert "denied request: CardInsufficientMemory:" in result.stderr, result.stderr
 
 
+def test_the_lab_enforces_its_policies_without_the_controller_that_type_checks_them(reference) -> None:
+    """Boundary: the real API server enforcing a ValidatingAdmissionPolicy whose status no controller wrote (the lab's
+    tenants run kube-controller-manager without POLICY_STATUS_CONTROLLER); the refusal above is that enforcement."""
+    tenants, _, _ = reference
+    a = tenants["tenant-a"].control_plane
+    found = a.kubectl("get", "validatingadmissionpolicy", "gpulab-gpu-requests", "-o", "json", check=False)
+    assert found.returncode == 0, found.stderr
+    status = json.loads(found.stdout).get("status") or {}
+    assert "typeChecking" not in status and "observedGeneration" not in status, status
+
+
 def test_seed_case_three_pods_share_the_card_and_the_fourth_is_refused_for_cores(reference) -> None:
     tenants, hami, _ = reference
     if not hami:
