@@ -235,6 +235,32 @@ class ControlPlane:
             what=f"starting control plane {self.name} (kwokctl create cluster)",
             timeout=timeout + 30,
         )
+        self.wait_controllers(timeout)
+
+    def wait_controllers(self, timeout: float) -> None:
+        """Until the controller manager is at work: its service-account controller gave namespace `default` its
+        account, which every Pod create needs, and every component runs.
+
+        kwokctl starts the components together, and kube-controller-manager exits when the API server is not
+        healthy within its own fixed wait (kubernetes v1.36.4 cmd/kube-controller-manager/app/controllermanager.go,
+        WaitForAPIServer: "failed to wait for apiserver being healthy"), which a loaded host misses: seen on 2 of 20
+        tenants of one `make up STACK=many`, whose quotas then never got a status. A component that stopped so is
+        started again on the cluster's data (`start`)."""
+        deadline = time.monotonic() + timeout
+        restarted: list[str] = []
+        while time.monotonic() < deadline:
+            if self.stopped_components():
+                restarted += self.start(max(deadline - time.monotonic(), 1))
+                continue
+            account = self.kubectl("get", "serviceaccount", "default", "-n", "default", check=False, timeout=10)
+            if account.returncode == 0:
+                return
+            time.sleep(0.5)
+        again = f" (started again: {', '.join(restarted)})" if restarted else ""
+        raise ProcessLabError(
+            f"control plane {self.name}: kube-controller-manager gave namespace default no service account within "
+            f"{timeout:.0f} s{again}; its log: {self.cluster_dir / 'logs' / 'kube-controller-manager.log'}"
+        )
 
     @property
     def data_dir(self) -> Path:

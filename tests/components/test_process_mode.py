@@ -185,12 +185,17 @@ YAML
 """
 
 
-def test_the_kubeconfig_output_carries_its_certificates(tmp_path: Path) -> None:
+def test_the_kubeconfig_output_carries_its_certificates(tmp_path: Path, monkeypatch) -> None:
     """Boundary: kwokctl's kubeconfig names its certificate files (under .state); the control plane's output is
     the tenant_<name>_kubeconfig users save, and must work without them: from another folder or machine, and after
-    `make down` removed them."""
+    `make down` removed them. (No component runs behind this kwokctl: the wait for the controller manager,
+    which tests/real/test_control_plane.py runs against the real one, is only recorded here.)"""
     from components.process.control_plane import ControlPlaneProvider
+    from process_lab.control_plane import ControlPlane
     from process_lab.stack import TenantProcesses
+
+    waited: list[str] = []
+    monkeypatch.setattr(ControlPlane, "wait_controllers", lambda plane, timeout: waited.append(plane.name))
 
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -212,6 +217,7 @@ def test_the_kubeconfig_output_carries_its_certificates(tmp_path: Path) -> None:
         assert base64.b64decode(data) == (pki / name).read_bytes(), name
     assert document["clusters"][0]["cluster"]["server"] == outs["endpoint"] == "https://127.0.0.1:51271"
     assert document["current-context"] == "kwok-gpulab-tenant-a"
+    assert waited == ["gpulab-tenant-a"], "created, then waited for its controller manager"
 
 
 def test_the_tenant_kubeconfig_outputs_are_self_contained_secrets(built_tools: Path) -> None:
