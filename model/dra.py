@@ -1,0 +1,89 @@
+"""A tenant's simulated cards as Dynamic Resource Allocation devices (resource.k8s.io/v1, Kubernetes v1.36.4), from
+the same catalog entries as HAMi's register annotation (model/catalog.py), so one card means the same both ways:
+its memory in MB as HAMi counts it, its cores in percent.
+
+Each card is one device that many claims may share (`allowMultipleAllocations`) and whose `memory` and `cores`
+capacities a claim consumes (consumable capacity, KEP-5075: feature gate DRAConsumableCapacity, beta and on by
+default from v1.36, kubernetes v1.36.4 pkg/features/kube_features.go). Field names and rules are those of
+k8s.io/api v0.36.4 resource/v1/types.go: Device.AllowMultipleAllocations, Device.Capacity (DeviceCapacity: value,
+requestPolicy), ExactDeviceRequest.Capacity.Requests.
+
+A claim that names no memory takes the whole card's, and no cores, as HAMi gives a container that asks for neither
+(HAMi v2.8.3: gpumem-percentage 100 by default, cores 0). The kube-scheduler of the tenant's own control plane is
+the allocator: tests/real/test_dra_allocation.py lets it judge these objects.
+
+A first piece of DRA tenants: the objects and the allocator's verdicts on them; no stack creates them yet.
+"""
+
+from __future__ import annotations
+
+from model.catalog import CORES_PER_CARD, Card
+from model.names import TENANT_LABEL
+
+DRIVER = "gpu.gpulab.io"  # under gpulab's label prefix (model/names.py gpulab.io/...): no vendor's driver name
+MEMORY = "memory"  # MB, as HAMi counts a card's memory
+CORES = "cores"  # percent of one card's cores
+
+
+def device_class_name(tenant: str) -> str:
+    return f"gpulab-{tenant}-gpu"
+
+
+def device_class(tenant: str) -> dict:
+    """The tenant's class: the devices of gpulab's driver in the tenant's own pool only."""
+    expression = f"device.driver == {DRIVER!r} && device.attributes[{DRIVER!r}].tenant == {tenant!r}"
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": device_class_name(tenant), "labels": {TENANT_LABEL: tenant}},
+        "spec": {"selectors": [{"cel": {"expression": expression}}]},
+    }
+
+
+def _device(tenant: str, card: Card) -> dict:
+    return {
+        "name": f"gpu-{card.index}",
+        "attributes": {
+            "tenant": {"string": tenant},
+            "uuid": {"string": card.id},
+            "type": {"string": card.type},
+        },
+        "allowMultipleAllocations": True,
+        "capacity": {
+            MEMORY: {"value": str(card.memory_mb), "requestPolicy": {"default": str(card.memory_mb)}},
+            CORES: {
+                "value": str(card.cores),
+                "requestPolicy": {"default": "0", "validRange": {"min": "0", "max": str(CORES_PER_CARD)}},
+            },
+        },
+    }
+
+
+def resource_slice(tenant: str, node: str, cards: list[Card]) -> dict:
+    """One node's cards, as the one slice of the node's pool."""
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-{DRIVER}", "labels": {TENANT_LABEL: tenant}},
+        "spec": {
+            "driver": DRIVER,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": [_device(tenant, card) for card in cards],
+        },
+    }
+
+
+def claim_template(tenant: str, name: str, namespace: str, memory_mb: int | None, cores: int | None) -> dict:
+    """A ResourceClaimTemplate asking one shared card with `memory_mb` MB and `cores` percent of it: what a pod's
+    `nvidia.com/gpumem` and `nvidia.com/gpucores` limits ask of HAMi."""
+    requests = {key: str(value) for key, value in ((MEMORY, memory_mb), (CORES, cores)) if value is not None}
+    exactly: dict = {"deviceClassName": device_class_name(tenant), "allocationMode": "ExactCount", "count": 1}
+    if requests:
+        exactly["capacity"] = {"requests": requests}
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": namespace, "labels": {TENANT_LABEL: tenant}},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": exactly}]}}},
+    }
