@@ -1,6 +1,9 @@
 """A tenant's simulated cards as Dynamic Resource Allocation devices (resource.k8s.io/v1, Kubernetes v1.36.4), from
-the same catalog entries as HAMi's register annotation (model/catalog.py), so one card means the same both ways:
-its memory in MB as HAMi counts it, its cores in percent.
+the same catalog entries as HAMi's register annotation (model/catalog.py), so a card's capacity means the same both
+ways: its memory in MB as HAMi counts it, its cores in percent. Three of HAMi's card rules have no DRA counterpart
+here: its slot limit (`split_count`, CardTimeSlicingExhausted), a 100 % cores request wanting the card alone
+(ExclusiveDeviceAllocateConflict), and a 0 % request refused on a card whose cores are all taken
+(CardComputeUnitsExhausted); DRA's allocator places such claims where HAMi would not.
 
 Each card is one device that many claims may share (`allowMultipleAllocations`) and whose `memory` and `cores`
 capacities a claim consumes (consumable capacity, KEP-5075: feature gate DRAConsumableCapacity, beta and on by
@@ -17,7 +20,7 @@ A first piece of DRA tenants: the objects and the allocator's verdicts on them; 
 
 from __future__ import annotations
 
-from model.catalog import CORES_PER_CARD, Card
+from model.catalog import Card
 from model.names import TENANT_LABEL
 
 DRIVER = "gpu.gpulab.io"  # under gpulab's label prefix (model/names.py gpulab.io/...): no vendor's driver name
@@ -53,7 +56,7 @@ def _device(tenant: str, card: Card) -> dict:
             MEMORY: {"value": str(card.memory_mb), "requestPolicy": {"default": str(card.memory_mb)}},
             CORES: {
                 "value": str(card.cores),
-                "requestPolicy": {"default": "0", "validRange": {"min": "0", "max": str(CORES_PER_CARD)}},
+                "requestPolicy": {"default": "0", "validRange": {"min": "0", "max": str(card.cores)}},
             },
         },
     }

@@ -88,7 +88,8 @@ def suffix_of(text: str) -> str:
 def canonical_whole(value: int) -> str:
     """How the API server writes a whole number it read without a suffix (a DecimalSI quantity) back: the
     largest SI suffix that leaves a whole mantissa, so 20000 comes back as `20k` and 81920 as `81920`
-    (k8s.io/apimachinery resource/quantity.go `CanonicalizeBytes`: the exponent a multiple of 3)."""
+    (k8s.io/apimachinery resource/quantity.go `CanonicalizeBytes`: the exponent a multiple of 3). For values within
+    int64, as every quota and limit of the config is."""
     suffixes = ("", "k", "M", "G", "T", "P", "E")
     step = 0
     while value and value % 1000 == 0 and step < len(suffixes) - 1:

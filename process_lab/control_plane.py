@@ -237,7 +237,7 @@ class ControlPlane:
         )
         self.wait_controllers(timeout)
 
-    def wait_controllers(self, timeout: float) -> None:
+    def wait_controllers(self, timeout: float, started: list[str] | None = None) -> None:
         """Until the controller manager is at work: its service-account controller gave namespace `default` its
         account, which every Pod create needs, and every component runs.
 
@@ -245,15 +245,18 @@ class ControlPlane:
         healthy within its own fixed wait (kubernetes v1.36.4 cmd/kube-controller-manager/app/controllermanager.go,
         WaitForAPIServer: "failed to wait for apiserver being healthy"), which a loaded host misses: seen on 2 of 20
         tenants of one `make up STACK=many`, whose quotas then never got a status. A component that stopped so is
-        started again on the cluster's data (`start`)."""
+        started again on the cluster's data; `started` is a caller's list of what it started, extended here."""
         deadline = time.monotonic() + timeout
-        restarted: list[str] = []
+        restarted = started if started is not None else []
         while time.monotonic() < deadline:
             if self.stopped_components():
-                restarted += self.start(max(deadline - time.monotonic(), 1))
+                restarted += self._start_stopped(max(deadline - time.monotonic(), 1))
                 continue
-            account = self.kubectl("get", "serviceaccount", "default", "-n", "default", check=False, timeout=10)
-            if account.returncode == 0:
+            try:
+                account = self.kubectl("get", "serviceaccount", "default", "-n", "default", check=False, timeout=10)
+            except ProcessLabError:  # no answer within its bound: a loaded host, the case this wait is for
+                account = None
+            if account is not None and account.returncode == 0:
                 return
             time.sleep(0.5)
         again = f" (started again: {', '.join(restarted)})" if restarted else ""
@@ -285,6 +288,14 @@ class ControlPlane:
         return pid if is_ours(pid, str(self.cluster_dir)) and not zombie(pid) else None
 
     def start(self, timeout: float = 120) -> list[str]:
+        """Start the stopped components again on the cluster's own data, until the controller manager is at work
+        (`wait_controllers`); the ones it started."""
+        deadline = time.monotonic() + timeout
+        started = self._start_stopped(timeout)
+        self.wait_controllers(max(deadline - time.monotonic(), 1), started)
+        return started
+
+    def _start_stopped(self, timeout: float) -> list[str]:
         """Start the stopped components again on the cluster's own data; the ones it started.
 
         `kwokctl start cluster` starts every component whose pid file names a process that answers signal 0
