@@ -237,7 +237,7 @@ class ControlPlane:
         )
         self.wait_controllers(timeout)
 
-    def wait_controllers(self, timeout: float, started: list[str] | None = None) -> None:
+    def wait_controllers(self, timeout: float) -> list[str]:
         """Until the controller manager is at work: its service-account controller gave namespace `default` its
         account, which every Pod create needs, and every component runs.
 
@@ -245,9 +245,9 @@ class ControlPlane:
         healthy within its own fixed wait (kubernetes v1.36.4 cmd/kube-controller-manager/app/controllermanager.go,
         WaitForAPIServer: "failed to wait for apiserver being healthy"), which a loaded host misses: seen on 2 of 20
         tenants of one `make up STACK=many`, whose quotas then never got a status. A component that stopped so is
-        started again on the cluster's data; `started` is a caller's list of what it started, extended here."""
+        started again on the cluster's data. Returns the components it started again."""
         deadline = time.monotonic() + timeout
-        restarted = started if started is not None else []
+        restarted: list[str] = []
         while time.monotonic() < deadline:
             if self.stopped_components():
                 restarted += self._start_stopped(max(deadline - time.monotonic(), 1))
@@ -257,7 +257,7 @@ class ControlPlane:
             except ProcessLabError:  # no answer within its bound: a loaded host, the case this wait is for
                 account = None
             if account is not None and account.returncode == 0:
-                return
+                return restarted
             time.sleep(0.5)
         again = f" (started again: {', '.join(restarted)})" if restarted else ""
         raise ProcessLabError(
@@ -292,8 +292,7 @@ class ControlPlane:
         (`wait_controllers`); the ones it started."""
         deadline = time.monotonic() + timeout
         started = self._start_stopped(timeout)
-        self.wait_controllers(max(deadline - time.monotonic(), 1), started)
-        return started
+        return started + self.wait_controllers(max(deadline - time.monotonic(), 1))
 
     def _start_stopped(self, timeout: float) -> list[str]:
         """Start the stopped components again on the cluster's own data; the ones it started.

@@ -198,9 +198,9 @@ class HamiSettings:
     gpu_scheduler_policy: str
     node_lock_timeout: str
     split_count: int
-    kube_qps: float = 100
-    kube_burst: int = 200
-    log_verbosity: int = 2
+    kube_qps: float  # the defaults are model/config/lab.py Scheduling's
+    kube_burst: int
+    log_verbosity: int
 
     @classmethod
     def of(cls, lab: LabConfig, tenant: Tenant) -> HamiSettings:

@@ -119,7 +119,8 @@ class Cluster:
 
 
 def create(base: Path) -> Cluster:
-    """A started cluster with a name unique to this run (kwokctl waits for it; wait_ready says what for)."""
+    """A started cluster with a name unique to this run: `ControlPlane.create` returns once every component runs
+    and the controller manager gave namespace `default` its service account, which every Pod create needs."""
     plane = ControlPlane(f"gpulab-real-{uuid.uuid4().hex[:8]}", bin_dir(), base / "kwok")
     try:
         plane.create(policy_status=True)  # the type checking of gpulab's policies is read here
@@ -127,22 +128,6 @@ def create(base: Path) -> Cluster:
         plane.delete()  # whatever it started
         raise
     return Cluster(plane)
-
-
-def wait_ready(cluster: Cluster, timeout: float = 90) -> None:
-    """The API server answers /readyz, and every component runs (its pid file names a live process; no leader
-    lease to wait for: process_lab/control_plane.py KWOK_PATCHES), and the controller manager's service account
-    controller gave `default` its account, which every Pod create needs."""
-
-    def ready() -> bool:
-        return cluster.kubectl("get", "--raw", "/readyz", timeout=20).stdout.strip() == "ok"
-
-    name = cluster.plane.name
-    wait_until(ready, timeout, f"kube-apiserver of {name} to answer /readyz with ok", interval=POLL)
-    running = lambda: not cluster.plane.stopped_components()  # noqa: E731
-    wait_until(running, timeout, f"every component of {name} to run", interval=POLL)
-    account = lambda: cluster.get("serviceaccount", "default")  # noqa: E731
-    wait_until(account, timeout, "service account default/default", interval=POLL)
 
 
 def delete(cluster: Cluster) -> list[str]:

@@ -65,7 +65,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     started = kwok.create(tmp_path_factory.mktemp("real"))
     try:
-        kwok.wait_ready(started, WAIT)
         yield started
     finally:
         problems = kwok.delete(started)

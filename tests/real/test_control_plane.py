@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 from model.catalog import GPU_RESOURCE, REGISTER_ANNOTATION, gpu_capacity, register_annotation
+from model.quantity import canonical_whole
 from model.tenant_objects import quota_hard, quota_initialised
 from tests.acceptance.helpers import wait_until
 from tests.real.cluster import POLL, listening
@@ -55,8 +56,14 @@ def test_the_api_server_type_checks_the_policies_without_a_warning(cluster, tena
 
 
 def test_the_quota_controller_reads_the_tenants_quota(cluster, tenant_lab) -> None:
-    quota = cluster.get("resourcequota", "-n", tenant_lab.namespace, tenant_lab.quota["metadata"]["name"])
-    assert quota["status"]["hard"] == quota_hard(tenant_lab.tenant)
+    name = tenant_lab.quota["metadata"]["name"]
+    written = wait_until(
+        lambda: (cluster.get("resourcequota", "-n", tenant_lab.namespace, name) or {}).get("status", {}).get("hard"),
+        60,
+        f"the quota controller to write status.hard of {name}",
+        interval=POLL,
+    )
+    assert written == {key: canonical_whole(int(value)) for key, value in quota_hard(tenant_lab.tenant).items()}
 
 
 def test_the_quota_wait_pulumi_is_given_holds_once_the_controller_has_written_the_status(cluster) -> None:

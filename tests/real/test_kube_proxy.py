@@ -77,7 +77,6 @@ def proxy_cluster(machine: None, tmp_path_factory: pytest.TempPathFactory) -> It
     expect."""
     started = kwok.create(tmp_path_factory.mktemp("kube-proxy"))
     try:
-        kwok.wait_ready(started, 90)
         yield started
     finally:
         problems = kwok.delete(started)
