@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
 
 from hami.cards import RESOURCE_QUOTA_NOT_FIT, PodRequest
 from hami.nodes import MAX_TIE_RUNS, ContainerFailure, NodeFailure, QuotaInUse
@@ -289,32 +288,3 @@ def _undecided(audience: Audience, verdict: Undecided) -> Finding:
                 "of one order's score ties) without finding a stranded pod; not every order or tie was checked"
             )
     return Finding(_severity(verdict), audience.tenant, workload, UNDECIDED, message)
-
-
-UsageLabel = Literal["now", "running"]  # what the cards hold now (live), or once the stack's workloads run
-
-
-def describe_usage(inventory: TenantInventory, label: UsageLabel = "now") -> list[str]:
-    """One line per card: what it holds, under `label`."""
-    lines = []
-    for card, use in zip(inventory.cards, inventory.card_usage, strict=True):
-        lines.append(
-            f"{label}: {card.id} ({card.type}): {use.slots} of {card.split_count} slots, "
-            f"{use.memory_mb} of {card.memory_mb} MB, {use.cores} of {card.cores}% cores in use"
-        )
-    return lines
-
-
-def placement_lines(found: Sequence[dict[str, Any]], several_nodes: bool) -> list[str]:
-    """Where `make check` says HAMi would put each pod (policies/check_output.py `placements`): the node too on a
-    tenant of several GPU nodes, with the nodes it tied with."""
-    lines = []
-    for entry in found:
-        cards = "; ".join(f"{c['name']} -> {', '.join(c['cards'])}" for c in entry["containers"])
-        if several_nodes:
-            others = [node for node in entry.get("tiedNodes", ()) if node != entry["node"]]
-            tied = f" (tied with {', '.join(others)}: HAMi picks any)" if others else ""
-            lines.append(f"place: {entry['pod']} on {entry['node']}: {cards}{tied}")
-        else:
-            lines.append(f"place: {entry['pod']}: {cards}")
-    return lines

@@ -19,17 +19,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from model import safe_yaml
-from model.config import ConfigError, Tenant, load_stack_file
+from model.config import ConfigError, LabConfig, Tenant, load_stack_file
 from model.names import TENANT_LABEL
 from model.workload_manifests import workload_manifest
 from placement.findings import Finding, printable
 from placement.inventory import from_lab_config
 from placement.live import LiveError, current_usage, fetch_pod_list
 from placement.replay import replay
-from placement.wording import describe_usage, evaluate_tenant, placement_lines
+from placement.wording import evaluate_tenant
 from placement.workloads import Workload, WorkloadError, read_workload, unit_suffix_notes
+from policies.check_output import UsageLabel, describe_usage, placement_lines, placements
 from policies.check_output import document as json_document
-from policies.check_output import placements
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 STDIN = Path("-")
@@ -133,6 +133,15 @@ class CheckResult:
         ]
 
 
+def _declared_workloads(lab: LabConfig, tenant: Tenant) -> list[Workload]:
+    """The GPU workloads the stack declares for the tenant, read from the manifests the stack creates."""
+    return [
+        workload
+        for manifest in (workload_manifest(tenant, w, lab.versions.workload_image) for w in tenant.workloads)
+        if (workload := read_workload(manifest["kind"], manifest)) is not None
+    ]
+
+
 def run(tenant_name: str, stack: str, files: list[Path], project_dir: Path, live: Live | None = None) -> CheckResult:
     stack_file = project_dir / f"Pulumi.{stack}.yaml"
     if not stack_file.is_file():
@@ -154,37 +163,33 @@ def run(tenant_name: str, stack: str, files: list[Path], project_dir: Path, live
         submitted.extend(workloads)
         lines.extend(notes)
 
-    if live is not None:
-        # What runs now is in the usage: the stack's declared workloads are among it, not added again.
-        try:
-            inventory = current_usage(inventory, _pod_list(live, tenant, stack))
-        except LiveError as error:
-            raise BadInput(f"live usage: {error}") from None
-        lines.extend(describe_usage(inventory))
-        declared: list[Workload] = []
-    else:
-        declared = [
-            workload
-            for manifest in (workload_manifest(tenant, w, lab.versions.workload_image) for w in tenant.workloads)
-            if (workload := read_workload(manifest["kind"], manifest)) is not None
-        ]
     for workload in submitted:
         labelled = workload.labels.get(TENANT_LABEL)
         if labelled and labelled != tenant_name:
             lines.append(
                 f"warning: {workload.label} is labelled {TENANT_LABEL}={labelled} but is checked as {tenant_name}"
             )
-    # The stack's own workloads already run: judge them as the pack does, then the manifests after them,
-    # on the cards HAMi gave them (not on whatever placement would suit the manifests best).
-    findings = evaluate_tenant(inventory, declared) if declared else []
-    inventory = replay(inventory, declared).inventory
-    if declared:
+    # What runs now, before the manifests: the cluster's own pods (--live), or the stack's workloads judged as
+    # the pack judges them and placed as HAMi places them, in order (not wherever would suit the manifests best).
+    findings: list[Finding] = []
+    label: UsageLabel | None = None
+    if live is not None:
+        try:
+            inventory = current_usage(inventory, _pod_list(live, tenant, stack))
+        except LiveError as error:
+            raise BadInput(f"live usage: {error}") from None
+        label = "now"
+    elif declared := _declared_workloads(lab, tenant):
+        findings = evaluate_tenant(inventory, declared)
+        inventory = replay(inventory, declared).inventory
         lines.append(
             f"running: {', '.join(w.label for w in declared)} (declared in {stack_file.name}; placed by HAMi, "
             "in this order)"
         )
-        lines.extend(describe_usage(inventory, "running"))
+        label = "running"
     findings += evaluate_tenant(inventory, submitted)
+    if label is not None:
+        lines.extend(describe_usage(inventory, label))
     failed = any(finding.severity == "error" for finding in findings)
     placed = [] if failed else placements(inventory, submitted, tenant.gpu_node_name())
     return CheckResult(1 if failed else 0, lines, findings, placed, bool(inventory.nodes))

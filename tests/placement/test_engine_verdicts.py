@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 from dataclasses import replace
 
-from hami.cards import CARD_INSUFFICIENT_MEMORY, NO_PERCENTAGE, CardSpec, CardUse, ContainerRequest, PodRequest
+from hami.cards import CARD_INSUFFICIENT_MEMORY, NO_PERCENTAGE, CardSpec, ContainerRequest, PodRequest
 from hami.nodes import Candidates, Cluster, Node, NodeFailure
 from model.config import PodLimits
 from placement import evaluate, orders, wording
@@ -17,7 +17,6 @@ from placement.inventory import TenantInventory
 from placement.orders import MAX_TIE_RUNS, walk_order
 from placement.search import Budget, Fit, search_placement
 from placement.verdicts import Question, Refused, Stranded, Undecided, Unplaceable
-from placement.wording import describe_usage
 
 A100 = CardSpec("GPU-0", "NVIDIA-A100-SXM4-80GB", 81920)
 L4 = CardSpec("GPU-L4", "NVIDIA-L4", 24576)
@@ -149,11 +148,3 @@ def test_the_wording_is_told_whether_the_tenant_has_one_node_or_several() -> Non
     assert alone.message.startswith("cannot fit on any of the tenant's 1 card(s) even alone: ")
     assert across.message.startswith("fits on none of the tenant's 2 GPU nodes even alone: ")
     assert "[HAMi: " in across.message and "[HAMi: " not in alone.message
-
-
-def test_usage_lines_are_labelled_by_the_caller() -> None:
-    busy = tenant((A100,), card_usage=(CardUse(1, 1000, 10),))
-    assert describe_usage(busy) == [
-        "now: GPU-0 (NVIDIA-A100-SXM4-80GB): 1 of 10 slots, 1000 of 81920 MB, 10 of 100% cores in use"
-    ]
-    assert describe_usage(busy, "running")[0].startswith("running: GPU-0 (NVIDIA-A100-SXM4-80GB): 1 of 10 slots")

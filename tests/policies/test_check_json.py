@@ -11,6 +11,10 @@ import yaml
 from lab_harness import LAB_PROJECT
 from shared_data import ROOT
 
+from hami.cards import CardSpec, CardUse
+from model.config import PodLimits
+from placement.inventory import TenantInventory
+from policies.check_output import describe_usage
 from policies.checker import main
 
 MANIFESTS = ROOT / "tests" / "manifests"
@@ -185,3 +189,12 @@ def test_what_the_readme_says_about_its_two_node_tenant(capsys, tmp_path: Path) 
     code, out, _ = check(capsys, *args, str(tmp_path / "small.yaml"), project_dir=tmp_path)
     placed = json.loads(out)["placements"]
     assert code == 0 and placed[0]["node"] == placed[1]["node"], "binpack (the default): one node"
+
+
+def test_usage_lines_are_labelled_by_the_caller() -> None:
+    a100 = CardSpec("GPU-0", "NVIDIA-A100-SXM4-80GB", 81920)
+    busy = TenantInventory("t", (a100,), PodLimits(), None, (), "binpack", card_usage=(CardUse(1, 1000, 10),))
+    assert describe_usage(busy) == [
+        "now: GPU-0 (NVIDIA-A100-SXM4-80GB): 1 of 10 slots, 1000 of 81920 MB, 10 of 100% cores in use"
+    ]
+    assert describe_usage(busy, "running")[0].startswith("running: GPU-0 (NVIDIA-A100-SXM4-80GB): 1 of 10 slots")
