@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import shutil
-import ssl
 import subprocess
 import sys
 import tempfile
@@ -32,6 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from model import downloads  # noqa: E402
 from model.bounded_run import Unfinished, run_text  # noqa: E402
 from model.config import ConfigError, LabConfig  # noqa: E402
 from model.config.loading import load_stack_file  # noqa: E402
@@ -58,30 +58,14 @@ def say(message: str) -> None:
     print(f"[gpulab] {message}", file=sys.stderr, flush=True)
 
 
-def mirrored(url: str) -> str:
-    mirror = os.environ.get("GPULAB_SOURCE_MIRROR", "").rstrip("/")
-    if not mirror:
-        return url
-    parts = urllib.parse.urlsplit(url)
-    return f"{mirror}/{parts.netloc}{parts.path}"
-
-
 def download(url: str, dest: Path) -> None:
-    """url (or its mirror) into dest. A host that does not answer in GPULAB_CONNECT_TIMEOUT seconds is given up
-    at once: the error says so, rather than a connection hanging."""
-    source = mirrored(url)
-    timeout = float(os.environ.get("GPULAB_CONNECT_TIMEOUT", "10"))
+    """url (or its mirror) into dest (model/downloads.py: a silent host is given up after GPULAB_CONNECT_TIMEOUT)."""
     try:
-        context = ssl.create_default_context()
-        with urllib.request.urlopen(source, timeout=timeout, context=context) as answer, dest.open("wb") as out:
-            shutil.copyfileobj(answer, out, 1 << 20)
-    except urllib.error.HTTPError as error:
-        raise CacheError(f"{source}: the server answered {error.code} {error.reason}") from None
-    except (urllib.error.URLError, TimeoutError, OSError) as error:
-        reason = getattr(error, "reason", error)
-        raise CacheError(
-            f"{source} cannot be reached from this host ({reason}); fill the cache where it can be"
-        ) from None
+        downloads.download(url, dest)
+    except downloads.Refused as error:
+        raise CacheError(str(error)) from None
+    except downloads.Unreachable as error:
+        raise CacheError(f"{error}; fill the cache where it can be") from None
 
 
 def docker(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import dataclasses
 import fcntl
 import hashlib
 import json
@@ -25,119 +24,34 @@ import shutil
 import subprocess
 import sys
 import time
-import tomllib
 import zipfile
-from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from model.bounded_run import run_text  # noqa: E402  (standard library only, as this file: no ./venv yet)
+from tools import releases  # noqa: E402
+from tools.manifest import (  # noqa: E402
+    ModuleFile,
+    Program,
+    go_line,
+    key_fields,
+    load_manifest,
+    placeholders,
+    required_version,
+)
 
 TOOLS = ROOT / "tools"
-MANIFEST = TOOLS / "programs.toml"
 CACHE = ROOT / ".cache" / "tools"
 GO_CACHES = ("GOMODCACHE", "GOCACHE")
-# The oldest Go that builds every wrapper (the highest `go` line among their go.mod files).
-REQUIRE = re.compile(r"^\s*(?:require\s+)?(\S+)\s+(v\S+)", re.MULTILINE)
-GO_LINE = re.compile(r"^go\s+(\d+)\.(\d+)(?:\.(\d+))?\s*$", re.MULTILINE)
-VERSION = re.compile(r"^v(\d+)\.(\d+)\.(\d+)")
 
 
 class ToolsError(Exception):
     """A problem the user fixes outside gpulab (Go missing, proxy unreachable): one line, exit 2."""
 
 
-@dataclass(frozen=True)
-class Program:
-    name: str
-    wrapper: str
-    package: str
-    version_args: tuple[str, ...]
-    expect: str
-    cgo: bool
-    tags: tuple[str, ...]
-    ldflags: tuple[str, ...]
-    source: str
-    # The release a pseudo-version pin is (for the placeholders); "" when the pin is the release itself.
-    release: str = ""
-    # "run": `program VERSION_ARGS` prints `expect`; "buildinfo": `go version -m` shows the pinned module (it has
-    # no -ldflags for a -trimpath build, golang/go#52372) and the program's bytes hold each of `contains`.
-    check: str = "run"
-    contains: tuple[str, ...] = ()
-    # go:embed files upstream generates before building: {"generator": PATH, "dir": PATH, "env": {...},
-    # "outputs": [...]}, paths inside the source module.
-    generate: dict = field(default_factory=dict)
-    # Which make target builds it: "tools" (`make tools`) or "lab-images" (`make lab-images`, the Docker lab's
-    # images of programs the Go module proxy serves). Left at its default, it is not part of the build key.
-    group: str = "tools"
-
-
-@dataclass(frozen=True)
-class ModuleFile:
-    """A file copied out of a pinned module's zip into bin/ (a script a program runs beside it)."""
-
-    name: str
-    wrapper: str
-    module: str
-    path: str
-    mode: int = 0o755
-    group: str = "tools"  # files are all of `make tools`
-
-
 def say(message: str) -> None:
     print(f"[tools] {message}", file=sys.stderr, flush=True)
-
-
-def load_manifest(path: Path = MANIFEST) -> tuple[list[Program | ModuleFile], dict[str, str]]:
-    data = tomllib.loads(path.read_text())
-    unavailable = dict(data.pop("unavailable", {}))
-    programs: list[Program | ModuleFile] = []
-    for wrapper, table in data.items():
-        for name, entry in table.get("files", {}).items():
-            programs.append(ModuleFile(name=name, wrapper=wrapper, module=entry["module"], path=entry["path"]))
-        for name, entry in table.get("programs", {}).items():
-            programs.append(
-                Program(
-                    name=name,
-                    wrapper=wrapper,
-                    package=entry["package"],
-                    version_args=tuple(entry.get("version_args", ())),
-                    expect=entry.get("expect", ""),
-                    cgo=bool(table.get("cgo", False)),
-                    tags=tuple(table.get("tags", ())),
-                    ldflags=tuple(table.get("ldflags", ())),
-                    source=table["source"],
-                    release=table.get("release", ""),
-                    check=entry.get("check", "run"),
-                    contains=tuple(entry.get("contains", ())),
-                    generate=dict(table.get("generate", {})),
-                    group=table.get("group", "tools"),
-                )
-            )
-    return programs, unavailable
-
-
-def required_version(go_mod: str, module: str) -> str:
-    """The version a wrapper's go.mod requires of `module` (its pin)."""
-    for path, version in REQUIRE.findall(go_mod.split("\nreplace", 1)[0]):
-        if path == module:
-            return version
-    raise ValueError(f"go.mod does not require {module}")
-
-
-def go_line(go_mod: str) -> tuple[int, int, int]:
-    match = GO_LINE.search(go_mod)
-    if not match:
-        raise ValueError("go.mod has no `go` line")
-    return int(match[1]), int(match[2]), int(match[3] or 0)
-
-
-def placeholders(version: str, date: str) -> dict[str, str]:
-    match = VERSION.match(version)
-    if not match:
-        raise ValueError(f"{version} is not a release version vMAJOR.MINOR.PATCH")
-    return {"version": version, "semver": version[1:], "major": match[1], "minor": match[2], "date": date}
 
 
 def go_version(go: str) -> tuple[str, tuple[int, int, int]]:
@@ -153,18 +67,6 @@ def go_version(go: str) -> tuple[str, tuple[int, int, int]]:
     if result.returncode != 0 or not match:
         raise ToolsError(f"`{go} env GOVERSION` did not answer with a Go version: {(result.stderr or text)[:200]}")
     return text, (int(match[1]), int(match[2]), int(match[3] or 0))
-
-
-def key_fields(item: Program | ModuleFile) -> dict[str, object]:
-    """The item's fields, without those left at their default: a field added to the manifest's schema does not
-    change the key of a program that does not use it (so it is not rebuilt)."""
-    values = {}
-    for spec in dataclasses.fields(item):
-        value = getattr(item, spec.name)
-        default = spec.default_factory() if spec.default_factory is not dataclasses.MISSING else spec.default
-        if value != default:
-            values[spec.name] = value
-    return values
 
 
 def build_key(program: Program | ModuleFile, go_text: str, wrapper_dir: Path) -> str:
@@ -374,16 +276,44 @@ def build(
             raise
         partial.replace(bin_dir / program.name)
         return
+    try:
+        check_version(program, partial, values, "its version variables (ldflags in tools/programs.toml)")
+    except RuntimeError:
+        partial.unlink(missing_ok=True)
+        raise
+    partial.replace(bin_dir / program.name)
+
+
+def check_version(program: Program, binary: Path, values: dict[str, str], what: str) -> None:
+    """`binary VERSION_ARGS` prints the pinned version (`expect`), else RuntimeError saying `what` is wrong."""
+    if program.check != "run":
+        raise RuntimeError(f"{program.name} has no version flag to check an installed file with")
     expected = program.expect.format(**values)
-    shown = run_text([str(partial), *program.version_args], 60)
+    shown = run_text([str(binary), *program.version_args], 60)
     answer = (shown.stdout + shown.stderr).strip()
     if expected not in answer:
-        partial.unlink(missing_ok=True)
         raise RuntimeError(
             f"{program.name} {' '.join(program.version_args)} printed {answer[:200]!r}, not {expected!r}: "
-            "its version variables (ldflags in tools/programs.toml) no longer match upstream's"
+            f"{what} no longer match upstream's"
         )
-    partial.replace(bin_dir / program.name)
+
+
+def from_releases(selected: list[Program | ModuleFile], bin_dir: Path, tools: Path) -> set[str]:
+    """The programs installed from upstream's release files instead of built (tools/releases.py)."""
+    programs = {p.name: p for p in selected if isinstance(p, Program)}
+    pins = {
+        name: p.release or required_version((tools / p.wrapper / "go.mod").read_text(), p.source)
+        for name, p in programs.items()
+    }
+
+    def verify(name: str, binary: Path) -> None:
+        check_version(programs[name], binary, placeholders(pins[name], ""), "the release file's version does")
+
+    try:
+        found, mode = releases.load(tools / "releases.toml"), releases.tools_from(os.environ.get("GPULAB_TOOLS_FROM"))
+    except ValueError as problem:
+        raise ToolsError(str(problem)) from None
+    return releases.take(pins, bin_dir, found, mode, verify, say)
 
 
 def copy_module_file(item: ModuleFile, zip_path: Path, version: str, bin_dir: Path) -> None:
@@ -429,14 +359,9 @@ def main(argv: list[str] | None = None) -> int:
             say("another `make tools` is building into this bin/; waiting for it to finish")
             fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            go_text, go_tuple = go_version(args.go)
-            needed = max(go_line((args.tools / w / "go.mod").read_text()) for w in {p.wrapper for p in selected})
-            if go_tuple < needed:
-                raise ToolsError(
-                    f"{go_text} is older than go{'.'.join(map(str, needed))}, which the wrappers in tools/ need: "
-                    "install a newer Go, or let it fetch one (GOTOOLCHAIN=auto)"
-                )
-            built = build_all(selected, args.go, args.bin, args.tools, go_text, args.cache)
+            taken = from_releases(selected, args.bin, args.tools)
+            remaining = [p for p in selected if p.name not in taken]
+            built = build_all(remaining, args.go, args.bin, args.tools, args.cache) if remaining else 0
         except ToolsError as problem:
             say(str(problem))
             return 2
@@ -446,8 +371,10 @@ def main(argv: list[str] | None = None) -> int:
     for name, reason in sorted(unavailable.items()):
         if not args.only and args.group == "tools":
             say(f"not built here: {name}: {reason} (see tools/README.md)")
-    elapsed, up_to_date = time.monotonic() - started, len(selected) - built
-    summary = f"{len(selected)} programs in {args.bin}: {built} built, {up_to_date} up to date, in {elapsed:.0f} s"
+    elapsed, up_to_date = time.monotonic() - started, len(selected) - built - len(taken)
+    downloaded = f"{len(taken)} from upstream's release files, " if taken else ""
+    summary = f"{len(selected)} programs in {args.bin}: {built} built, {downloaded}{up_to_date} up to date, "
+    summary += f"in {elapsed:.0f} s"
     size = sum(f.stat().st_size for f in args.bin.rglob("*") if f.is_file() and not f.is_symlink())
     summary += f"; {size / 1e6:,.0f} MB on disk"
     if built:  # where, not how big: measuring a module cache of gigabytes takes longer than a warm build
@@ -458,9 +385,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def build_all(
-    programs: list[Program | ModuleFile], go: str, bin_dir: Path, tools: Path, go_text: str, cache: Path = CACHE
-) -> int:
+def build_all(programs: list[Program | ModuleFile], go: str, bin_dir: Path, tools: Path, cache: Path = CACHE) -> int:
+    go_text, go_tuple = go_version(go)
+    needed = max(go_line((tools / w / "go.mod").read_text()) for w in {p.wrapper for p in programs})
+    if go_tuple < needed:
+        raise ToolsError(
+            f"{go_text} is older than go{'.'.join(map(str, needed))}, which the wrappers in tools/ need: "
+            "install a newer Go, or let it fetch one (GOTOOLCHAIN=auto)"
+        )
     # go.sum must already hold every checksum (-mod=readonly); our own repository's commit is not stamped
     # into the programs (-buildvcs=false), so a gpulab commit never changes what was built.
     env = dict(os.environ, GOFLAGS=f"{os.environ.get('GOFLAGS', '')} -mod=readonly -buildvcs=false".strip())

@@ -12,19 +12,17 @@ docs/docker-lab.md).
 from __future__ import annotations
 
 import hashlib
-import http.server
 import io
 import json
 import os
 import socket
-import ssl
 import subprocess
 import tarfile
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from https_site import Site, make_certificate
 from lab_harness import lab_config, run_program
 from shared_data import ROOT
 
@@ -43,43 +41,7 @@ def sha(data: bytes) -> str:
 
 @pytest.fixture(scope="module")
 def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    folder = tmp_path_factory.mktemp("tls")
-    key, cert = folder / "key.pem", folder / "cert.pem"
-    subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
-         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
-    return cert, key
-
-
-class Site:
-    """A local HTTPS server: `files` maps a path (/<host>/<path>, as GPULAB_SOURCE_MIRROR lays upstream out) to
-    its bytes; anything else is a 404."""
-
-    def __init__(self, certificate: tuple[Path, Path]) -> None:
-        self.files: dict[str, bytes] = {}
-        site = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                body = site.files.get(self.path)
-                self.send_response(200 if body is not None else 404)
-                self.end_headers()
-                self.wfile.write(body or b"not here")
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(*certificate)
-        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
-        self.url = f"https://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def serve(self, url: str, body: bytes) -> None:
-        self.files["/" + url.removeprefix("https://")] = body
+    return make_certificate(tmp_path_factory.mktemp("tls"))
 
 
 @pytest.fixture

@@ -23,15 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from tools.build import (
-    extract_module,
-    go_sum_hash,
-    key_fields,
-    load_manifest,
-    parse_buildinfo,
-    replaced_go_mod,
-    zip_h1,
-)
+from tools.build import extract_module, go_sum_hash, parse_buildinfo, replaced_go_mod, zip_h1
+from tools.manifest import key_fields, load_manifest
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ROOT / "tools"
@@ -132,6 +125,7 @@ def run_tools(tmp_path: Path, *args: str, tools: Path | None = None, go: bool = 
         "FAKE_DIR": str(tmp_path),
         "HOME": str(tmp_path),
         "GOFLAGS": "-buildvcs=false",
+        "GPULAB_TOOLS_FROM": "build",  # no test downloads (tests/tools/test_releases.py serves its own files)
         **env,
     }
     return subprocess.run(
