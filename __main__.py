@@ -64,8 +64,8 @@ def docker_lab(lab: LabConfig) -> Callable[[Tenant], TenantParts]:
 def process_lab(lab: LabConfig) -> Callable[[Tenant], TenantParts]:
     """Process mode: per tenant a control plane of local processes, its workers (KWOK nodes, or node containers
     with real kubelets on the lab's --internal network: workers: containers) and HAMi as a local process."""
-    hami = lab.scheduling.hami
-    stack = process_stack(pulumi.get_stack(), hami)  # the programs `make tools` built, checked before any starts
+    # The programs `make tools` built, checked before any starts (hami-scheduler if a tenant runs HAMi).
+    stack = process_stack(pulumi.get_stack(), any(lab.runs_hami(tenant) for tenant in lab.tenants))
     network = None
     if lab.real_nodes:
         network_name = docker_name(f"gpulab-{pulumi.get_project()}-{pulumi.get_stack()}")
@@ -73,6 +73,7 @@ def process_lab(lab: LabConfig) -> Callable[[Tenant], TenantParts]:
         pulumi.export("nodes_network", network_name)
 
     def tenant_parts(tenant: Tenant) -> TenantParts:
+        hami = lab.runs_hami(tenant)
         if network is None:
             control_plane = ProcessControlPlane(tenant.name, tenant, stack, hami=hami)
             workers: KwokWorkers | NodeContainerWorkers = KwokWorkers(f"{tenant.name}-worker", tenant, control_plane)
@@ -94,7 +95,8 @@ tenant_parts = process_lab(lab) if lab.process_mode else docker_lab(lab)
 
 for tenant in lab.tenants:
     parts = tenant_parts(tenant)
-    GpuAdmissionPolicy(f"{tenant.name}-admission", tenant, parts.control_plane.provider, lab.scheduling.hami)
+    if tenant.gpu_sharing == "hami":  # its rules are on pods' nvidia.com limits, which DRA pods do not carry
+        GpuAdmissionPolicy(f"{tenant.name}-admission", tenant, parts.control_plane.provider, lab.runs_hami(tenant))
     namespaces = TenantNamespaces(f"{tenant.name}-namespaces", parts, lab)
     if tenant.workloads:
         GpuWorkloads(f"{tenant.name}-workloads", parts, lab, namespaces)

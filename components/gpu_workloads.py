@@ -12,7 +12,7 @@ import pulumi_kubernetes as k8s
 from components.parts import TenantParts
 from components.tenant_namespaces import TenantNamespaces
 from model.config import LabConfig
-from model.workload_manifests import workload_manifest
+from model.workload_manifests import workload_claim_template, workload_manifest
 
 
 class GpuWorkloads(pulumi.ComponentResource):
@@ -44,7 +44,18 @@ class GpuWorkloads(pulumi.ComponentResource):
             kind = k8s.core.v1.Pod if manifest["kind"] == "Pod" else k8s.apps.v1.Deployment
             # GPU pods one after another: HAMi binds one pod at a time per node (its node lock), so pods created
             # together meet the lock, fail their bind (a warning each) and wait kube-scheduler's back-off.
-            after = [previous_pod] if previous_pod is not None else []
+            after: list[pulumi.Resource] = [previous_pod] if previous_pod is not None else []
+            if (template := workload_claim_template(tenant, workload)) is not None:  # a DRA tenant's claim template
+                after.append(
+                    k8s.apiextensions.CustomResource(
+                        f"{name}-{workload.name}-claim",
+                        api_version=template["apiVersion"],
+                        kind=template["kind"],
+                        metadata=template["metadata"],
+                        spec=template["spec"],
+                        opts=child,
+                    )
+                )
             opts = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=after))
             resource = kind(f"{name}-{workload.name}", metadata=manifest["metadata"], spec=manifest["spec"], opts=opts)
             self.resources.append(resource)

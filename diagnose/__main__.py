@@ -95,7 +95,7 @@ def collect(args: argparse.Namespace, runner: Runner, stack: str, private: Path)
                         )
                     )
                 continue
-            cluster = collector.cluster(tenant.name, kubeconfig, tenant=True)
+            cluster = collector.cluster(tenant.name, kubeconfig, tenant=True, dra=tenant.gpu_sharing == "dra")
             out.findings += cluster_findings.tenant_findings(
                 cluster,
                 **tenant_expectations(lab, tenant.name),

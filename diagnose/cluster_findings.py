@@ -32,6 +32,7 @@ from diagnose.analyze import (
     pod_state,
     tenant_components,
 )
+from diagnose.dra_findings import dra_findings
 from model.catalog import GPU_RESOURCE, GPUCORES_RESOURCE, GPUMEM_RESOURCE, REGISTER_ANNOTATION
 from model.names import HAMI_NAMESPACE, KAMAJI_DATASTORE, METALLB_NAMESPACE, POOL_NAME
 from model.quantity import QuantityError, parse_quantity
@@ -438,9 +439,10 @@ def tenant_findings(
     process_mode: bool = False,
     stack: str = "dev",
     pod_network: str = "calico",
+    dra_nodes: tuple[str, ...] = (),
 ) -> list[Finding]:
     """`namespaces`: the tenant's GPU workload namespaces (a Deployment there may have no pod at all). `process_mode`:
-    the control plane, HAMi and the device plugin's part are local processes (their logs are in the archive)."""
+    the control plane and HAMi are local processes (logs in the archive). `dra_nodes`: a DRA tenant's GPU nodes."""
     if not cluster.answered:
         where = (
             f"its API server is a local process (kwokctl's, on 127.0.0.1): the logs of the tenant's processes are "
@@ -471,6 +473,7 @@ def tenant_findings(
         found += gpu_node_findings(cluster, gpu_node, expected_capacity)
     found += node_lock_findings(cluster, now, lock_timeout_seconds)
     found += admission_findings(cluster, policies)
+    found += dra_findings(cluster, dra_nodes)
     return found
 
 

@@ -223,7 +223,7 @@ class Collector:
             return None
         return [line.strip() for line in result.stdout.splitlines() if line.strip()]
 
-    def cluster(self, name: str, kubeconfig_text: str, tenant: bool) -> Cluster:
+    def cluster(self, name: str, kubeconfig_text: str, tenant: bool, dra: bool = False) -> Cluster:
         prefix = "management" if not tenant else f"tenants/{name}"
         self.out.secrets |= kubeconfig_secrets(kubeconfig_text)
         kubeconfig = self.private_file(re.sub(r"[^a-z0-9-]", "_", name) + ".kubeconfig", kubeconfig_text)
@@ -249,6 +249,8 @@ class Collector:
                 "json",
             ]
             queries["quotas"] = ["get", "resourcequotas", "-A", "-o", "json"]
+            if dra:  # a DRA tenant's cards (gpuSharing: dra)
+                queries["resourceslices"] = ["get", "resourceslices", "-o", "json"]
         else:
             queries["tcps"] = ["get", "tenantcontrolplanes.kamaji.clastix.io", "-A", "-o", "json"]
             queries["datastores"] = ["get", "datastores.kamaji.clastix.io", "-o", "json"]
@@ -317,12 +319,17 @@ class Collector:
 
 def tenant_expectations(lab: LabConfig, tenant_name: str) -> dict[str, Any]:
     tenant = next(t for t in lab.tenants if t.name == tenant_name)
-    mock = tenant.gpu_mode == "mock"
+    # HAMi's simulated cards: its register annotation and the nodes' extended resources (a DRA tenant has neither:
+    # its cards are ResourceSlices).
+    mock = tenant.gpu_mode == "mock" and tenant.gpu_sharing == "hami"
+    dra = tenant.gpu_sharing == "dra"
     return {
         "gpu_node": tenant.gpu_node_name(),
         "mock": mock,
         "expected_capacity": totals(tenant.cards()) if mock else None,
-        "policies": [DENY_POLICY, WARN_POLICY],
+        # A DRA tenant has no admission policy (its rules are on pods' nvidia.com limits): its slices instead.
+        "policies": [] if dra else [DENY_POLICY, WARN_POLICY],
+        "dra_nodes": tuple(node.name for node in tenant.gpu_nodes()) if dra else (),
         "namespaces": tuple(tenant.namespaces),
         "process_mode": lab.process_mode,
         "pod_network": lab.pod_network,

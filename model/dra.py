@@ -15,7 +15,9 @@ A claim that names no memory takes the whole card's, and no cores, as HAMi gives
 (HAMi v2.8.3: gpumem-percentage 100 by default, cores 0). The kube-scheduler of the tenant's own control plane is
 the allocator: tests/real/test_dra_allocation.py lets it judge these objects.
 
-A first piece of DRA tenants: the objects and the allocator's verdicts on them; no stack creates them yet.
+A tenant with `gpuSharing: dra` gets these objects in process mode with KWOK workers (components/process/dra.py),
+its declared workloads as pods with a claim each (model/workload_manifests.py) and `quota.gpus` as a cap on the
+devices its claims ask of its class (the one thing a ResourceQuota counts of a claim).
 """
 
 from __future__ import annotations
@@ -77,11 +79,19 @@ def resource_slice(tenant: str, node: str, cards: list[Card]) -> dict:
     }
 
 
-def claim_template(tenant: str, name: str, namespace: str, memory_mb: int | None, cores: int | None) -> dict:
-    """A ResourceClaimTemplate asking one shared card with `memory_mb` MB and `cores` percent of it: what a pod's
-    `nvidia.com/gpumem` and `nvidia.com/gpucores` limits ask of HAMi."""
+def devices_quota_key(tenant: str) -> str:
+    """The ResourceQuota key counting the devices a namespace's claims ask of the tenant's class (kubernetes v1.36.4
+    pkg/quota/v1/evaluator/core/resource_claims.go, V1ResourceByDeviceClass: one per device a request counts)."""
+    return f"{device_class_name(tenant)}.deviceclass.resource.k8s.io/devices"
+
+
+def claim_template(
+    tenant: str, name: str, namespace: str, memory_mb: int | None, cores: int | None, count: int = 1
+) -> dict:
+    """A ResourceClaimTemplate asking `count` shared cards with `memory_mb` MB and `cores` percent of each: what a
+    pod's `nvidia.com/gpu`, `nvidia.com/gpumem` and `nvidia.com/gpucores` limits ask of HAMi."""
     requests = {key: str(value) for key, value in ((MEMORY, memory_mb), (CORES, cores)) if value is not None}
-    exactly: dict = {"deviceClassName": device_class_name(tenant), "allocationMode": "ExactCount", "count": 1}
+    exactly: dict = {"deviceClassName": device_class_name(tenant), "allocationMode": "ExactCount", "count": count}
     if requests:
         exactly["capacity"] = {"requests": requests}
     return {

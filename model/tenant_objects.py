@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+from model import dra
 from model.catalog import GPUCORES_RESOURCE, GPUMEM_RESOURCE, Card
 from model.config import LabConfig, Tenant
 from model.names import INVENTORY_CONFIGMAP, INVENTORY_LABEL, INVENTORY_NAMESPACE, TENANT_LABEL
@@ -18,6 +19,8 @@ def quota_hard(tenant: Tenant) -> dict[str, str]:
     quota = tenant.quota
     if quota is None:
         return {}
+    if tenant.gpu_sharing == "dra":  # only the devices its claims ask count (model/config/rules.py refuses the rest)
+        return {dra.devices_quota_key(tenant.name): str(quota.gpus)} if quota.gpus is not None else {}
     hard = {}
     if quota.gpumem is not None:
         hard[f"limits.{GPUMEM_RESOURCE}"] = str(quota.gpumem)

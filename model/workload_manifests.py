@@ -6,6 +6,7 @@ Pure data, shared by the GpuWorkloads component (which declares them) and the of
 
 from __future__ import annotations
 
+from model import dra
 from model.catalog import GPU_RESOURCE, GPUCORES_RESOURCE, GPUMEM_PERCENTAGE_RESOURCE, GPUMEM_RESOURCE
 from model.config import Tenant, Workload
 from model.names import TENANT_LABEL, WORKLOAD_LABEL
@@ -33,19 +34,48 @@ def pod_template(
     pull_policy: str | None = None,
 ) -> dict:
     """The workload's pod template: metadata and spec (scheduled by HAMi unless the lab leaves HAMi out; with
-    `pull_policy`, the container's imagePullPolicy: LabConfig.workload_pull_policy)."""
+    `pull_policy`, the container's imagePullPolicy: LabConfig.workload_pull_policy). A DRA tenant's pod asks its
+    cards through a claim of its own, made from the workload's claim template, and kube-scheduler allocates it."""
     labels = {"app.kubernetes.io/name": workload.name, TENANT_LABEL: tenant.name, WORKLOAD_LABEL: workload.name}
-    spec = {
+    if tenant.gpu_sharing == "dra":
+        resources: dict = {"claims": [{"name": CLAIM}]}
+        claims = [{"name": CLAIM, "resourceClaimTemplateName": claim_template_name(workload)}]
+        scheduler_name = "default-scheduler"
+    else:
+        resources, claims = {"limits": gpu_limits(workload)}, []
+    spec: dict = {
         # Asked for directly: HAMi places these pods even if its webhook ever fails open.
         "schedulerName": scheduler_name,
         "terminationGracePeriodSeconds": 5,
-        "containers": [
-            {"name": "gpu", "image": image, "command": IDLE_COMMAND, "resources": {"limits": gpu_limits(workload)}}
-        ],
+        "containers": [{"name": "gpu", "image": image, "command": IDLE_COMMAND, "resources": resources}],
     }
+    if claims:
+        spec["resourceClaims"] = claims
     if pull_policy:
         spec["containers"][0]["imagePullPolicy"] = pull_policy
     return {"metadata": {"labels": labels}, "spec": spec}
+
+
+CLAIM = "gpu"  # a DRA pod's claim, as its container names it
+
+
+def claim_template_name(workload: Workload) -> str:
+    return f"{workload.name}-gpu"
+
+
+def workload_claim_template(tenant: Tenant, workload: Workload) -> dict | None:
+    """A DRA tenant's ResourceClaimTemplate for the workload (each of its pods gets a claim of its own from it): the
+    cards, memory and cores a HAMi tenant's pod would ask through its limits. None for a HAMi tenant."""
+    if tenant.gpu_sharing != "dra":
+        return None
+    return dra.claim_template(
+        tenant.name,
+        claim_template_name(workload),
+        tenant.workload_namespace(workload),
+        workload.gpumem,
+        workload.gpucores,
+        workload.gpus,
+    )
 
 
 def workload_manifest(

@@ -154,6 +154,11 @@ def run(tenant_name: str, stack: str, files: list[Path], project_dir: Path, live
     if tenant_name not in inventories:
         raise BadInput(f"unknown tenant {tenant_name!r}; {stack_file.name} declares: {', '.join(sorted(inventories))}")
     tenant = next(t for t in lab.tenants if t.name == tenant_name)
+    if tenant.gpu_sharing == "dra":
+        raise BadInput(
+            f"{tenant_name} shares its cards through DRA (gpuSharing: dra in {stack_file.name}); make check judges "
+            "HAMi tenants only so far: the tenant's kube-scheduler is the judge of its claims (make verify)"
+        )
     inventory = inventories[tenant_name]
     if files.count(STDIN) > 1:
         raise BadInput("`-` (standard input) may be given once")

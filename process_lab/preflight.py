@@ -86,7 +86,7 @@ def stack_needs(stack: str) -> tuple[bool, tuple[str, ...]]:
 
     lab = load_stack_file(ROOT / f"Pulumi.{stack}.yaml")
     images = tuple(sorted({lab.worker_image(t) or "" for t in lab.tenants})) if lab.real_nodes else ()
-    return lab.scheduling.hami, images
+    return any(lab.runs_hami(tenant) for tenant in lab.tenants), images
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,6 +17,7 @@ from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvide
 
 from components.parts import gpu_node_prefixes
 from components.process.control_plane import ControlPlaneProcesses, ProcessControlPlane
+from components.process.dra import DraDevices
 from components.process.kwok_workers import KwokWorkers
 from components.process.lifecycle import (
     delete_in_cluster,
@@ -177,8 +178,16 @@ class ProcessGpuNode(pulumi.ComponentResource):
         self.cards = tenant.cards()
         self.advertised = totals(self.cards)
         processes = control_plane.tenant_processes
-        hami = lab.scheduling.hami
+        hami = lab.runs_hami(tenant)
         after: pulumi.Resource = workers.ready
+        if tenant.gpu_sharing == "dra":  # the cards as DRA devices, no HAMi and no extended resources on the nodes
+            devices = DraDevices(
+                f"{name}-dra", tenant, control_plane.provider, workers.ready, pulumi.ResourceOptions(parent=self)
+            )
+            self.readies = devices.readies
+            self.advertised = {}  # nothing as a node's extended resources: the slices say what each node has
+            self.register_outputs({"cards": [card.__dict__ for card in self.cards], "advertised": self.advertised})
+            return
         if hami:
             self.hami = HamiProcesses(
                 f"{name}-hami",

@@ -101,6 +101,7 @@ class LabConfig(ConfigModel):
 
     @model_validator(mode="after")
     def _across_tenants(self, info: ValidationInfo) -> LabConfig:
+        self._dra_runtime()  # first: where a DRA tenant cannot run, the other keys' fixes would not help
         if self.runtime == "process":  # first: the docker-mode rules' fixes (use workerMode: ssh) would mislead
             self._process_runtime()
         elif self.scheduling.scheduler != "hami":
@@ -124,6 +125,24 @@ class LabConfig(ConfigModel):
         if problems:
             raise KeyedError(problems)
         return self
+
+    def _dra_runtime(self) -> None:
+        """A DRA tenant's claims are allocated by its own kube-scheduler; only KWOK nodes need nothing more. A
+        kubelet (the Docker lab's kindest/node workers, process mode's node containers) prepares a claim through the
+        driver's kubelet plugin, which gpulab does not have for its simulated cards."""
+        if self.runtime == "docker":
+            fix = "the Docker lab's kubelets have no DRA kubelet plugin for simulated cards: use runtime: process"
+        elif self.workers == "containers":
+            fix = "real nodes' kubelets have no DRA kubelet plugin for simulated cards yet: use workers: kwok"
+        else:
+            return
+        problems = [
+            (f"tenants[{i}].gpuSharing", tenant.gpu_sharing, f"{fix}, or gpuSharing: hami")
+            for i, tenant in enumerate(self.tenants)
+            if tenant.gpu_sharing == "dra"
+        ]
+        if problems:
+            raise KeyedError(problems)
 
     def _process_runtime(self) -> None:
         """Process mode has no containers and no machines: only what runs as local processes."""
@@ -234,6 +253,11 @@ class LabConfig(ConfigModel):
         containerd beforehand (a missing one is ErrImageNeverPull, naming it, never a pull); else Kubernetes's
         default."""
         return "Never" if self.real_nodes else None
+
+    def runs_hami(self, tenant: Tenant) -> bool:
+        """Whether HAMi places the tenant's GPU pods: the lab's scheduler is HAMi and the tenant shares its cards
+        through HAMi, not DRA."""
+        return self.scheduling.hami and tenant.gpu_sharing == "hami"
 
     @property
     def process_mode(self) -> bool:

@@ -15,6 +15,7 @@ from model.config.fields import (
     NODE_POD_PREFIX,
     GpuCards,
     GpuNode,
+    GpuQuota,
     NodeCards,
     SshWorker,
     Workload,
@@ -45,6 +46,12 @@ class TenantKeys(Protocol):
     def workers(self) -> list[SshWorker]: ...
     @property
     def gpu_mode(self) -> Literal["mock", "real"]: ...
+    @property
+    def gpu_sharing(self) -> Literal["hami", "dra"]: ...
+    @property
+    def quota(self) -> GpuQuota | None: ...
+    @property
+    def model_fields_set(self) -> set[str]: ...
     @property
     def declared_nodes(self) -> list[TenantNode]: ...
     def worker_node_names(self) -> list[str]: ...
@@ -285,6 +292,50 @@ def workload_larger_than_every_gpu_node(t: TenantKeys) -> list[Check]:
     ]
 
 
+# --- DRA tenants: what DRA does not express ----------------------------------------------------------------
+
+_HAMI_ONLY = "; remove it, or share the cards through HAMi (gpuSharing: hami)"
+
+
+def dra_without_hamis_keys(t: TenantKeys) -> list[Check]:
+    """A DRA tenant's keys that only HAMi gives meaning to (model/dra.py says what DRA does not express)."""
+    if t.gpu_sharing != "dra":
+        return []
+    found = []
+    quota = t.quota
+    for key in ("gpumem", "gpucores"):
+        if quota is not None and getattr(quota, key) is not None:
+            found.append(
+                check(
+                    "gpuSharing quota",
+                    f"quota.{key}",
+                    getattr(quota, key),
+                    "no ResourceQuota counts the capacity a DRA claim consumes, only its devices per class (the "
+                    "ResourceClaim quota evaluator of kubernetes v1.36.4): quota.gpus is what a DRA tenant can cap"
+                    + _HAMI_ONLY,
+                )
+            )
+    if "split_count" in t.model_fields_set:
+        found.append(
+            check("gpuSharing splitCount", "splitCount", NO_VALUE, "is HAMi's slot limit per card" + _HAMI_ONLY)
+        )
+    if "limits" in t.model_fields_set:
+        message = "are gpulab's admission rules on pods' nvidia.com limits, which a DRA tenant's pods carry none of"
+        found.append(check("gpuSharing limits", "limits", NO_VALUE, message + _HAMI_ONLY))
+    found += [
+        check(
+            "gpuSharing workloads",
+            f"workloads[{i}].gpumemPercentage",
+            workload.gpumem_percentage,
+            "is HAMi's; a DRA claim asks a card's memory in MB: use gpumem, or share the cards through HAMi "
+            "(gpuSharing: hami)",
+        )
+        for i, workload in enumerate(t.workloads)
+        if workload.gpumem_percentage is not None
+    ]
+    return found
+
+
 TENANT_RULES: tuple[Rule, ...] = (
     pod_range_overlapping_service_range,
     worker_address_inside_a_range,
@@ -299,4 +350,5 @@ TENANT_RULES: tuple[Rule, ...] = (
     real_gpus_in_containers,
     workload_namespace_not_declared,
     workload_larger_than_every_gpu_node,
+    dra_without_hamis_keys,
 )

@@ -67,6 +67,10 @@ class Tenant(ConfigModel):
     # mock: simulated cards (HAMi's mock device plugin); real: HAMi's NVIDIA device plugin on real GPUs,
     # with the declared cards checked against what the node registers.
     gpu_mode: Literal["mock", "real"] = "mock"
+    # How the tenant's pods share its cards: hami (HAMi's extender, webhook and device plugin: nvidia.com/gpumem and
+    # gpucores limits) or dra (Dynamic Resource Allocation: the cards as devices of gpulab's driver with consumable
+    # memory and cores, claimed through ResourceClaims and allocated by the tenant's own kube-scheduler; model/dra.py).
+    gpu_sharing: Literal["hami", "dra"] = "hami"
 
     @field_validator("name")
     @classmethod

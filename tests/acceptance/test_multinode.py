@@ -23,9 +23,9 @@ SMALL = {"gpumem": 1000, "gpucores": 5}
 
 def multi_node_tenant(lab) -> Tenant:
     for tenant in lab.config.tenants:
-        if len(tenant.gpu_nodes()) > 1:
+        if len(tenant.gpu_nodes()) > 1 and tenant.gpu_sharing == "hami":
             return tenant
-    pytest.skip("TC-11 needs a tenant with several GPU nodes (tenants[].nodes); this stack has none")
+    pytest.skip("TC-11 needs a HAMi tenant with several GPU nodes (tenants[].nodes); this stack has none")
 
 
 def with_node_policy(pod: dict, policy: str) -> dict:

@@ -3,10 +3,18 @@ real API server and kube-scheduler judge the objects in tests/real/test_dra_allo
 
 from __future__ import annotations
 
+import copy
 import json
 
+import pytest
+import yaml
+from lab_harness import LAB_PROJECT
+
 from model.catalog import expand_cards, register_annotation
+from model.config import ConfigError, parse_config
 from model.dra import CORES, DRIVER, MEMORY, claim_template, device_class, resource_slice
+from model.tenant_objects import quota_hard
+from model.workload_manifests import workload_claim_template, workload_manifest
 
 
 def test_each_card_is_one_shared_device_with_the_memory_and_cores_hami_registers() -> None:
@@ -34,3 +42,88 @@ def test_a_claim_asks_what_a_pods_limits_ask_of_hami() -> None:
     assert request["exactly"]["deviceClassName"] == device_class("tenant-a")["metadata"]["name"]
     whole = claim_template("tenant-a", "whole", "gpu-workloads", None, None)
     assert "capacity" not in whole["spec"]["spec"]["devices"]["requests"][0]["exactly"], "the defaults: a whole card"
+
+
+# --- gpuSharing: dra in a stack's config (model/config) -------------------------------------------------------
+
+DRA_STACK = yaml.safe_load((LAB_PROJECT / "Pulumi.dra.yaml").read_text())["config"]
+
+
+def dra_config(**tenant_b: object) -> dict:
+    config = {key.split(":", 1)[1]: value for key, value in copy.deepcopy(DRA_STACK).items()}
+    config["tenants"][1].update(tenant_b)
+    return config
+
+
+def refusal(config: dict) -> str:
+    with pytest.raises(ConfigError) as raised:
+        parse_config(config)
+    return str(raised.value)
+
+
+def test_the_dra_stack_is_valid_and_only_tenant_b_shares_through_dra() -> None:
+    lab = parse_config(dra_config())
+    assert [(t.name, t.gpu_sharing) for t in lab.tenants] == [("tenant-a", "hami"), ("tenant-b", "dra")]
+    assert [lab.runs_hami(t) for t in lab.tenants] == [True, False]
+    without = dra_config()
+    del without["tenants"][1]["gpuSharing"]
+    assert parse_config(without).tenants[1].gpu_sharing == "hami", "a stack without the key behaves as before"
+
+
+@pytest.mark.parametrize(
+    ("change", "key", "says"),
+    [
+        ({"quota": {"gpumem": 40960}}, "tenants[1].quota.gpumem = 40960", "only its devices per class"),
+        ({"quota": {"gpucores": 150}}, "tenants[1].quota.gpucores = 150", "quota.gpus is what a DRA tenant can cap"),
+        ({"splitCount": 4}, "tenants[1].splitCount", "HAMi's slot limit"),
+        ({"limits": {"gpus": 1}}, "tenants[1].limits", "pods' nvidia.com limits"),
+        (
+            {"workloads": [{"name": "half", "gpumemPercentage": 50}]},
+            "tenants[1].workloads[0].gpumemPercentage = 50",
+            "in MB: use gpumem",
+        ),
+        ({"gpuSharing": "mig"}, "tenants[1].gpuSharing = 'mig'", "must be one of: hami, dra"),
+    ],
+)
+def test_hamis_own_keys_on_a_dra_tenant_are_refused_naming_key_value_and_fix(change: dict, key: str, says: str):
+    message = refusal(dra_config(**change))
+    assert f"gpulab:{key}" in message and says in message, message
+    if change.get("gpuSharing") != "mig":
+        assert "gpuSharing: hami" in message, message
+
+
+@pytest.mark.parametrize(
+    ("lab_keys", "says"),
+    [
+        ({"runtime": "docker", "scheduling": {}, "management": {}}, "the Docker lab's kubelets"),
+        ({"workers": "containers"}, "real nodes' kubelets"),
+    ],
+)
+def test_a_dra_tenant_where_a_kubelet_would_need_a_plugin_is_refused(lab_keys: dict, says: str) -> None:
+    config = dra_config()
+    config.update(lab_keys)
+    message = refusal(config)
+    assert "gpulab:tenants[1].gpuSharing = 'dra'" in message and says in message, message
+
+
+def test_a_dra_tenants_quota_caps_the_devices_its_claims_ask() -> None:
+    tenant = parse_config(dra_config()).tenants[1]
+    assert quota_hard(tenant) == {"gpulab-tenant-b-gpu.deviceclass.resource.k8s.io/devices": "4"}
+    assert quota_hard(parse_config(dra_config(quota=None)).tenants[1]) == {}
+
+
+def test_a_dra_tenants_workload_is_a_pod_with_a_claim_from_its_own_template() -> None:
+    two_cards = [{"model": "A100-80GB", "count": 2}]
+    tenant = parse_config(dra_config(gpus=two_cards, workloads=[{"name": "pair", "gpus": 2, "gpumem": 1000}])).tenants[
+        1
+    ]
+    [workload] = tenant.workloads
+    template = workload_claim_template(tenant, workload)
+    exactly = template["spec"]["spec"]["devices"]["requests"][0]["exactly"]
+    assert (exactly["count"], exactly["capacity"]["requests"]) == (2, {MEMORY: "1000"})
+    assert template["metadata"]["namespace"] == "gpu-workloads"
+    pod = workload_manifest(tenant, workload, "busybox")
+    assert pod["spec"]["resourceClaims"] == [{"name": "gpu", "resourceClaimTemplateName": template["metadata"]["name"]}]
+    assert pod["spec"]["containers"][0]["resources"] == {"claims": [{"name": "gpu"}]}
+    hami_tenant = parse_config(dra_config()).tenants[0]
+    assert workload_claim_template(hami_tenant, hami_tenant.workloads[0]) is None

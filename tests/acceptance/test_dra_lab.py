@@ -1,0 +1,139 @@
+"""TC-14..16: a tenant that shares its cards through DRA (gpuSharing: dra), checked against the live lab (`make
+verify`): its cards are devices of gpulab's driver in ResourceSlices only it sees, its declared workloads' claims
+share one card, and its own kube-scheduler refuses a claim that no longer fits. The seed's case, the
+Kubernetes-native way (model/dra.py); the HAMi tenants' cases are test_lab.py's.
+"""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes import client
+
+from model import dra
+from model.catalog import GPU_RESOURCE, GPUCORES_RESOURCE, GPUMEM_RESOURCE
+from model.names import TENANT_LABEL
+from model.quantity import parse_quantity
+from tests.acceptance.helpers import IDLE_COMMAND, SUITE_LABEL, disposable_namespace, wait_until
+
+GROUP, VERSION = "resource.k8s.io", "v1"
+SHARE = {"memory": 20000, "cores": 30}
+
+
+def dra_tenants(lab) -> list:
+    found = [tenant for tenant in lab.config.tenants if tenant.gpu_sharing == "dra"]
+    if not found:
+        pytest.skip("no tenant of this stack shares its cards through DRA (gpuSharing: dra)")
+    return found
+
+
+def objects(api_client, plural: str, namespace: str | None = None) -> list[dict]:
+    custom = client.CustomObjectsApi(api_client)
+    if namespace is None:
+        return custom.list_cluster_custom_object(GROUP, VERSION, plural)["items"]
+    return custom.list_namespaced_custom_object(GROUP, VERSION, namespace, plural)["items"]
+
+
+def claim_pod(name: str, image: str, template: str) -> dict:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {SUITE_LABEL: "true"}},
+        "spec": {
+            "terminationGracePeriodSeconds": 1,
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}],
+            "containers": [
+                {"name": "gpu", "image": image, "command": IDLE_COMMAND, "resources": {"claims": [{"name": "gpu"}]}}
+            ],
+        },
+    }
+
+
+def unschedulable(api: client.CoreV1Api, namespace: str, name: str) -> str | None:
+    pod = api.read_namespaced_pod(name, namespace)
+    assert pod.status.phase == "Pending", f"{name} is {pod.status.phase}; it should not fit"
+    for condition in pod.status.conditions or []:
+        if condition.type == "PodScheduled" and condition.reason == "Unschedulable":
+            return condition.message or ""
+    return None
+
+
+def test_tc14_the_cards_are_devices_only_their_tenant_sees(lab) -> None:
+    for tenant in dra_tenants(lab):
+        api_client = lab.tenants[tenant.name]
+        slices = {s["spec"]["nodeName"]: s for s in objects(api_client, "resourceslices")}
+        for gpu_node in tenant.gpu_nodes():
+            found = slices[gpu_node.name]
+            assert found["spec"]["driver"] == dra.DRIVER
+            devices = found["spec"]["devices"]
+            assert [d["attributes"]["uuid"]["string"] for d in devices] == [card.id for card in gpu_node.cards]
+            for device, card in zip(devices, gpu_node.cards, strict=True):
+                assert device["allowMultipleAllocations"] is True
+                # Read as the API server writes them (81920 arrives as "81920", 100 as "100").
+                assert int(device["capacity"][dra.MEMORY]["value"]) == card.memory_mb
+                assert int(device["capacity"][dra.CORES]["value"]) == card.cores
+            node = client.CoreV1Api(api_client).read_node(gpu_node.name)
+            advertised = {
+                key: value
+                for key, value in (node.status.allocatable or {}).items()
+                if key in (GPU_RESOURCE, GPUMEM_RESOURCE, GPUCORES_RESOURCE) and parse_quantity(value) != 0
+            }  # a KWOK node made before its cards were known lists them at 0
+            assert not advertised, f"{gpu_node.name} advertises {advertised}: a DRA tenant's cards are slices only"
+        classes = {c["metadata"]["name"] for c in objects(api_client, "deviceclasses")}
+        assert dra.device_class_name(tenant.name) in classes
+        for other in lab.config.tenants:
+            if other.name != tenant.name:
+                theirs = objects(lab.tenants[other.name], "resourceslices")
+                mine = [s for s in theirs if (s["metadata"].get("labels") or {}).get(TENANT_LABEL) == tenant.name]
+                assert not mine, f"{other.name} sees {tenant.name}'s slices"
+
+
+def allocated_shares(lab, tenant) -> list[dict]:
+    """The allocation results of the tenant's declared 20000 MB / 30 % workloads' claims, once their pods run."""
+    shares = [w for w in tenant.workloads if (w.gpumem, w.gpucores) == (SHARE["memory"], SHARE["cores"])]
+    if len(shares) < 3:
+        pytest.fail(f"{tenant.name} must declare three 20000 MB / 30 % workloads (as Pulumi.dra.yaml does)")
+    api = client.CoreV1Api(lab.tenants[tenant.name])
+    for workload in shares:
+        namespace = tenant.workload_namespace(workload)
+        wait_until(
+            lambda w=workload, n=namespace: api.read_namespaced_pod(w.name, n).status.phase == "Running",
+            120,
+            f"{tenant.name}'s {workload.name} to be Running",
+        )
+    return [
+        result
+        for namespace in {tenant.workload_namespace(w) for w in shares}
+        for claim in objects(lab.tenants[tenant.name], "resourceclaims", namespace)
+        for result in ((claim.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results", [])
+    ]
+
+
+def test_tc15_the_declared_claims_share_one_card(lab) -> None:
+    for tenant in dra_tenants(lab):
+        results = allocated_shares(lab, tenant)
+        assert len(results) == 3, results
+        assert len({(r["pool"], r["device"]) for r in results}) == 1, f"the claims are not on one card: {results}"
+        for result in results:
+            consumed = result["consumedCapacity"]
+            assert (consumed[dra.MEMORY], consumed[dra.CORES]) == ("20k", "30"), consumed  # as the API server writes
+
+
+def test_tc16_a_fourth_claim_and_a_90000_mb_claim_are_refused_by_the_allocator(lab) -> None:
+    for tenant in dra_tenants(lab):
+        assert len(allocated_shares(lab, tenant)) == 3, "the three declared claims hold 90 % of the card's cores"
+        api_client = lab.tenants[tenant.name]
+        api = client.CoreV1Api(api_client)
+        custom = client.CustomObjectsApi(api_client)
+        image = lab.config.versions.workload_image
+        with disposable_namespace(api) as namespace:
+            for name, memory, cores in (("tc16-cores", 20000, 30), ("tc16-memory", 90000, 10)):
+                template = dra.claim_template(tenant.name, name, namespace, memory, cores)
+                custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "resourceclaimtemplates", template)
+                api.create_namespaced_pod(namespace, claim_pod(name, image, name))
+            for name in ("tc16-cores", "tc16-memory"):
+                message = wait_until(
+                    lambda n=name, a=api, ns=namespace: unschedulable(a, ns, n),
+                    120,
+                    f"kube-scheduler to find no card for {name}",
+                )
+                assert "cannot allocate all claims" in message, message
