@@ -66,6 +66,8 @@ def download(url: str, dest: Path) -> None:
         raise CacheError(str(error)) from None
     except downloads.Unreachable as error:
         raise CacheError(f"{error}; fill the cache where it can be") from None
+    except ValueError as error:  # a timeout setting that is not a number
+        raise CacheError(str(error)) from None
 
 
 def docker(*args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:

@@ -248,17 +248,17 @@ def test_the_placement_engine_words_nothing() -> None:
 
 
 def test_tools_takes_of_the_model_only_what_the_host_python_has() -> None:
-    """tools/build.py runs before ./venv exists: the one model module it imports imports the standard library
-    only, and model/__init__.py imports nothing."""
+    """tools/build.py (and tools/releases.py, which it runs) run before ./venv exists: the model modules they
+    import import the standard library only, and model/__init__.py imports nothing."""
     import sys
 
-    taken = {
-        node.module
-        for node in ast.walk(ast.parse((ROOT / "tools" / "build.py").read_text()))
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("model")
-    }
-    assert taken == {"model.bounded_run"}, taken
-    for module in ("model/__init__.py", "model/bounded_run.py"):
+    taken = set()
+    for path in ("tools/build.py", "tools/releases.py"):
+        for node in ast.walk(ast.parse((ROOT / path).read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("model"):
+                taken |= {node.module} if node.module != "model" else {f"model.{a.name}" for a in node.names}
+    assert taken == {"model.bounded_run", "model.downloads"}, taken
+    for module in ("model/__init__.py", "model/bounded_run.py", "model/downloads.py"):
         outside = imports(ROOT / module) - set(sys.stdlib_module_names) - {"__future__"}
         assert not outside, (module, outside)
 

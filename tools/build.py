@@ -30,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from model.bounded_run import run_text  # noqa: E402  (standard library only, as this file: no ./venv yet)
+from model.downloads import connect_timeout, download_timeout  # noqa: E402
 from tools import releases  # noqa: E402
 from tools.manifest import (  # noqa: E402
     ModuleFile,
@@ -311,6 +312,7 @@ def from_releases(selected: list[Program | ModuleFile], bin_dir: Path, tools: Pa
 
     try:
         found, mode = releases.load(tools / "releases.toml"), releases.tools_from(os.environ.get("GPULAB_TOOLS_FROM"))
+        connect_timeout(), download_timeout()  # settings checked before anything is asked
     except ValueError as problem:
         raise ToolsError(str(problem)) from None
     return releases.take(pins, bin_dir, found, mode, verify, say)

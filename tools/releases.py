@@ -3,9 +3,10 @@
 GPULAB_TOOLS_FROM chooses the path: `auto` (the default) installs a program's release file when its host answers
 and builds the rest from Go modules; `build` downloads nothing (gpulab's CI, which has no internet); `download`
 stops make tools unless every program with a release file was downloaded. A host that does not answer within
-GPULAB_CONNECT_TIMEOUT seconds (10) is given up at once, for every file it serves (model/downloads.py), and make
-tools says which path each program took. A file is installed only once its sha256 equals the pin and the program
-reports its pinned version; a wrong checksum stops make tools (exit 1): it is never built around.
+GPULAB_CONNECT_TIMEOUT seconds (10; a transfer is also bounded by GPULAB_DOWNLOAD_TIMEOUT, 900: model/downloads.py)
+is given up at once, for every file it serves, and make tools says which path each program took. A file is
+installed only once its sha256 equals the pin and the program reports its pinned version; a wrong checksum stops
+make tools (exit 1): it is never built around.
 GPULAB_SOURCE_MIRROR serves upstream's sites from a mirror, as for `make cache`. Standard library only.
 """
 
@@ -20,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from model import downloads
+from model import downloads  # standard library only, as this file
 
 RELEASES = Path(__file__).resolve().parent / "releases.toml"
 MODES = ("auto", "build", "download")
