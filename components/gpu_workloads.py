@@ -57,6 +57,11 @@ class GpuWorkloads(pulumi.ComponentResource):
                     )
                 )
             opts = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=after))
+            if template is not None and manifest["kind"] == "Pod":
+                # A pod's claims cannot change in place (the API server refuses a pod spec update): a workload that
+                # asks otherwise names a new template, and its pod is replaced, the old one gone first (same name).
+                replaced = pulumi.ResourceOptions(replace_on_changes=["spec"], delete_before_replace=True)
+                opts = pulumi.ResourceOptions.merge(opts, replaced)
             resource = kind(f"{name}-{workload.name}", metadata=manifest["metadata"], spec=manifest["spec"], opts=opts)
             self.resources.append(resource)
             if manifest["kind"] == "Pod":

@@ -62,6 +62,8 @@ def inventory_document(tenant: Tenant, lab: LabConfig, cards: list[Card], node_n
         "quota": tenant.quota.model_dump(by_alias=True, exclude_none=True) if tenant.quota else {},
         "namespaces": list(tenant.namespaces),
     }
+    if tenant.gpu_sharing == "dra":  # its pods claim the cards through DRA: nvidia.com/* limits find no node
+        document["sharing"] = "dra"
     gpu_nodes = tenant.gpu_nodes()
     if len(gpu_nodes) > 1:
         document["nodeSchedulerPolicy"] = lab.scheduling.node_scheduler_policy

@@ -6,6 +6,9 @@ Pure data, shared by the GpuWorkloads component (which declares them) and the of
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 from model import dra
 from model.catalog import GPU_RESOURCE, GPUCORES_RESOURCE, GPUMEM_PERCENTAGE_RESOURCE, GPUMEM_RESOURCE
 from model.config import Tenant, Workload
@@ -60,7 +63,11 @@ CLAIM = "gpu"  # a DRA pod's claim, as its container names it
 
 
 def claim_template_name(workload: Workload) -> str:
-    return f"{workload.name}-gpu"
+    """`<workload>-gpu-<hash of what it asks>`: a template's spec cannot change once created (kubernetes v1.36.4
+    pkg/apis/resource/validation, ValidateResourceClaimTemplateUpdate), so a workload that asks otherwise gets a new
+    template, and its pod, which names it, is made anew with it."""
+    asked = json.dumps([workload.gpus, workload.gpumem, workload.gpucores]).encode()
+    return f"{workload.name}-gpu-{hashlib.sha256(asked).hexdigest()[:8]}"
 
 
 def workload_claim_template(tenant: Tenant, workload: Workload) -> dict | None:

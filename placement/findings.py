@@ -10,6 +10,9 @@ from typing import Literal
 ORDER_DEPENDENT = "OrderDependentPlacement"
 UNDECIDED = "PlacementUndecided"
 NO_PLACEMENT = "NoPlacement"  # only if HAMi's walk and the search ever disagreed on why
+# gpulab's own: a pod asking nvidia.com/* of a tenant whose cards DRA shares (gpuSharing: dra), where no node
+# advertises those resources.
+NOT_SHARED_BY_HAMI = "CardsSharedByDra"
 
 
 @dataclass(frozen=True)

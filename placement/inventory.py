@@ -51,6 +51,7 @@ class TenantInventory:
     # Several GPU nodes: (node name, how many of `cards` it holds), in card order; empty = one node.
     nodes: tuple[tuple[str, int], ...] = ()
     node_policy: str = "binpack"  # HAMi's nodeSchedulerPolicy (the chart's default)
+    sharing: str = "hami"  # gpuSharing: dra shares the cards through DRA claims, not nvidia.com/* limits
 
     def node_cards(self) -> list[tuple[str, tuple[CardSpec, ...]]]:
         """Each GPU node with its cards (one unnamed node when `nodes` is empty)."""
@@ -95,6 +96,7 @@ def from_tenant(tenant: Tenant, gpu_policy: str = "spread", node_policy: str = "
         gpu_policy=gpu_policy,
         nodes=tuple((node.name, len(node.cards)) for node in gpu_nodes) if len(gpu_nodes) > 1 else (),
         node_policy=node_policy,
+        sharing=tenant.gpu_sharing,
     )
 
 
@@ -134,6 +136,7 @@ def from_inventory_document(document: Mapping[str, Any]) -> TenantInventory:
         gpu_policy=document.get("gpuSchedulerPolicy", "spread"),
         nodes=_document_nodes(document, cards),
         node_policy=document.get("nodeSchedulerPolicy", "binpack"),
+        sharing=document.get("sharing", "hami"),
     )
 
 

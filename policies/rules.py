@@ -32,10 +32,11 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UnknownValueError
 
+from model.dra import device_class_name
 from model.names import KAMAJI_MAX_ANNOTATION, NODE_IMAGE_LABEL, TENANT_LABEL
 from model.network import address_problem
 from model.versions import Versions, image_tag, parse_kubernetes_version
-from placement.findings import Finding
+from placement.findings import NOT_SHARED_BY_HAMI, Finding
 from placement.inventory import (
     TenantInventory,
     from_policy_config,
@@ -244,6 +245,14 @@ def _gpu_findings(
         else:
             by_tenant[tenant].append((workload, resource.urn))
     for tenant, entries in sorted(by_tenant.items()):
+        if inventories[tenant].sharing == "dra":
+            message = (
+                f"asks for nvidia.com/* resources, but tenant {tenant} shares its cards through DRA (gpuSharing: dra): "
+                "no node there advertises them, so its pods would stay Pending; ask for the cards through a "
+                f"ResourceClaim of class {device_class_name(tenant)}"
+            )
+            problems += [(Finding("error", tenant, w.label, NOT_SHARED_BY_HAMI, message), urn) for w, urn in entries]
+            continue
         urns = {workload.label: urn for workload, urn in entries}
         for finding in evaluate_tenant(inventories[tenant], [workload for workload, _ in entries]):
             workload_label = finding.workload.split("#", 1)[0]

@@ -11,8 +11,25 @@ import sys
 from pathlib import Path
 
 from model.stack import StackError, tenant_kubeconfigs
+from report.dra import dra_report
 from report.model import tenant_report
 from report.render import render_png, render_text
+
+
+def dra_objects(api_client: object) -> tuple[list[dict], list[dict]]:
+    """The tenant's ResourceSlices and ResourceClaims; none where the API serves no resource.k8s.io/v1."""
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
+
+    custom = client.CustomObjectsApi(api_client)
+    try:
+        slices = custom.list_cluster_custom_object("resource.k8s.io", "v1", "resourceslices")["items"]
+        claims = custom.list_cluster_custom_object("resource.k8s.io", "v1", "resourceclaims")["items"]
+    except ApiException as error:
+        if error.status == 404:
+            return [], []
+        raise
+    return slices, claims
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,8 +51,12 @@ def main(argv: list[str] | None = None) -> int:
     for tenant, kubeconfig in kubeconfigs.items():
         api = client.CoreV1Api(api_client(kubeconfig))  # the tenant's key stays in memory
         as_api_object = api.api_client.sanitize_for_serialization  # camelCase, as kubectl -o json shows
-        nodes = [as_api_object(node) for node in api.list_node().items]
         pods = [as_api_object(pod) for pod in api.list_pod_for_all_namespaces().items]
+        shared = dra_report(tenant, *dra_objects(api.api_client), pods)
+        if shared is not None:  # a DRA tenant (gpuSharing: dra): its slices and claims, not HAMi's annotations
+            reports.append(shared)
+            continue
+        nodes = [as_api_object(node) for node in api.list_node().items]
         reports.append(tenant_report(tenant, nodes, pods))
     print(render_text(reports))
     if args.png:

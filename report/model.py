@@ -24,7 +24,8 @@ class CardUsage:
 class TenantReport:
     tenant: str
     cards: list[CardUsage]
-    pending: list[str]  # GPU pods HAMi has not placed
+    pending: list[str]  # GPU pods HAMi has not placed (a DRA tenant: claims not allocated)
+    placed_by: str = "HAMi"
 
 
 def tenant_report(tenant: str, nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]) -> TenantReport:

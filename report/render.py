@@ -36,7 +36,7 @@ def render_text(reports: list[TenantReport]) -> str:
             for usage in on_node:
                 lines.extend(indent + line for line in _card_lines(usage, with_node=len(nodes) == 1))
         if report.pending:
-            lines.append(f"  not placed by HAMi: {', '.join(report.pending)}")
+            lines.append(f"  not placed by {report.placed_by}: {', '.join(report.pending)}")
         lines.append("")
     return "\n".join(lines)
 
@@ -47,7 +47,9 @@ def _card_lines(usage: CardUsage, with_node: bool) -> list[str]:
         f"{card.id}  {card.type}" + (f"  on {usage.node}" if with_node else ""),
         f"  memory [{_bar(usage.memory_mb, card.memory_mb)}] {usage.memory_mb:>6} / {card.memory_mb} MB",
         f"  cores  [{_bar(usage.cores, card.cores)}] {usage.cores:>6} / {card.cores} %",
-        f"  pods   {len(usage.pods)} / {card.split_count}: {', '.join(usage.pods) or '-'}",
+        # A DRA card has no slot limit (split_count 0).
+        f"  pods   {len(usage.pods)}{f' / {card.split_count}' if card.split_count else ''}: "
+        f"{', '.join(usage.pods) or '-'}",
     ]
 
 

@@ -17,6 +17,7 @@ from model.config.fields import (
     GpuNode,
     GpuQuota,
     NodeCards,
+    PodLimits,
     SshWorker,
     Workload,
 )
@@ -50,6 +51,10 @@ class TenantKeys(Protocol):
     def gpu_sharing(self) -> Literal["hami", "dra"]: ...
     @property
     def quota(self) -> GpuQuota | None: ...
+    @property
+    def split_count(self) -> int: ...
+    @property
+    def limits(self) -> PodLimits: ...
     @property
     def model_fields_set(self) -> set[str]: ...
     @property
@@ -316,12 +321,15 @@ def dra_without_hamis_keys(t: TenantKeys) -> list[Check]:
                 )
             )
     if "split_count" in t.model_fields_set:
-        found.append(
-            check("gpuSharing splitCount", "splitCount", NO_VALUE, "is HAMi's slot limit per card" + _HAMI_ONLY)
-        )
+        message = "is HAMi's slot limit per card" + _HAMI_ONLY
+        found.append(check("gpuSharing splitCount", "splitCount", t.split_count, message))
     if "limits" in t.model_fields_set:
-        message = "are gpulab's admission rules on pods' nvidia.com limits, which a DRA tenant's pods carry none of"
-        found.append(check("gpuSharing limits", "limits", NO_VALUE, message + _HAMI_ONLY))
+        message = (
+            "are gpulab's admission rules on pods' nvidia.com limits, which a DRA tenant's pods carry none of; remove "
+            "them, or share the cards through HAMi (gpuSharing: hami)"
+        )
+        given = t.limits.model_dump(by_alias=True, exclude_unset=True)
+        found.append(check("gpuSharing limits", "limits", given, message))
     found += [
         check(
             "gpuSharing workloads",

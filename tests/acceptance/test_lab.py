@@ -33,7 +33,7 @@ SHARE = {"gpumem": 20000, "gpucores": 30}
 
 
 def hami_tenants(lab) -> list:
-    """The tenants whose cards HAMi shares (a DRA tenant's cases are test_dra.py's)."""
+    """The tenants whose cards HAMi shares (a DRA tenant's cases are test_dra_lab.py's)."""
     found = [tenant for tenant in lab.config.tenants if tenant.gpu_sharing == "hami"]
     if not found:
         pytest.skip("no tenant of this stack shares its cards through HAMi (all are gpuSharing: dra)")
@@ -289,7 +289,7 @@ def test_tc08_tenants_are_isolated(lab) -> None:
     for tenant in lab.config.tenants:
         api = core(lab.tenants[tenant.name])
         assert sorted(n.metadata.name for n in api.list_node().items) == sorted(tenant.worker_node_names())
-        for gpu_node in tenant.gpu_nodes() if tenant.gpu_sharing == "hami" else ():  # DRA: test_dra.py's TC-14
+        for gpu_node in tenant.gpu_nodes() if tenant.gpu_sharing == "hami" else ():  # DRA: test_dra_lab.py's TC-14
             capacity = api.read_node(gpu_node.name).status.capacity
             assert quantity(capacity["nvidia.com/gpu"]) == totals(gpu_node.cards)["nvidia.com/gpu"], gpu_node.name
         namespaces = {n.metadata.name for n in api.list_namespace().items}

@@ -74,5 +74,19 @@ def test_the_dra_tenants_workloads_claim_their_share_and_its_quota_counts_device
         assert spec["containers"][0]["resources"] == {"claims": [{"name": "gpu"}]}  # no nvidia.com limits
         assert spec["schedulerName"] == "default-scheduler"
         assert program.depends_on(pod, template)
+        # Its claims cannot change in place: asked otherwise, the pod is made anew, the old one gone first.
+        assert (pod.replace_on_changes, pod.delete_before_replace) == (["spec"], True)
     [quota] = [r for r in of_tenant(program, "tenant-b") if r.type == "kubernetes:core/v1:ResourceQuota"]
     assert quota.inputs["spec"]["hard"] == {dra.devices_quota_key("tenant-b"): "4"}
+
+
+def test_a_workload_that_asks_otherwise_names_a_new_template() -> None:
+    """A ResourceClaimTemplate's spec is immutable (kubernetes v1.36.4 ValidateResourceClaimTemplateUpdate): the
+    template's name carries what it asks, so a change is a new template, and the pod naming it is replaced."""
+    from model.workload_manifests import claim_template_name
+
+    [first, *_] = tenant_b().workloads
+    same = claim_template_name(first)
+    assert claim_template_name(first.model_copy(update={"gpumem": 10000})) != same
+    assert claim_template_name(first.model_copy(update={"gpucores": 20})) != same
+    assert claim_template_name(first.model_copy()) == same

@@ -75,8 +75,8 @@ def test_the_dra_stack_is_valid_and_only_tenant_b_shares_through_dra() -> None:
     [
         ({"quota": {"gpumem": 40960}}, "tenants[1].quota.gpumem = 40960", "only its devices per class"),
         ({"quota": {"gpucores": 150}}, "tenants[1].quota.gpucores = 150", "quota.gpus is what a DRA tenant can cap"),
-        ({"splitCount": 4}, "tenants[1].splitCount", "HAMi's slot limit"),
-        ({"limits": {"gpus": 1}}, "tenants[1].limits", "pods' nvidia.com limits"),
+        ({"splitCount": 4}, "tenants[1].splitCount = 4", "HAMi's slot limit"),
+        ({"limits": {"gpus": 1}}, "tenants[1].limits = {'gpus': 1}", "pods' nvidia.com limits"),
         (
             {"workloads": [{"name": "half", "gpumemPercentage": 50}]},
             "tenants[1].workloads[0].gpumemPercentage = 50",

@@ -7,9 +7,12 @@ from pathlib import Path
 import pytest
 from lab_harness import lab_config
 
-from model.catalog import register_annotation
+from model.catalog import expand_cards, register_annotation
 from model.config import parse_config
+from model.dra import DRIVER as DRA_DRIVER
+from model.dra import resource_slice
 from report.annotations import AnnotationError, parse_allocation, parse_register
+from report.dra import dra_report
 from report.model import tenant_report
 from report.render import render_png, render_text
 
@@ -131,3 +134,49 @@ def test_png_chart(tmp_path: Path) -> None:
     data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(data) > 10_000
+
+
+# --- a DRA tenant (gpuSharing: dra): report/dra.py ------------------------------------------------------------
+
+
+def served_claim(name: str, memory: str | None, cores: str | None, pod: str | None) -> dict:
+    """A ResourceClaim as the API server returns it once kube-scheduler has allocated it (quantities canonical:
+    20000 arrives as "20k"); unallocated when `memory` is None."""
+    claim: dict = {"metadata": {"namespace": "gpu-workloads", "name": name}, "status": {}}
+    if memory is not None:
+        result = {"request": "gpu", "driver": DRA_DRIVER, "pool": "tenant-b-worker", "device": "gpu-0"}
+        result["consumedCapacity"] = {"memory": memory, "cores": cores}
+        claim["status"]["allocation"] = {"devices": {"results": [result]}}
+        claim["status"]["reservedFor"] = [{"resource": "pods", "name": pod, "uid": "4f1e"}]
+    return claim
+
+
+def test_a_dra_tenants_card_is_its_slice_and_its_use_the_claims_consumed_capacity() -> None:
+    cards = expand_cards("tenant-b", [("A100-80GB", 1)])
+    slices = [resource_slice("tenant-b", "tenant-b-worker", cards)]
+    claims = [served_claim(f"trainer-{i}-gpu-x7k2p", "20k", "30", f"trainer-{i}") for i in (1, 2, 3)]
+    refused = served_claim("tc16-cores-gpu-9q2lm", None, None, None)
+    refused["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": "tc16-cores", "uid": "9c3a"}]
+    verdict = "0/1 nodes are available: 1 cannot allocate all claims. still not schedulable, preemption: 0/1 nodes"
+    pod = {
+        "metadata": {"namespace": "gpu-workloads", "name": "tc16-cores", "uid": "9c3a"},
+        "status": {"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                   "message": verdict}]},
+    }  # fmt: skip
+    report = dra_report("tenant-b", slices, [*claims, refused], [pod])
+    [usage] = report.cards
+    assert (usage.card.id, usage.card.memory_mb, usage.card.cores) == (cards[0].id, 81920, 100)
+    assert (usage.memory_mb, usage.cores, usage.node) == (60000, 90, "tenant-b-worker")
+    assert usage.pods == [f"gpu-workloads/trainer-{i}" for i in (1, 2, 3)]
+    assert report.pending == [f"claim gpu-workloads/tc16-cores-gpu-9q2lm ({verdict})"]
+    text = render_text([report])
+    assert "memory [###############.....]  60000 / 81920 MB" in text
+    assert "pods   3: gpu-workloads/trainer-1" in text  # no slot limit under DRA
+    assert "not placed by kube-scheduler's DRA allocator: claim gpu-workloads/tc16-cores-gpu-9q2lm (0/1 nodes" in text
+
+
+def test_a_tenant_without_gpulabs_slices_is_left_to_hamis_report() -> None:
+    other = resource_slice("tenant-b", "tenant-b-worker", expand_cards("tenant-b", [("L4", 1)]))
+    other["spec"]["driver"] = "gpu.nvidia.com"
+    assert dra_report("tenant-a", [], []) is None
+    assert dra_report("tenant-a", [other], []) is None
