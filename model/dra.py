@@ -24,10 +24,17 @@ from __future__ import annotations
 
 from model.catalog import Card
 from model.names import TENANT_LABEL
+from model.quantity import canonical_whole
 
 DRIVER = "gpu.gpulab.io"  # under gpulab's label prefix (model/names.py gpulab.io/...): no vendor's driver name
 MEMORY = "memory"  # MB, as HAMi counts a card's memory
 CORES = "cores"  # percent of one card's cores
+
+
+def q(value: int) -> str:
+    """A quantity as the API server writes it back (20000 as `20k`): a manifest that says it so is what a later
+    read returns, so the engine sees no change where there is none (pulumi-kubernetes compares them as text)."""
+    return canonical_whole(value)
 
 
 def device_class_name(tenant: str) -> str:
@@ -55,10 +62,10 @@ def _device(tenant: str, card: Card) -> dict:
         },
         "allowMultipleAllocations": True,
         "capacity": {
-            MEMORY: {"value": str(card.memory_mb), "requestPolicy": {"default": str(card.memory_mb)}},
+            MEMORY: {"value": q(card.memory_mb), "requestPolicy": {"default": q(card.memory_mb)}},
             CORES: {
-                "value": str(card.cores),
-                "requestPolicy": {"default": "0", "validRange": {"min": "0", "max": str(card.cores)}},
+                "value": q(card.cores),
+                "requestPolicy": {"default": "0", "validRange": {"min": "0", "max": q(card.cores)}},
             },
         },
     }
@@ -90,7 +97,7 @@ def claim_template(
 ) -> dict:
     """A ResourceClaimTemplate asking `count` shared cards with `memory_mb` MB and `cores` percent of each: what a
     pod's `nvidia.com/gpu`, `nvidia.com/gpumem` and `nvidia.com/gpucores` limits ask of HAMi."""
-    requests = {key: str(value) for key, value in ((MEMORY, memory_mb), (CORES, cores)) if value is not None}
+    requests = {key: q(value) for key, value in ((MEMORY, memory_mb), (CORES, cores)) if value is not None}
     exactly: dict = {"deviceClassName": device_class_name(tenant), "allocationMode": "ExactCount", "count": count}
     if requests:
         exactly["capacity"] = {"requests": requests}

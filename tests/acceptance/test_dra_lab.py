@@ -68,9 +68,9 @@ def test_tc14_the_cards_are_devices_only_their_tenant_sees(lab) -> None:
             assert [d["attributes"]["uuid"]["string"] for d in devices] == [card.id for card in gpu_node.cards]
             for device, card in zip(devices, gpu_node.cards, strict=True):
                 assert device["allowMultipleAllocations"] is True
-                # Read as the API server writes them (81920 arrives as "81920", 100 as "100").
-                assert int(device["capacity"][dra.MEMORY]["value"]) == card.memory_mb
-                assert int(device["capacity"][dra.CORES]["value"]) == card.cores
+                # Read as the API server writes them (80000 would arrive as "80k").
+                assert parse_quantity(device["capacity"][dra.MEMORY]["value"]) == card.memory_mb
+                assert parse_quantity(device["capacity"][dra.CORES]["value"]) == card.cores
             node = client.CoreV1Api(api_client).read_node(gpu_node.name)
             advertised = {
                 key: value

@@ -66,7 +66,7 @@ def test_the_dra_tenants_workloads_claim_their_share_and_its_quota_counts_device
         template = templates[f"{name}-claim"]
         exactly = template.inputs["spec"]["spec"]["devices"]["requests"][0]["exactly"]
         assert exactly["deviceClassName"] == dra.device_class_name("tenant-b")
-        assert exactly["capacity"]["requests"] == {dra.MEMORY: "20000", dra.CORES: "30"}
+        assert exactly["capacity"]["requests"] == {dra.MEMORY: "20k", dra.CORES: "30"}
         spec = pod.inputs["spec"]
         assert spec["resourceClaims"] == [
             {"name": "gpu", "resourceClaimTemplateName": template.inputs["metadata"]["name"]}

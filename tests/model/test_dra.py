@@ -38,7 +38,10 @@ def test_a_tenants_class_selects_its_own_devices_of_gpulabs_driver_only() -> Non
 def test_a_claim_asks_what_a_pods_limits_ask_of_hami() -> None:
     template = claim_template("tenant-a", "trainer", "gpu-workloads", 20000, 30)
     [request] = template["spec"]["spec"]["devices"]["requests"]
-    assert request["exactly"]["capacity"]["requests"] == {MEMORY: "20000", CORES: "30"}
+    assert request["exactly"]["capacity"]["requests"] == {
+        MEMORY: "20k",
+        CORES: "30",
+    }  # as the API server writes 20000 back
     assert request["exactly"]["deviceClassName"] == device_class("tenant-a")["metadata"]["name"]
     whole = claim_template("tenant-a", "whole", "gpu-workloads", None, None)
     assert "capacity" not in whole["spec"]["spec"]["devices"]["requests"][0]["exactly"], "the defaults: a whole card"
@@ -120,10 +123,28 @@ def test_a_dra_tenants_workload_is_a_pod_with_a_claim_from_its_own_template() ->
     [workload] = tenant.workloads
     template = workload_claim_template(tenant, workload)
     exactly = template["spec"]["spec"]["devices"]["requests"][0]["exactly"]
-    assert (exactly["count"], exactly["capacity"]["requests"]) == (2, {MEMORY: "1000"})
+    assert (exactly["count"], exactly["capacity"]["requests"]) == (2, {MEMORY: "1k"})
     assert template["metadata"]["namespace"] == "gpu-workloads"
     pod = workload_manifest(tenant, workload, "busybox")
     assert pod["spec"]["resourceClaims"] == [{"name": "gpu", "resourceClaimTemplateName": template["metadata"]["name"]}]
     assert pod["spec"]["containers"][0]["resources"] == {"claims": [{"name": "gpu"}]}
     hami_tenant = parse_config(dra_config()).tenants[0]
     assert workload_claim_template(hami_tenant, hami_tenant.workloads[0]) is None
+
+
+def test_every_quantity_is_written_as_the_api_server_writes_it_back() -> None:
+    """pulumi-kubernetes compares a custom object's inputs with what the API server returned as text: "20000"
+    against "20k" was a change on every `make up` (seen with the real engine on Pulumi.dra.yaml, 2026-12-04)."""
+    from model.quantity import canonical_whole, parse_quantity
+
+    cards = expand_cards("tenant-x", [("A100-80GB", 1), ("L4", 1)])
+    texts = [
+        text
+        for device in resource_slice("tenant-x", "n", cards)["spec"]["devices"]
+        for capacity in device["capacity"].values()
+        for text in (capacity["value"], capacity["requestPolicy"]["default"])
+    ]
+    texts += claim_template("tenant-x", "t", "ns", 20000, 30)["spec"]["spec"]["devices"]["requests"][0]["exactly"][
+        "capacity"
+    ]["requests"].values()
+    assert texts and all(text == canonical_whole(int(parse_quantity(text))) for text in texts), texts
