@@ -28,6 +28,7 @@ from placement.live import LiveError, current_usage, fetch_pod_list
 from placement.replay import replay
 from placement.wording import evaluate_tenant
 from placement.workloads import Workload, WorkloadError, read_workload, unit_suffix_notes
+from policies import dra_check
 from policies.check_output import UsageLabel, describe_usage, placement_lines, placements
 from policies.check_output import document as json_document
 
@@ -48,8 +49,8 @@ def read_text(path: Path) -> str:
         raise BadInput(str(error)) from None
 
 
-def manifest_workloads(path: Path, text: str) -> tuple[list[Workload], list[str]]:
-    """The GPU workloads of one manifest file, and notes on what HAMi will make of its quantities."""
+def manifest_objects(path: Path, text: str) -> list[tuple[str, dict]]:
+    """The Kubernetes objects of one manifest file (a List's items each), with where each is in it."""
     name = "<stdin>" if path == STDIN else str(path)
     try:
         documents = [document for document in safe_yaml.load_all(text, name) if document is not None]
@@ -57,7 +58,7 @@ def manifest_workloads(path: Path, text: str) -> tuple[list[Workload], list[str]
         raise BadInput(str(error)) from None
     if not documents:
         raise BadInput(f"{name}: holds no Kubernetes objects (empty, or only comments)")
-    workloads, notes = [], []
+    found = []
     for number, document in enumerate(documents, start=1):
         kind = document.get("kind") if isinstance(document, dict) else None
         if not isinstance(kind, str) or not kind:
@@ -69,13 +70,21 @@ def manifest_workloads(path: Path, text: str) -> tuple[list[Workload], list[str]
             where = f"{name}: document {number}" + (f" item {position}" if kind.endswith("List") else "")
             if not isinstance(item, dict):
                 raise BadInput(f"{where}: not a Kubernetes object")
-            notes.extend(f"note: {where}: {note}" for note in unit_suffix_notes(item))
-            try:
-                workload = read_workload(item.get("kind"), item)
-            except WorkloadError as error:
-                raise BadInput(f"{where}: {error}") from None
-            if workload is not None and workload.pods:
-                workloads.append(workload)
+            found.append((where, item))
+    return found
+
+
+def manifest_workloads(path: Path, text: str) -> tuple[list[Workload], list[str]]:
+    """The GPU workloads of one manifest file, and notes on what HAMi will make of its quantities."""
+    workloads, notes = [], []
+    for where, item in manifest_objects(path, text):
+        notes.extend(f"note: {where}: {note}" for note in unit_suffix_notes(item))
+        try:
+            workload = read_workload(item.get("kind"), item)
+        except WorkloadError as error:
+            raise BadInput(f"{where}: {error}") from None
+        if workload is not None and workload.pods:
+            workloads.append(workload)
     return workloads, notes
 
 
@@ -155,10 +164,7 @@ def run(tenant_name: str, stack: str, files: list[Path], project_dir: Path, live
         raise BadInput(f"unknown tenant {tenant_name!r}; {stack_file.name} declares: {', '.join(sorted(inventories))}")
     tenant = next(t for t in lab.tenants if t.name == tenant_name)
     if tenant.gpu_sharing == "dra":
-        raise BadInput(
-            f"{tenant_name} shares its cards through DRA (gpuSharing: dra in {stack_file.name}); make check judges "
-            "HAMi tenants only so far: the tenant's kube-scheduler is the judge of its claims (make verify)"
-        )
+        return _run_dra(tenant, files, live)
     inventory = inventories[tenant_name]
     if files.count(STDIN) > 1:
         raise BadInput("`-` (standard input) may be given once")
@@ -198,6 +204,24 @@ def run(tenant_name: str, stack: str, files: list[Path], project_dir: Path, live
     failed = any(finding.severity == "error" for finding in findings)
     placed = [] if failed else placements(inventory, submitted, tenant.gpu_node_name())
     return CheckResult(1 if failed else 0, lines, findings, placed, bool(inventory.nodes))
+
+
+def _run_dra(tenant: Tenant, files: list[Path], live: Live | None) -> CheckResult:
+    """A DRA tenant (gpuSharing: dra): its claims through the allocator model (policies/dra_check.py)."""
+    if live is not None:
+        raise BadInput(
+            f"--live: {tenant.name} shares its cards through DRA; `make report` shows its claims' allocations now "
+            "(make check --live reads HAMi's annotations)"
+        )
+    if files.count(STDIN) > 1:
+        raise BadInput("`-` (standard input) may be given once")
+    objects = [item for path in files for _, item in manifest_objects(path, read_text(path))]
+    try:
+        lines, findings = dra_check.judge(tenant, objects)
+    except dra_check.DraInputError as error:
+        raise BadInput(str(error)) from None
+    failed = any(finding.severity == "error" for finding in findings)
+    return CheckResult(1 if failed else 0, lines, findings, [], False)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -103,6 +103,17 @@ def hami_reasons(events: list[tuple[str, str]]) -> set[str]:
     return found
 
 
+def suite_pod(name: str, image: str, resources: dict, **spec: Any) -> dict:
+    """A pod of the suite that idles, with `resources` for its one container and `spec` beside it."""
+    container = {"name": "gpu", "image": image, "command": IDLE_COMMAND, "resources": resources}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {SUITE_LABEL: "true"}},
+        "spec": {"terminationGracePeriodSeconds": 1, "containers": [container], **spec},
+    }
+
+
 def gpu_pod(
     name: str, image: str, gpumem: int | None = None, gpucores: int | None = None, gpus: int | None = None
 ) -> dict:
@@ -114,15 +125,23 @@ def gpu_pod(
         limits["nvidia.com/gpumem"] = str(gpumem)
     if gpucores is not None:
         limits["nvidia.com/gpucores"] = str(gpucores)
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": {SUITE_LABEL: "true"}},
-        "spec": {
-            "terminationGracePeriodSeconds": 1,
-            "containers": [{"name": "gpu", "image": image, "command": IDLE_COMMAND, "resources": {"limits": limits}}],
-        },
-    }
+    return suite_pod(name, image, {"limits": limits})
+
+
+def claim_pod(name: str, image: str, template: str) -> dict:
+    """A pod asking its card through a claim made from `template` (a DRA tenant's)."""
+    claims = [{"name": "gpu", "resourceClaimTemplateName": template}]
+    return suite_pod(name, image, {"claims": [{"name": "gpu"}]}, resourceClaims=claims)
+
+
+def tenants_sharing(lab: Any, sharing: str) -> list:
+    """The stack's tenants whose cards `sharing` (hami or dra) shares; the test skips, in one line, without any."""
+    import pytest
+
+    found = [tenant for tenant in lab.config.tenants if tenant.gpu_sharing == sharing]
+    if not found:
+        pytest.skip(f"no tenant of this stack shares its cards through {sharing} (gpuSharing: {sharing})")
+    return found
 
 
 @contextmanager

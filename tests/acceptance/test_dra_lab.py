@@ -13,17 +13,14 @@ from model import dra
 from model.catalog import GPU_RESOURCE, GPUCORES_RESOURCE, GPUMEM_RESOURCE
 from model.names import TENANT_LABEL
 from model.quantity import parse_quantity
-from tests.acceptance.helpers import IDLE_COMMAND, SUITE_LABEL, disposable_namespace, wait_until
+from tests.acceptance.helpers import claim_pod, disposable_namespace, tenants_sharing, wait_until
 
 GROUP, VERSION = "resource.k8s.io", "v1"
 SHARE = {"memory": 20000, "cores": 30}
 
 
 def dra_tenants(lab) -> list:
-    found = [tenant for tenant in lab.config.tenants if tenant.gpu_sharing == "dra"]
-    if not found:
-        pytest.skip("no tenant of this stack shares its cards through DRA (gpuSharing: dra)")
-    return found
+    return tenants_sharing(lab, "dra")
 
 
 def objects(api_client, plural: str, namespace: str | None = None) -> list[dict]:
@@ -31,21 +28,6 @@ def objects(api_client, plural: str, namespace: str | None = None) -> list[dict]
     if namespace is None:
         return custom.list_cluster_custom_object(GROUP, VERSION, plural)["items"]
     return custom.list_namespaced_custom_object(GROUP, VERSION, namespace, plural)["items"]
-
-
-def claim_pod(name: str, image: str, template: str) -> dict:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "labels": {SUITE_LABEL: "true"}},
-        "spec": {
-            "terminationGracePeriodSeconds": 1,
-            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}],
-            "containers": [
-                {"name": "gpu", "image": image, "command": IDLE_COMMAND, "resources": {"claims": [{"name": "gpu"}]}}
-            ],
-        },
-    }
 
 
 def unschedulable(api: client.CoreV1Api, namespace: str, name: str) -> str | None:

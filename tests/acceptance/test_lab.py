@@ -24,6 +24,7 @@ from tests.acceptance.helpers import (
     hami_reasons,
     image_pull_problem,
     pod_events,
+    tenants_sharing,
     wait_until,
 )
 
@@ -34,10 +35,7 @@ SHARE = {"gpumem": 20000, "gpucores": 30}
 
 def hami_tenants(lab) -> list:
     """The tenants whose cards HAMi shares (a DRA tenant's cases are test_dra_lab.py's)."""
-    found = [tenant for tenant in lab.config.tenants if tenant.gpu_sharing == "hami"]
-    if not found:
-        pytest.skip("no tenant of this stack shares its cards through HAMi (all are gpuSharing: dra)")
-    return found
+    return tenants_sharing(lab, "hami")
 
 
 def first_tenant(lab):

@@ -86,3 +86,80 @@ def test_three_claims_share_the_card_a_fourth_is_refused_for_cores_and_90000_mb_
     message = wait_until(lambda: unschedulable(cluster, "too-big"), WAIT, "too-big unschedulable", POLL)
     assert "cannot allocate all claims" in message, message
     assert scheduled(cluster, "trainer-4") is None and scheduled(cluster, "too-big") is None
+
+
+# --- the allocator model (placement/dra_fit.py) against the real allocator -----------------------------------
+
+PAIR_NAMESPACE = "gpulab-dra-differential"
+
+
+def random_asks(seed: int, count: int) -> list[tuple[str, int | None, int | None]]:
+    import random
+
+    chooser = random.Random(seed)
+    asks = []
+    for index in range(count):
+        memory = chooser.choice([None, 1000, 8000, 12000, 20000, 24576, 40000, 81920])
+        cores = chooser.choice([None, 0, 5, 30, 50, 70, 100])
+        asks.append((f"s{seed}-c{index}", memory, cores))
+    return asks
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_allocator_model_agrees_with_kube_scheduler_on_generated_claims(cluster, seed: int) -> None:
+    """A KWOK node with an A100 and an L4 under a tenant (and so a device class) of its own, claims created one at a
+    time, each waited on until kube-scheduler has bound or refused its pod: the model's verdict and card for every
+    claim are the real ones. (A first version shared the tenant of the test above, whose A100 node kube-scheduler
+    then also used: a DRA tenant's claims may go to any node its class selects.)"""
+    from placement.dra_fit import ClaimAsk, allocate
+
+    tenant, node_name, namespace = f"dra-diff-{seed}", f"dra-pair-{seed}", f"{PAIR_NAMESPACE}-{seed}"
+    cards = expand_cards(tenant, [("A100-80GB", 1), ("L4", 1)])
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": node_name, "labels": {"kubernetes.io/hostname": node_name}},
+    }
+    objects = [
+        node,
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+        device_class(tenant),
+        resource_slice(tenant, node_name, cards),
+    ]
+    cluster.ok("apply", "--server-side", "--field-manager=gpulab", "-f", "-", stdin=objects)
+    asks = random_asks(seed, 8)
+    try:
+        real = {}
+        for name, memory, cores in asks:
+            template = claim_template(tenant, name, namespace, memory, cores)
+            body = pod(name, name)
+            body["metadata"]["namespace"] = namespace
+            cluster.ok("apply", "--server-side", "--field-manager=gpulab", "-f", "-", stdin=[template, body])
+
+            def verdict(n=name):
+                found = cluster.get("pod", "-n", namespace, n) or {}
+                if found.get("spec", {}).get("nodeName"):
+                    return "bound"
+                for condition in found.get("status", {}).get("conditions", []):
+                    if condition["type"] == "PodScheduled" and condition.get("reason") == "Unschedulable":
+                        return "refused"
+                return None
+
+            real[name] = wait_until(verdict, WAIT, f"kube-scheduler's verdict on {name}", POLL)
+        claims = json.loads(cluster.ok("get", "resourceclaims", "-n", namespace, "-o", "json"))["items"]
+        devices = {}
+        for claim in claims:
+            owner = next(ref["name"] for ref in claim["metadata"]["ownerReferences"] if ref["kind"] == "Pod")
+            results = (claim.get("status", {}).get("allocation") or {}).get("devices", {}).get("results", [])
+            devices[owner] = [(r["pool"], r["device"]) for r in results]
+        model = allocate([(node_name, cards)], [ClaimAsk(n, 1, m, c) for n, m, c in asks])
+        for (name, memory, cores), allocation in zip(asks, model, strict=True):
+            expected = [(d.node, f"gpu-{d.card.index}") for d in allocation.devices]
+            said = ("bound" if expected else "refused", expected)
+            assert said == (real[name], devices.get(name, [])), (name, memory, cores, said, real[name], devices)
+        assert "bound" in real.values() and "refused" in real.values(), f"a scenario with both verdicts: {real}"
+    finally:
+        cluster.ok("delete", "namespace", namespace, "--wait=false")
+        cluster.ok("delete", "resourceslice", f"{node_name}-{DRIVER}", "--wait=false")
+        cluster.ok("delete", "deviceclass", device_class(tenant)["metadata"]["name"], "--wait=false")
+        cluster.ok("delete", "node", node_name, "--wait=false")

@@ -1,0 +1,130 @@
+"""`make check` for a DRA tenant (gpuSharing: dra): the manifests' pods with their ResourceClaimTemplates, after the
+stack's declared workloads, through the allocator model (placement/dra_fit.py). A pod whose claim no card can hold
+now is an error with the allocator's own reason (`cannot allocate all claims`), what it asks and what each card has
+free; one that fits is placed. A template naming another class, or asking memory in another unit than MB, is bad
+input: the tenant's kube-scheduler would leave such a pod Pending, or place it on what the user did not mean."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from model import dra
+from model.config import Tenant
+from model.quantity import QuantityError, parse_quantity
+from model.workload_manifests import workload_claim_template
+from placement.dra_fit import ClaimAsk, allocate, free_now
+from placement.findings import Finding
+
+UNALLOCATABLE = "cannot allocate all claims"  # kube-scheduler v1.36.4's words (dynamicresources.go)
+BINARY = ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
+
+
+class DraInputError(ValueError):
+    """A manifest the checker cannot judge as the user means it: one line naming the object and the fix."""
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _amount(text: Any, key: str, where: str) -> int:
+    value = str(text)
+    if key == dra.MEMORY and value.endswith(BINARY):
+        raise DraInputError(
+            f"{where}: memory {value} is a binary quantity of bytes; gpulab's cards count memory in MB, as HAMi "
+            "does: write it in MB (20000 for 20000 MB)"
+        )
+    try:
+        exact = parse_quantity(value)
+    except QuantityError as error:
+        raise DraInputError(f"{where}: {key} {value!r}: {error}") from None
+    if exact.denominator != 1 or exact < 0:
+        raise DraInputError(f"{where}: {key} {value} must be a whole number ({'MB' if key == dra.MEMORY else '%'})")
+    return int(exact)
+
+
+def template_ask(tenant: Tenant, template: Mapping[str, Any], label: str) -> ClaimAsk:
+    """What a ResourceClaimTemplate's one request asks of the tenant's class."""
+    metadata = _mapping(template.get("metadata"))
+    where = f"ResourceClaimTemplate/{metadata.get('name', '<unnamed>')}"
+    requests = _mapping(_mapping(_mapping(template.get("spec")).get("spec")).get("devices")).get("requests") or []
+    if not isinstance(requests, list) or len(requests) != 1 or "exactly" not in _mapping(requests[0]):
+        raise DraInputError(f"{where}: make check judges one `exactly` request per claim (the lab's claim templates)")
+    exactly = _mapping(_mapping(requests[0]).get("exactly"))
+    wanted = dra.device_class_name(tenant.name)
+    if exactly.get("deviceClassName") != wanted:
+        raise DraInputError(
+            f"{where}: asks device class {exactly.get('deviceClassName')!r}, which is not {tenant.name}'s: its cards "
+            f"are class {wanted} (another tenant's class is not in its API server, so the pod would stay Pending)"
+        )
+    if exactly.get("allocationMode", "ExactCount") != "ExactCount":
+        raise DraInputError(f"{where}: allocationMode {exactly.get('allocationMode')}: make check judges ExactCount")
+    asked = _mapping(_mapping(exactly.get("capacity")).get("requests"))
+    unknown = sorted(set(asked) - {dra.MEMORY, dra.CORES})
+    if unknown:
+        raise DraInputError(f"{where}: capacity {unknown}: gpulab's cards have {dra.MEMORY} (MB) and {dra.CORES} (%)")
+    count = exactly.get("count", 1)
+    if not isinstance(count, int) or count < 1:
+        raise DraInputError(f"{where}: count {count!r} must be a whole number of cards, at least 1")
+    amounts = {key: _amount(value, key, where) for key, value in asked.items()}
+    return ClaimAsk(label, count, amounts.get(dra.MEMORY), amounts.get(dra.CORES))
+
+
+def manifest_asks(tenant: Tenant, objects: Iterable[Mapping[str, Any]]) -> list[ClaimAsk]:
+    """The claims of the manifests' pods (in order), each from the template it names."""
+    objects = list(objects)
+    templates = {
+        (_mapping(o.get("metadata")).get("namespace"), _mapping(o.get("metadata")).get("name")): o
+        for o in objects
+        if o.get("kind") == "ResourceClaimTemplate"
+    }
+    asks = []
+    for pod in (o for o in objects if o.get("kind") == "Pod"):
+        metadata = _mapping(pod.get("metadata"))
+        label = f"Pod/{metadata.get('namespace') or 'default'}/{metadata.get('name', '<unnamed>')}"
+        for claim in _mapping(pod.get("spec")).get("resourceClaims") or []:
+            name = _mapping(claim).get("resourceClaimTemplateName")
+            if name is None:
+                continue  # a claim made by hand (resourceClaimName): not judged here
+            template = templates.get((metadata.get("namespace"), name))
+            if template is None:
+                raise DraInputError(f"{label}: names ResourceClaimTemplate {name!r}, which no manifest given holds")
+            asks.append(template_ask(tenant, template, label))
+    return asks
+
+
+def declared_asks(tenant: Tenant) -> list[ClaimAsk]:
+    asks = []
+    for workload in tenant.workloads:
+        template = workload_claim_template(tenant, workload)
+        label = f"Pod/{tenant.workload_namespace(workload)}/{workload.name}"
+        asks.extend(template_ask(tenant, template, label) for _ in range(workload.replicas))
+    return asks
+
+
+def judge(tenant: Tenant, objects: list[Mapping[str, Any]]) -> tuple[list[str], list[Finding]]:
+    """(lines, findings): the declared workloads' claims first, as the stack runs them, then the manifests'."""
+    nodes = [(node.name, node.cards) for node in tenant.gpu_nodes()]
+    declared = declared_asks(tenant)
+    submitted = manifest_asks(tenant, objects)
+    allocations = allocate(nodes, declared + submitted)
+    running, judged = allocations[: len(declared)], allocations[len(declared) :]
+    lines = [
+        f"running: {a.ask.label} on {', '.join(d.card.id for d in a.devices) or 'no card (Pending)'}" for a in running
+    ]
+    findings, placed = [], []
+    for index, allocation in enumerate(judged):
+        if allocation.devices:
+            placed.append(f"place: {allocation.ask.label}: {', '.join(d.card.id for d in allocation.devices)}")
+            continue
+        before = running + judged[:index]
+        free = "; ".join(f"{card.id}: {memory} MB, {cores} %" for card, memory, cores in free_now(nodes, before))
+        ask = allocation.ask
+        memory = "a whole card's memory" if ask.memory_mb is None else f"{ask.memory_mb} MB"
+        message = (
+            f"asks {ask.count} card(s) with {memory} and {ask.cores or 0} % of each; free: {free} "
+            "(kube-scheduler's DRA allocator leaves the pod Pending)"
+        )
+        findings.append(Finding("error", tenant.name, ask.label, UNALLOCATABLE, message))
+    return lines + placed, findings

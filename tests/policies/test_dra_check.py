@@ -1,0 +1,87 @@
+"""`make check` on a DRA tenant (tenant-b of Pulumi.dra.yaml): its manifests' pods and claim templates after the
+stack's three declared 20000 MB / 30 % claims, through the allocator model (placement/dra_fit.py). Boundary: the
+manifests a user writes (ResourceClaimTemplate and Pod, as model/dra.py and the Kubernetes docs shape them) and the
+verdicts kube-scheduler v1.36.4 gives the same claims (make verify's TC-15/16 and tests/real/test_dra_allocation.py
+see them from the real allocator)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from lab_harness import LAB_PROJECT
+from shared_data import ROOT
+
+from model.dra import claim_template
+from policies.checker import main
+
+
+def manifest(tmp_path: Path, name: str, memory: int | str | None, cores: int | None, **change: object) -> Path:
+    template = claim_template("tenant-b", f"{name}-gpu", "gpu-workloads", None, None)
+    exactly = template["spec"]["spec"]["devices"]["requests"][0]["exactly"]
+    requests = {key: str(value) for key, value in (("memory", memory), ("cores", cores)) if value is not None}
+    if requests:
+        exactly["capacity"] = {"requests": requests}
+    exactly.update(change)
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "gpu-workloads"},
+        "spec": {
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": f"{name}-gpu"}],
+            "containers": [{"name": "work", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}],
+        },
+    }
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump_all([template, pod]))
+    return path
+
+
+def check(capsys, *files: Path) -> tuple[int, str]:
+    code = main(["--tenant", "tenant-b", "--stack", "dra", "--project-dir", str(LAB_PROJECT), *map(str, files)])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def test_a_fourth_share_is_refused_for_what_the_card_has_left(tmp_path: Path, capsys) -> None:
+    code, out = check(capsys, manifest(tmp_path, "fourth", 20000, 30))
+    assert code == 1, out
+    assert "running: Pod/gpu-workloads/trainer-3 on GPU-MOCK-tenant-b-0" in out
+    assert "error: tenant tenant-b: Pod/gpu-workloads/fourth: cannot allocate all claims: asks 1 card(s) with " in out
+    assert "free: GPU-MOCK-tenant-b-0: 21920 MB, 10 %" in out
+
+
+def test_a_90000_mb_claim_is_refused_and_a_small_one_placed(tmp_path: Path, capsys) -> None:
+    code, out = check(capsys, manifest(tmp_path, "small", 1000, 5), manifest(tmp_path, "huge", 90000, 10))
+    assert code == 1, out
+    assert "place: Pod/gpu-workloads/small: GPU-MOCK-tenant-b-0" in out
+    assert "Pod/gpu-workloads/huge: cannot allocate all claims: asks 1 card(s) with 90000 MB" in out
+    assert "free: GPU-MOCK-tenant-b-0: 20920 MB, 5 %" in out  # after small
+
+
+def test_a_claim_that_names_no_memory_takes_the_whole_card_and_does_not_fit_beside_the_three(tmp_path, capsys):
+    code, out = check(capsys, manifest(tmp_path, "whole", None, None))
+    assert code == 1 and "asks 1 card(s) with a whole card's memory and 0 %" in out, out
+
+
+@pytest.mark.parametrize(
+    ("memory", "change", "says"),
+    [
+        ("20Gi", {}, "memory 20Gi is a binary quantity of bytes; gpulab's cards count memory in MB"),
+        (20000, {"deviceClassName": "gpulab-tenant-a-gpu"}, "asks device class 'gpulab-tenant-a-gpu', which is not "),
+        ("20.5", {}, "memory 20.5 must be a whole number (MB)"),
+    ],
+)
+def test_a_claim_in_another_unit_or_of_another_tenants_class_is_bad_input(
+    tmp_path: Path, capsys, memory, change, says
+) -> None:
+    code, out = check(capsys, manifest(tmp_path, "odd", memory, 10, **change))
+    assert code == 2 and says in out, out
+
+
+def test_the_hami_tenant_beside_it_is_checked_as_before(capsys) -> None:
+    fourth = ROOT / "tests" / "manifests" / "fourth-share.yaml"
+    code = main(["--tenant", "tenant-a", "--stack", "dra", "--project-dir", str(LAB_PROJECT), str(fourth)])
+    out = capsys.readouterr().out
+    assert code == 1 and "CardInsufficientCore" in out, out
