@@ -9,8 +9,18 @@ anywhere is not. tests/real/test_dra_allocation.py holds the model against the r
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from model.catalog import Card
+
+class Card(Protocol):
+    """A card as the catalog (model/catalog.py Card) and an inventory (hami/cards.py CardSpec) both give it."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def memory_mb(self) -> int: ...
+    @property
+    def cores(self) -> int: ...
 
 
 @dataclass

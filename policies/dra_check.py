@@ -6,7 +6,7 @@ input: the tenant's kube-scheduler would leave such a pod Pending, or place it o
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from model import dra
@@ -44,18 +44,21 @@ def _amount(text: Any, key: str, where: str) -> int:
     return int(exact)
 
 
-def template_ask(tenant: Tenant, template: Mapping[str, Any], label: str) -> ClaimAsk:
+def template_ask(tenant: str, template: Mapping[str, Any], label: str) -> ClaimAsk:
     """What a ResourceClaimTemplate's one request asks of the tenant's class."""
     metadata = _mapping(template.get("metadata"))
     where = f"ResourceClaimTemplate/{metadata.get('name', '<unnamed>')}"
     requests = _mapping(_mapping(_mapping(template.get("spec")).get("spec")).get("devices")).get("requests") or []
-    if not isinstance(requests, list) or len(requests) != 1 or "exactly" not in _mapping(requests[0]):
+    # Any sequence: the analyzer protocol hands the pack protobuf lists, not Python lists.
+    if not isinstance(requests, Sequence) or isinstance(requests, str):
+        requests = []
+    if len(requests) != 1 or "exactly" not in _mapping(requests[0]):
         raise DraInputError(f"{where}: make check judges one `exactly` request per claim (the lab's claim templates)")
     exactly = _mapping(_mapping(requests[0]).get("exactly"))
-    wanted = dra.device_class_name(tenant.name)
+    wanted = dra.device_class_name(tenant)
     if exactly.get("deviceClassName") != wanted:
         raise DraInputError(
-            f"{where}: asks device class {exactly.get('deviceClassName')!r}, which is not {tenant.name}'s: its cards "
+            f"{where}: asks device class {exactly.get('deviceClassName')!r}, which is not {tenant}'s: its cards "
             f"are class {wanted} (another tenant's class is not in its API server, so the pod would stay Pending)"
         )
     if exactly.get("allocationMode", "ExactCount") != "ExactCount":
@@ -65,13 +68,15 @@ def template_ask(tenant: Tenant, template: Mapping[str, Any], label: str) -> Cla
     if unknown:
         raise DraInputError(f"{where}: capacity {unknown}: gpulab's cards have {dra.MEMORY} (MB) and {dra.CORES} (%)")
     count = exactly.get("count", 1)
-    if not isinstance(count, int) or count < 1:
+    if isinstance(count, float) and count.is_integer():
+        count = int(count)  # the engine hands a pack every number as a double
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
         raise DraInputError(f"{where}: count {count!r} must be a whole number of cards, at least 1")
     amounts = {key: _amount(value, key, where) for key, value in asked.items()}
     return ClaimAsk(label, count, amounts.get(dra.MEMORY), amounts.get(dra.CORES))
 
 
-def manifest_asks(tenant: Tenant, objects: Iterable[Mapping[str, Any]]) -> list[ClaimAsk]:
+def manifest_asks(tenant: str, objects: Iterable[Mapping[str, Any]]) -> list[ClaimAsk]:
     """The claims of the manifests' pods (in order), each from the template it names."""
     objects = list(objects)
     templates = {
@@ -99,7 +104,7 @@ def declared_asks(tenant: Tenant) -> list[ClaimAsk]:
     for workload in tenant.workloads:
         template = workload_claim_template(tenant, workload)
         label = f"Pod/{tenant.workload_namespace(workload)}/{workload.name}"
-        asks.extend(template_ask(tenant, template, label) for _ in range(workload.replicas))
+        asks.extend(template_ask(tenant.name, template, label) for _ in range(workload.replicas))
     return asks
 
 
@@ -107,7 +112,7 @@ def judge(tenant: Tenant, objects: list[Mapping[str, Any]]) -> tuple[list[str], 
     """(lines, findings): the declared workloads' claims first, as the stack runs them, then the manifests'."""
     nodes = [(node.name, node.cards) for node in tenant.gpu_nodes()]
     declared = declared_asks(tenant)
-    submitted = manifest_asks(tenant, objects)
+    submitted = manifest_asks(tenant.name, objects)
     allocations = allocate(nodes, declared + submitted)
     running, judged = allocations[: len(declared)], allocations[len(declared) :]
     lines = [

@@ -36,6 +36,7 @@ from model.dra import device_class_name
 from model.names import KAMAJI_MAX_ANNOTATION, NODE_IMAGE_LABEL, TENANT_LABEL
 from model.network import address_problem
 from model.versions import Versions, image_tag, parse_kubernetes_version
+from placement.dra_fit import allocate, free_now
 from placement.findings import NOT_SHARED_BY_HAMI, Finding
 from placement.inventory import (
     TenantInventory,
@@ -56,6 +57,7 @@ from placement.workloads import (
     WorkloadError,
     read_workload,
 )
+from policies import dra_check
 from policies.analyzed_inputs import GPU_REQUEST_INPUTS, judged_resources
 
 TCP_TYPE = "kubernetes:kamaji.clastix.io/v1alpha1:TenantControlPlane"
@@ -89,6 +91,10 @@ HELM_TYPES = ("kubernetes:helm.sh/v3:Release", "kubernetes:helm.sh/v4:Chart")
 # Keys that only a GPU pod (its resources or its HAMi selector annotations) holds. HAMi's own chart
 # names its resources as values (`resourceMem: nvidia.com/gpumem`), never as keys.
 GPU_KEYS = frozenset((*HAMI_RESOURCES, USE_GPUTYPE, NOUSE_GPUTYPE, USE_GPUUUID, NOUSE_GPUUUID))
+
+
+# A DRA tenant's claim templates, as pulumi-kubernetes registers them (a CustomResource of a built-in kind).
+CLAIM_TEMPLATE_TYPE = "kubernetes:resource.k8s.io/v1:ResourceClaimTemplate"
 
 
 def _gpu_keys(value: Any, depth: int = 0) -> bool:
@@ -181,10 +187,21 @@ def _gpu_findings(
     providers = tenant_providers(resources)
     by_tenant: dict[str, list[tuple[Workload, str]]] = defaultdict(list)
     problems: list[tuple[Finding, str]] = []
+    claimed: dict[str, list[PolicyResource]] = defaultdict(list)  # a DRA tenant's pods and claim templates
     for resource in resources:
         kind = RESOURCE_TYPES.get(resource.resource_type)
         provider = resource.provider
         by_provider = providers.get(provider.urn) if provider is not None else None
+        if (
+            by_provider in inventories
+            and inventories[by_provider].sharing == "dra"
+            and resource.resource_type
+            in (
+                CLAIM_TEMPLATE_TYPE,
+                "kubernetes:core/v1:Pod",
+            )
+        ):
+            claimed[by_provider].append(resource)
         if kind is None:
             unchecked = _unchecked_kind(resource, by_provider)
             if unchecked is not None:
@@ -244,6 +261,8 @@ def _gpu_findings(
             problems.append((Finding("error", tenant, workload.label, TENANT_UNKNOWN, message), resource.urn))
         else:
             by_tenant[tenant].append((workload, resource.urn))
+    for tenant, found in sorted(claimed.items()):
+        problems += _claim_findings(inventories[tenant], found)
     for tenant, entries in sorted(by_tenant.items()):
         if inventories[tenant].sharing == "dra":
             message = (
@@ -258,6 +277,38 @@ def _gpu_findings(
             workload_label = finding.workload.split("#", 1)[0]
             problems.append((finding, urns.get(workload_label, "")))
     return problems, True
+
+
+def _claim_findings(inventory: TenantInventory, found: list[PolicyResource]) -> list[tuple[Finding, str]]:
+    """A DRA tenant's pods, each claim from the template it names, through the allocator model (placement/dra_fit.py,
+    policies/dra_check.py): a claim no card can hold is refused with kube-scheduler's own reason."""
+    objects = [dict(resource.props) for resource in found if isinstance(resource.props, Mapping)]
+    urns = {}
+    for resource in found:
+        metadata = (resource.props.get("metadata") or {}) if isinstance(resource.props, Mapping) else {}
+        urns[f"Pod/{metadata.get('namespace') or 'default'}/{metadata.get('name')}"] = resource.urn
+    try:
+        asks = dra_check.manifest_asks(inventory.name, objects)
+    except dra_check.DraInputError as error:
+        return [(Finding("error", inventory.name, "?", "InvalidGpuRequest", str(error)), "")]
+    allocations = allocate(inventory.node_cards(), asks)
+    problems = []
+    for index, allocation in enumerate(allocations):
+        if allocation.devices:
+            continue
+        free = "; ".join(
+            f"{card.id}: {memory} MB, {cores} %"
+            for card, memory, cores in free_now(inventory.node_cards(), allocations[:index])
+        )
+        ask = allocation.ask
+        memory = "a whole card's memory" if ask.memory_mb is None else f"{ask.memory_mb} MB"
+        message = (
+            f"asks {ask.count} card(s) with {memory} and {ask.cores or 0} % of each; free beside the claims before it: "
+            f"{free} (kube-scheduler's DRA allocator would leave the pod Pending)"
+        )
+        finding = Finding("error", inventory.name, ask.label, dra_check.UNALLOCATABLE, message)
+        problems.append((finding, urns.get(ask.label, "")))
+    return problems
 
 
 def validate_gpu_requests(args: StackValidationArgs, report_violation: ReportViolation) -> None:

@@ -13,6 +13,7 @@ from shared_data import ROOT
 from model.config import load_stack_file
 from model.tenant_objects import inventory_document
 from placement.findings import NOT_SHARED_BY_HAMI
+from tests.components.test_process_mode import built_tools  # noqa: F401  (the fixture)
 
 LAB = load_stack_file(ROOT / "Pulumi.dra.yaml")
 HAMI, DRA = LAB.tenants
@@ -48,3 +49,29 @@ def test_the_hami_tenant_beside_it_is_judged_as_before() -> None:
     assert "sharing" not in json.loads(inventory(HAMI).props["data"]["inventory.json"]), "HAMi documents unchanged"
     pods = [pod(f"t{i}", HAMI.name) for i in range(3)]
     assert run_stack_policy("gpu-request-limits", stack_args([inventory(HAMI), inventory(DRA), *pods])) == []
+
+
+# --- the stack's declared claims, through the real analyzer protocol (the program under Pulumi mocks) -------------
+
+
+def dra_program(workloads: list[dict]):
+    from lab_harness import run_program
+
+    from tests.components.test_dra_tenant import dra_config
+
+    config = dra_config()
+    config["tenants"][1]["workloads"] = workloads
+    return run_program(config)
+
+
+def test_make_plan_refuses_a_fourth_declared_claim_of_a_dra_tenant(built_tools) -> None:  # noqa: F811
+    from policy_harness import analyze_stack, program_resources
+
+    shares = [{"name": f"trainer-{i}", "gpumem": 20000, "gpucores": 30} for i in range(1, 5)]
+    response = analyze_stack(program_resources(dra_program(shares)))
+    messages = [d.message for d in response.diagnostics if d.policyName == "gpu-request-limits"]
+    assert len(messages) == 1, messages
+    assert "Pod/gpu-workloads/trainer-4: cannot allocate all claims" in messages[0]
+    assert "free beside the claims before it: GPU-MOCK-tenant-b-0: 21920 MB, 10 %" in messages[0]
+    fits = analyze_stack(program_resources(dra_program(shares[:3])))
+    assert [d for d in fits.diagnostics if d.policyName == "gpu-request-limits"] == []
