@@ -11,10 +11,10 @@ from typing import Any
 
 from model import dra
 from model.config import Tenant
-from model.quantity import QuantityError, parse_quantity
 from model.workload_manifests import workload_claim_template
-from placement.dra_fit import ClaimAsk, allocate, free_now
+from placement.dra_fit import Allocation, Card, ClaimAsk, allocate, free_now
 from placement.findings import Finding
+from placement.workloads import WorkloadError, whole_quantity
 
 UNALLOCATABLE = "cannot allocate all claims"  # kube-scheduler v1.36.4's words (dynamicresources.go)
 BINARY = ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
@@ -36,12 +36,9 @@ def _amount(text: Any, key: str, where: str) -> int:
             "does: write it in MB (20000 for 20000 MB)"
         )
     try:
-        exact = parse_quantity(value)
-    except QuantityError as error:
-        raise DraInputError(f"{where}: {key} {value!r}: {error}") from None
-    if exact.denominator != 1 or exact < 0:
-        raise DraInputError(f"{where}: {key} {value} must be a whole number ({'MB' if key == dra.MEMORY else '%'})")
-    return int(exact)
+        return whole_quantity(text, f"{where}: {key} ({'MB' if key == dra.MEMORY else '%'})")
+    except WorkloadError as error:
+        raise DraInputError(str(error)) from None
 
 
 def template_ask(tenant: str, template: Mapping[str, Any], label: str) -> ClaimAsk:
@@ -118,18 +115,28 @@ def judge(tenant: Tenant, objects: list[Mapping[str, Any]]) -> tuple[list[str], 
     lines = [
         f"running: {a.ask.label} on {', '.join(d.card.id for d in a.devices) or 'no card (Pending)'}" for a in running
     ]
-    findings, placed = [], []
-    for index, allocation in enumerate(judged):
+    placed = [f"place: {a.ask.label}: {', '.join(d.card.id for d in a.devices)}" for a in judged if a.devices]
+    findings = refusals(tenant.name, nodes, allocations, start=len(declared))
+    return lines + placed, findings
+
+
+def refusals(
+    tenant: str, nodes: list[tuple[str, list[Card]]], allocations: list[Allocation], start: int = 0
+) -> list[Finding]:
+    """An error for each allocation from `start` on that found no card: what it asks and what the claims before
+    it leave free (make check and the pack word it the same)."""
+    found = []
+    for index, allocation in enumerate(allocations[start:], start=start):
         if allocation.devices:
-            placed.append(f"place: {allocation.ask.label}: {', '.join(d.card.id for d in allocation.devices)}")
             continue
-        before = running + judged[:index]
-        free = "; ".join(f"{card.id}: {memory} MB, {cores} %" for card, memory, cores in free_now(nodes, before))
+        free = "; ".join(
+            f"{card.id}: {memory} MB, {cores} %" for card, memory, cores in free_now(nodes, allocations[:index])
+        )
         ask = allocation.ask
         memory = "a whole card's memory" if ask.memory_mb is None else f"{ask.memory_mb} MB"
         message = (
-            f"asks {ask.count} card(s) with {memory} and {ask.cores or 0} % of each; free: {free} "
-            "(kube-scheduler's DRA allocator leaves the pod Pending)"
+            f"asks {ask.count} card(s) with {memory} and {ask.cores or 0} % of each; free beside the claims before it: "
+            f"{free} (kube-scheduler's DRA allocator would leave the pod Pending)"
         )
-        findings.append(Finding("error", tenant.name, ask.label, UNALLOCATABLE, message))
-    return lines + placed, findings
+        found.append(Finding("error", tenant, ask.label, UNALLOCATABLE, message))
+    return found

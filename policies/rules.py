@@ -36,7 +36,7 @@ from model.dra import device_class_name
 from model.names import KAMAJI_MAX_ANNOTATION, NODE_IMAGE_LABEL, TENANT_LABEL
 from model.network import address_problem
 from model.versions import Versions, image_tag, parse_kubernetes_version
-from placement.dra_fit import allocate, free_now
+from placement.dra_fit import allocate
 from placement.findings import NOT_SHARED_BY_HAMI, Finding
 from placement.inventory import (
     TenantInventory,
@@ -291,24 +291,11 @@ def _claim_findings(inventory: TenantInventory, found: list[PolicyResource]) -> 
         asks = dra_check.manifest_asks(inventory.name, objects)
     except dra_check.DraInputError as error:
         return [(Finding("error", inventory.name, "?", "InvalidGpuRequest", str(error)), "")]
-    allocations = allocate(inventory.node_cards(), asks)
-    problems = []
-    for index, allocation in enumerate(allocations):
-        if allocation.devices:
-            continue
-        free = "; ".join(
-            f"{card.id}: {memory} MB, {cores} %"
-            for card, memory, cores in free_now(inventory.node_cards(), allocations[:index])
-        )
-        ask = allocation.ask
-        memory = "a whole card's memory" if ask.memory_mb is None else f"{ask.memory_mb} MB"
-        message = (
-            f"asks {ask.count} card(s) with {memory} and {ask.cores or 0} % of each; free beside the claims before it: "
-            f"{free} (kube-scheduler's DRA allocator would leave the pod Pending)"
-        )
-        finding = Finding("error", inventory.name, ask.label, dra_check.UNALLOCATABLE, message)
-        problems.append((finding, urns.get(ask.label, "")))
-    return problems
+    nodes = inventory.node_cards()
+    return [
+        (finding, urns.get(finding.workload, ""))
+        for finding in dra_check.refusals(inventory.name, nodes, allocate(nodes, asks))
+    ]
 
 
 def validate_gpu_requests(args: StackValidationArgs, report_violation: ReportViolation) -> None:

@@ -49,7 +49,7 @@ def test_a_fourth_share_is_refused_for_what_the_card_has_left(tmp_path: Path, ca
     assert code == 1, out
     assert "running: Pod/gpu-workloads/trainer-3 on GPU-MOCK-tenant-b-0" in out
     assert "error: tenant tenant-b: Pod/gpu-workloads/fourth: cannot allocate all claims: asks 1 card(s) with " in out
-    assert "free: GPU-MOCK-tenant-b-0: 21920 MB, 10 %" in out
+    assert "free beside the claims before it: GPU-MOCK-tenant-b-0: 21920 MB, 10 %" in out
 
 
 def test_a_90000_mb_claim_is_refused_and_a_small_one_placed(tmp_path: Path, capsys) -> None:
@@ -57,7 +57,7 @@ def test_a_90000_mb_claim_is_refused_and_a_small_one_placed(tmp_path: Path, caps
     assert code == 1, out
     assert "place: Pod/gpu-workloads/small: GPU-MOCK-tenant-b-0" in out
     assert "Pod/gpu-workloads/huge: cannot allocate all claims: asks 1 card(s) with 90000 MB" in out
-    assert "free: GPU-MOCK-tenant-b-0: 20920 MB, 5 %" in out  # after small
+    assert "free beside the claims before it: GPU-MOCK-tenant-b-0: 20920 MB, 5 %" in out  # after small
 
 
 def test_a_claim_that_names_no_memory_takes_the_whole_card_and_does_not_fit_beside_the_three(tmp_path, capsys):
@@ -70,7 +70,7 @@ def test_a_claim_that_names_no_memory_takes_the_whole_card_and_does_not_fit_besi
     [
         ("20Gi", {}, "memory 20Gi is a binary quantity of bytes; gpulab's cards count memory in MB"),
         (20000, {"deviceClassName": "gpulab-tenant-a-gpu"}, "asks device class 'gpulab-tenant-a-gpu', which is not "),
-        ("20.5", {}, "memory 20.5 must be a whole number (MB)"),
+        ("20.5", {}, "memory (MB): '20.5' is not a whole number"),
     ],
 )
 def test_a_claim_in_another_unit_or_of_another_tenants_class_is_bad_input(
