@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from placement.findings import Finding
 from placement.inventory import TenantInventory
-from placement.replay import Placed, replay
+from placement.replay import Placed, Replay
 from placement.workloads import Workload
 
 UsageLabel = Literal["now", "running"]  # what the cards hold now (live), or once the stack's workloads run
@@ -52,12 +52,12 @@ def placement_lines(found: Sequence[dict[str, Any]], several_nodes: bool) -> lis
     return lines
 
 
-def placements(inventory: TenantInventory, submitted: Sequence[Workload], node_name: str) -> list[dict[str, Any]]:
-    """Where HAMi would put the submitted pods, one at a time in order, after what runs now (live usage)
-    or what the stack declares: the node (HAMi's node policy, with several) and each container's cards."""
+def placements(run: Replay, submitted: Sequence[Workload]) -> list[dict[str, Any]]:
+    """Where HAMi would put the submitted pods, from its one run over them in order after what runs now (live
+    usage) or what the stack declares: the node (HAMi's node policy, with several) and each container's cards."""
     submitted_pods = {id(pod): workload for workload in submitted for pod in workload.pods}
     found: list[dict[str, Any]] = []
-    for outcome in replay(inventory, submitted, one_node=node_name).outcomes:
+    for outcome in run.outcomes:
         if isinstance(outcome, Placed) and id(outcome.pod) in submitted_pods:
             entry = {
                 "workload": submitted_pods[id(outcome.pod)].label,

@@ -23,9 +23,9 @@ from model.config import ConfigError, LabConfig, Tenant, load_stack_file
 from model.names import TENANT_LABEL
 from model.workload_manifests import workload_manifest
 from placement.findings import Finding, printable
-from placement.inventory import from_lab_config
+from placement.inventory import TenantInventory, from_lab_config
 from placement.live import LiveError, current_usage, fetch_pod_list
-from placement.replay import replay
+from placement.replay import Replay, replay
 from placement.wording import evaluate_tenant
 from placement.workloads import Workload, WorkloadError, read_workload, unit_suffix_notes
 from policies import dra_check
@@ -191,19 +191,26 @@ def run(tenant_name: str, stack: str, files: list[Path], project_dir: Path, live
             raise BadInput(f"live usage: {error}") from None
         label = "now"
     elif declared := _declared_workloads(lab, tenant):
-        findings = evaluate_tenant(inventory, declared)
-        inventory = replay(inventory, declared).inventory
+        findings, running = _judged_run(inventory, declared, tenant.gpu_node_name())
+        inventory = running.inventory
         lines.append(
             f"running: {', '.join(w.label for w in declared)} (declared in {stack_file.name}; placed by HAMi, "
             "in this order)"
         )
         label = "running"
-    findings += evaluate_tenant(inventory, submitted)
     if label is not None:
         lines.extend(describe_usage(inventory, label))
+    verdicts, submitted_run = _judged_run(inventory, submitted, tenant.gpu_node_name())
+    findings += verdicts
     failed = any(finding.severity == "error" for finding in findings)
-    placed = [] if failed else placements(inventory, submitted, tenant.gpu_node_name())
+    placed = [] if failed else placements(submitted_run, submitted)
     return CheckResult(1 if failed else 0, lines, findings, placed, bool(inventory.nodes))
+
+
+def _judged_run(inventory: TenantInventory, workloads: list[Workload], node_name: str) -> tuple[list[Finding], Replay]:
+    """What `make check` learns of a set of workloads on the tenant as it stands: the engine's findings, worded,
+    and HAMi's one run over their pods in order (where each lands, and what the cards hold after)."""
+    return evaluate_tenant(inventory, workloads), replay(inventory, workloads, one_node=node_name)
 
 
 def _run_dra(tenant: Tenant, files: list[Path], live: Live | None) -> CheckResult:

@@ -398,4 +398,5 @@ def test_an_inventory_without_cards_is_judged() -> None:
     workloads = [read_workload("Pod", manifest)]
     (finding,) = evaluate_tenant(inventory, workloads)
     assert (finding.severity, finding.reason) == ("error", "NodeInsufficientDevice")
-    assert replay(inventory, workloads).inventory.card_usage == () and placements(inventory, workloads, "worker") == []
+    run = replay(inventory, workloads, one_node="worker")
+    assert run.inventory.card_usage == () and placements(run, workloads) == []

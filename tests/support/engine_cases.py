@@ -174,14 +174,15 @@ def said(seed: int) -> dict[str, Any]:
     """Everything the engine says about case `seed`."""
     inventory, workloads = case(seed)
     findings = [[f.severity, f.workload, f.reason, f.message, f.card] for f in evaluate_tenant(inventory, workloads)]
-    after = replay(inventory, workloads).inventory
+    run = replay(inventory, workloads, one_node="worker")
+    after = run.inventory
     return {
         "findings": findings,
         "running": {
             "cards": [[u.slots, u.memory_mb, u.cores] for u in after.card_usage],
             "namespaces": {ns: [u.memory_mb, u.cores, u.gpus] for ns, u in sorted(after.namespace_usage.items())},
         },
-        "placements": placements(inventory, workloads, "worker"),
+        "placements": placements(run, workloads),
     }
 
 
