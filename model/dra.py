@@ -15,7 +15,8 @@ A claim that names no memory takes the whole card's, and no cores, as HAMi gives
 (HAMi v2.8.3: gpumem-percentage 100 by default, cores 0). The kube-scheduler of the tenant's own control plane is
 the allocator: tests/real/test_dra_allocation.py lets it judge these objects.
 
-A tenant with `gpuSharing: dra` gets these objects in process mode with KWOK workers (components/process/dra.py),
+A tenant with `gpuSharing: dra` gets these objects in process mode (components/process/dra.py): on KWOK nodes gpulab
+creates the slices, on real nodes gpulab's DRA kubelet plugin publishes them and prepares the claims,
 its declared workloads as pods with a claim each (model/workload_manifests.py) and `quota.gpus` as a cap on the
 devices its claims ask of its class (the one thing a ResourceQuota counts of a claim).
 """
@@ -84,6 +85,14 @@ def resource_slice(tenant: str, node: str, cards: list[Card]) -> dict:
             "devices": [_device(tenant, card) for card in cards],
         },
     }
+
+
+def node_devices(tenant: str, node: str, cards: list[Card]) -> dict:
+    """What a real node's DRA kubelet plugin publishes (tools/gpulab-dra-plugin: its devices file): the same devices
+    as `resource_slice`, in the node's one pool. On a real node the driver publishes its slices itself: the kubelet
+    removes a node's slices of any driver not registered with it (kubernetes v1.36.4
+    pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go, wipeResourceSlices)."""
+    return {"driver": DRIVER, "node": node, "devices": [_device(tenant, card) for card in cards]}
 
 
 def devices_quota_key(tenant: str) -> str:

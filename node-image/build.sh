@@ -3,7 +3,8 @@
 #
 # A root file system debootstrapped (--variant=minbase) from the Debian mirror of this machine's own apt
 # sources, with the packages of node-image/packages (systemd, containerd, runc, the CNI plugins, iptables...),
-# plus kubelet, kubeadm and kubectl of `make tools` in /usr/bin (where kind's node image has them), the files
+# plus kubelet, kubeadm and kubectl of `make tools` in /usr/bin (where kind's node image has them) and gpulab's DRA
+# kubelet plugin (tools/gpulab-dra-plugin; its unit is started only on a gpuSharing: dra tenant's node), the files
 # of node-image/files (the kubelet's unit and kubeadm's drop-in, containerd's config, the runc wrapper, the
 # unit that imports the images) and two image archives for containerd: the pause image containerd's
 # sandbox_image names, compiled from kubernetes' own build/pause/linux/pause.c of the pinned k8s.io/kubernetes
@@ -16,7 +17,7 @@
 # under the cache folder, keyed by the mirror, release, architecture and package list only, so a new kubelet or
 # a changed file rebuilds the image from the kept tree without debootstrapping again.
 # Needs root (debootstrap, chroot) and a Docker engine (`bash hack/docker-engine.sh start` gives one).
-# env: GPULAB_BIN (./bin: kubelet, kubeadm, kubectl), GPULAB_NODE_IMAGE_CACHE (.cache/node-image),
+# env: GPULAB_BIN (./bin: kubelet, kubeadm, kubectl, gpulab-dra-plugin), GPULAB_NODE_IMAGE_CACHE (.cache/node-image),
 #      GPULAB_NODE_SUITE (bookworm), GPULAB_NODE_REPOSITORY (gpulab/node), APT_DIR (/etc/apt), GO (go),
 #      TIMEOUT (seconds for the debootstrap, 1800)
 # usage: node-image/build.sh [--tree (only the debootstrap tree) | --mirror (print the Debian source it uses)]
@@ -33,7 +34,7 @@ suite=${GPULAB_NODE_SUITE:-bookworm}
 repository=${GPULAB_NODE_REPOSITORY:-gpulab/node}
 apt_dir=${APT_DIR:-/etc/apt}
 go=${GO:-go}
-programs=(kubelet kubeadm kubectl)
+programs=(kubelet kubeadm kubectl gpulab-dra-plugin)
 busybox_image=localhost/gpulab/busybox
 started=$SECONDS
 

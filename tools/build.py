@@ -79,6 +79,8 @@ def build_key(program: Program | ModuleFile, go_text: str, wrapper_dir: Path) ->
         os.environ.get("GOARCH", ""),
         (wrapper_dir / "go.mod").read_text(),
         (wrapper_dir / "go.sum").read_text(),
+        # gpulab's own program keeps its source beside its go.mod (an upstream wrapper has none: its key stays).
+        *(f"{path.name}\0{path.read_text()}" for path in sorted(wrapper_dir.glob("*.go"))),
     ):
         digest.update(part.encode())
         digest.update(b"\0")

@@ -181,8 +181,16 @@ class ProcessGpuNode(pulumi.ComponentResource):
         hami = lab.runs_hami(tenant)
         after: pulumi.Resource = workers.ready
         if tenant.gpu_sharing == "dra":  # the cards as DRA devices, no HAMi and no extended resources on the nodes
+            real_nodes = None
+            if isinstance(workers, NodeContainerWorkers):
+                real_nodes = (processes, control_plane.processes.instance, workers.instance)
             devices = DraDevices(
-                f"{name}-dra", tenant, control_plane.provider, workers.ready, pulumi.ResourceOptions(parent=self)
+                f"{name}-dra",
+                tenant,
+                control_plane.provider,
+                workers.ready,
+                pulumi.ResourceOptions(parent=self),
+                real_nodes,
             )
             self.readies = devices.readies
             self.advertised = {}  # nothing as a node's extended resources: the slices say what each node has

@@ -127,15 +127,13 @@ class LabConfig(ConfigModel):
         return self
 
     def _dra_runtime(self) -> None:
-        """A DRA tenant's claims are allocated by its own kube-scheduler; only KWOK nodes need nothing more. A
-        kubelet (the Docker lab's kindest/node workers, process mode's node containers) prepares a claim through the
-        driver's kubelet plugin, which gpulab does not have for its simulated cards."""
-        if self.runtime == "docker":
-            fix = "the Docker lab's kubelets have no DRA kubelet plugin for simulated cards: use runtime: process"
-        elif self.workers == "containers":
-            fix = "real nodes' kubelets have no DRA kubelet plugin for simulated cards yet: use workers: kwok"
-        else:
+        """A DRA tenant's claims are allocated by its own kube-scheduler. KWOK nodes need nothing more; process
+        mode's real nodes run gpulab's DRA kubelet plugin, which make node-image puts in gpulab's node image. The
+        Docker lab's workers run kind's node image (or are machines over SSH), which has no such plugin."""
+        if self.runtime != "docker":
             return
+        fix = "the Docker lab's workers (kindest/node, SSH machines) have no DRA kubelet plugin for simulated cards: "
+        fix += "use runtime: process (workers: kwok or containers)"
         problems = [
             (f"tenants[{i}].gpuSharing", tenant.gpu_sharing, f"{fix}, or gpuSharing: hami")
             for i, tenant in enumerate(self.tenants)

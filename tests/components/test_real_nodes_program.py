@@ -7,6 +7,7 @@ import pytest
 import yaml
 from lab_harness import LAB_PROJECT, ROOT, run_program
 
+from model import dra
 from model.config import ConfigError, parse_config
 from model.names import DENY_POLICY
 
@@ -155,3 +156,26 @@ def test_a_cni_the_nodes_cannot_run_is_refused_with_the_one_they_can(changes: di
 )
 def test_each_runtime_names_its_pod_network(changes: dict, network: str) -> None:
     assert parse_config(nodes_config(**changes)).pod_network == network
+
+
+def test_a_dra_tenant_on_a_real_node_gets_gpulabs_plugin_which_publishes_its_slice() -> None:
+    """Pulumi.nodes-dra.yaml: on a real node the kubelet removes a node's slices of a driver not registered with it,
+    so gpulab's DRA kubelet plugin publishes them (model/dra.py node_devices); the program creates no slice of its
+    own there, only the class, and starts the plugin once the node is Ready (and anew on a node made anew)."""
+    document = yaml.safe_load((LAB_PROJECT / "Pulumi.nodes-dra.yaml").read_text())["config"]
+    program = run_program({key.split(":", 1)[1]: value for key, value in document.items()})
+    plugin = program.named("tenant-b-gpus-dra-tenant-b-worker-plugin")
+    assert plugin.type == DYNAMIC
+    assert plugin.inputs["devices"] == dra.node_devices("tenant-b", "tenant-b-worker", tenant_b_cards(document))
+    assert plugin.inputs["node"] == "tenant-b-worker"
+    node = program.named("tenant-b-worker-node")
+    assert program.depends_on(plugin, node)
+    types_b = {r.type for r in program.registrations.values() if r.name.startswith("tenant-b-")}
+    assert "kubernetes:resource.k8s.io/v1:DeviceClass" in types_b
+    assert "kubernetes:resource.k8s.io/v1:ResourceSlice" not in types_b
+    assert not [r for r in program.registrations.values() if r.name.startswith("tenant-a-") and "plugin" in r.name]
+
+
+def tenant_b_cards(document: dict) -> list:
+    config = {key.split(":", 1)[1]: value for key, value in document.items()}
+    return next(t for t in parse_config(config).tenants if t.name == "tenant-b").cards()

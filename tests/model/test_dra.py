@@ -95,18 +95,19 @@ def test_hamis_own_keys_on_a_dra_tenant_are_refused_naming_key_value_and_fix(cha
         assert "gpuSharing: hami" in message, message
 
 
-@pytest.mark.parametrize(
-    ("lab_keys", "says"),
-    [
-        ({"runtime": "docker", "scheduling": {}, "management": {}}, "the Docker lab's kubelets"),
-        ({"workers": "containers"}, "real nodes' kubelets"),
-    ],
-)
-def test_a_dra_tenant_where_a_kubelet_would_need_a_plugin_is_refused(lab_keys: dict, says: str) -> None:
+def test_a_dra_tenant_in_the_docker_lab_is_refused_its_kubelets_have_no_plugin() -> None:
     config = dra_config()
-    config.update(lab_keys)
+    config.update({"runtime": "docker", "scheduling": {}, "management": {}})
     message = refusal(config)
-    assert "gpulab:tenants[1].gpuSharing = 'dra'" in message and says in message, message
+    assert "gpulab:tenants[1].gpuSharing = 'dra'" in message and "the Docker lab's workers" in message, message
+    assert "use runtime: process" in message and "gpuSharing: hami" in message, message
+
+
+def test_a_dra_tenant_on_real_nodes_is_taken_its_node_runs_gpulabs_plugin() -> None:
+    """Process mode's node containers run gpulab's DRA kubelet plugin (tools/gpulab-dra-plugin)."""
+    config = yaml.safe_load((LAB_PROJECT / "Pulumi.nodes-dra.yaml").read_text())["config"]
+    lab = parse_config({key.removeprefix("gpulab:"): value for key, value in config.items()})
+    assert lab.real_nodes and [t.gpu_sharing for t in lab.tenants] == ["hami", "dra"]
 
 
 def test_a_dra_tenants_quota_caps_the_devices_its_claims_ask() -> None:

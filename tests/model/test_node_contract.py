@@ -139,4 +139,4 @@ def test_gpulab_packages_and_script_give_the_rest() -> None:
     assert "systemctl enable kubelet.service gpulab-images.service containerd.service" in script
     assert 'ln -sfn /usr/lib/cni "$stage/opt/cni/bin"' in script and '"$stage/etc/cni/net.d"' in script
     assert 'ENTRYPOINT ["/sbin/init"]' in script and "ENV container=docker" in script
-    assert "programs=(kubelet kubeadm kubectl)" in script and '"$stage/usr/bin/$program"' in script
+    assert "programs=(kubelet kubeadm kubectl gpulab-dra-plugin)" in script and '"$stage/usr/bin/$program"' in script

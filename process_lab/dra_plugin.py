@@ -1,0 +1,129 @@
+"""A DRA tenant's real node: gpulab's DRA kubelet plugin (tools/gpulab-dra-plugin, in the node image) started in
+the node container with the node's devices (model/dra.py node_devices), and the wait until it has registered with
+the kubelet and published the node's ResourceSlice.
+
+The plugin runs as the node's systemd unit gpulab-dra-plugin.service (node-image/files), with the kubelet's own
+credentials. Process mode's DraPluginProvider (components/process/dra.py) is a thin adaptor over this module.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from model import dra
+from process_lab.commands import ProcessLabError
+from process_lab.node_containers import docker, running
+from process_lab.stack import TenantProcesses
+
+DEVICES_FILE = "/etc/gpulab/dra/devices.json"  # the unit's ConditionPathExists and --devices
+UNIT = "gpulab-dra-plugin.service"
+PROGRAM = "/usr/bin/gpulab-dra-plugin"
+START_TIMEOUT = 120  # seconds from the unit's start to the node's slice published
+
+
+@dataclass(frozen=True)
+class NodePlugin:
+    """One real node's plugin: the tenant's processes (its API server), the node (its container's name) and
+    the devices it publishes."""
+
+    processes: TenantProcesses
+    node: str
+    devices: dict[str, Any]
+
+    @classmethod
+    def from_props(cls, props: dict[str, Any]) -> NodePlugin:
+        return cls(TenantProcesses.from_props(props), props["node"], dict(props["devices"]))
+
+    @property
+    def selector(self) -> str:
+        return f"spec.nodeName={self.node},spec.driver={dra.DRIVER}"
+
+
+def _exec(node: str, *argv: str, what: str, stdin: str | None = None, check: bool = True, timeout: float = 30):
+    return docker("exec", "-i", node, *argv, what=what, stdin=stdin, check=check, timeout=timeout)
+
+
+def published(plugin: NodePlugin) -> list[str] | None:
+    """The device names of the node's slices of gpulab's driver, as the API server has them; None when it does not
+    answer now."""
+    control_plane = plugin.processes.control_plane
+    try:
+        answer = control_plane.kubectl(
+            "get", "resourceslices", "--field-selector", plugin.selector, "-o", "json", check=False, timeout=10
+        )
+    except ProcessLabError:
+        return None
+    if answer.returncode != 0:
+        return None
+    items = json.loads(answer.stdout).get("items") or []
+    return sorted(device["name"] for item in items for device in (item.get("spec") or {}).get("devices") or [])
+
+
+def _wanted(plugin: NodePlugin) -> list[str]:
+    return sorted(device["name"] for device in plugin.devices["devices"])
+
+
+def _unit_report(node: str) -> str:
+    """The unit's state and its last lines, for an error a user can act on."""
+    state = _exec(node, "systemctl", "is-active", UNIT, what=f"asking {node}'s systemd", check=False).stdout.strip()
+    journal = _exec(
+        node, "journalctl", "-u", UNIT, "-n", "8", "--no-pager", "-o", "cat", what=f"{node}'s journal", check=False
+    ).stdout.strip()
+    return f"{UNIT} is {state or 'unknown'}; its last lines:\n{journal or '(none)'}"
+
+
+def start(plugin: NodePlugin, timeout: float = START_TIMEOUT, interval: float = 1.0) -> None:
+    """The devices file written, the unit (re)started, then the wait until the node's slice holds every device."""
+    node = plugin.node
+    if _exec(node, "test", "-x", PROGRAM, what=f"looking for {PROGRAM} in {node}", check=False).returncode != 0:
+        raise ProcessLabError(
+            f"{node}'s image has no {PROGRAM}, which a gpuSharing: dra tenant's real node runs: `make tools` builds "
+            "it and `make node-image` puts it in the node image; then `make up` again"
+        )
+    text = json.dumps(plugin.devices, indent=2, sort_keys=True)
+    _exec(node, "sh", "-c", f"mkdir -p {DEVICES_FILE.rsplit('/', 1)[0]} && cat > {DEVICES_FILE}", stdin=text,
+          what=f"writing {node}'s DRA devices")  # fmt: skip
+    _exec(node, "systemctl", "restart", UNIT, what=f"starting {UNIT} on {node}")
+    deadline = time.monotonic() + timeout
+    wanted = _wanted(plugin)
+    while (found := published(plugin)) != wanted:
+        if time.monotonic() >= deadline:
+            raise ProcessLabError(
+                f"{node}: the node's ResourceSlice of {dra.DRIVER} did not hold {', '.join(wanted)} within "
+                f"{timeout:.0f} s (found: {', '.join(found or []) or 'none'}). {_unit_report(node)}"
+            )
+        time.sleep(interval)
+
+
+def serving(plugin: NodePlugin) -> bool | None:
+    """Whether the plugin runs on its node and the node's slice holds its devices; None when the tenant's API
+    server does not answer now (a refresh then keeps the resource as it was)."""
+    if not running(plugin.node):
+        return False
+    active = _exec(plugin.node, "systemctl", "is-active", UNIT, what=f"asking {plugin.node}'s systemd", check=False)
+    if active.stdout.strip() != "active":
+        return False
+    found = published(plugin)
+    return None if found is None else found == _wanted(plugin)
+
+
+def stop(plugin: NodePlugin) -> None:
+    """The unit stopped and its devices file gone (where the node container still runs), then the node's slices
+    deleted where the API server answers: the kubelet would remove them only after its grace period."""
+    if running(plugin.node):
+        _exec(plugin.node, "systemctl", "stop", UNIT, what=f"stopping {UNIT} on {plugin.node}", check=False)
+        _exec(plugin.node, "rm", "-f", DEVICES_FILE, what=f"removing {plugin.node}'s DRA devices", check=False)
+    control_plane = plugin.processes.control_plane
+    if control_plane.kubeconfig.exists():
+        control_plane.kubectl(
+            "delete",
+            "resourceslices",
+            "--field-selector",
+            plugin.selector,
+            "--ignore-not-found",
+            check=False,
+            timeout=20,
+        )
