@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"k8s.io/client-go/kubernetes"
@@ -62,6 +63,12 @@ func run(devicesFile, kubeconfig, cdiDir string) error {
 		received := <-signals
 		stop(fmt.Errorf("signal %v", received))
 	}()
+	// The helper listens in the kubelet's folder for the driver's plugin, which a DaemonSet's hostPath volume would
+	// create (DirectoryOrCreate); run by the node's own systemd, the plugin makes it (seen: "bind: no such file or
+	// directory" without it, kubelet v1.36.4).
+	if err := os.MkdirAll(filepath.Join(kubeletplugin.KubeletPluginsDir, devices.Driver), 0o750); err != nil {
+		return err
+	}
 	driver := &Driver{devices: devices, cdiDir: cdiDir, stop: stop}
 	helper, err := kubeletplugin.Start(ctx, driver,
 		kubeletplugin.KubeClient(client),
