@@ -1,10 +1,14 @@
-"""TC-14..16: a tenant that shares its cards through DRA (gpuSharing: dra), checked against the live lab (`make
+"""TC-14..17: a tenant that shares its cards through DRA (gpuSharing: dra), checked against the live lab (`make
 verify`): its cards are devices of gpulab's driver in ResourceSlices only it sees, its declared workloads' claims
 share one card, and its own kube-scheduler refuses a claim that no longer fits. The seed's case, the
-Kubernetes-native way (model/dra.py); the HAMi tenants' cases are test_lab.py's.
+Kubernetes-native way (model/dra.py); the HAMi tenants' cases are test_lab.py's. On real nodes (TC-17) the real
+kubelet has gpulab's DRA kubelet plugin prepare each claim before its pod runs, and unprepare it once the pod is
+gone (tools/gpulab-dra-plugin).
 """
 
 from __future__ import annotations
+
+import json
 
 import pytest
 from kubernetes import client
@@ -14,6 +18,7 @@ from model.catalog import GPU_RESOURCE, GPUCORES_RESOURCE, GPUMEM_RESOURCE
 from model.names import TENANT_LABEL
 from model.quantity import parse_quantity
 from tests.acceptance.helpers import claim_pod, disposable_namespace, tenants_sharing, wait_until
+from tests.acceptance.test_real_nodes import on_node
 
 GROUP, VERSION = "resource.k8s.io", "v1"
 SHARE = {"memory": 20000, "cores": 30}
@@ -119,3 +124,47 @@ def test_tc16_a_fourth_claim_and_a_90000_mb_claim_are_refused_by_the_allocator(l
                     f"kube-scheduler to find no card for {name}",
                 )
                 assert "cannot allocate all claims" in message, message
+
+
+def prepared_share(node: str, claim_uid: str) -> dict[str, str] | None:
+    """What gpulab's plugin prepared on `node` for the claim: its CDI spec's environment (the file is named by the
+    claim's UID: tools/gpulab-dra-plugin/driver.go), None when there is no such file."""
+    path = f"/var/run/cdi/{dra.DRIVER}-gpu_{claim_uid}.json"
+    if on_node(node, "sh", "-c", f"test -f {path} && echo yes || echo no") != "yes":
+        return None
+    spec = json.loads(on_node(node, "cat", path))
+    [device] = spec["devices"]
+    return dict(line.split("=", 1) for line in device["containerEdits"]["env"])
+
+
+def test_tc17_on_a_real_node_gpulabs_plugin_prepares_each_claim_and_unprepares_it(lab) -> None:
+    lab.needs_real_nodes("the kubelet preparing claims through gpulab's DRA kubelet plugin")
+    for tenant in dra_tenants(lab):
+        allocated_shares(lab, tenant)  # the declared pods Running: the kubelet had their claims prepared
+        node = tenant.gpu_node_name()
+        namespaces = {tenant.workload_namespace(w) for w in tenant.workloads}
+        claims = [c for ns in namespaces for c in objects(lab.tenants[tenant.name], "resourceclaims", ns)]
+        assert len(claims) >= 3, claims
+        for claim in claims:
+            share = prepared_share(node, claim["metadata"]["uid"])
+            assert share is not None, f"no CDI spec of {claim['metadata']['name']} on {node}"
+            assert (share["GPULAB_GPU_MEMORY_MB"], share["GPULAB_GPU_CORES"]) == ("20000", "30"), share
+        # A claim of a pod that goes is unprepared: its CDI spec leaves the node.
+        api_client = lab.tenants[tenant.name]
+        api = client.CoreV1Api(api_client)
+        custom = client.CustomObjectsApi(api_client)
+        with disposable_namespace(api) as namespace:
+            template = dra.claim_template(tenant.name, "tc17", namespace, 1000, 5)  # fits beside the three
+            custom.create_namespaced_custom_object(GROUP, VERSION, namespace, "resourceclaimtemplates", template)
+            api.create_namespaced_pod(namespace, claim_pod("tc17", lab.config.versions.workload_image, "tc17"))
+            wait_until(
+                lambda a=api, ns=namespace: a.read_namespaced_pod("tc17", ns).status.phase == "Running",
+                120,
+                f"pod {namespace}/tc17 to be Running on {node}",
+            )
+            [claim] = objects(api_client, "resourceclaims", namespace)
+            uid = claim["metadata"]["uid"]
+            share = prepared_share(node, uid)
+            assert share is not None and (share["GPULAB_GPU_MEMORY_MB"], share["GPULAB_GPU_CORES"]) == ("1000", "5")
+            api.delete_namespaced_pod("tc17", namespace, grace_period_seconds=0)
+            wait_until(lambda n=node, u=uid: prepared_share(n, u) is None, 120, f"{node} to unprepare tc17's claim")

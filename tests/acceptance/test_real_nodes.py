@@ -1,8 +1,9 @@
 """TC-12, TC-13: what a real kubelet does to the lab (`make verify` on a stack with workers: containers).
 
 Boundary: the real kubelet v1.36.4 in a container of gpulab's node image, under systemd (its unit restarts it),
-rewriting its node's status. The GPU inventory gpulab patched onto the node must survive the kubelet's own
-restart and its death; and no node of the lab may ever pull an image (its network is --internal).
+rewriting its node's status and deleting its node's ResourceSlices when it starts. The GPU inventory gpulab
+patched onto the node (or, for a DRA tenant, the slice gpulab's DRA kubelet plugin publishes) must survive the
+kubelet's own restart and its death; and no node of the lab may ever pull an image (its network is --internal).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from datetime import datetime
 import pytest
 from kubernetes import client
 
+from model import dra
 from model.catalog import totals
 from model.quantity import parse_quantity
 from tests.acceptance.helpers import (
@@ -77,10 +79,32 @@ def test_tc12_the_gpu_inventory_outlives_a_kubelet_restart_and_a_killed_kubelet(
     for tenant in lab.config.tenants:
         name = tenant.gpu_node_name()
         api = client.CoreV1Api(lab.tenants[tenant.name])
+        if tenant.gpu_sharing == "dra":
+            # A kubelet that starts deletes its node's slices of every driver (kubernetes v1.36.4
+            # pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go, wipeResourceSlices): gpulab's plugin, registered
+            # with the new kubelet, publishes them again.
+            declared_devices = [f"gpu-{card.index}" for card in tenant.gpu_nodes()[0].cards]
+            assert published_devices(lab.tenants[tenant.name], name) == declared_devices, f"{name} before the {how}"
+            kubelet_comes_back(api, name, how)
+            wait_until(
+                lambda t=tenant, n=name, d=declared_devices: published_devices(lab.tenants[t.name], n) == d,
+                120,
+                f"{name}'s ResourceSlice to hold {', '.join(declared_devices)} again after the kubelet's `{how}`",
+            )
+            continue
         declared = totals(tenant.gpu_nodes()[0].cards)
         assert gpu_allocatable(api.read_node(name)) == declared, f"{name} before the {how}"
         node = kubelet_comes_back(api, name, how)
         assert gpu_allocatable(node) == declared, f"{name} after the kubelet's `{how}`"
+
+
+def published_devices(api_client: client.ApiClient, node: str) -> list[str]:
+    """The device names of the node's ResourceSlices of gpulab's driver, as the API server has them now."""
+    selector = f"spec.nodeName={node},spec.driver={dra.DRIVER}"
+    found = client.CustomObjectsApi(api_client).list_cluster_custom_object(
+        "resource.k8s.io", "v1", "resourceslices", field_selector=selector
+    )
+    return sorted(device["name"] for item in found["items"] for device in item["spec"].get("devices") or [])
 
 
 def pulled_messages(core: client.CoreV1Api, node: str, image: str) -> list[str]:
