@@ -130,9 +130,10 @@ def prepared_share(node: str, claim_uid: str) -> dict[str, str] | None:
     """What gpulab's plugin prepared on `node` for the claim: its CDI spec's environment (the file is named by the
     claim's UID: tools/gpulab-dra-plugin/driver.go), None when there is no such file."""
     path = f"/var/run/cdi/{dra.DRIVER}-gpu_{claim_uid}.json"
-    if on_node(node, "sh", "-c", f"test -f {path} && echo yes || echo no") != "yes":
+    text = on_node(node, "sh", "-c", f"cat {path} 2>/dev/null || true")  # one read: the file may go meanwhile
+    if not text:
         return None
-    spec = json.loads(on_node(node, "cat", path))
+    spec = json.loads(text)
     [device] = spec["devices"]
     return dict(line.split("=", 1) for line in device["containerEdits"]["env"])
 

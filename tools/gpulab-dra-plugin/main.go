@@ -82,10 +82,10 @@ func run(devicesFile, kubeconfig, cdiDir string) error {
 	if err := helper.PublishResources(ctx, devices.Resources()); err != nil {
 		return fmt.Errorf("publishing the node's devices: %w", err)
 	}
-	klog.Info("serving", "driver", devices.Driver, "node", devices.Node, "devices", len(devices.Devices))
+	klog.InfoS("serving", "driver", devices.Driver, "node", devices.Node, "devices", len(devices.Devices))
 	<-ctx.Done()
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
-		klog.Info("stopping", "cause", cause.Error())
+		klog.InfoS("stopping", "cause", cause.Error())
 	}
 	return nil
 }
