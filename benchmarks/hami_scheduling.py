@@ -12,7 +12,10 @@ and webhook with the bind-time role of process_lab/device_plugin.py; HAMi binds.
 alone on the nodes' extended resources (no HAMi, as scheduling.scheduler: kube-scheduler): the default profile
 scoring nvidia.com/gpu LeastAllocated (spread) or MostAllocated (binpack), its client at its own defaults (50
 QPS, burst 100); `ceiling-unthrottled`, the same at 5000 / 10000, to tell the scheduler's limit from its
-client's. Each row prints HAMi / ceiling (rates); the run ends with a Markdown table of every row.
+client's; `dra`, kube-scheduler alone allocating the same cards as DRA devices (docs/dra.md): each node's cards
+in a ResourceSlice of gpulab's driver, each pod with its own claim from one ResourceClaimTemplate asking 1000 MB
+and 5 % cores of a card (the pods' limits above), bound once allocated. Each row prints HAMi's and DRA's rate over
+the ceiling's; the run ends with a Markdown table of every row.
 
 Needs `make tools` and, for HAMi's settings, GPULAB_HAMI_SCHEDULER; GPULAB_BENCH_KEEP_LOG=FILE keeps the last
 HAMi log. Usage (`make bench-scheduling` runs the goal rows, preset `goal`):
@@ -46,6 +49,7 @@ from benchmarks.scheduling_rows import (  # noqa: E402
     Result,
     Row,
     ceiling_scheduler_config,
+    dra_scheduler_config,
     header,
     line,
     parse_rows,
@@ -55,6 +59,7 @@ from benchmarks.scheduling_rows import (  # noqa: E402
     unready_nodes,
     watched_binding,
 )
+from model import dra  # noqa: E402
 from model.bounded_run import run_text  # noqa: E402
 from model.catalog import GPU_CATALOG, Card  # noqa: E402
 from model.config import LabConfig  # noqa: E402
@@ -72,24 +77,51 @@ NAMESPACE = "bench"
 A100 = GPU_CATALOG["A100-80GB"]
 LIMITS = {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000", "nvidia.com/gpucores": "5"}
 CREATORS = 4  # kubectl processes creating the pods side by side, each with its own client rate
+TENANT = "tenant-a"  # the tenant of Pulumi.dev.yaml the benchmark's lab is
+DRA_TEMPLATE = "bench-gpu"
 
 
-def gpu_nodes(count: int) -> list[dict]:
-    nodes = []
-    for n in range(count):
-        cards = [Card(f"GPU-bench-n{n}-{i}", i, A100.type, A100.memory_mb) for i in range(CARDS_PER_NODE)]
-        nodes.append({**node_object(f"bench-n{n}", cards), **node_status(cards)})
-    return nodes
+def node_cards(n: int) -> list[Card]:
+    return [Card(f"GPU-bench-n{n}-{i}", i, A100.type, A100.memory_mb) for i in range(CARDS_PER_NODE)]
 
 
-def pods(count: int, scheduler: str = SCHEDULER_NAME) -> list[dict]:
-    container = {"name": "c", "image": "busybox", "resources": {"limits": LIMITS}}
+def gpu_nodes(count: int, as_devices: bool = False) -> list[dict]:
+    """The KWOK nodes with their cards as capacity and HAMi's annotation, or (`as_devices`) without: a DRA tenant's
+    cards are in its slices (dra_objects)."""
+    return [
+        {
+            **node_object(f"bench-n{n}", [] if as_devices else node_cards(n)),
+            **node_status([] if as_devices else node_cards(n)),
+        }
+        for n in range(count)
+    ]
+
+
+def dra_objects(count: int) -> list[dict]:
+    """The tenant's DeviceClass and one ResourceSlice per node, as a gpuSharing: dra tenant's (model/dra.py)."""
+    return [dra.device_class(TENANT), *(dra.resource_slice(TENANT, f"bench-n{n}", node_cards(n)) for n in range(count))]
+
+
+def claim_template() -> dict:
+    """The one template every DRA pod's claim is made from: a card's 1000 MB and 5 % cores, as LIMITS ask."""
+    return dra.claim_template(
+        TENANT, DRA_TEMPLATE, NAMESPACE, int(LIMITS["nvidia.com/gpumem"]), int(LIMITS["nvidia.com/gpucores"])
+    )
+
+
+def pods(count: int, scheduler: str = SCHEDULER_NAME, claims: bool = False) -> list[dict]:
+    """The pods, limiting HAMi's resources, or (`claims`) each with a claim from the DRA template."""
+    container: dict = {"name": "c", "image": "busybox", "resources": {"limits": LIMITS}}
+    spec: dict = {"schedulerName": scheduler}
+    if claims:
+        container = {"name": "c", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}
+        spec["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": DRA_TEMPLATE}]
     return [
         {
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {"name": f"p-{i}", "namespace": NAMESPACE},
-            "spec": {"schedulerName": scheduler, "containers": [container]},
+            "spec": {**spec, "containers": [container]},
         }
         for i in range(count)
     ]
@@ -156,17 +188,18 @@ class BindWatch:
             self.process.wait(10)
 
 
-def add_nodes(lab: TenantLab, nodes: int) -> None:
-    """Only the benchmark's nodes (tenant-a's own deleted), each Ready, untainted and seen by HAMi if it runs."""
+def add_nodes(lab: TenantLab, nodes: int, as_devices: bool = False) -> None:
+    """Only the benchmark's nodes (tenant-a's own deleted), each Ready, untainted and seen by HAMi if it runs; with
+    `as_devices`, their cards in ResourceSlices."""
     plane = lab.control_plane
     plane.kubectl("delete", "node", "--all", timeout=60)
-    created = gpu_nodes(nodes)
-    for start in range(0, nodes, 100):  # server-side apply in lists of 100 nodes
+    created = gpu_nodes(nodes, as_devices) + (dra_objects(nodes) if as_devices else [])
+    for start in range(0, len(created), 100):  # server-side apply in lists of 100 objects
         plane.apply(created[start : start + 100])
     if lab.hami is not None:
         lab.hami.wait_for_nodes([f"bench-n{n}" for n in range(nodes)], timeout=300)
     give_up = time.monotonic() + 300
-    while waiting := unready_nodes(plane.get("nodes")["items"]):
+    while waiting := unready_nodes(plane.get("nodes")["items"], gpus=not as_devices):
         if time.monotonic() > give_up:
             raise RuntimeError(f"{len(waiting)} nodes not schedulable within 300 s, e.g. {waiting[:3]}")
         time.sleep(1)  # before the clock starts: nothing measured yet
@@ -198,12 +231,16 @@ def create_pods(plane: ControlPlane, items: list[dict]) -> None:
             raise RuntimeError(f"kubectl create failed (exit {creator.returncode}): {errors.strip()[-300:]}")
 
 
-def measure(lab: TenantLab, row: Row, scheduler: str, deadline: float) -> tuple[float, int, float, dict[str, float]]:
+def measure(
+    lab: TenantLab, row: Row, scheduler: str, deadline: float, claims: bool = False
+) -> tuple[float, int, float, dict[str, float]]:
     """(seconds until every pod was bound or the deadline, pods bound, seconds until every pod was created, CPU
-    seconds per program meanwhile)."""
-    add_nodes(lab, row.nodes)
+    seconds per program meanwhile); with `claims`, the cards as DRA devices and each pod with a claim."""
+    add_nodes(lab, row.nodes, as_devices=claims)
     lab.control_plane.kubectl("create", "namespace", NAMESPACE)
-    items = pods(row.pods, scheduler)
+    if claims:
+        lab.control_plane.apply([claim_template()])  # before the clock: one template for every pod
+    items = pods(row.pods, scheduler, claims)
     watch = BindWatch(lab.control_plane)
     watch.start()
     try:
@@ -234,12 +271,17 @@ def checker_seconds(row: Row) -> tuple[float, int]:
 def run_one(lab_config: LabConfig, row: Row, name: str, tools: Path, hami: Path | None, deadline: float) -> Result:
     setting = SETTINGS[name]
     scheduling = lab_config.scheduling.model_copy(update={"node_scheduler_policy": row.policy, **(setting.hami or {})})
-    if setting.ceiling:
+    if setting.scheduler_alone:
         scheduling = scheduling.model_copy(update={"scheduler": "kube-scheduler"})
     rated = lab_config.model_copy(update={"scheduling": scheduling})
     with tempfile.TemporaryDirectory(prefix="gpulab-bench-scheduling-") as scratch:
         config = None
-        if setting.client:
+        if setting.dra and setting.client:
+            config = Path(scratch) / "kube-scheduler.yaml"
+            config.write_text(dra_scheduler_config(setting.client))
+            qps, burst = setting.client
+            flags = f"kube-scheduler alone, DRA's allocator (consumable capacity), client {qps} QPS / {burst}"
+        elif setting.client:
             config = Path(scratch) / "kube-scheduler.yaml"
             config.write_text(ceiling_scheduler_config(row.policy, setting.client))
             qps, burst = setting.client
@@ -249,11 +291,16 @@ def run_one(lab_config: LabConfig, row: Row, name: str, tools: Path, hami: Path 
         else:
             flags = " ".join(scheduling.hami_flags())
         lab = TenantLab(
-            lab_config.tenants[0], rated, tools, Path(scratch) / "lab", hami if not setting.ceiling else None, config
+            lab_config.tenants[0],
+            rated,
+            tools,
+            Path(scratch) / "lab",
+            hami if not setting.scheduler_alone else None,
+            config,
         )
         try:
             lab.up()
-            seconds, bound, created, spent = measure(lab, row, scheduling.scheduler_name, deadline)
+            seconds, bound, created, spent = measure(lab, row, scheduling.scheduler_name, deadline, setting.dra)
         finally:
             if os.environ.get("GPULAB_BENCH_KEEP_LOG") and lab.hami:
                 Path(os.environ["GPULAB_BENCH_KEEP_LOG"]).write_bytes(lab.hami.log.read_bytes())
@@ -286,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{', '.join(missing)} not in {tools}: run `make tools` first (or set GPULAB_BIN)", file=sys.stderr)
         return 1
     hami = find_hami_scheduler(tools)
-    if hami is None and any(not SETTINGS[name].ceiling for name in args.settings):
+    if hami is None and any(not SETTINGS[name].scheduler_alone for name in args.settings):
         print("hami-scheduler not found: set GPULAB_HAMI_SCHEDULER (docs/process-lab.md)", file=sys.stderr)
         return 1
     lab_config = load_stack_file(ROOT / "Pulumi.dev.yaml")

@@ -1,9 +1,10 @@
 """The scheduling benchmark's rows, settings and report (benchmarks/hami_scheduling.py runs them): pure logic,
 tested offline in tests/benchmarks/test_benchmarks.py.
 
-A row is (KWOK nodes, pods, node policy); a setting is who schedules and how: HAMi with some flags, or
-kube-scheduler alone (the ceiling) with some client rate. Each (row, setting) is one measurement; each row
-reports HAMi's rate against the ceiling's.
+A row is (KWOK nodes, pods, node policy); a setting is who schedules and how: HAMi with some flags,
+kube-scheduler alone (the ceiling) with some client rate, or kube-scheduler alone allocating the same cards as DRA
+devices (`dra`: each pod's claim of 1000 MB and 5 % cores from the node's ResourceSlice, as a gpuSharing: dra
+tenant's). Each (row, setting) is one measurement; each row reports HAMi's and DRA's rates against the ceiling's.
 """
 
 from __future__ import annotations
@@ -63,13 +64,19 @@ def parse_rows(values: list[str]) -> list[Row]:
 @dataclass(frozen=True)
 class Setting:
     """HAMi's flags changed from the lab's (`hami`, {} for none), or kube-scheduler alone with its client at
-    (`client` qps, burst)."""
+    (`client` qps, burst); with `dra`, kube-scheduler alone allocating the cards as DRA devices."""
 
     hami: dict | None = None
     client: tuple[int, int] | None = None
+    dra: bool = False
 
     @property
     def ceiling(self) -> bool:
+        return self.client is not None and not self.dra
+
+    @property
+    def scheduler_alone(self) -> bool:
+        """No HAMi in the tenant: kube-scheduler places (and allocates) alone."""
         return self.client is not None
 
 
@@ -85,6 +92,8 @@ SETTINGS: dict[str, Setting] = {
     "ceiling": Setting(client=SCHEDULER_CLIENT),
     # Tells whether the ceiling is kube-scheduler's or its client's.
     "ceiling-unthrottled": Setting(client=UNTHROTTLED_CLIENT),
+    # The same cards shared through DRA (docs/dra.md): kube-scheduler's own allocator, its client at its defaults.
+    "dra": Setting(client=SCHEDULER_CLIENT, dra=True),
 }
 CEILING = "ceiling"  # the ceiling each HAMi row is divided by
 
@@ -119,14 +128,30 @@ profiles:
 """
 
 
-def unready_nodes(items: list[dict]) -> list[str]:
+def dra_scheduler_config(client: tuple[int, int]) -> str:
+    """kube-scheduler's configuration for the DRA setting: the default profile (its DynamicResources plugin is the
+    allocator; no score of it or of NodeResourcesFit sees a claim's devices, so no node policy applies), no leader
+    election and the client rate written out, as the ceiling's."""
+    qps, burst = client
+    return f"""apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection:
+  leaderElect: false
+clientConnection:
+  qps: {qps}
+  burst: {burst}
+"""
+
+
+def unready_nodes(items: list[dict], gpus: bool = True) -> list[str]:
     """Nodes a scheduler cannot place a GPU pod on yet: not Ready, tainted (the node lifecycle controller's
-    not-ready taint until KWOK reports Ready), or without allocatable nvidia.com/gpu."""
+    not-ready taint until KWOK reports Ready), or without allocatable nvidia.com/gpu (unless `gpus` is False: a
+    DRA node's cards are its ResourceSlice's)."""
     names = []
     for node in items:
         conditions = {c.get("type"): c.get("status") for c in node.get("status", {}).get("conditions", [])}
-        gpus = node.get("status", {}).get("allocatable", {}).get(GPU, "0")
-        if conditions.get("Ready") != "True" or node.get("spec", {}).get("taints") or gpus in ("0", ""):
+        count = node.get("status", {}).get("allocatable", {}).get(GPU, "0")
+        if conditions.get("Ready") != "True" or node.get("spec", {}).get("taints") or (gpus and count in ("0", "")):
             names.append(node["metadata"]["name"])
     return names
 
@@ -160,7 +185,7 @@ class Result:
 
 
 def ceiling_ratio(result: Result, results: list[Result]) -> float | None:
-    """HAMi's rate over the ceiling's on the same row; None for a ceiling row or a row without a ceiling."""
+    """HAMi's (or DRA's) rate over the ceiling's on the same row; None for a ceiling row or a row without one."""
     if SETTINGS[result.setting].ceiling:
         return None
     ceiling = next((r for r in results if r.row == result.row and r.setting == CEILING), None)
@@ -170,7 +195,7 @@ def ceiling_ratio(result: Result, results: list[Result]) -> float | None:
 def goal_met(result: Result) -> str:
     """Whether a HAMi row meets its row's goal (every pod bound, at the goal's rate or above)."""
     goal = result.row.goal
-    if goal is None or SETTINGS[result.setting].ceiling:
+    if goal is None or SETTINGS[result.setting].scheduler_alone:  # the goals are HAMi's
         return ""
     met = result.bound == result.row.pods and result.rate >= goal
     return f"{'met' if met else 'not met'} (>= {goal:g})"
@@ -191,7 +216,7 @@ def summary(row: Row, results: list[Result], checker: str) -> str:
     parts = []
     ratios = [f"{r.setting} {ratio:.2f}" for r in measured if (ratio := ceiling_ratio(r, results)) is not None]
     if ceiling and ratios:
-        parts.append(f"HAMi / ceiling ({ceiling.rate:.1f} pods/s): {', '.join(ratios)}")
+        parts.append(f"HAMi or DRA / ceiling ({ceiling.rate:.1f} pods/s): {', '.join(ratios)}")
     goals = [f"{r.setting} {goal_met(r)}" for r in measured if goal_met(r)]
     if goals:
         parts.append(f"goal: {', '.join(goals)}")
@@ -201,7 +226,7 @@ def summary(row: Row, results: list[Result], checker: str) -> str:
 def table(results: list[Result]) -> list[str]:
     """The run as a Markdown table for docs/performance.md, in the order measured."""
     lines = [
-        "| nodes | pods | node policy | setting | bound | time | pods/s | HAMi / ceiling | goal |",
+        "| nodes | pods | node policy | setting | bound | time | pods/s | HAMi or DRA / ceiling | goal |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in results:

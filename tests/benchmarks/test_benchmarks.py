@@ -24,12 +24,13 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import policy_check
 import program_under_mocks
-from hami_scheduling import pods
+from hami_scheduling import claim_template, dra_objects, gpu_nodes, pods
 from scheduling_rows import (
     SETTINGS,
     Result,
     Row,
     ceiling_scheduler_config,
+    dra_scheduler_config,
     header,
     parse_rows,
     summary,
@@ -143,7 +144,7 @@ def test_each_hami_row_is_divided_by_the_ceiling_of_its_own_row_and_judged_again
     ]
     checker = "checker 1.0 ms (0 refused)"
     assert summary(spread, results, checker) == (
-        "100 nodes, 1000 pods, spread: HAMi / ceiling (50.0 pods/s): chart 0.01, lab 0.40; "
+        "100 nodes, 1000 pods, spread: HAMi or DRA / ceiling (50.0 pods/s): chart 0.01, lab 0.40; "
         "goal: chart not met (>= 17), lab met (>= 17); checker 1.0 ms (0 refused)"
     )
     assert summary(binpack, results, checker) == (
@@ -152,7 +153,7 @@ def test_each_hami_row_is_divided_by_the_ceiling_of_its_own_row_and_judged_again
     rows = table(results)
     assert rows[0].split("|")[1:-1] == [
         f" {h} "
-        for h in ("nodes", "pods", "node policy", "setting", "bound", "time", "pods/s", "HAMi / ceiling", "goal")
+        for h in ("nodes", "pods", "node policy", "setting", "bound", "time", "pods/s", "HAMi or DRA / ceiling", "goal")
     ]
     assert rows[2:] == [
         "| 100 | 1000 | spread | chart | 450/1000 | 900.0 s | 0.5 | 0.01 | not met (>= 17) |",
@@ -288,3 +289,29 @@ def test_the_many_tenants_stack_never_overwrites_a_stack_it_did_not_write():
     assert result.returncode == 2
     assert "Pulumi.sim.yaml exists and was not written by this script" in result.stderr
     assert (ROOT / "Pulumi.sim.yaml").read_text() == before
+
+
+def test_the_dra_setting_shares_the_same_cards_as_devices_and_is_divided_by_the_ceiling_without_a_goal() -> None:
+    """The `dra` setting: kube-scheduler alone (no HAMi), the nodes without nvidia.com capacity, their cards in a
+    ResourceSlice each (model/dra.py, what a gpuSharing: dra tenant gets), and every pod with its own claim from one
+    template asking what the HAMi pods limit (1000 MB, 5 %)."""
+    setting = SETTINGS["dra"]
+    assert setting.scheduler_alone and not setting.ceiling and setting.dra
+    nodes = gpu_nodes(2, as_devices=True)
+    assert all(n["status"]["allocatable"].get("nvidia.com/gpu", "0") == "0" for n in nodes)  # no card as capacity
+    device_class, *slices = dra_objects(2)
+    assert device_class["kind"] == "DeviceClass" and [s["spec"]["nodeName"] for s in slices] == ["bench-n0", "bench-n1"]
+    assert len(slices[0]["spec"]["devices"]) == 8 and slices[0]["spec"]["devices"][0]["allowMultipleAllocations"]
+    exactly = claim_template()["spec"]["spec"]["devices"]["requests"][0]["exactly"]
+    assert exactly["capacity"]["requests"] == {"memory": "1k", "cores": "5"}
+    [pod] = pods(1, "default-scheduler", claims=True)
+    assert pod["spec"]["resourceClaims"] == [{"name": "gpu", "resourceClaimTemplateName": "bench-gpu"}]
+    assert pod["spec"]["containers"][0]["resources"] == {"claims": [{"name": "gpu"}]}
+    # A DRA node is waited for without nvidia.com/gpu; a HAMi node still needs it.
+    ready = {**nodes[0], "status": {**nodes[0]["status"], "conditions": [{"type": "Ready", "status": "True"}]}}
+    assert unready_nodes([ready], gpus=False) == [] and unready_nodes([ready]) == ["bench-n0"]
+    config = yaml.safe_load(dra_scheduler_config((50, 100)))
+    assert config["leaderElection"] == {"leaderElect": False} and "profiles" not in config
+    row = Row(10, 100, "spread", goal=5)
+    results = [result(row, "ceiling", 100, 2.0), result(row, "dra", 100, 10.0)]
+    assert table(results)[3] == "| 10 | 100 | spread | dra | 100/100 | 10.0 s | 10.0 | 0.20 |  |"
