@@ -53,9 +53,14 @@ def device_class(tenant: str) -> dict:
     }
 
 
+def device_name(card: Card) -> str:
+    """A card's device name in its node's pool (the pool is the node)."""
+    return f"gpu-{card.index}"
+
+
 def _device(tenant: str, card: Card) -> dict:
     return {
-        "name": f"gpu-{card.index}",
+        "name": device_name(card),
         "attributes": {
             "tenant": {"string": tenant},
             "uuid": {"string": card.id},

@@ -54,9 +54,14 @@ class Allocation:
     devices: list[Device] = field(default_factory=list)  # empty: not allocated (the pod stays Pending)
 
 
-def allocate(nodes: list[tuple[str, list[Card]]], asks: list[ClaimAsk]) -> list[Allocation]:
-    """Each ask in order on the devices of `nodes` (in order), the capacity it consumes committed before the next."""
-    devices = {name: [Device(name, card) for card in cards] for name, cards in nodes}
+Used = dict[str, tuple[int, int]]  # card id -> (MB, %) the claims allocated now consume of it
+
+
+def allocate(nodes: list[tuple[str, list[Card]]], asks: list[ClaimAsk], used: Used | None = None) -> list[Allocation]:
+    """Each ask in order on the devices of `nodes` (in order), the capacity it consumes committed before the next;
+    `used`: what claims allocated before them (a live cluster's) already consume of each card."""
+    used = used or {}
+    devices = {name: [Device(name, card, *used.get(card.id, (0, 0))) for card in cards] for name, cards in nodes}
     found = []
     for ask in asks:
         allocation = Allocation(ask)
@@ -80,9 +85,11 @@ def allocate(nodes: list[tuple[str, list[Card]]], asks: list[ClaimAsk]) -> list[
     return found
 
 
-def free_now(nodes: list[tuple[str, list[Card]]], allocations: list[Allocation]) -> list[tuple[Card, int, int]]:
-    """Each card with the memory (MB) and cores (%) the allocations leave free."""
-    used: dict[str, list[int]] = {}
+def free_now(
+    nodes: list[tuple[str, list[Card]]], allocations: list[Allocation], before: Used | None = None
+) -> list[tuple[Card, int, int]]:
+    """Each card with the memory (MB) and cores (%) the allocations (and what `before` holds) leave free."""
+    used: dict[str, list[int]] = {card_id: list(held) for card_id, held in (before or {}).items()}
     for allocation in allocations:
         for device in allocation.devices:
             memory, cores = allocation.ask.consumes(device.card)

@@ -113,3 +113,18 @@ def fetch_pod_list(kubeconfig: Mapping[str, Any]) -> dict[str, Any]:
     except Exception as error:
         raise LiveError(f"cannot list the tenant's pods ({type(error).__name__}: {str(error)[:200]})") from None
     return client.ApiClient().sanitize_for_serialization(pods)
+
+
+def fetch_claim_list(kubeconfig: Mapping[str, Any]) -> dict[str, Any]:
+    """Every ResourceClaim of the tenant (resource.k8s.io/v1), through its admin kubeconfig (kept in memory)."""
+    from kubernetes import client
+
+    from model.kube_client import api_client
+
+    try:
+        custom = client.CustomObjectsApi(api_client(dict(kubeconfig)))
+        return custom.list_cluster_custom_object(
+            "resource.k8s.io", "v1", "resourceclaims", _request_timeout=REQUEST_TIMEOUT
+        )
+    except Exception as error:
+        raise LiveError(f"cannot list the tenant's claims ({type(error).__name__}: {str(error)[:200]})") from None

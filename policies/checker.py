@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from model.names import TENANT_LABEL
 from model.workload_manifests import workload_manifest
 from placement.findings import Finding, printable
 from placement.inventory import TenantInventory, from_lab_config
-from placement.live import LiveError, current_usage, fetch_pod_list
+from placement.live import LiveError, current_usage, fetch_claim_list, fetch_pod_list
 from placement.replay import Replay, replay
 from placement.wording import evaluate_tenant
 from placement.workloads import Workload, WorkloadError, read_workload, unit_suffix_notes
@@ -97,7 +98,8 @@ class Live:
     from_stack: bool = False
 
 
-def _pod_list(live: Live, tenant: Tenant, stack: str) -> dict:
+def _live_list(live: Live, tenant: Tenant, stack: str, fetch: Callable[[dict], dict]) -> dict:
+    """What runs now: the recorded list (--usage-from), or `fetch` through the tenant's kubeconfig (--live)."""
     if live.usage_file is not None:
         try:
             document = safe_yaml.load(read_text(live.usage_file), str(live.usage_file))
@@ -121,7 +123,7 @@ def _pod_list(live: Live, tenant: Tenant, stack: str) -> dict:
     if not isinstance(kubeconfig, dict):
         raise BadInput("--live: the kubeconfig is not a YAML mapping")
     try:
-        return fetch_pod_list(kubeconfig)
+        return fetch(kubeconfig)
     except LiveError as error:
         raise BadInput(f"--live: {error}") from None
 
@@ -164,7 +166,7 @@ def run(tenant_name: str, stack: str, files: list[Path], project_dir: Path, live
         raise BadInput(f"unknown tenant {tenant_name!r}; {stack_file.name} declares: {', '.join(sorted(inventories))}")
     tenant = next(t for t in lab.tenants if t.name == tenant_name)
     if tenant.gpu_sharing == "dra":
-        return _run_dra(tenant, files, live)
+        return _run_dra(tenant, files, live, stack)
     inventory = inventories[tenant_name]
     if files.count(STDIN) > 1:
         raise BadInput("`-` (standard input) may be given once")
@@ -186,7 +188,7 @@ def run(tenant_name: str, stack: str, files: list[Path], project_dir: Path, live
     label: UsageLabel | None = None
     if live is not None:
         try:
-            inventory = current_usage(inventory, _pod_list(live, tenant, stack))
+            inventory = current_usage(inventory, _live_list(live, tenant, stack, fetch_pod_list))
         except LiveError as error:
             raise BadInput(f"live usage: {error}") from None
         label = "now"
@@ -213,18 +215,27 @@ def _judged_run(inventory: TenantInventory, workloads: list[Workload], node_name
     return evaluate_tenant(inventory, workloads), replay(inventory, workloads, one_node=node_name)
 
 
-def _run_dra(tenant: Tenant, files: list[Path], live: Live | None) -> CheckResult:
-    """A DRA tenant (gpuSharing: dra): its claims through the allocator model (policies/dra_check.py)."""
-    if live is not None:
-        raise BadInput(
-            f"--live: {tenant.name} shares its cards through DRA; `make report` shows its claims' allocations now "
-            "(make check --live reads HAMi's annotations)"
-        )
+def _run_dra(tenant: Tenant, files: list[Path], live: Live | None, stack: str) -> CheckResult:
+    """A DRA tenant (gpuSharing: dra): its claims through the allocator model (policies/dra_check.py), after the
+    stack's declared claims, or with --live (--usage-from a recorded `kubectl get resourceclaims -A -o json`) after
+    the claims allocated now."""
     if files.count(STDIN) > 1:
         raise BadInput("`-` (standard input) may be given once")
+    claims = None
+    if live is not None:
+        listed = _live_list(live, tenant, stack, fetch_claim_list)
+        claims = listed.get("items")
+        if not isinstance(claims, list) or any(
+            isinstance(item, dict) and item.get("kind", "ResourceClaim") != "ResourceClaim" for item in claims
+        ):
+            source = live.usage_file or "the tenant's API server"
+            raise BadInput(
+                f"--usage-from {source}: for {tenant.name}, which shares its cards through DRA, give a recorded "
+                "`kubectl get resourceclaims -A -o json` (a list of ResourceClaims)"
+            )
     objects = [item for path in files for _, item in manifest_objects(path, read_text(path))]
     try:
-        lines, findings = dra_check.judge(tenant, objects)
+        lines, findings = dra_check.judge(tenant, objects, claims)
     except dra_check.DraInputError as error:
         raise BadInput(str(error)) from None
     failed = any(finding.severity == "error" for finding in findings)
@@ -248,14 +259,15 @@ def main(argv: list[str] | None = None) -> int:
     source.add_argument(
         "--live",
         action="store_true",
-        help="judge against what the tenant's cards hold now (HAMi's allocations, read through the tenant "
-        "kubeconfig from the stack's outputs, or --kubeconfig)",
+        help="judge against what the tenant's cards hold now (HAMi's allocations, or a DRA tenant's allocated claims, "
+        "read through the tenant kubeconfig from the stack's outputs, or --kubeconfig)",
     )
     source.add_argument(
         "--usage-from",
         type=Path,
         metavar="PODLIST",
-        help="like --live, from a recorded `kubectl get pods -A -o json` of the tenant",
+        help="like --live, from a recorded `kubectl get pods -A -o json` of the tenant (of a DRA tenant: "
+        "`kubectl get resourceclaims -A -o json`)",
     )
     parser.add_argument("--kubeconfig", type=Path, help="with --live: the tenant's kubeconfig file")
     parser.add_argument(

@@ -1,8 +1,9 @@
 """`make check` for a DRA tenant (gpuSharing: dra): the manifests' pods with their ResourceClaimTemplates, after the
-stack's declared workloads, through the allocator model (placement/dra_fit.py). A pod whose claim no card can hold
-now is an error with the allocator's own reason (`cannot allocate all claims`), what it asks and what each card has
-free; one that fits is placed. A template naming another class, or asking memory in another unit than MB, is bad
-input: the tenant's kube-scheduler would leave such a pod Pending, or place it on what the user did not mean."""
+stack's declared workloads (or, with --live, after the claims the tenant's API server holds allocated now), through
+the allocator model (placement/dra_fit.py). A pod whose claim no card can hold now is an error with the allocator's
+own reason (`cannot allocate all claims`), what it asks and what each card has free; one that fits is placed. A
+template naming another class, or asking memory in another unit than MB, is bad input: the tenant's kube-scheduler
+would leave such a pod Pending, or place it on what the user did not mean."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Any
 from model import dra
 from model.config import Tenant
 from model.workload_manifests import workload_claim_template
-from placement.dra_fit import Allocation, Card, ClaimAsk, allocate, free_now
+from placement.dra_fit import Allocation, Card, ClaimAsk, Used, allocate, free_now
 from placement.findings import Finding
 from placement.workloads import WorkloadError, whole_quantity
 
@@ -105,32 +106,81 @@ def declared_asks(tenant: Tenant) -> list[ClaimAsk]:
     return asks
 
 
-def judge(tenant: Tenant, objects: list[Mapping[str, Any]]) -> tuple[list[str], list[Finding]]:
-    """(lines, findings): the declared workloads' claims first, as the stack runs them, then the manifests'."""
-    nodes = [(node.name, node.cards) for node in tenant.gpu_nodes()]
-    declared = declared_asks(tenant)
-    submitted = manifest_asks(tenant.name, objects)
-    allocations = allocate(nodes, declared + submitted)
-    running, judged = allocations[: len(declared)], allocations[len(declared) :]
+def live_use(tenant: Tenant, claims: Iterable[Mapping[str, Any]]) -> tuple[Used, list[str]]:
+    """What the claims allocated now consume of each of the tenant's cards (their allocation's consumedCapacity, as
+    kube-scheduler recorded it; "20k" read as 20000), and a `now:` line per card. A claim on a device the stack does
+    not declare means another tenant's or stack's cluster: refused as bad input."""
+    devices = {
+        (node.name, dra.device_name(card)): card for node in tenant.gpu_nodes() for card in node.cards
+    }  # the pool is the node (model/dra.py)
+    used: dict[str, list[int]] = {}
+    holders: dict[str, int] = {}
+    for claim in claims:
+        metadata = _mapping(claim.get("metadata"))
+        name = f"ResourceClaim/{metadata.get('namespace', 'default')}/{metadata.get('name', '?')}"
+        allocation = _mapping(_mapping(claim.get("status")).get("allocation"))
+        for result in _mapping(allocation.get("devices")).get("results") or []:
+            result = _mapping(result)
+            if result.get("driver") != dra.DRIVER:
+                continue
+            card = devices.get((str(result.get("pool")), str(result.get("device"))))
+            if card is None:
+                raise DraInputError(
+                    f"{name} holds device {result.get('device')} of pool {result.get('pool')}, which tenant "
+                    f"{tenant.name} does not declare: is this the right tenant and stack?"
+                )
+            consumed = _mapping(result.get("consumedCapacity"))
+            memory, cores = ClaimAsk(name).consumes(card)  # no consumedCapacity: the device's defaults
+            if dra.MEMORY in consumed:
+                memory = _amount(consumed[dra.MEMORY], dra.MEMORY, name)
+            if dra.CORES in consumed:
+                cores = _amount(consumed[dra.CORES], dra.CORES, name)
+            entry = used.setdefault(card.id, [0, 0])
+            entry[0] += memory
+            entry[1] += cores
+            holders[card.id] = holders.get(card.id, 0) + 1
     lines = [
+        f"now: {card.id} ({card.type}): {used.get(card.id, [0, 0])[0]} of {card.memory_mb} MB, "
+        f"{used.get(card.id, [0, 0])[1]} of {card.cores}% cores in use ({holders.get(card.id, 0)} claims)"
+        for card in devices.values()
+    ]
+    return {card_id: (held[0], held[1]) for card_id, held in used.items()}, lines
+
+
+def judge(
+    tenant: Tenant, objects: list[Mapping[str, Any]], live_claims: Iterable[Mapping[str, Any]] | None = None
+) -> tuple[list[str], list[Finding]]:
+    """(lines, findings): the declared workloads' claims first, as the stack runs them (or, given `live_claims`,
+    what the claims allocated now consume), then the manifests'."""
+    nodes = [(node.name, node.cards) for node in tenant.gpu_nodes()]
+    used, lines = live_use(tenant, live_claims) if live_claims is not None else ({}, [])
+    declared = declared_asks(tenant) if live_claims is None else []
+    submitted = manifest_asks(tenant.name, objects)
+    allocations = allocate(nodes, declared + submitted, used)
+    running, judged = allocations[: len(declared)], allocations[len(declared) :]
+    lines += [
         f"running: {a.ask.label} on {', '.join(d.card.id for d in a.devices) or 'no card (Pending)'}" for a in running
     ]
     placed = [f"place: {a.ask.label}: {', '.join(d.card.id for d in a.devices)}" for a in judged if a.devices]
-    findings = refusals(tenant.name, nodes, allocations, start=len(declared))
+    findings = refusals(tenant.name, nodes, allocations, start=len(declared), before=used)
     return lines + placed, findings
 
 
 def refusals(
-    tenant: str, nodes: list[tuple[str, list[Card]]], allocations: list[Allocation], start: int = 0
+    tenant: str,
+    nodes: list[tuple[str, list[Card]]],
+    allocations: list[Allocation],
+    start: int = 0,
+    before: Used | None = None,
 ) -> list[Finding]:
     """An error for each allocation from `start` on that found no card: what it asks and what the claims before
-    it leave free (make check and the pack word it the same)."""
+    it (and `before`, what is allocated now) leave free (make check and the pack word it the same)."""
     found = []
     for index, allocation in enumerate(allocations[start:], start=start):
         if allocation.devices:
             continue
         free = "; ".join(
-            f"{card.id}: {memory} MB, {cores} %" for card, memory, cores in free_now(nodes, allocations[:index])
+            f"{card.id}: {memory} MB, {cores} %" for card, memory, cores in free_now(nodes, allocations[:index], before)
         )
         ask = allocation.ask
         memory = "a whole card's memory" if ask.memory_mb is None else f"{ask.memory_mb} MB"

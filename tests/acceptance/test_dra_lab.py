@@ -1,14 +1,16 @@
-"""TC-14..17: a tenant that shares its cards through DRA (gpuSharing: dra), checked against the live lab (`make
+"""TC-14..18: a tenant that shares its cards through DRA (gpuSharing: dra), checked against the live lab (`make
 verify`): its cards are devices of gpulab's driver in ResourceSlices only it sees, its declared workloads' claims
 share one card, and its own kube-scheduler refuses a claim that no longer fits. The seed's case, the
 Kubernetes-native way (model/dra.py); the HAMi tenants' cases are test_lab.py's. On real nodes (TC-17) the real
 kubelet has gpulab's DRA kubelet plugin prepare each claim before its pod runs, and unprepare it once the pod is
-gone (tools/gpulab-dra-plugin).
+gone (tools/gpulab-dra-plugin). TC-18: `make check --live` judges a claim after the claims allocated now.
 """
 
 from __future__ import annotations
 
 import json
+import tempfile
+from pathlib import Path
 
 import pytest
 from kubernetes import client
@@ -169,3 +171,26 @@ def test_tc17_on_a_real_node_gpulabs_plugin_prepares_each_claim_and_unprepares_i
             assert share is not None and (share["GPULAB_GPU_MEMORY_MB"], share["GPULAB_GPU_CORES"]) == ("1000", "5")
             api.delete_namespaced_pod("tc17", namespace, grace_period_seconds=0)
             wait_until(lambda n=node, u=uid: prepared_share(n, u) is None, 120, f"{node} to unprepare tc17's claim")
+
+
+def test_tc18_make_check_live_judges_a_claim_after_what_is_allocated_now(lab, capsys) -> None:
+    """`python -m policies check --live` on a DRA tenant: the claims the tenant's API server holds allocated now (the
+    declared three, as kube-scheduler recorded their consumed capacity), then the manifest's: a fourth share is
+    refused with what the card has free now."""
+    from model.stack import stack_name
+    from policies.checker import main
+
+    for tenant in dra_tenants(lab):
+        assert len(allocated_shares(lab, tenant)) == 3
+        namespace = tenant.workload_namespace(tenant.workloads[0])
+        template = dra.claim_template(tenant.name, "tc18-gpu", namespace, SHARE["memory"], SHARE["cores"])
+        pod = claim_pod("tc18", lab.config.versions.workload_image, "tc18-gpu")
+        pod["metadata"]["namespace"] = namespace
+        with tempfile.TemporaryDirectory(prefix="gpulab-tc18-") as scratch:
+            manifest = Path(scratch) / "tc18.json"
+            manifest.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [template, pod]}))
+            code = main(["--tenant", tenant.name, "--stack", stack_name(), "--live", str(manifest)])
+        out = capsys.readouterr().out
+        assert code == 1, out
+        assert "60000 of 81920 MB, 90 of 100% cores in use (3 claims)" in out, out
+        assert "cannot allocate all claims" in out and "21920 MB, 10 %" in out, out

@@ -85,3 +85,74 @@ def test_the_hami_tenant_beside_it_is_checked_as_before(capsys) -> None:
     code = main(["--tenant", "tenant-a", "--stack", "dra", "--project-dir", str(LAB_PROJECT), str(fourth)])
     out = capsys.readouterr().out
     assert code == 1 and "CardInsufficientCore" in out, out
+
+
+def claims_list(*consumed: tuple[str, str], device: str = "gpu-0", pool: str = "tenant-b-worker") -> dict:
+    """A recorded `kubectl get resourceclaims -A -o json`: allocated claims as kube-scheduler v1.36.4 leaves them,
+    with consumedCapacity as the API server writes it back ("20k" for 20000), beside a claim not allocated."""
+    items = [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {"name": f"run-{i}-gpu-abcde", "namespace": "gpu-workloads"},
+            "status": {
+                "allocation": {
+                    "devices": {
+                        "results": [
+                            {
+                                "request": "gpu",
+                                "driver": "gpu.gpulab.io",
+                                "pool": pool,
+                                "device": device,
+                                "shareID": f"share-{i}",
+                                "consumedCapacity": {"memory": memory, "cores": cores},
+                            }
+                        ]
+                    }
+                },
+                "reservedFor": [{"resource": "pods", "name": f"run-{i}", "uid": f"uid-{i}"}],
+            },
+        }
+        for i, (memory, cores) in enumerate(consumed)
+    ]
+    items.append({"kind": "ResourceClaim", "metadata": {"name": "pending", "namespace": "gpu-workloads"}})
+    return {"apiVersion": "v1", "kind": "List", "items": items}
+
+
+def check_now(capsys, recorded: dict, tmp_path: Path, *files: Path) -> tuple[int, str]:
+    usage = tmp_path / "claims.json"
+    usage.write_text(yaml.safe_dump(recorded))
+    argv = ["--tenant", "tenant-b", "--stack", "dra", "--project-dir", str(LAB_PROJECT), "--usage-from", str(usage)]
+    code = main([*argv, *map(str, files)])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def test_with_live_claims_the_manifest_is_judged_after_what_is_allocated_now_not_the_declared_three(
+    tmp_path: Path, capsys
+) -> None:
+    """Two claims allocated now (not the stack's three): a share that the declared three would refuse fits now, and
+    a fourth beside it is refused with what the card has free now."""
+    recorded = claims_list(("20k", "30"), ("20k", "30"))
+    code, out = check_now(capsys, recorded, tmp_path, manifest(tmp_path, "third", 20000, 30))
+    assert code == 0, out
+    assert (
+        "now: GPU-MOCK-tenant-b-0 (NVIDIA-A100-SXM4-80GB): 40000 of 81920 MB, 60 of 100% cores in use (2 claims)" in out
+    )
+    assert "running:" not in out and "place: Pod/gpu-workloads/third: GPU-MOCK-tenant-b-0" in out
+    recorded = claims_list(("20k", "30"), ("20k", "30"), ("20k", "30"))
+    code, out = check_now(capsys, recorded, tmp_path, manifest(tmp_path, "fourth", 20000, 30))
+    assert code == 1 and "free beside the claims before it: GPU-MOCK-tenant-b-0: 21920 MB, 10 %" in out, out
+
+
+@pytest.mark.parametrize(
+    ("recorded", "says"),
+    [
+        (claims_list(("20k", "30"), device="gpu-7"), "holds device gpu-7 of pool tenant-b-worker, which tenant"),
+        (claims_list(("20k", "30"), pool="tenant-a-worker"), "is this the right tenant and stack?"),
+        ({"kind": "List", "items": [{"kind": "Pod", "metadata": {"name": "p"}}]}, "give a recorded `kubectl get "),
+    ],
+)
+def test_live_claims_of_another_tenant_or_a_pod_list_are_bad_input(tmp_path: Path, capsys, recorded, says) -> None:
+    code, out = check_now(capsys, recorded, tmp_path, manifest(tmp_path, "small", 1000, 5))
+    assert code == 2 and says in out, out
