@@ -144,10 +144,20 @@ class BindWatch:
         """The namespace listed, then watched from the list's resourceVersion (the API server sends every change
         after it): from then on every binding is seen as it happens. `kubectl get --watch` cannot be used: it prints
         nothing for an empty namespace, so nothing would say when its watch began."""
-        path = f"/api/v1/namespaces/{NAMESPACE}/pods"
-        listed = json.loads(self.plane.kubectl("get", "--raw", path, timeout=30).stdout)
-        query = urllib.parse.urlencode({"watch": "1", "resourceVersion": listed["metadata"]["resourceVersion"]})
-        argv = kubectl_argv(self.plane, "get", "--raw", f"{path}?{query}")
+        version, _ = self._list()
+        self._watch_from(version)
+
+    def _list(self) -> tuple[str, set[str]]:
+        """The namespace's resourceVersion now and the pods bound by then."""
+        listed = json.loads(
+            self.plane.kubectl("get", "--raw", f"/api/v1/namespaces/{NAMESPACE}/pods", timeout=60).stdout
+        )
+        bound = {p["metadata"]["name"] for p in listed.get("items") or [] if (p.get("spec") or {}).get("nodeName")}
+        return listed["metadata"]["resourceVersion"], bound
+
+    def _watch_from(self, version: str) -> None:
+        query = urllib.parse.urlencode({"watch": "1", "resourceVersion": version})
+        argv = kubectl_argv(self.plane, "get", "--raw", f"/api/v1/namespaces/{NAMESPACE}/pods?{query}")
         self.process = subprocess.Popen(
             argv,
             env=self.plane.env,
@@ -163,7 +173,9 @@ class BindWatch:
             self.events.put((time.monotonic(), text))
 
     def wait_bound(self, names: set[str], started: float, deadline: float) -> tuple[float, int]:
-        """Seconds from `started` until every pod named was seen bound (or the deadline), and how many were."""
+        """Seconds from `started` until every pod named was seen bound (or the deadline), and how many were. A watch
+        the API server ends (seen once on 1000 pods) is listed and watched again, as a client's informer does: a pod
+        bound meanwhile counts from the list, a little later than it was bound."""
         bound: set[str] = set()
         last = started
         while bound != names:
@@ -174,7 +186,12 @@ class BindWatch:
                 seen, text = self.events.get(timeout=min(left, 1.0))
             except queue.Empty:
                 if self.process and self.process.poll() is not None:
-                    raise RuntimeError(f"kubectl's watch ended (exit {self.process.returncode})") from None
+                    version, listed = self._list()
+                    if newly := (listed & names) - bound:
+                        bound |= newly
+                        last = time.monotonic()
+                    print(f"# the pod watch ended (exit {self.process.returncode}); listed, watched again", flush=True)
+                    self._watch_from(version)
                 continue
             event = watched_binding(text)
             if event and event[1] and event[0] in names and event[0] not in bound:

@@ -20,7 +20,9 @@ def dra_findings(cluster: Cluster, nodes: tuple[str, ...]) -> list[Finding]:
             f"node {node}",
             f"no ResourceSlice of {DRA_DRIVER}",
             "",
-            "the tenant's claims find no card there (gpuSharing: dra): `make up` creates its slices again",
+            "the tenant's claims find no card there (gpuSharing: dra): `make up` creates its slices again (on a "
+            f"real node gpulab's DRA kubelet plugin publishes them: `docker exec {node} systemctl status "
+            "gpulab-dra-plugin`)",
             "DRA devices missing",
         )
         for node in nodes

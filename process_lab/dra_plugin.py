@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from model import dra
+from model.quantity import parse_quantity
 from process_lab.commands import ProcessLabError
 from process_lab.node_containers import docker, running
 from process_lab.stack import TenantProcesses
@@ -46,8 +47,22 @@ def _exec(node: str, *argv: str, what: str, stdin: str | None = None, check: boo
     return docker("exec", "-i", node, *argv, what=what, stdin=stdin, check=check, timeout=timeout)
 
 
-def published(plugin: NodePlugin) -> list[str] | None:
-    """The device names of the node's slices of gpulab's driver, as the API server has them; None when it does not
+Devices = list[tuple[str, int, int]]  # (name, memory MB, cores %) of each device, sorted by name
+
+
+def _devices(devices: list[dict[str, Any]]) -> Devices:
+    """Each device's name and capacities, read as values ("81920" and "80k" alike)."""
+    found = []
+    for device in devices:
+        capacity = device.get("capacity") or {}
+        memory = parse_quantity(str((capacity.get(dra.MEMORY) or {}).get("value", "0")))
+        cores = parse_quantity(str((capacity.get(dra.CORES) or {}).get("value", "0")))
+        found.append((str(device.get("name")), int(memory), int(cores)))
+    return sorted(found)
+
+
+def published(plugin: NodePlugin) -> Devices | None:
+    """The devices of the node's slices of gpulab's driver, as the API server has them; None when it does not
     answer now."""
     control_plane = plugin.processes.control_plane
     try:
@@ -59,11 +74,20 @@ def published(plugin: NodePlugin) -> list[str] | None:
     if answer.returncode != 0:
         return None
     items = json.loads(answer.stdout).get("items") or []
-    return sorted(device["name"] for item in items for device in (item.get("spec") or {}).get("devices") or [])
+    return _devices([device for item in items for device in (item.get("spec") or {}).get("devices") or []])
 
 
-def _wanted(plugin: NodePlugin) -> list[str]:
-    return sorted(device["name"] for device in plugin.devices["devices"])
+def _wanted(plugin: NodePlugin) -> Devices:
+    return _devices(plugin.devices["devices"])
+
+
+def _delete_slices(plugin: NodePlugin) -> None:
+    """The node's slices of gpulab's driver deleted where the API server answers: a slice a former plugin left (the
+    kubelet deletes it only 30 s after the driver is gone) must not pass for the new one's."""
+    control_plane = plugin.processes.control_plane
+    if control_plane.kubeconfig.exists():
+        selected = ("--field-selector", plugin.selector, "--ignore-not-found")
+        control_plane.kubectl("delete", "resourceslices", *selected, check=False, timeout=20)
 
 
 def _unit_report(node: str) -> str:
@@ -78,6 +102,8 @@ def _unit_report(node: str) -> str:
 def start(plugin: NodePlugin, timeout: float = START_TIMEOUT, interval: float = 1.0) -> None:
     """The devices file written, the unit (re)started, then the wait until the node's slice holds every device."""
     node = plugin.node
+    if not running(node):
+        raise ProcessLabError(f"the node container {node} is not running (docker ps -a): `make up` makes it again")
     if _exec(node, "test", "-x", PROGRAM, what=f"looking for {PROGRAM} in {node}", check=False).returncode != 0:
         raise ProcessLabError(
             f"{node}'s image has no {PROGRAM}, which a gpuSharing: dra tenant's real node runs: `make tools` builds "
@@ -86,21 +112,26 @@ def start(plugin: NodePlugin, timeout: float = START_TIMEOUT, interval: float = 
     text = json.dumps(plugin.devices, indent=2, sort_keys=True)
     _exec(node, "sh", "-c", f"mkdir -p {DEVICES_FILE.rsplit('/', 1)[0]} && cat > {DEVICES_FILE}", stdin=text,
           what=f"writing {node}'s DRA devices")  # fmt: skip
-    _exec(node, "systemctl", "restart", UNIT, what=f"starting {UNIT} on {node}")
+    _exec(node, "systemctl", "stop", UNIT, what=f"stopping {UNIT} on {node}", check=False)
+    _delete_slices(plugin)
+    # Enabled, so that a node container started again runs it at boot (the kubelet deletes the slices it starts with).
+    _exec(node, "systemctl", "enable", "--now", UNIT, what=f"starting {UNIT} on {node}")
     deadline = time.monotonic() + timeout
     wanted = _wanted(plugin)
     while (found := published(plugin)) != wanted:
         if time.monotonic() >= deadline:
+            said = ", ".join(f"{name} ({memory} MB, {cores} %)" for name, memory, cores in wanted)
+            seen = ", ".join(name for name, _, _ in found or []) or "none"
             raise ProcessLabError(
-                f"{node}: the node's ResourceSlice of {dra.DRIVER} did not hold {', '.join(wanted)} within "
-                f"{timeout:.0f} s (found: {', '.join(found or []) or 'none'}). {_unit_report(node)}"
+                f"{node}: the node's ResourceSlice of {dra.DRIVER} did not hold {said} within {timeout:.0f} s "
+                f"(found: {seen}). {_unit_report(node)}"
             )
         time.sleep(interval)
 
 
 def serving(plugin: NodePlugin) -> bool | None:
-    """Whether the plugin runs on its node and the node's slice holds its devices; None when the tenant's API
-    server does not answer now (a refresh then keeps the resource as it was)."""
+    """Whether the plugin runs on its node and the node's slice holds its devices (names and capacities); None when
+    the tenant's API server does not answer now (a refresh then keeps the resource as it was)."""
     if not running(plugin.node):
         return False
     active = _exec(plugin.node, "systemctl", "is-active", UNIT, what=f"asking {plugin.node}'s systemd", check=False)
@@ -111,19 +142,9 @@ def serving(plugin: NodePlugin) -> bool | None:
 
 
 def stop(plugin: NodePlugin) -> None:
-    """The unit stopped and its devices file gone (where the node container still runs), then the node's slices
-    deleted where the API server answers: the kubelet would remove them only after its grace period."""
+    """The unit stopped and disabled and its devices file gone (where the node container still runs), then the
+    node's slices deleted where the API server answers: the kubelet would remove them only after its grace period."""
     if running(plugin.node):
-        _exec(plugin.node, "systemctl", "stop", UNIT, what=f"stopping {UNIT} on {plugin.node}", check=False)
+        _exec(plugin.node, "systemctl", "disable", "--now", UNIT, what=f"stopping {UNIT} on {plugin.node}", check=False)
         _exec(plugin.node, "rm", "-f", DEVICES_FILE, what=f"removing {plugin.node}'s DRA devices", check=False)
-    control_plane = plugin.processes.control_plane
-    if control_plane.kubeconfig.exists():
-        control_plane.kubectl(
-            "delete",
-            "resourceslices",
-            "--field-selector",
-            plugin.selector,
-            "--ignore-not-found",
-            check=False,
-            timeout=20,
-        )
+    _delete_slices(plugin)

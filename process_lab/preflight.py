@@ -11,6 +11,7 @@ Usage: python -m process_lab.preflight [--destroy] [--stack NAME]
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -30,6 +31,7 @@ ENGINE = (
 )
 NODE_PROGRAMS = ("kubeadm", "kubelet")  # kubeadm's phases on this host; both are in the node image too
 DOCKER_TIMEOUT = 30  # seconds for one docker command: an engine that answers does in well under one
+DRA_PLUGIN_LABEL = "gpulab.io/node-image.dra-plugin"  # node-image/build.sh: the plugin's version
 
 
 def bin_dir() -> Path:
@@ -41,9 +43,17 @@ def programs_missing(tools: Path) -> list[str]:
     return missing_programs(tools) + (["hami-scheduler"] if find_hami_scheduler(tools) is None else [])
 
 
-def problems(tools: Path, *, destroy: bool = False, hami: bool = True, node_images: tuple[str, ...] = ()) -> list[str]:
+def problems(
+    tools: Path,
+    *,
+    destroy: bool = False,
+    hami: bool = True,
+    node_images: tuple[str, ...] = (),
+    dra_images: tuple[str, ...] = (),
+) -> list[str]:
     """One line per fix: programs `make tools` builds, HAMi's scheduler (unless the stack leaves HAMi out or this
-    is a destroy), and for real nodes a Docker engine and the node image (`make node-image`)."""
+    is a destroy), and for real nodes a Docker engine and the node image (`make node-image`), with gpulab's DRA
+    kubelet plugin in the images of DRA tenants' nodes (`dra_images`)."""
     lines = []
     missing = [*missing_programs(tools), *(name for name in ENGINE if not os.access(tools / name, os.X_OK))]
     if node_images:
@@ -57,12 +67,13 @@ def problems(tools: Path, *, destroy: bool = False, hami: bool = True, node_imag
             "GPULAB_HAMI_SCHEDULER to the binary, or leave HAMi out with scheduling.scheduler: kube-scheduler"
         )
     if node_images:
-        lines += docker_problems(node_images, destroy)
+        lines += docker_problems(node_images, destroy, dra_images)
     return lines
 
 
-def docker_problems(images: tuple[str, ...], destroy: bool) -> list[str]:
-    """Real nodes need a Docker engine that answers and, to be made, gpulab's node image."""
+def docker_problems(images: tuple[str, ...], destroy: bool, dra_images: tuple[str, ...] = ()) -> list[str]:
+    """Real nodes need a Docker engine that answers and, to be made, gpulab's node image; a DRA tenant's node an
+    image holding gpulab's DRA kubelet plugin (node-image/build.sh labels it with the plugin's version)."""
     try:
         answer = run_bounded(["docker", "info"], DOCKER_TIMEOUT)
     except OSError as error:
@@ -77,16 +88,29 @@ def docker_problems(images: tuple[str, ...], destroy: bool) -> list[str]:
     if destroy:
         return []
     absent = [image for image in images if not run_bounded(["docker", "image", "inspect", image], DOCKER_TIMEOUT).ok]
-    return [f"the node image {image} is not in the Docker engine: run `make node-image`" for image in absent]
+    lines = [f"the node image {image} is not in the Docker engine: run `make node-image`" for image in absent]
+    for image in (image for image in dra_images if image not in absent):
+        labels = run_bounded(["docker", "image", "inspect", "-f", "{{json .Config.Labels}}", image], DOCKER_TIMEOUT)
+        found = json.loads(labels.stdout or b"null") if labels.ok else None
+        if not (found or {}).get(DRA_PLUGIN_LABEL):
+            lines.append(
+                f"the node image {image} has no gpulab-dra-plugin, which a gpuSharing: dra tenant's node runs (it was "
+                "built before gpulab had one): run `make tools node-image` again"
+            )
+    return lines
 
 
-def stack_needs(stack: str) -> tuple[bool, tuple[str, ...]]:
-    """(whether the stack runs HAMi, the node images its node containers run) from its stack file."""
+def stack_needs(stack: str) -> tuple[bool, tuple[str, ...], tuple[str, ...]]:
+    """(whether the stack runs HAMi, the node images its node containers run, those of them DRA tenants' nodes
+    run) from its stack file."""
     from model.config.loading import load_stack_file
 
     lab = load_stack_file(ROOT / f"Pulumi.{stack}.yaml")
-    images = tuple(sorted({lab.worker_image(t) or "" for t in lab.tenants})) if lab.real_nodes else ()
-    return any(lab.runs_hami(tenant) for tenant in lab.tenants), images
+    if not lab.real_nodes:
+        return any(lab.runs_hami(tenant) for tenant in lab.tenants), (), ()
+    images = tuple(sorted({lab.worker_image(t) or "" for t in lab.tenants}))
+    dra_images = tuple(sorted({lab.worker_image(t) or "" for t in lab.tenants if t.gpu_sharing == "dra"}))
+    return any(lab.runs_hami(tenant) for tenant in lab.tenants), images, dra_images
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,8 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     except SystemExit as usage:  # argparse's own exit (2 for a wrong argument), returned as an exit code
         return int(usage.code or 0)
-    hami, images = stack_needs(args.stack) if args.stack else (True, ())
-    found = problems(bin_dir(), destroy=args.destroy, hami=hami, node_images=images)
+    hami, images, dra_images = stack_needs(args.stack) if args.stack else (True, (), ())
+    found = problems(bin_dir(), destroy=args.destroy, hami=hami, node_images=images, dra_images=dra_images)
     for line in found:
         print(f"[gpulab] {line}", file=sys.stderr)
     return 1 if found else 0

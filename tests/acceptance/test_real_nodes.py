@@ -81,16 +81,18 @@ def test_tc12_the_gpu_inventory_outlives_a_kubelet_restart_and_a_killed_kubelet(
         api = client.CoreV1Api(lab.tenants[tenant.name])
         if tenant.gpu_sharing == "dra":
             # A kubelet that starts deletes its node's slices of every driver (kubernetes v1.36.4
-            # pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go, wipeResourceSlices): gpulab's plugin, registered
-            # with the new kubelet, publishes them again.
-            declared_devices = [f"gpu-{card.index}" for card in tenant.gpu_nodes()[0].cards]
-            assert published_devices(lab.tenants[tenant.name], name) == declared_devices, f"{name} before the {how}"
+            # pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go, wipeResourceSlices, in the background): gpulab's
+            # plugin, registered with the new kubelet, publishes them again, as a new slice.
+            declared_devices = sorted(f"gpu-{card.index}" for card in tenant.gpu_nodes()[0].cards)
+            before, devices = published_slice(lab.tenants[tenant.name], name)
+            assert devices == declared_devices, f"{name} before the {how}"
             kubelet_comes_back(api, name, how)
-            wait_until(
-                lambda t=tenant, n=name, d=declared_devices: published_devices(lab.tenants[t.name], n) == d,
-                120,
-                f"{name}'s ResourceSlice to hold {', '.join(declared_devices)} again after the kubelet's `{how}`",
-            )
+
+            def republished(t=tenant, n=name, b=before, d=declared_devices) -> bool:
+                uid, devices = published_slice(lab.tenants[t.name], n)
+                return uid is not None and uid != b and devices == d
+
+            wait_until(republished, 180, f"a new ResourceSlice of {name} with its devices after the kubelet's `{how}`")
             continue
         declared = totals(tenant.gpu_nodes()[0].cards)
         assert gpu_allocatable(api.read_node(name)) == declared, f"{name} before the {how}"
@@ -98,13 +100,14 @@ def test_tc12_the_gpu_inventory_outlives_a_kubelet_restart_and_a_killed_kubelet(
         assert gpu_allocatable(node) == declared, f"{name} after the kubelet's `{how}`"
 
 
-def published_devices(api_client: client.ApiClient, node: str) -> list[str]:
-    """The device names of the node's ResourceSlices of gpulab's driver, as the API server has them now."""
+def published_slice(api_client: client.ApiClient, node: str) -> tuple[str | None, list[str]]:
+    """The uid of the node's ResourceSlice of gpulab's driver (None when there is none) and its device names."""
     selector = f"spec.nodeName={node},spec.driver={dra.DRIVER}"
     found = client.CustomObjectsApi(api_client).list_cluster_custom_object(
         "resource.k8s.io", "v1", "resourceslices", field_selector=selector
-    )
-    return sorted(device["name"] for item in found["items"] for device in item["spec"].get("devices") or [])
+    )["items"]
+    uid = found[0]["metadata"]["uid"] if len(found) == 1 else None
+    return uid, sorted(device["name"] for item in found for device in item["spec"].get("devices") or [])
 
 
 def pulled_messages(core: client.CoreV1Api, node: str, image: str) -> list[str]:

@@ -20,6 +20,7 @@ import (
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
@@ -159,6 +160,9 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) ([]kubeletplugin.Devi
 			ShareID:      result.ShareID,
 		})
 	}
+	if len(spec.Devices) == 0 {
+		return nil, nil // nothing of this driver's in the claim: no CDI spec (one without devices is invalid)
+	}
 	if err := writeFile(d.specPath(claim.UID), spec); err != nil {
 		return nil, fmt.Errorf("claim %s/%s: writing its CDI spec: %w", claim.Namespace, claim.Name, err)
 	}
@@ -235,11 +239,24 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 	return results, nil
 }
 
-// HandleError logs a background error (publishing the slice); one that retrying cannot mend ends the plugin,
-// whose unit then says so (systemctl status), instead of a node that silently advertises nothing.
+// HandleError logs a background error. Publishing the slice is retried by the helper (it hands every publishing
+// error over as recoverable, kubeletplugin v0.36.4 draplugin.go), but some cannot mend by retrying: the API server
+// refusing the slice (invalid, or forbidden to these credentials) or dropping its fields (a feature it lacks, such
+// as consumable capacity). Those, and every error the helper calls fatal, end the plugin, whose unit then says so
+// (systemctl status), instead of a node that silently advertises nothing.
 func (d *Driver) HandleError(ctx context.Context, err error, msg string) {
 	klog.FromContext(ctx).Error(err, msg)
-	if !errors.Is(err, kubeletplugin.ErrRecoverable) && d.stop != nil {
+	if fatal(err) && d.stop != nil {
 		d.stop(fmt.Errorf("%s: %w", msg, err))
+	}
+}
+
+func fatal(err error) bool {
+	var dropped *resourceslice.DroppedFieldsError
+	switch {
+	case errors.As(err, &dropped), apierrors.IsInvalid(err), apierrors.IsForbidden(err):
+		return true
+	default:
+		return !errors.Is(err, kubeletplugin.ErrRecoverable)
 	}
 }

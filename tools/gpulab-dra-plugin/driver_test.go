@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -11,10 +12,13 @@ import (
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
 )
 
 // devicesJSON is a devices file as gpulab writes it (model/dra.py node_devices: one A100 of 81920 MB), with the
@@ -184,4 +188,38 @@ func TestTheNodesOnePoolIsPublishedWithItsDevices(t *testing.T) {
 	if value := slices[0].Devices[0].Capacity["memory"].Value; value.Value() != 81920 {
 		t.Fatalf("memory %v", value.String())
 	}
+}
+
+func TestAClaimWithNothingOfThisDriverWritesNoSpec(t *testing.T) {
+	d := newDriver(t)
+	c := claim("uid-5", nil)
+	c.Status.Allocation.Devices.Results[0].Driver = "gpu.nvidia.com"
+	if _, err := d.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{c}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(d.specPath("uid-5")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a CDI spec without devices was written: %v", err)
+	}
+}
+
+func TestErrorsRetryingCannotMendStopThePlugin(t *testing.T) {
+	gone := apierrors.NewForbidden(schema.GroupResource{Group: "resource.k8s.io", Resource: "resourceslices"}, "s", errors.New("no"))
+	for err, want := range map[error]bool{
+		fmt.Errorf("publishing: %w", gone):                                         true,
+		&resourceslice.DroppedFieldsError{}:                                        true,
+		errors.New("grpc server failed"):                                           true,
+		fmt.Errorf("%w: %w", kubeletplugin.ErrRecoverable, errors.New("conflict")): false,
+	} {
+		stopped := false
+		d := &Driver{stop: func(error) { stopped = true }}
+		d.HandleError(context.Background(), err, "publishing")
+		if stopped != want {
+			t.Errorf("%v: stopped %v, want %v", err, stopped, want)
+		}
+	}
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

@@ -61,7 +61,7 @@ func run(devicesFile, kubeconfig, cdiDir string) error {
 	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT)
 	go func() {
 		received := <-signals
-		stop(fmt.Errorf("signal %v", received))
+		stop(fmt.Errorf("%w: %v", errSignalled, received))
 	}()
 	// The helper listens in the kubelet's folder for the driver's plugin, which a DaemonSet's hostPath volume would
 	// create (DirectoryOrCreate); run by the node's own systemd, the plugin makes it (seen: "bind: no such file or
@@ -84,8 +84,12 @@ func run(devicesFile, kubeconfig, cdiDir string) error {
 	}
 	klog.InfoS("serving", "driver", devices.Driver, "node", devices.Node, "devices", len(devices.Devices))
 	<-ctx.Done()
-	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
-		klog.InfoS("stopping", "cause", cause.Error())
+	cause := context.Cause(ctx)
+	klog.InfoS("stopping", "cause", cause.Error())
+	if errors.Is(cause, errSignalled) {
+		return nil // asked to stop (systemctl stop): exit 0
 	}
-	return nil
+	return cause // a fatal error (HandleError): exit 1, so the unit shows the failure
 }
+
+var errSignalled = errors.New("signalled")
