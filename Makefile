@@ -76,7 +76,7 @@ help:
 	@echo "make lab-images     the Docker lab's images of served programs without a registry: a kind node image (kubeadm's"
 	@echo "                    images inside) and MetalLB; needs root and Docker (docs/docker-lab.md)"
 	@echo "make bench          benchmarks (program growth, policy checking, image pulls)"
-	@echo "make bench-scheduling  HAMi against kube-scheduler alone on KWOK nodes, performance.md's rows in one run (the"
+	@echo "make bench-scheduling  HAMi against kube-scheduler alone (and DRA) on KWOK nodes, performance.md's rows (the"
 	@echo "                    programs of make tools, GPULAB_HAMI_SCHEDULER; an hour or more: docs/performance.md)"
 	@echo "make lint           ruff and shellcheck only"
 	@echo "make policy-venv    the policy pack's own venv (policies/venv), for pulumi preview --policy-pack policies"
@@ -301,7 +301,7 @@ bench: $(VENV)/.installed
 # more, the chart's rows running to their deadline). Each row: HAMi at the chart's and the lab's setting, and
 # kube-scheduler alone at its own client rate and unthrottled.
 bench-scheduling: $(VENV)/.installed
-	$(PY) -u benchmarks/hami_scheduling.py --rows goal --settings chart lab ceiling ceiling-unthrottled
+	$(PY) -u benchmarks/hami_scheduling.py --rows goal --settings chart lab ceiling ceiling-unthrottled dra
 
 # .cache/sources stays: a source cache (make cache) may have been filled on another machine.
 clean:
