@@ -189,14 +189,14 @@ class BindWatch:
                     version, listed = self._list()
                     if newly := (listed & names) - bound:
                         bound |= newly
-                        last = time.monotonic()
+                        last = max(last, time.monotonic())
                     print(f"# the pod watch ended (exit {self.process.returncode}); listed, watched again", flush=True)
                     self._watch_from(version)
                 continue
             event = watched_binding(text)
             if event and event[1] and event[0] in names and event[0] not in bound:
                 bound.add(event[0])
-                last = seen
+                last = max(last, seen)
         return last - started, len(bound)
 
     def stop(self) -> None:

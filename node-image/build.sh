@@ -69,9 +69,9 @@ for program in "${programs[@]}"; do
   [ -x "$bin/$program" ] || die "$bin/$program is missing: \`make tools\` builds it (GPULAB_BIN=dir for others)"
 done
 kubernetes_version=$("$bin/kubeadm" version -o short)
-# What `make up` checks before a DRA tenant's node runs the image (process_lab/preflight.py: the label).
-dra_plugin_version=$("$bin/gpulab-dra-plugin" --version | sed -n 's/.*allocation \(v[^)]*\)).*/\1/p')
-[ -n "$dra_plugin_version" ] || die "$bin/gpulab-dra-plugin --version did not name its helper's version"
+# What `make up` checks before a DRA tenant's node runs the image (process_lab/preflight.py: the label): the
+# plugin's own bytes, so that a plugin rebuilt since the image was made is told apart too.
+dra_plugin_sha256=$(sha256sum "$bin/gpulab-dra-plugin" | cut -d' ' -f1)
 
 # kubernetes' pause, from the module the pinned kubeadm was built from (Go checks it against go.sum).
 pause_dir=$(cd "$root/tools/kubernetes" && bounded 600 "$go" mod download -json k8s.io/kubernetes | jq -r .Dir)
@@ -134,7 +134,7 @@ tar --numeric-owner -C "$stage" -c . | bounded 900 docker import \
   --change 'ENTRYPOINT ["/sbin/init"]' --change 'ENV container=docker' \
   --change "LABEL gpulab.io/node-image.inputs=$image_key" \
   --change "LABEL gpulab.io/node-image.kubernetes=$kubernetes_version" \
-  --change "LABEL gpulab.io/node-image.dra-plugin=$dra_plugin_version" \
+  --change "LABEL gpulab.io/node-image.dra-plugin=sha256:$dra_plugin_sha256" \
   --change "LABEL gpulab.io/node-image.debian=\"$mirror $suite ${release_date:-unknown date}\"" \
   --change "LABEL gpulab.io/node-image.images=\"$pause_image $busybox_ref\"" \
   - "$tag" >/dev/null

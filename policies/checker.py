@@ -225,8 +225,14 @@ def _run_dra(tenant: Tenant, files: list[Path], live: Live | None, stack: str) -
     if live is not None:
         listed = _live_list(live, tenant, stack, fetch_claim_list)
         claims = listed.get("items")
-        if not isinstance(claims, list) or any(
-            isinstance(item, dict) and item.get("kind", "ResourceClaim") != "ResourceClaim" for item in claims
+        # What `kubectl get resourceclaims -A -o json` prints (a List of ResourceClaims) or the API server's own
+        # ResourceClaimList (whose items carry no kind); a PodList, or anything else, is not it.
+        if (
+            listed.get("kind") not in ("List", "ResourceClaimList")
+            or not isinstance(claims, list)
+            or any(
+                not isinstance(item, dict) or item.get("kind", "ResourceClaim") != "ResourceClaim" for item in claims
+            )
         ):
             source = live.usage_file or "the tenant's API server"
             raise BadInput(

@@ -114,8 +114,10 @@ def live_use(tenant: Tenant, claims: Iterable[Mapping[str, Any]]) -> tuple[Used,
         (node.name, dra.device_name(card)): card for node in tenant.gpu_nodes() for card in node.cards
     }  # the pool is the node (model/dra.py)
     used: dict[str, list[int]] = {}
-    holders: dict[str, int] = {}
+    holders: dict[str, set[str]] = {}  # the claims holding a share of each card
     for claim in claims:
+        if not isinstance(claim, Mapping):
+            raise DraInputError(f"the claims list holds {claim!r}, which is not a ResourceClaim")
         metadata = _mapping(claim.get("metadata"))
         name = f"ResourceClaim/{metadata.get('namespace', 'default')}/{metadata.get('name', '?')}"
         allocation = _mapping(_mapping(claim.get("status")).get("allocation"))
@@ -138,10 +140,10 @@ def live_use(tenant: Tenant, claims: Iterable[Mapping[str, Any]]) -> tuple[Used,
             entry = used.setdefault(card.id, [0, 0])
             entry[0] += memory
             entry[1] += cores
-            holders[card.id] = holders.get(card.id, 0) + 1
+            holders.setdefault(card.id, set()).add(name)
     lines = [
         f"now: {card.id} ({card.type}): {used.get(card.id, [0, 0])[0]} of {card.memory_mb} MB, "
-        f"{used.get(card.id, [0, 0])[1]} of {card.cores}% cores in use ({holders.get(card.id, 0)} claims)"
+        f"{used.get(card.id, [0, 0])[1]} of {card.cores}% cores in use ({len(holders.get(card.id, ()))} claims)"
         for card in devices.values()
     ]
     return {card_id: (held[0], held[1]) for card_id, held in used.items()}, lines

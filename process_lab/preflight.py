@@ -11,6 +11,7 @@ Usage: python -m process_lab.preflight [--destroy] [--stack NAME]
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -31,7 +32,7 @@ ENGINE = (
 )
 NODE_PROGRAMS = ("kubeadm", "kubelet")  # kubeadm's phases on this host; both are in the node image too
 DOCKER_TIMEOUT = 30  # seconds for one docker command: an engine that answers does in well under one
-DRA_PLUGIN_LABEL = "gpulab.io/node-image.dra-plugin"  # node-image/build.sh: the plugin's version
+DRA_PLUGIN_LABEL = "gpulab.io/node-image.dra-plugin"  # node-image/build.sh: sha256:<the plugin's bytes>
 
 
 def bin_dir() -> Path:
@@ -67,11 +68,13 @@ def problems(
             "GPULAB_HAMI_SCHEDULER to the binary, or leave HAMi out with scheduling.scheduler: kube-scheduler"
         )
     if node_images:
-        lines += docker_problems(node_images, destroy, dra_images)
+        lines += docker_problems(node_images, destroy, dra_images, tools)
     return lines
 
 
-def docker_problems(images: tuple[str, ...], destroy: bool, dra_images: tuple[str, ...] = ()) -> list[str]:
+def docker_problems(
+    images: tuple[str, ...], destroy: bool, dra_images: tuple[str, ...] = (), tools: Path = Path("bin")
+) -> list[str]:
     """Real nodes need a Docker engine that answers and, to be made, gpulab's node image; a DRA tenant's node an
     image holding gpulab's DRA kubelet plugin (node-image/build.sh labels it with the plugin's version)."""
     try:
@@ -91,11 +94,17 @@ def docker_problems(images: tuple[str, ...], destroy: bool, dra_images: tuple[st
     lines = [f"the node image {image} is not in the Docker engine: run `make node-image`" for image in absent]
     for image in (image for image in dra_images if image not in absent):
         labels = run_bounded(["docker", "image", "inspect", "-f", "{{json .Config.Labels}}", image], DOCKER_TIMEOUT)
-        found = json.loads(labels.stdout or b"null") if labels.ok else None
-        if not (found or {}).get(DRA_PLUGIN_LABEL):
+        found = (json.loads(labels.stdout or b"null") or {}).get(DRA_PLUGIN_LABEL) if labels.ok else None
+        built = tools / "gpulab-dra-plugin"
+        if not found:
             lines.append(
-                f"the node image {image} has no gpulab-dra-plugin, which a gpuSharing: dra tenant's node runs (it was "
-                "built before gpulab had one): run `make tools node-image` again"
+                f"the node image {image} carries no gpulab-dra-plugin label, so it may lack the DRA kubelet plugin a "
+                "gpuSharing: dra tenant's node runs (an image made before the label): run `make tools node-image`"
+            )
+        elif built.is_file() and found != f"sha256:{hashlib.sha256(built.read_bytes()).hexdigest()}":
+            lines.append(
+                f"the node image {image} holds another gpulab-dra-plugin than {built} (built since the image was "
+                "made): run `make node-image`"
             )
     return lines
 

@@ -315,3 +315,39 @@ def test_the_dra_setting_shares_the_same_cards_as_devices_and_is_divided_by_the_
     row = Row(10, 100, "spread", goal=5)
     results = [result(row, "ceiling", 100, 2.0), result(row, "dra", 100, 10.0)]
     assert table(results)[3] == "| 10 | 100 | spread | dra | 100/100 | 10.0 s | 10.0 | 0.20 |  |"
+
+
+def test_the_dra_setting_runs_a_tenant_without_hami_with_its_scheduler_config_and_claims(monkeypatch, tmp_path) -> None:
+    """run_one for `dra`: the tenant is made without HAMi, kube-scheduler is started with the DRA configuration, and
+    the measurement is asked for claim pods on nodes whose cards are slices (not HAMi's pods)."""
+    import hami_scheduling
+
+    made: dict = {}
+
+    class Lab:
+        hami = None
+
+        def __init__(self, tenant, lab, tools, folder, hami_binary, config) -> None:
+            made.update(hami_binary=hami_binary, config=config.read_text() if config else None)
+
+        def up(self) -> None: ...
+
+        def down(self) -> None: ...
+
+    def measure(lab, row, scheduler, deadline, claims=False):
+        made.update(scheduler=scheduler, claims=claims)
+        return 1.0, row.pods, 0.5, {}
+
+    monkeypatch.setattr(hami_scheduling, "TenantLab", Lab)
+    monkeypatch.setattr(hami_scheduling, "measure", measure)
+    lab_config = load_stack_file(ROOT / "Pulumi.dev.yaml")
+    result = hami_scheduling.run_one(lab_config, Row(2, 4, "spread"), "dra", tmp_path, tmp_path / "hami", 60)
+    assert made == {
+        "hami_binary": None,
+        "config": dra_scheduler_config((50, 100)),
+        "scheduler": "default-scheduler",
+        "claims": True,
+    }
+    assert result.bound == 4 and "DRA's allocator" in result.flags
+    hami_scheduling.run_one(lab_config, Row(2, 4, "spread"), "lab", tmp_path, tmp_path / "hami", 60)
+    assert made["claims"] is False and made["hami_binary"] == tmp_path / "hami"

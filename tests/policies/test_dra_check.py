@@ -151,8 +151,20 @@ def test_with_live_claims_the_manifest_is_judged_after_what_is_allocated_now_not
         (claims_list(("20k", "30"), device="gpu-7"), "holds device gpu-7 of pool tenant-b-worker, which tenant"),
         (claims_list(("20k", "30"), pool="tenant-a-worker"), "is this the right tenant and stack?"),
         ({"kind": "List", "items": [{"kind": "Pod", "metadata": {"name": "p"}}]}, "give a recorded `kubectl get "),
+        ({"kind": "PodList", "items": [{"metadata": {"name": "p"}}]}, "give a recorded `kubectl get "),
+        ({"kind": "List", "items": ["x", None]}, "give a recorded `kubectl get "),
     ],
 )
 def test_live_claims_of_another_tenant_or_a_pod_list_are_bad_input(tmp_path: Path, capsys, recorded, says) -> None:
     code, out = check_now(capsys, recorded, tmp_path, manifest(tmp_path, "small", 1000, 5))
     assert code == 2 and says in out, out
+
+
+def test_a_claim_with_two_shares_of_one_card_counts_once_and_both_shares_are_used(tmp_path: Path, capsys) -> None:
+    recorded = claims_list(("20k", "30"))
+    results = recorded["items"][0]["status"]["allocation"]["devices"]["results"]
+    results.append({**results[0], "request": "second", "consumedCapacity": {"memory": "10k", "cores": "10"}})
+    recorded["items"].append({**recorded["items"][0], "metadata": {"name": "other", "namespace": "gpu-workloads"}})
+    code, out = check_now(capsys, recorded, tmp_path, manifest(tmp_path, "small", 1000, 5))
+    assert code == 0, out
+    assert "60000 of 81920 MB, 80 of 100% cores in use (2 claims)" in out, out

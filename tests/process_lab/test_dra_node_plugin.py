@@ -9,6 +9,7 @@ plugin publishes its slice a moment after its unit starts); the real run is make
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 from pathlib import Path
@@ -154,3 +155,30 @@ def test_stop_disables_the_unit_removes_its_devices_and_slices_and_takes_a_gone_
     assert lab.calls == [("kubectl", "delete", "resourceslices", "--field-selector",
                           f"spec.nodeName=tenant-b-worker,spec.driver={dra.DRIVER}", "--ignore-not-found")]  # fmt: skip
     assert not lab.slices
+
+
+def test_preflight_names_a_node_image_without_the_plugin_or_with_another_one(tmp_path: Path, monkeypatch) -> None:
+    """Boundary: `docker image inspect -f '{{json .Config.Labels}}'` as Docker answers it (a JSON object of the image's
+    labels; null for none). make node-image labels the plugin's sha256 (node-image/build.sh)."""
+    from model.bounded_run import BoundedResult
+    from process_lab import preflight
+
+    plugin = tmp_path / "gpulab-dra-plugin"
+    plugin.write_bytes(b"the plugin make tools built")
+    digest = "sha256:" + hashlib.sha256(plugin.read_bytes()).hexdigest()
+    labels: dict[str, object] = {}
+
+    def docker(argv, _timeout, **_):
+        answer = json.dumps(labels.get("value")).encode() if argv[:3] == ["docker", "image", "inspect"] else b""
+        return BoundedResult(list(argv), 0, answer, b"", False, 30.0, 0.1)
+
+    monkeypatch.setattr(preflight, "run_bounded", docker)
+    image = ("gpulab/node:v1.36.4",)
+    said = preflight.docker_problems(image, False, image, tmp_path)
+    assert len(said) == 1 and "carries no gpulab-dra-plugin label" in said[0] and "make tools node-image" in said[0]
+    labels["value"] = {preflight.DRA_PLUGIN_LABEL: "sha256:" + "0" * 64}
+    said = preflight.docker_problems(image, False, image, tmp_path)
+    assert len(said) == 1 and "holds another gpulab-dra-plugin" in said[0] and "`make node-image`" in said[0]
+    labels["value"] = {preflight.DRA_PLUGIN_LABEL: digest}
+    assert preflight.docker_problems(image, False, image, tmp_path) == []
+    assert preflight.docker_problems(image, False, (), tmp_path) == [], "a HAMi tenant's node does not need it"

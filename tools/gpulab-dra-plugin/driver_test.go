@@ -204,11 +204,14 @@ func TestAClaimWithNothingOfThisDriverWritesNoSpec(t *testing.T) {
 
 func TestErrorsRetryingCannotMendStopThePlugin(t *testing.T) {
 	gone := apierrors.NewForbidden(schema.GroupResource{Group: "resource.k8s.io", Resource: "resourceslices"}, "s", errors.New("no"))
+	// As the helper hands them over: every publishing error wrapped as recoverable (kubeletplugin v0.36.4
+	// draplugin.go, recoverableError), whatever its cause.
+	recoverable := func(err error) error { return fmt.Errorf("%w: %w", kubeletplugin.ErrRecoverable, err) }
 	for err, want := range map[error]bool{
-		fmt.Errorf("publishing: %w", gone):                                         true,
-		&resourceslice.DroppedFieldsError{}:                                        true,
-		errors.New("grpc server failed"):                                           true,
-		fmt.Errorf("%w: %w", kubeletplugin.ErrRecoverable, errors.New("conflict")): false,
+		recoverable(gone): true,
+		recoverable(&resourceslice.DroppedFieldsError{}): true,
+		errors.New("grpc server failed"):                 true,
+		recoverable(errors.New("conflict")):              false,
 	} {
 		stopped := false
 		d := &Driver{stop: func(error) { stopped = true }}
