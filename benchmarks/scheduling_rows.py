@@ -103,11 +103,11 @@ def scoring_strategy(policy: str) -> str:
     return {"spread": "LeastAllocated", "binpack": "MostAllocated"}[policy]
 
 
-def ceiling_scheduler_config(policy: str, client: tuple[int, int]) -> str:
-    """kube-scheduler's configuration for the ceiling: the default profile only, scoring nodes by their
-    allocated share of nvidia.com/gpu (its default scores cpu and memory, which these pods do not ask), no
-    leader election (as HAMi's rows: process_lab/hami_scheduler.py), and the client rate written out. kwokctl
-    takes only this apiVersion and kind, and adds clientConnection.kubeconfig (pkg/kwokctl/runtime/scheduler.go)."""
+def dra_scheduler_config(client: tuple[int, int]) -> str:
+    """kube-scheduler's configuration for the DRA setting: the default profile (its DynamicResources plugin is the
+    allocator; NodeResourcesFit's default scores spread pods that ask nothing by how many each node holds), no
+    leader election (as HAMi's rows: process_lab/hami_scheduler.py), and the client rate written out. kwokctl takes
+    only this apiVersion and kind, and adds clientConnection.kubeconfig (pkg/kwokctl/runtime/scheduler.go)."""
     qps, burst = client
     return f"""apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
@@ -116,7 +116,15 @@ leaderElection:
 clientConnection:
   qps: {qps}
   burst: {burst}
-profiles:
+"""
+
+
+def ceiling_scheduler_config(policy: str, client: tuple[int, int]) -> str:
+    """kube-scheduler's configuration for the ceiling: the DRA setting's, with the default profile scoring nodes
+    by their allocated share of nvidia.com/gpu (its default scores cpu and memory, which these pods do not ask)."""
+    return (
+        dra_scheduler_config(client)
+        + f"""profiles:
 - schedulerName: default-scheduler
   pluginConfig:
   - name: NodeResourcesFit
@@ -126,21 +134,7 @@ profiles:
         resources:
         - {{name: {GPU}, weight: 1}}
 """
-
-
-def dra_scheduler_config(client: tuple[int, int]) -> str:
-    """kube-scheduler's configuration for the DRA setting: the default profile (its DynamicResources plugin is the
-    allocator; no score of it or of NodeResourcesFit sees a claim's devices, so no node policy applies), no leader
-    election and the client rate written out, as the ceiling's."""
-    qps, burst = client
-    return f"""apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-leaderElection:
-  leaderElect: false
-clientConnection:
-  qps: {qps}
-  burst: {burst}
-"""
+    )
 
 
 def unready_nodes(items: list[dict], gpus: bool = True) -> list[str]:
