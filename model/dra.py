@@ -23,6 +23,9 @@ devices its claims ask of its class (the one thing a ResourceQuota counts of a c
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from model.catalog import Card
 from model.names import TENANT_LABEL
 from model.quantity import canonical_whole
@@ -98,6 +101,16 @@ def node_devices(tenant: str, node: str, cards: list[Card]) -> dict:
     removes a node's slices of any driver not registered with it (kubernetes v1.36.4
     pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go, wipeResourceSlices)."""
     return {"driver": DRIVER, "node": node, "devices": [_device(tenant, card) for card in cards]}
+
+
+def driver_results(claim: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """A claim's allocation results of gpulab's driver (status.allocation.devices.results, k8s.io/api v0.36.4
+    resource/v1), as the API server returns them: none when the claim is not allocated (yet)."""
+    status = claim.get("status") if isinstance(claim.get("status"), Mapping) else {}
+    allocation = status.get("allocation") if isinstance(status.get("allocation"), Mapping) else {}
+    devices = allocation.get("devices") if isinstance(allocation.get("devices"), Mapping) else {}
+    results = devices.get("results") or []
+    return [r for r in results if isinstance(r, Mapping) and r.get("driver") == DRIVER]
 
 
 def devices_quota_key(tenant: str) -> str:

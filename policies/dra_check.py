@@ -120,11 +120,7 @@ def live_use(tenant: Tenant, claims: Iterable[Mapping[str, Any]]) -> tuple[Used,
             raise DraInputError(f"the claims list holds {claim!r}, which is not a ResourceClaim")
         metadata = _mapping(claim.get("metadata"))
         name = f"ResourceClaim/{metadata.get('namespace', 'default')}/{metadata.get('name', '?')}"
-        allocation = _mapping(_mapping(claim.get("status")).get("allocation"))
-        for result in _mapping(allocation.get("devices")).get("results") or []:
-            result = _mapping(result)
-            if result.get("driver") != dra.DRIVER:
-                continue
+        for result in dra.driver_results(claim):
             card = devices.get((str(result.get("pool")), str(result.get("device"))))
             if card is None:
                 raise DraInputError(

@@ -72,9 +72,7 @@ def problems(
     return lines
 
 
-def docker_problems(
-    images: tuple[str, ...], destroy: bool, dra_images: tuple[str, ...] = (), tools: Path = Path("bin")
-) -> list[str]:
+def docker_problems(images: tuple[str, ...], destroy: bool, dra_images: tuple[str, ...], tools: Path) -> list[str]:
     """Real nodes need a Docker engine that answers and, to be made, gpulab's node image; a DRA tenant's node an
     image holding gpulab's DRA kubelet plugin (node-image/build.sh labels it with the plugin's version)."""
     try:

@@ -60,8 +60,7 @@ def dra_report(
     for claim in claims:
         metadata, status = claim.get("metadata") or {}, claim.get("status") or {}
         name = f"{metadata.get('namespace', 'default')}/{metadata.get('name', '?')}"
-        results = ((status.get("allocation") or {}).get("devices") or {}).get("results") or []
-        ours = [r for r in results if r.get("driver") == dra.DRIVER]
+        ours = dra.driver_results(claim)
         if not ours:
             owners = [ref.get("uid") for ref in metadata.get("ownerReferences") or [] if ref.get("kind") == "Pod"]
             said = next((verdicts[uid] for uid in owners if uid in verdicts), "")

@@ -69,13 +69,13 @@ esac""",
 def test_preflight_says_a_hung_engine_did_not_answer(path_with: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake_docker(path_with, "exec sleep 600")
     monkeypatch.setattr(preflight, "DOCKER_TIMEOUT", 0.5)
-    assert preflight.docker_problems(("gpulab/node:v1.36.4",), destroy=False) == [
+    assert preflight.docker_problems(("gpulab/node:v1.36.4",), False, (), path_with) == [
         "workers: containers needs a Docker engine, and `docker info` did not answer in 0.5 s"
     ]
 
 
 def test_preflight_names_a_node_image_the_engine_lacks(path_with: Path) -> None:
     fake_docker(path_with, '[ "$*" = "image inspect gpulab/node:v1.36.4" ] && exit 1\nexit 0')
-    assert preflight.docker_problems(("gpulab/node:v1.36.4", "other:1"), destroy=False) == [
+    assert preflight.docker_problems(("gpulab/node:v1.36.4", "other:1"), False, (), path_with) == [
         "the node image gpulab/node:v1.36.4 is not in the Docker engine: run `make node-image`"
     ]

@@ -33,7 +33,8 @@ const (
 	coresCapacity  = "cores"
 	// CDI kind of gpulab's devices: "<vendor>/<class>" with the driver's own DNS name as vendor.
 	cdiClass = "gpu"
-	// containerEdits.env is in every CDI spec version from 0.3.0 on (cncf-tags/container-device-interface SPEC.md).
+	// The earliest CDI spec version, and all a prepared claim needs: devices with containerEdits.env (checked by
+	// TestTheCDISpecIsValidAtTheVersionItClaims with the CDI project's own specs-go v1.1.1 MinimumRequiredVersion).
 	cdiVersion = "0.3.0"
 )
 
@@ -150,7 +151,9 @@ func (d *Driver) prepare(claim *resourceapi.ResourceClaim) ([]kubeletplugin.Devi
 		if err != nil {
 			return nil, fmt.Errorf("claim %s/%s: %w", claim.Namespace, claim.Name, err)
 		}
-		name := fmt.Sprintf("%s-%d", claim.UID, i) // unique per claim and result: never reused
+		// Unique per claim and result, never reused; "claim-" first: a name starting with a digit (as a UID may)
+		// needs CDI spec 0.5.0 (container-device-interface specs-go v1.1.1 version.go, requiresV050).
+		name := fmt.Sprintf("claim-%s-%d", claim.UID, i)
 		spec.Devices = append(spec.Devices, cdiDevice{Name: name, ContainerEdits: cdiEdits{Env: env}})
 		prepared = append(prepared, kubeletplugin.Device{
 			Requests:     []string{result.Request},

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
+	cdispec "tags.cncf.io/container-device-interface/specs-go"
 )
 
 // devicesJSON is a devices file as gpulab writes it (model/dra.py node_devices: one A100 of 81920 MB), with the
@@ -92,14 +93,14 @@ func TestPrepareWritesTheSharesCapacityAndUnprepareRemovesIt(t *testing.T) {
 	share := types.UID("share-uid-1")
 	want := []kubeletplugin.Device{{
 		Requests: []string{"gpu"}, PoolName: "tenant-b-worker", DeviceName: "gpu-0",
-		CDIDeviceIDs: []string{"gpu.gpulab.io/gpu=uid-1-0"}, ShareID: &share,
+		CDIDeviceIDs: []string{"gpu.gpulab.io/gpu=claim-uid-1-0"}, ShareID: &share,
 	}}
 	if !reflect.DeepEqual(result.Devices, want) {
 		t.Fatalf("devices %+v, want %+v", result.Devices, want)
 	}
 	spec := readSpec(t, d.specPath("uid-1"))
 	env := []string{"GPULAB_GPU_CORES=30", "GPULAB_GPU_DEVICE=gpu-0", "GPULAB_GPU_MEMORY_MB=20000", "GPULAB_GPU_UUID=GPU-MOCK-tenant-b-0"}
-	if spec.Kind != "gpu.gpulab.io/gpu" || len(spec.Devices) != 1 || spec.Devices[0].Name != "uid-1-0" ||
+	if spec.Kind != "gpu.gpulab.io/gpu" || len(spec.Devices) != 1 || spec.Devices[0].Name != "claim-uid-1-0" ||
 		!reflect.DeepEqual(spec.Devices[0].ContainerEdits.Env, env) {
 		t.Fatalf("CDI spec %+v", spec)
 	}
@@ -225,4 +226,26 @@ func TestErrorsRetryingCannotMendStopThePlugin(t *testing.T) {
 func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// TestTheCDISpecIsValidAtTheVersionItClaims holds a prepared claim's spec against the CDI project's own reading of
+// which spec version each feature needs (a UID starting with a digit, for one).
+func TestTheCDISpecIsValidAtTheVersionItClaims(t *testing.T) {
+	d := newDriver(t)
+	c := claim("8e5f0c2a-1b3d-4e6f-9a7b-0c1d2e3f4a5b", nil)
+	if results, _ := d.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{c}); results[c.UID].Err != nil {
+		t.Fatal(results[c.UID].Err)
+	}
+	data, err := os.ReadFile(d.specPath(c.UID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec cdispec.Spec
+	if err := json.Unmarshal(data, &spec); err != nil {
+		t.Fatal(err)
+	}
+	needed, err := cdispec.MinimumRequiredVersion(&spec)
+	if err != nil || needed != cdiVersion {
+		t.Fatalf("the spec needs CDI %s (%v), and says %s", needed, err, cdiVersion)
+	}
 }

@@ -13,6 +13,7 @@ require (
 	k8s.io/client-go v0.36.4
 	k8s.io/klog/v2 v2.140.0
 	k8s.io/kubelet v0.36.4
+	tags.cncf.io/container-device-interface/specs-go v1.1.1
 )
 
 require (

@@ -58,7 +58,7 @@ func TestTheKubeletsCallsOverGRPC(t *testing.T) {
 	}
 	device := answer.Devices[0]
 	if device.PoolName != "tenant-b-worker" || device.DeviceName != "gpu-0" || device.GetShareId() != "share-uid-grpc" ||
-		len(device.CdiDeviceIds) != 1 || device.CdiDeviceIds[0] != "gpu.gpulab.io/gpu=uid-grpc-0" {
+		len(device.CdiDeviceIds) != 1 || device.CdiDeviceIds[0] != "gpu.gpulab.io/gpu=claim-uid-grpc-0" {
 		t.Fatalf("device %+v", device)
 	}
 	if env := readSpec(t, d.specPath(c.UID)).Devices[0].ContainerEdits.Env; env[2] != "GPULAB_GPU_MEMORY_MB=20000" {
