@@ -41,8 +41,10 @@ def unschedulable(api: client.CoreV1Api, namespace: str, name: str) -> str | Non
     pod = api.read_namespaced_pod(name, namespace)
     assert pod.status.phase == "Pending", f"{name} is {pod.status.phase}; it should not fit"
     for condition in pod.status.conditions or []:
+        # The allocator's verdict only: a pod whose claim the claim controller has not made yet is Unschedulable
+        # for that a moment too (kube-scheduler v1.36.4 dynamicresources.go PreFilter), then judged again.
         if condition.type == "PodScheduled" and condition.reason == "Unschedulable":
-            return condition.message or ""
+            return condition.message if "cannot allocate all claims" in (condition.message or "") else None
     return None
 
 
