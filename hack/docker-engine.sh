@@ -74,7 +74,9 @@ stop_dockerd() {
   rm -f "$state/dockerd.pid"
 }
 
-dockerd_gone() { [ ! -e "/proc/$1" ]; }
+# Gone once it has ended, reaped or not: dockerd runs in a session of its own, so once this script has exited its
+# parent is PID 1, and a container's PID 1 that is not an init may leave it a zombie for long (lib.sh).
+dockerd_gone() { [ -z "$(_gpulab_started "$1")" ]; }
 
 use_runtime_wrapper() {
   [ ! -e "$config_dir/daemon.json" ] ||

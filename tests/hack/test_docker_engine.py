@@ -14,6 +14,8 @@ import json
 import os
 import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -206,6 +208,34 @@ def test_a_dockerd_that_never_answers_ends_the_wait_at_its_timeout(tmp_path: Pat
     result = engine(tmp_path, "start", TIMEOUT="1", FAKE_DOCKERD_HANGS="1")
     assert result.returncode == 1
     assert "timed out after 1s waiting for the Docker engine this script started to answer" in result.stderr
+
+
+@pytest.mark.usefixtures("no_fake_dockerd_left")
+def test_a_dockerd_that_ended_is_stopped_even_while_nobody_reaps_it(tmp_path: Path) -> None:
+    """Boundary: the kernel keeps an ended process's /proc entry until its parent reaps it. dockerd's parent is
+    PID 1 once `start` has exited, and a container's PID 1 that is not an init (this machine's is not) reaps
+    late or never: here its parent never does, so it stays a zombie while `stop` waits."""
+    bin_dir = fakes(tmp_path)
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "dockerd.started").write_text("started\n")
+    never_reaps = subprocess.Popen(  # its child ends on TERM; it never waits for it
+        [sys.executable, "-c", "import subprocess, sys, time; subprocess.Popen(sys.argv[1:]); time.sleep(60)",
+         str(bin_dir / "dockerd"), "--pidfile", str(state / "dockerd.pid")],
+        env={**os.environ, "FAKE_DIR": str(tmp_path)},
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 20
+        while not (tmp_path / "engine-up").exists() and time.monotonic() < deadline:  # its TERM trap is set
+            time.sleep(0.02)
+        pid = int((state / "dockerd.pid").read_text())
+        result = engine(tmp_path, "stop", bin_dir, TIMEOUT="5")
+        assert result.returncode == 0, result.stderr
+        assert "stopped the Docker engine gpulab started" in result.stderr
+        assert Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1].startswith("Z"), "still unreaped: a zombie"
+    finally:
+        never_reaps.kill()
+        never_reaps.wait()
 
 
 # --- the runtime wrapper: runc's own arguments, a fake runc -----------------------------------------------
