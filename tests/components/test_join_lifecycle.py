@@ -136,10 +136,11 @@ def test_a_rerun_after_a_join_killed_with_kill_ends_its_kubeadm_join(tmp_path: P
 def test_a_lock_another_tenant_holds_is_reported_with_its_holder(tmp_path: Path) -> None:
     """Two tenants list one machine: the second's join waits its TIMEOUT for the lock, then says which tenant's join
     holds it, since when, and which processes have the lock file open (/proc/PID/fd), not just "another join"."""
-    first = start_remote_join(tmp_path, "tenant-a", "10.0.0.5:6443", FAKE_JOIN_SLEEP="3")
+    first = start_remote_join(tmp_path, "tenant-a", "10.0.0.5:6443", FAKE_JOIN_UNTIL=str(tmp_path / "second-done"))
     wait_for_file(tmp_path / "joining")
     second = start_remote_join(tmp_path, "tenant-b", "10.0.0.6:6443", timeout="1")
     second.wait(timeout=30)
+    (tmp_path / "second-done").touch()  # the first join ends once the second has given up
     stderr = (tmp_path / "tenant-b.stderr").read_text()
     assert second.returncode == 1, stderr
     assert re.search(r"another gpulab join \(tenant tenant-a, pid \d+, since \S+Z\) has held the lock", stderr), stderr

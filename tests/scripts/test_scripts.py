@@ -834,7 +834,7 @@ def test_a_legacy_kubeconfig_stays_out_of_the_scripts_own_environment(tmp_path: 
             "FAKE_DIR": str(tmp_path),
             "TMPDIR": str(tmp_path),
             "FAKE_KIND_CLUSTERS": "gpulab",
-            "FAKE_KIND_DELETE_SLEEP": "3",
+            "FAKE_KIND_DELETE_UNTIL": str(tmp_path / "looked"),
             "PULUMI_COMMAND_STDOUT": legacy_kubeconfig(),
             **KIND,
         },
@@ -850,6 +850,7 @@ def test_a_legacy_kubeconfig_stays_out_of_the_scripts_own_environment(tmp_path: 
             with contextlib.suppress(OSError):
                 assert b"TEGACY-CLIENT-KEY" not in Path(f"/proc/{pid}/environ").read_bytes(), f"in pid {pid}'s"
     finally:
+        (tmp_path / "looked").touch()
         _, stderr = process.communicate(timeout=30)
     assert process.returncode == 0, stderr
     assert "deleted kind cluster gpulab" in stderr, "the legacy record (its CA) no longer reached the script"
