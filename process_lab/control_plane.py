@@ -25,11 +25,20 @@ from process_lab.commands import ProcessLabError, free_port, is_ours, lasting, r
 
 # kwokctl reads `kube-apiserver --version` to choose the API server's flags: `make tools` sets it.
 PROGRAMS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "etcd", "kwokctl", "kubectl")
-LOOPBACK_ONLY = """\
+# Loopback only; and without the request limits a shared API server needs, as KWOK's own option for simulated
+# clusters sets them (kwok v0.8.0 pkg/kwokctl/components: kube-apiserver with --max-requests-inflight=0,
+# --max-mutating-requests-inflight=0 and --enable-priority-and-fairness=false, kube-controller-manager with
+# --kube-api-qps=5000 --kube-api-burst=10000). A tenant's API server has one user's few clients, all gpulab's, so
+# nothing needs its fairness; its cost was CPU on a machine where kube-apiserver is what the lab waits on, and
+# kube-controller-manager's 20 QPS bounded DRA's claims (docs/performance.md, 2026-12-05). kube-scheduler takes the
+# same flags but ignores them beside its configuration file (kubernetes v1.36.4 cmd/kube-scheduler/app/options
+# options.go: ApplyDeprecated only without --config): its rate stays that file's (50 QPS / burst 100 by default).
+LAB_OPTIONS = """\
 apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokctlConfiguration
 options:
   bindAddress: 127.0.0.1
+  disableQPSLimits: true
 """
 # Every port of the binary runtime (KwokctlConfiguration options, kwok v0.8.0
 # pkg/apis/config/v1alpha1/kwokctl_configuration_types.go). Left to kwokctl, two clusters created at the
@@ -45,8 +54,8 @@ PORT_OPTIONS = (
 
 
 def kwokctl_configuration() -> str:
-    """Loopback only, on ports chosen free now."""
-    return LOOPBACK_ONLY + "".join(f"  {option}: {free_port()}\n" for option in PORT_OPTIONS)
+    """The lab's options (LAB_OPTIONS), on ports chosen free now."""
+    return LAB_OPTIONS + "".join(f"  {option}: {free_port()}\n" for option in PORT_OPTIONS)
 
 
 # What a kubelet's `kubeadm join` needs of a control plane beyond kwokctl's defaults, as a Kamaji

@@ -282,6 +282,11 @@ def test_two_control_planes_created_at_once_share_no_port() -> None:
     assert len(set(ports)) == 2 * len(PORT_OPTIONS) and all(isinstance(p, int) for p in ports)
 
 
+def test_every_cluster_runs_without_request_limits() -> None:
+    """kwokctl's option, as its loader reads it; tests/real/test_control_plane.py shows the flags it becomes."""
+    assert yaml.safe_load(kwokctl_configuration())["options"]["disableQPSLimits"] is True
+
+
 @pytest.mark.parametrize("address", [None, "10.89.0.1"])
 def test_every_clusters_kwok_controller_leaves_a_pod_hami_has_not_allocated_pending(address: str | None) -> None:
     """kwokctl's configuration as its loader reads it (one componentsPatches entry a component): the loopback

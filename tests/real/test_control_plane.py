@@ -47,6 +47,25 @@ def test_every_program_of_the_cluster_runs_with_the_labs_gc_target(cluster) -> N
         assert f"GOGC={expected}".encode() in environ, f"{program} (pid {pid}) runs without GOGC={expected}"
 
 
+def test_the_api_server_and_the_controller_manager_run_without_request_limits(cluster) -> None:
+    """Boundary: kwokctl's `disableQPSLimits` as its binary runtime turns it into flags (process_lab/control_plane.py
+    LAB_OPTIONS), and the API server as it then runs: no API Priority and Fairness (its configuration producer never
+    starts), no in-flight limits; the controller manager's client unthrottled. kube-scheduler keeps its
+    configuration file's rate, whatever its flags say."""
+    pids = cluster.pids()
+    argv = {name: Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0") for name, pid in pids.items()}
+    for flag in ("--enable-priority-and-fairness=false", "--max-requests-inflight=0"):
+        assert flag in argv["kube-apiserver"], argv["kube-apiserver"]
+    assert "--kube-api-qps=5000" in argv["kube-controller-manager"], argv["kube-controller-manager"]
+    # With APF, its consumer and filter hooks run and its debug endpoints answer (k8s.io/apiserver v0.36.4
+    # pkg/server/config.go: `c.FlowControl != nil`); the producer of its default objects runs either way.
+    checks = cluster.kubectl("get", "--raw", "/readyz?verbose").stdout
+    assert "[+]poststarthook/priority-and-fairness-config-producer ok" in checks, checks  # the list is whole
+    assert "priority-and-fairness-config-consumer" not in checks and "priority-and-fairness-filter" not in checks
+    dump = cluster.kubectl("get", "--raw", "/debug/api_priority_and_fairness/dump_priority_levels")
+    assert dump.returncode != 0 and "NotFound" in dump.stderr, dump.stdout + dump.stderr
+
+
 def test_the_api_server_type_checks_the_policies_without_a_warning(cluster, tenant_lab) -> None:
     """Warnings land in status.typeChecking (per matched kind); the policies must type-check for every kind."""
     for policy in (tenant_lab.deny, tenant_lab.warn):
