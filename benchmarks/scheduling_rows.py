@@ -80,9 +80,11 @@ class Setting:
         return self.client is not None
 
 
-# kube-scheduler's own client defaults (KubeSchedulerConfiguration v1: clientConnection qps 50, burst 100), which
-# kwokctl leaves as they are (it passes --kube-api-qps only with --disable-qps-limits, and then 5000 / 10000:
-# kwok v0.8.0 pkg/kwokctl/components/kube_scheduler.go, pkg/consts).
+# kube-scheduler's own client defaults (KubeSchedulerConfiguration v1: clientConnection qps 50, burst 100), and the
+# rate kwokctl's disableQPSLimits passes it as flags (kwok v0.8.0 pkg/kwokctl/components/kube_scheduler.go,
+# pkg/consts). The lab sets that option (process_lab/control_plane.py LAB_OPTIONS): a tenant's kube-scheduler without
+# a configuration file (a DRA tenant, or `scheduler: kube-scheduler`) runs at 5000 / 10000; beside a file (HAMi's
+# tenants, and every row here) it ignores the flags and takes the file's rate.
 SCHEDULER_CLIENT = (50, 100)
 UNTHROTTLED_CLIENT = (5000, 10000)
 SETTINGS: dict[str, Setting] = {
@@ -92,8 +94,9 @@ SETTINGS: dict[str, Setting] = {
     "ceiling": Setting(client=SCHEDULER_CLIENT),
     # Tells whether the ceiling is kube-scheduler's or its client's.
     "ceiling-unthrottled": Setting(client=UNTHROTTLED_CLIENT),
-    # The same cards shared through DRA (docs/dra.md): kube-scheduler's own allocator, its client at its defaults.
-    "dra": Setting(client=SCHEDULER_CLIENT, dra=True),
+    # The same cards shared through DRA (docs/dra.md): kube-scheduler's own allocator, its client at the rate a DRA
+    # tenant's kube-scheduler runs with in the lab.
+    "dra": Setting(client=UNTHROTTLED_CLIENT, dra=True),
 }
 CEILING = "ceiling"  # the ceiling each HAMi row is divided by
 

@@ -28,11 +28,11 @@ PROGRAMS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok
 # Loopback only; and without the request limits a shared API server needs, as KWOK's own option for simulated
 # clusters sets them (kwok v0.8.0 pkg/kwokctl/components: kube-apiserver with --max-requests-inflight=0,
 # --max-mutating-requests-inflight=0 and --enable-priority-and-fairness=false, kube-controller-manager with
-# --kube-api-qps=5000 --kube-api-burst=10000). A tenant's API server has one user's few clients, all gpulab's, so
-# nothing needs its fairness; its cost was CPU on a machine where kube-apiserver is what the lab waits on, and
-# kube-controller-manager's 20 QPS bounded DRA's claims (docs/performance.md, 2026-12-05). kube-scheduler takes the
-# same flags but ignores them beside its configuration file (kubernetes v1.36.4 cmd/kube-scheduler/app/options
-# options.go: ApplyDeprecated only without --config): its rate stays that file's (50 QPS / burst 100 by default).
+# --kube-api-qps=5000 --kube-api-burst=10000, kube-scheduler with the same). A tenant's API server has one user's
+# few clients, all gpulab's, so nothing needs its fairness; the client limits held a DRA tenant's claim pods at 10
+# pods/s, and 42 without them (docs/performance.md, 2026-12-05). kube-scheduler ignores the flags beside a
+# configuration file (kubernetes v1.36.4 cmd/kube-scheduler/app/options/options.go: ApplyDeprecated only without
+# --config), so a HAMi tenant's keeps its file's rate (50 QPS / burst 100 by default; 5000 gained it nothing).
 LAB_OPTIONS = """\
 apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokctlConfiguration

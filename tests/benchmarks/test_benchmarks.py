@@ -18,6 +18,7 @@ from shared_data import ROOT
 
 from model.admission_policy import DENY_POLICY
 from model.config.loading import load_stack_file
+from process_lab.control_plane import kwokctl_configuration
 from process_lab.tenant import TenantLab
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -27,6 +28,7 @@ import program_under_mocks
 from hami_scheduling import claim_template, dra_objects, gpu_nodes, pods
 from scheduling_rows import (
     SETTINGS,
+    UNTHROTTLED_CLIENT,
     Result,
     Row,
     ceiling_scheduler_config,
@@ -297,6 +299,9 @@ def test_the_dra_setting_shares_the_same_cards_as_devices_and_is_divided_by_the_
     template asking what the HAMi pods limit (1000 MB, 5 %)."""
     setting = SETTINGS["dra"]
     assert setting.scheduler_alone and not setting.ceiling and setting.dra
+    # The client rate a DRA tenant's kube-scheduler (no configuration file) takes from kwokctl's disableQPSLimits.
+    assert setting.client == UNTHROTTLED_CLIENT
+    assert yaml.safe_load(kwokctl_configuration())["options"]["disableQPSLimits"] is True
     nodes = gpu_nodes(2, as_devices=True)
     assert all(n["status"]["allocatable"].get("nvidia.com/gpu", "0") == "0" for n in nodes)  # no card as capacity
     device_class, *slices = dra_objects(2)
@@ -344,7 +349,7 @@ def test_the_dra_setting_runs_a_tenant_without_hami_with_its_scheduler_config_an
     result = hami_scheduling.run_one(lab_config, Row(2, 4, "spread"), "dra", tmp_path, tmp_path / "hami", 60)
     assert made == {
         "hami_binary": None,
-        "config": dra_scheduler_config((50, 100)),
+        "config": dra_scheduler_config(UNTHROTTLED_CLIENT),
         "scheduler": "default-scheduler",
         "claims": True,
     }

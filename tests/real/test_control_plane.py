@@ -49,14 +49,16 @@ def test_every_program_of_the_cluster_runs_with_the_labs_gc_target(cluster) -> N
 
 def test_the_api_server_and_the_controller_manager_run_without_request_limits(cluster) -> None:
     """Boundary: kwokctl's `disableQPSLimits` as its binary runtime turns it into flags (process_lab/control_plane.py
-    LAB_OPTIONS), and the API server as it then runs: no API Priority and Fairness (its configuration producer never
-    starts), no in-flight limits; the controller manager's client unthrottled. kube-scheduler keeps its
-    configuration file's rate, whatever its flags say."""
+    LAB_OPTIONS), and the API server as it then runs: no API Priority and Fairness, no in-flight limits; the
+    controller manager's and the scheduler's clients unthrottled (this cluster's kube-scheduler has no
+    configuration file, as a DRA tenant's)."""
     pids = cluster.pids()
     argv = {name: Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0") for name, pid in pids.items()}
-    for flag in ("--enable-priority-and-fairness=false", "--max-requests-inflight=0"):
-        assert flag in argv["kube-apiserver"], argv["kube-apiserver"]
-    assert "--kube-api-qps=5000" in argv["kube-controller-manager"], argv["kube-controller-manager"]
+    limits = ("--enable-priority-and-fairness=false", "--max-requests-inflight=0", "--max-mutating-requests-inflight=0")
+    assert set(limits) <= set(argv["kube-apiserver"]), argv["kube-apiserver"]
+    for client in ("kube-controller-manager", "kube-scheduler"):
+        assert {"--kube-api-qps=5000", "--kube-api-burst=10000"} <= set(argv[client]), argv[client]
+    assert not any(arg.startswith("--config") for arg in argv["kube-scheduler"]), "beside a file it ignores them"
     # With APF, its consumer and filter hooks run and its debug endpoints answer (k8s.io/apiserver v0.36.4
     # pkg/server/config.go: `c.FlowControl != nil`); the producer of its default objects runs either way.
     checks = cluster.kubectl("get", "--raw", "/readyz?verbose").stdout
