@@ -9,9 +9,11 @@ PY := $(VENV)/bin/python
 STACK ?= dev
 # uv (a PyPI package, pinned) installs the dev venv's ~80 packages in parallel: seconds, not a silent minute.
 UV_VERSION := 0.13.9
-# Test workers (pytest-xdist): one per core and one more, since some tests mostly wait on a hung fake's bound
-# (measured on 2 cores: 3 workers 46 s, 2 workers 61 s, 4 workers 49 s). TEST_WORKERS=0: one process.
-TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
+# Test workers (pytest-xdist): four more than the cores. The suite waits about as long as it computes (in one process
+# 80 s of bounded waits beside 93 s of CPU), so a worker that waits out a deadline leaves its core to another. On 2
+# cores, 2026-12-05: 3 workers 63.5-63.9 s, 6 workers 56.5 s, 8 workers 61.0 s; beside two busy loops 3 workers
+# 99.8-106.2 s, 4 workers 96.4 s, 6 workers 77.8-78.8 s (docs/contributing.md). TEST_WORKERS=0: one process.
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 4 )))
 # Local file state: no Pulumi account needed. Secrets use a passphrase; empty unless you set one.
 export PULUMI_BACKEND_URL ?= file://$(CURDIR)/.state
 # The Pulumi CLI reads PULUMI_CONFIG_PASSPHRASE whenever it is set, even empty, before
