@@ -83,7 +83,7 @@ def test_tc12_the_gpu_inventory_outlives_a_kubelet_restart_and_a_killed_kubelet(
             # A kubelet that starts deletes its node's slices of every driver (kubernetes v1.36.4
             # pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go, wipeResourceSlices, in the background): gpulab's
             # plugin, registered with the new kubelet, publishes them again, as a new slice.
-            declared_devices = sorted(f"gpu-{card.index}" for card in tenant.gpu_nodes()[0].cards)
+            declared_devices = sorted(dra.device_name(card) for card in tenant.gpu_nodes()[0].cards)
             before, devices = published_slice(lab.tenants[tenant.name], name)
             assert devices == declared_devices, f"{name} before the {how}"
             kubelet_comes_back(api, name, how)

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from model.catalog import expand_cards
-from model.dra import DRIVER, claim_template, device_class, resource_slice
+from model.dra import DRIVER, claim_template, device_class, device_name, resource_slice
 from policies.dra_check import UNALLOCATABLE
 from tests.acceptance.helpers import wait_until
 from tests.real.cluster import POLL
@@ -159,7 +159,7 @@ def test_the_allocator_model_agrees_with_kube_scheduler_on_generated_claims(clus
             devices[owner] = [(r["pool"], r["device"]) for r in results]
         model = allocate([(node_name, cards)], [ClaimAsk(n, 1, m, c) for n, m, c in asks])
         for (name, memory, cores), allocation in zip(asks, model, strict=True):
-            expected = [(d.node, f"gpu-{d.card.index}") for d in allocation.devices]
+            expected = [(d.node, device_name(d.card)) for d in allocation.devices]
             said = ("bound" if expected else "refused", expected)
             assert said == (real[name], devices.get(name, [])), (name, memory, cores, said, real[name], devices)
         assert "bound" in real.values() and "refused" in real.values(), f"a scenario with both verdicts: {real}"
