@@ -19,6 +19,7 @@ from hami.nodes import (
     ContainerFailure,
     Node,
     NodeFailure,
+    QuotaInUse,
     best,
     node_policy_of,
     node_score,
@@ -99,6 +100,7 @@ class Stranding:
     gpu_policy: str
     failure: NodeFailure
     placed: list[tuple[str, str]]  # (pod, node) before the failure, in order
+    quota: QuotaInUse | None = None  # the stranded pod's namespace quota as the walk saw it then
 
 
 @dataclass(frozen=True)
@@ -166,7 +168,8 @@ def walk_order(cluster: Cluster, order: Sequence[PodRequest], gpu_policy: str, n
             pod = order[position]
             outcome = state.candidates(pod, gpu_policy, node_policy)
             if isinstance(outcome, NodeFailure):
-                return OrderWalk(Stranding(tuple(order), gpu_policy, outcome, placed), runs)
+                stranding = Stranding(tuple(order), gpu_policy, outcome, placed, state.quota_in_use(pod.namespace))
+                return OrderWalk(stranding, runs)
             choices = outcome.choices
             if len(choices) > 1:
                 choices = list({signature(state, c): c for c in reversed(choices)}.values())[::-1]
@@ -425,5 +428,5 @@ def _every_order(
         configured=True,
         every_order=True,
         placement_exists=placement_exists,
-        quota=cluster.quota_in_use(declared.failure.pod.namespace),
+        quota=declared.quota,
     )

@@ -165,7 +165,7 @@ class Stranded:
     configured: bool  # `gpu_policy` is the tenant's own card policy (the others are tried after it)
     every_order: bool
     placement_exists: bool  # the search proved that some placement holds every pod
-    quota: QuotaInUse | None = None  # the pod's namespace quota before any pod is placed
+    quota: QuotaInUse | None = None  # every order: the pod's namespace quota as the declared order's walk saw it
 
     @property
     def pod(self) -> PodRequest:

@@ -7,9 +7,16 @@ from __future__ import annotations
 import functools
 from dataclasses import replace
 
-from hami.cards import CARD_INSUFFICIENT_MEMORY, NO_PERCENTAGE, CardSpec, ContainerRequest, PodRequest
+from hami.cards import (
+    CARD_INSUFFICIENT_MEMORY,
+    NO_PERCENTAGE,
+    RESOURCE_QUOTA_NOT_FIT,
+    CardSpec,
+    ContainerRequest,
+    PodRequest,
+)
 from hami.nodes import Candidates, Cluster, Node, NodeFailure
-from model.config import PodLimits
+from model.config import GpuQuota, PodLimits
 from placement import evaluate, orders, wording
 from placement.evaluate import judge_placement
 from placement.findings import ORDER_DEPENDENT, UNDECIDED
@@ -37,8 +44,14 @@ def pod(name: str, memory: int | None, cores: int = 0) -> PodRequest:
 STRANDED_EVERY_ORDER = (pod("whole", None, 30), pod("a", 20000), pod("b", 12000))
 
 
-def tenant(cards: tuple[CardSpec, ...], gpu_policy: str = "binpack", **kw) -> TenantInventory:
-    return TenantInventory("t", cards, PodLimits(), None, (), gpu_policy, **kw)
+def tenant(
+    cards: tuple[CardSpec, ...],
+    gpu_policy: str = "binpack",
+    quota: GpuQuota | None = None,
+    namespaces: tuple = (),
+    **kw,
+) -> TenantInventory:
+    return TenantInventory("t", cards, PodLimits(), quota, namespaces, gpu_policy, **kw)
 
 
 def test_a_pod_too_large_for_every_card_is_refused_with_its_pod_and_hamis_failure() -> None:
@@ -68,6 +81,22 @@ def test_a_set_stranded_in_every_order_carries_the_declared_order_and_placements
     assert verdict.pod.workload == "Pod/ns/b"
     assert [pod for pod, _ in verdict.placed] == ["Pod/ns/whole", "Pod/ns/a"]
     assert verdict.placement_exists and verdict.gpu_policy == "binpack"
+
+
+def test_a_set_stranded_in_every_order_by_the_quota_says_the_quota_in_use_when_the_pod_was_refused() -> None:
+    """50 % of an A100 is 40960 MB: whichever card HAMi gives it, the pod of 20000 MB after it meets the 60000 MB
+    quota on every card (both on the L4 would fit: 12288 + 20000). The note says what the namespace held when
+    HAMi refused the pod, not what it held before the first pod was placed."""
+    cards = (A100, replace(L4, id="GPU-1"), replace(A100, id="GPU-2"))
+    half = PodRequest("Pod/ns/half", "ns", (ContainerRequest("c", 1, 0, 50, 0),))
+    fixed = pod("fixed", 20000)
+    inventory = tenant(cards, "binpack", quota=GpuQuota(gpumem=60000), namespaces=("ns",))
+    (verdict,) = judge_placement(inventory, [half, fixed])
+    assert isinstance(verdict, Stranded) and verdict.every_order and verdict.pod is fixed
+    assert verdict.quota is not None and (verdict.quota.used_mb, verdict.quota.quota.memory_mb) == (40960, 60000)
+    (finding,) = wording.findings(inventory, [verdict])
+    assert finding.reason == RESOURCE_QUOTA_NOT_FIT
+    assert "limits.nvidia.com/gpumem=60000 (40960 MB in use)" in finding.message
 
 
 def test_a_set_stranded_in_some_orders_only_is_advice_with_the_order_that_strands() -> None:
