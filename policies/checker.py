@@ -30,7 +30,7 @@ from placement.replay import Replay, replay
 from placement.wording import evaluate_tenant
 from placement.workloads import Workload, WorkloadError, read_workload, unit_suffix_notes
 from policies import dra_check
-from policies.check_output import UsageLabel, describe_usage, placement_lines, placements
+from policies.check_output import describe_usage, placement_lines, placements
 from policies.check_output import document as json_document
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
@@ -182,31 +182,35 @@ def run(tenant_name: str, stack: str, files: list[Path], project_dir: Path, live
             lines.append(
                 f"warning: {workload.label} is labelled {TENANT_LABEL}={labelled} but is checked as {tenant_name}"
             )
-    # What runs now, before the manifests: the cluster's own pods (--live), or the stack's workloads judged as
-    # the pack judges them and placed as HAMi places them, in order (not wherever would suit the manifests best).
-    findings: list[Finding] = []
-    label: UsageLabel | None = None
-    if live is not None:
-        try:
-            inventory = current_usage(inventory, _live_list(live, tenant, stack, fetch_pod_list))
-        except LiveError as error:
-            raise BadInput(f"live usage: {error}") from None
-        label = "now"
-    elif declared := _declared_workloads(lab, tenant):
-        findings, running = _judged_run(inventory, declared, tenant.gpu_node_name())
-        inventory = running.inventory
-        lines.append(
-            f"running: {', '.join(w.label for w in declared)} (declared in {stack_file.name}; placed by HAMi, "
-            "in this order)"
-        )
-        label = "running"
-    if label is not None:
-        lines.extend(describe_usage(inventory, label))
+    inventory, findings, running = _running_now(lab, tenant, inventory, live, stack, stack_file.name)
+    lines.extend(running)
     verdicts, submitted_run = _judged_run(inventory, submitted, tenant.gpu_node_name())
     findings += verdicts
     failed = any(finding.severity == "error" for finding in findings)
     placed = [] if failed else placements(submitted_run, submitted)
     return CheckResult(1 if failed else 0, lines, findings, placed, bool(inventory.nodes))
+
+
+def _running_now(
+    lab: LabConfig, tenant: Tenant, inventory: TenantInventory, live: Live | None, stack: str, stack_file: str
+) -> tuple[TenantInventory, list[Finding], list[str]]:
+    """What runs before the manifests, the findings on it and the lines that say what the cards hold: the stack's
+    workloads, judged as the pack judges them and placed as HAMi places them, in order (not wherever would suit the
+    manifests best); or, with --live, the cluster's own pods."""
+    if live is None:
+        declared = _declared_workloads(lab, tenant)
+        if not declared:
+            return inventory, [], []
+        findings, running = _judged_run(inventory, declared, tenant.gpu_node_name())
+        said = (
+            f"running: {', '.join(w.label for w in declared)} (declared in {stack_file}; placed by HAMi, in this order)"
+        )
+        return running.inventory, findings, [said, *describe_usage(running.inventory, "running")]
+    try:
+        now = current_usage(inventory, _live_list(live, tenant, stack, fetch_pod_list))
+    except LiveError as error:
+        raise BadInput(f"live usage: {error}") from None
+    return now, [], describe_usage(now, "now")
 
 
 def _judged_run(inventory: TenantInventory, workloads: list[Workload], node_name: str) -> tuple[list[Finding], Replay]:
