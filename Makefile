@@ -26,10 +26,13 @@ endif
 export PULUMI_SKIP_UPDATE_CHECK := true
 # GPULAB_HOST_TOOLS=DIR: your own kind, kubectl and Pulumi CLI, first on PATH and used as they are (prereqs.sh).
 export PATH := $(if $(GPULAB_HOST_TOOLS),$(abspath $(GPULAB_HOST_TOOLS)):)$(CURDIR)/bin:$(VENV)/bin:$(PATH)
-# The stack's runtime (hack/stack_runtime.py): docker, or process (runtime: process, e.g. STACK=sim), whose
-# programs are the ones `make tools` built: no Docker preflight and no download; the engine finds the Kubernetes
-# provider in ./bin and must never fetch one (docs/process-lab.md).
-RUNTIME := $(shell $(PYTHON_HOST) hack/stack_runtime.py "$(STACK)" 2>/dev/null || echo docker)
+# The stack's runtime: docker, or process (`gpulab:runtime: process`, e.g. STACK=sim), whose programs are the ones
+# `make tools` built: no Docker preflight and no download; the engine finds the Kubernetes provider in ./bin and must
+# never fetch one (docs/process-lab.md). Every make call reads it, before ./venv exists: sed reads the one top-level
+# key (no stack file: docker) in a millisecond, where a Python start cost 30-90 ms a call; gpulab's loader validates
+# the whole file right after (a test holds the two to the same answer for every stack file).
+RUNTIME_KEY := ^[[:space:]]+["'\'']?gpulab:runtime["'\'']?[[:space:]]*:[[:space:]]*["'\'']?([A-Za-z]+)["'\'']?[[:space:]]*(\#.*)?$$
+RUNTIME := $(or $(shell sed -nE '/$(RUNTIME_KEY)/{s//\1/p;q}' "Pulumi.$(STACK).yaml" 2>/dev/null),docker)
 ifeq ($(RUNTIME),process)
 TOOLS := process-tools
 # --refresh: processes that died (killed by hand, a reboot) are found gone and made again, not kept in the state.

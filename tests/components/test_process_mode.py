@@ -373,22 +373,49 @@ def test_a_pid_that_is_no_longer_ours_is_never_signalled(tmp_path: Path) -> None
 # --- make up / make down STACK=sim ---------------------------------------------------------------------------
 
 
+def make_runtime(directory: Path, stack: str) -> str:
+    """The runtime the Makefile reads for STACK from DIRECTORY's Pulumi.STACK.yaml (its own sed line)."""
+    show = ["--eval", "gpulab-runtime: ; @echo $(RUNTIME)", "gpulab-runtime"]
+    result = subprocess.run(
+        ["make", "-s", "--no-print-directory", "-f", str(ROOT / "Makefile"), *show, f"STACK={stack}"],
+        cwd=directory,
+        env={**os.environ, "MAKEFLAGS": ""},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0 and not result.stderr, result.stderr
+    return result.stdout.strip()
+
+
 @pytest.mark.parametrize(
     ("line", "expected"),
     [
         ("  gpulab:runtime: process", "process"),
         ("  'gpulab:runtime': \"process\"  # local processes", "process"),
+        ("  \"gpulab:runtime\": 'process'", "process"),
         ("  gpulab:runtime: docker", "docker"),
         ("  gpulab:runtimes: process", "docker"),
         ("# gpulab:runtime: process", "docker"),
     ],
 )
 def test_make_reads_the_runtime_from_the_stack_file(tmp_path: Path, line: str, expected: str) -> None:
-    from hack.stack_runtime import runtime
-
+    """Boundary: the YAML a user writes, as make reads it before ./venv exists; no stack file is the Docker lab."""
     (tmp_path / "Pulumi.x.yaml").write_text(f"config:\n{line}\n  gpulab:tenants: []\n")
-    assert runtime(tmp_path / "Pulumi.x.yaml") == expected
-    assert runtime(tmp_path / "Pulumi.none.yaml") == "docker"
+    assert make_runtime(tmp_path, "x") == expected
+    assert make_runtime(tmp_path, "none") == "docker"
+
+
+def test_make_and_the_loader_agree_on_every_stack_files_runtime() -> None:
+    """make chooses the steps (preflight, downloads) by its own reading of the one key; gpulab's loader then runs
+    the stack on its own: the two must never disagree on a stack the project ships."""
+    from model.config import load_stack_file
+
+    stacks = sorted(ROOT.glob("Pulumi.*.yaml"))
+    assert len(stacks) >= 5
+    runtimes = {path.name: make_runtime(ROOT, path.name.split(".")[1]) for path in stacks}
+    assert runtimes == {path.name: load_stack_file(path).runtime for path in stacks}
+    assert set(runtimes.values()) == {"docker", "process"}
 
 
 def test_make_up_and_down_in_process_mode_ask_for_the_built_programs_not_docker_or_downloads() -> None:
