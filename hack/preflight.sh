@@ -64,12 +64,18 @@ if [ "$(uname -s)" != "Linux" ]; then
 fi
 
 if ! $docker_only; then
+  # One start of it for both questions (exit 3: too old, 4: no venv/ensurepip): make up runs this every time.
+  python_rc=0
+  if command -v "$python" >/dev/null; then
+    "$python" -c $'import sys\nif sys.version_info < (3, 11): sys.exit(3)\ntry: import venv, ensurepip\nexcept ImportError: sys.exit(4)' \
+      2>/dev/null || python_rc=$?
+  fi
   if ! command -v "$python" >/dev/null; then
     problem "$python is missing: install Python 3.11 or newer with venv (e.g. sudo apt-get install python3 python3-venv), or name another one: make PYTHON_HOST=python3.12 up"
-  elif ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
-    problem "$python is $("$python" -c 'import platform; print(platform.python_version())' 2>/dev/null || echo 'not a working Python'); gpulab needs 3.11 or newer (e.g. make PYTHON_HOST=python3.12 up)"
-  elif ! "$python" -c 'import venv, ensurepip' 2>/dev/null; then
+  elif [ "$python_rc" = 4 ]; then
     problem "$python has no venv/ensurepip module: install it (e.g. sudo apt-get install python3-venv)"
+  elif [ "$python_rc" != 0 ]; then
+    problem "$python is $("$python" -c 'import platform; print(platform.python_version())' 2>/dev/null || echo 'not a working Python'); gpulab needs 3.11 or newer (e.g. make PYTHON_HOST=python3.12 up)"
   fi
   for tool in make curl tar sha256sum flock; do
     command -v "$tool" >/dev/null || problem "$tool is missing: install it with your package manager (needed to fetch the pinned CLIs)"

@@ -96,6 +96,20 @@ def test_preflight_checks_the_python_host_it_is_given(tmp_path: Path) -> None:
     assert "python3.99 is missing" in missing.stderr and missing.returncode == 1
 
 
+def test_preflight_names_a_python_without_venv(tmp_path: Path) -> None:
+    """Debian's python3 without python3-venv: a real interpreter whose `import ensurepip` fails."""
+    stub = tmp_path / "no-ensurepip"
+    stub.mkdir()
+    (stub / "ensurepip.py").write_text("raise ImportError('No module named ensurepip')\n")
+    without_venv = f'PYTHONPATH={stub} exec {sys.executable} -S "$@"'
+    result = preflight(tmp_path, env={"PYTHON_HOST": "python3-debian"}, **{"python3-debian": without_venv})
+    assert result.returncode == 1
+    assert "python3-debian has no venv/ensurepip module: install it (e.g. sudo apt-get install python3-venv)" in (
+        result.stderr
+    )
+    assert "gpulab needs 3.11" not in result.stderr
+
+
 def test_preflight_tells_only_a_non_root_user_to_join_the_docker_group(tmp_path: Path) -> None:
     root = preflight(tmp_path / "root", docker=DOCKER_DOWN, id='[ "$1" = -u ] && echo 0 || echo root')
     assert "Docker daemon is not reachable" in root.stderr and "usermod" not in root.stderr
