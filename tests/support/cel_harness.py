@@ -161,13 +161,20 @@ FUNCTIONS = {
     "split": _split,
     "upperAscii": _upper_ascii,
 }
-_ENV = celpy.Environment()
 _PROGRAMS: dict[str, Any] = {}
+
+
+@functools.cache
+def _environment() -> celpy.Environment:
+    """Built on first use, not on import: it compiles CEL's grammar (lark, LALR), about 0.3 CPU-s, and every test
+    worker imports this module while collecting, most without evaluating any CEL."""
+    return celpy.Environment()
 
 
 def _program(expression: str) -> Any:
     if expression not in _PROGRAMS:
-        _PROGRAMS[expression] = _ENV.program(_ENV.compile(expression), functions=FUNCTIONS)
+        environment = _environment()
+        _PROGRAMS[expression] = environment.program(environment.compile(expression), functions=FUNCTIONS)
     return _PROGRAMS[expression]
 
 
