@@ -97,17 +97,22 @@ def test_preflight_checks_the_python_host_it_is_given(tmp_path: Path) -> None:
 
 
 def test_preflight_names_a_python_without_venv(tmp_path: Path) -> None:
-    """Debian's python3 without python3-venv: a real interpreter whose `import ensurepip` fails."""
-    stub = tmp_path / "no-ensurepip"
-    stub.mkdir()
-    (stub / "ensurepip.py").write_text("raise ImportError('No module named ensurepip')\n")
-    without_venv = f'PYTHONPATH={stub} exec {sys.executable} -S "$@"'
-    result = preflight(tmp_path, env={"PYTHON_HOST": "python3-debian"}, **{"python3-debian": without_venv})
-    assert result.returncode == 1
-    assert "python3-debian has no venv/ensurepip module: install it (e.g. sudo apt-get install python3-venv)" in (
-        result.stderr
-    )
-    assert "gpulab needs 3.11" not in result.stderr
+    """Debian's python3 without python3-venv: a real interpreter whose `import ensurepip` fails (ImportError there;
+    any error counts). A program that exits as the check once did, but is no Python, is not taken for one."""
+    for name, error in (("import-error", "ImportError('No module named ensurepip')"), ("broken", "RuntimeError()")):
+        stub = tmp_path / name
+        stub.mkdir()
+        (stub / "ensurepip.py").write_text(f"raise {error}\n")
+        without_venv = f'PYTHONPATH={stub} exec {sys.executable} -S "$@"'
+        result = preflight(
+            tmp_path / f"{name}-run", env={"PYTHON_HOST": "py"}, py=without_venv, docker=DOCKER_UP, df=ROOMY_DF
+        )
+        assert result.returncode == 1
+        assert result.stderr.strip().splitlines() == [
+            "[gpulab] preflight: py has no venv/ensurepip module: install it (e.g. sudo apt-get install python3-venv)"
+        ]
+    not_python = preflight(tmp_path / "exit-4", env={"PYTHON_HOST": "py"}, py="exit 4", docker=DOCKER_UP, df=ROOMY_DF)
+    assert "py is not a working Python; gpulab needs 3.11 or newer" in not_python.stderr
 
 
 def test_preflight_tells_only_a_non_root_user_to_join_the_docker_group(tmp_path: Path) -> None:
