@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from checkout_bin import the_checkouts_bin
 from shared_data import ROOT
 
 from tests.hack.test_first_run import BASH, fake_bin
@@ -27,9 +28,10 @@ def prereqs(tmp_path: Path, tools: dict[str, str]) -> subprocess.CompletedProces
         "PYTHONPATH": str(ROOT),
         "GPULAB_HOST_TOOLS": str(own),
     }
-    return subprocess.run(
-        [BASH, str(ROOT / "hack" / "prereqs.sh")], capture_output=True, text=True, env=env, timeout=60
-    )
+    with the_checkouts_bin():  # prereqs.sh makes ./bin and its install lock there, as under make
+        return subprocess.run(
+            [BASH, str(ROOT / "hack" / "prereqs.sh")], capture_output=True, text=True, env=env, timeout=60
+        )
 
 
 TOOLS = {

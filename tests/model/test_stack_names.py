@@ -6,17 +6,15 @@ user's: the checks read the list of stacks, whatever it holds, and never expect 
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
+from checkout_bin import the_checkouts_bin
 from lab_harness import LAB_PROJECT
 from shared_data import ROOT
 
@@ -120,38 +118,13 @@ def test_make_up_of_an_invalid_stack_stops_before_any_download(
     assert "make diagnose" not in result.stderr, "nothing was deployed: there is nothing to diagnose"
 
 
-def remove_what_make_up_left_in_bin() -> None:
-    """./bin as a failed download leaves it: its install lock (hack/prereqs.sh) and nothing else, so that
-    the next test that needs no ./bin does not skip."""
-    (ROOT / "bin" / ".install.lock").unlink(missing_ok=True)
-    if (ROOT / "bin").is_dir() and not any((ROOT / "bin").iterdir()):
-        (ROOT / "bin").rmdir()
-
-
-@contextlib.contextmanager
-def installing_into_the_checkouts_bin() -> Iterator[None]:
-    """The checkout's ./bin to one `make up` of these tests at a time, left as it was found. Two at once on two
-    workers raced: one removed the empty ./bin while the other's prereqs.sh opened its install lock there
-    (`bin/.install.lock: No such file or directory`, seen), or found the other's partial download in it."""
-    lock = ROOT / ".cache" / "tests-checkout-bin.lock"
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with lock.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            if any(path.name != ".install.lock" for path in (ROOT / "bin").glob("*")):
-                pytest.skip("./bin holds programs here: `make up` may find the pinned CLIs in it and download nothing")
-            yield
-        finally:
-            remove_what_make_up_left_in_bin()
-
-
 def test_make_up_after_a_failed_download_says_what_helps(tmp_path: Path, project_stack_file: tuple[str, Path]) -> None:
     """Boundary: `make up` where the pinned CLIs cannot be downloaded (a curl that fails): the hint names the
     download and what to do about it, not `make diagnose` (there is no lab yet)."""
     name, path = project_stack_file
     path.write_text((LAB_PROJECT / "Pulumi.dev.yaml").read_text())
     fakes = fake_bin(tmp_path / "fakes", docker=DOCKER_UP, df=ROOMY_DF, curl="exit 7")
-    with installing_into_the_checkouts_bin():
+    with the_checkouts_bin(needs_it_empty=True):
         result = make("up", f"STACK={name}", env={"PATH": f"{fakes}:/usr/bin:/bin"}, timeout=120)
     assert result.returncode == 2, result.stderr
     lines = own_lines(result.stderr)
@@ -217,7 +190,7 @@ def test_make_up_of_an_existing_cluster_with_ssh_workers_downloads_no_kind(
     path.write_text(yaml.safe_dump(document))
     calls = tmp_path / "curl-calls"
     fakes = fake_bin(tmp_path / "fakes", df=ROOMY_DF, curl=f'echo "$*" >> {calls}; exit 7')
-    with installing_into_the_checkouts_bin():
+    with the_checkouts_bin(needs_it_empty=True):
         result = make(
             "up", f"STACK={name}", env={"PATH": f"{fakes}:/usr/bin:/bin", "PULUMI_CONFIG_PASSPHRASE": "x"}, timeout=120
         )
