@@ -411,7 +411,8 @@ def test_make_and_the_loader_agree_on_every_stack_files_runtime() -> None:
     the stack on its own: the two must never disagree on a stack the project ships."""
     from model.config import load_stack_file
 
-    # The stack files git tracks: other tests write short-lived Pulumi.test-*.yaml files beside them, some invalid on purpose.
+    # The stack files git tracks: other tests write short-lived Pulumi.test-*.yaml files beside them, some invalid
+    # on purpose.
     tracked = subprocess.run(
         ["git", "ls-files", "--", "Pulumi.*.yaml"], cwd=ROOT, capture_output=True, text=True, check=True, timeout=60
     ).stdout.split()
