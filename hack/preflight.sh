@@ -64,19 +64,18 @@ if [ "$(uname -s)" != "Linux" ]; then
 fi
 
 if ! $docker_only; then
-  # One start of it for both questions (make up runs this every time). It answers in a word on stdout, so that
-  # neither a program that is not Python nor an exit code of its own is taken for an answer.
-  answer=
-  if command -v "$python" >/dev/null; then
-    answer=$("$python" -c $'import sys\nif sys.version_info < (3, 11): print("old"); sys.exit()\ntry: import venv, ensurepip\nexcept Exception: print("no-venv"); sys.exit()\nprint("ok")' \
-      2>/dev/null) || answer=
-  fi
   if ! command -v "$python" >/dev/null; then
     problem "$python is missing: install Python 3.11 or newer with venv (e.g. sudo apt-get install python3 python3-venv), or name another one: make PYTHON_HOST=python3.12 up"
-  elif [ "$answer" = no-venv ]; then
-    problem "$python has no venv/ensurepip module: install it (e.g. sudo apt-get install python3-venv)"
-  elif [ "$answer" != ok ]; then
-    problem "$python is $("$python" -c 'import platform; print(platform.python_version())' 2>/dev/null || echo 'not a working Python'); gpulab needs 3.11 or newer (e.g. make PYTHON_HOST=python3.12 up)"
+  else
+    # One start of it for both questions (make up runs this every time), answered in a word on stdout, so that
+    # neither a program that is not Python nor an exit code of its own is taken for an answer.
+    answer=$("$python" -c $'import sys\nif sys.version_info < (3, 11): print("old"); sys.exit()\ntry: import venv, ensurepip\nexcept Exception: print("no-venv"); sys.exit()\nprint("ok")' \
+      2>/dev/null) || answer=
+    case $answer in
+    ok) ;;
+    no-venv) problem "$python has no venv/ensurepip module: install it (e.g. sudo apt-get install python3-venv)" ;;
+    *) problem "$python is $("$python" -c 'import platform; print(platform.python_version())' 2>/dev/null || echo 'not a working Python'); gpulab needs 3.11 or newer (e.g. make PYTHON_HOST=python3.12 up)" ;;
+    esac
   fi
   for tool in make curl tar sha256sum flock; do
     command -v "$tool" >/dev/null || problem "$tool is missing: install it with your package manager (needed to fetch the pinned CLIs)"

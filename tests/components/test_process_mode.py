@@ -418,7 +418,7 @@ def test_make_and_the_loader_agree_on_every_stack_files_runtime() -> None:
     ).stdout.split()
     stacks = [ROOT / name for name in tracked]
     assert len(stacks) >= 5, tracked
-    runtimes = {path.name: make_runtime(ROOT, path.name.split(".")[1]) for path in stacks}
+    runtimes = {path.name: make_runtime(ROOT, path.name[len("Pulumi.") : -len(".yaml")]) for path in stacks}
     assert runtimes == {path.name: load_stack_file(path).runtime for path in stacks}
     assert set(runtimes.values()) == {"docker", "process"}
 
