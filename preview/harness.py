@@ -19,7 +19,9 @@ from typing import Any
 
 import pulumi
 from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import resource as pulumi_resource
 from pulumi.runtime import rpc, settings
+from pulumi.runtime.proto import source_pb2
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
@@ -314,7 +316,13 @@ def run_program(
     pulumi.runtime.set_all_config(values, secret_keys=[f"gpulab:{key}" for key in secrets or {}])
     settings.SETTINGS.rpc_manager.clear()
     settings.SETTINGS.outputs.clear()
-    _sync_await(run_pulumi_func(lambda: runpy.run_path(str(MAIN), run_name="__main__")))
+    # The SDK walks and formats the whole Python stack for every resource it registers (traceback.extract_stack,
+    # for the engine's source positions): a tenth of a program run's CPU. No engine reads them here.
+    stack_trace, pulumi_resource._get_stack_trace = pulumi_resource._get_stack_trace, source_pb2.StackTrace
+    try:
+        _sync_await(run_pulumi_func(lambda: runpy.run_path(str(MAIN), run_name="__main__")))
+    finally:
+        pulumi_resource._get_stack_trace = stack_trace
 
     root = settings.get_root_resource()
     exports: dict[str, Any] = {}

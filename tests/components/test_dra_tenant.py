@@ -9,8 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
-from lab_harness import LAB_PROJECT, run_program
+from lab_harness import LAB_PROJECT, run_program, stack_keys
 
 from model import dra
 from model.config import parse_config
@@ -18,8 +17,7 @@ from tests.components.test_process_mode import DYNAMIC, built_tools  # noqa: F40
 
 
 def dra_config() -> dict:
-    document = yaml.safe_load((LAB_PROJECT / "Pulumi.dra.yaml").read_text())["config"]
-    return {key.split(":", 1)[1]: value for key, value in document.items()}
+    return stack_keys(LAB_PROJECT / "Pulumi.dra.yaml")
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from lab_harness import LAB_PROJECT, ROOT, run_program
+from lab_harness import LAB_PROJECT, ROOT, run_program, stack_keys
 
 from model.config import ConfigError, parse_config
 from process_lab.commands import free_port, is_ours, start_detached, stop_session
@@ -36,8 +36,7 @@ DYNAMIC = "pulumi-python:dynamic:Resource"
 
 def sim_config() -> dict:
     """The tests' own copy of Pulumi.sim.yaml (users edit the checkout's stack files)."""
-    document = yaml.safe_load((LAB_PROJECT / "Pulumi.sim.yaml").read_text())["config"]
-    return {key.split(":", 1)[1]: value for key, value in document.items()}
+    return stack_keys(LAB_PROJECT / "Pulumi.sim.yaml")
 
 
 @pytest.fixture

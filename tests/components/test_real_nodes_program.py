@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from lab_harness import LAB_PROJECT, ROOT, run_program
+from lab_harness import LAB_PROJECT, ROOT, run_program, stack_keys
 
 from model import dra
 from model.config import ConfigError, parse_config
@@ -15,8 +15,7 @@ DYNAMIC = "pulumi-python:dynamic:Resource"
 
 
 def nodes_config(**changes) -> dict:
-    document = yaml.safe_load((ROOT / "Pulumi.nodes.yaml").read_text())["config"]
-    config = {key.split(":", 1)[1]: value for key, value in document.items()}
+    config = stack_keys(ROOT / "Pulumi.nodes.yaml")
     config.update(changes)
     return config
 
