@@ -161,11 +161,11 @@ def test_a_dra_tenant_on_a_real_node_gets_gpulabs_plugin_which_publishes_its_sli
     """Pulumi.nodes-dra.yaml: on a real node the kubelet removes a node's slices of a driver not registered with it,
     so gpulab's DRA kubelet plugin publishes them (model/dra.py node_devices); the program creates no slice of its
     own there, only the class, and starts the plugin once the node is Ready (and anew on a node made anew)."""
-    document = yaml.safe_load((LAB_PROJECT / "Pulumi.nodes-dra.yaml").read_text())["config"]
-    program = run_program({key.split(":", 1)[1]: value for key, value in document.items()})
+    config = stack_keys(LAB_PROJECT / "Pulumi.nodes-dra.yaml")
+    program = run_program(config)
     plugin = program.named("tenant-b-gpus-dra-tenant-b-worker-plugin")
     assert plugin.type == DYNAMIC
-    assert plugin.inputs["devices"] == dra.node_devices("tenant-b", "tenant-b-worker", tenant_b_cards(document))
+    assert plugin.inputs["devices"] == dra.node_devices("tenant-b", "tenant-b-worker", tenant_b_cards(config))
     assert plugin.inputs["node"] == "tenant-b-worker"
     node = program.named("tenant-b-worker-node")
     assert program.depends_on(plugin, node)
@@ -175,6 +175,5 @@ def test_a_dra_tenant_on_a_real_node_gets_gpulabs_plugin_which_publishes_its_sli
     assert not [r for r in program.registrations.values() if r.name.startswith("tenant-a-") and "plugin" in r.name]
 
 
-def tenant_b_cards(document: dict) -> list:
-    config = {key.split(":", 1)[1]: value for key, value in document.items()}
+def tenant_b_cards(config: dict) -> list:
     return next(t for t in parse_config(config).tenants if t.name == "tenant-b").cards()
