@@ -9,11 +9,13 @@ PY := $(VENV)/bin/python
 STACK ?= dev
 # uv (a PyPI package, pinned) installs the dev venv's ~80 packages in parallel: seconds, not a silent minute.
 UV_VERSION := 0.13.9
-# Test workers (pytest-xdist): four more than the cores. The suite waits about as long as it computes (in one process
-# 80 s of bounded waits beside 93 s of CPU), so a worker that waits out a deadline leaves its core to another. On 2
-# cores, 2026-12-05: 3 workers 63.5-63.9 s, 6 workers 56.5 s, 8 workers 61.0 s; beside two busy loops 3 workers
-# 99.8-106.2 s, 4 workers 96.4 s, 6 workers 77.8-78.8 s (docs/contributing.md). TEST_WORKERS=0: one process.
-TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 4 )))
+# Test workers (pytest-xdist). make test's unit tier computes and never waits: one more worker than the cores. On 2
+# cores beside two busy loops, 2026-12-05: 3 workers 62.1 s and 72 CPU-s, 4 workers 70.8 s and 92 CPU-s, 6 workers
+# 104 CPU-s even quiet: past the cores, workers only add their collection and their contention (docs/contributing.md).
+# make test-integration's tests wait out bounded deadlines about as long as they compute: four more than the cores.
+# 0: one process.
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
+INTEGRATION_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 4 )))
 # Local file state: no Pulumi account needed. Secrets use a passphrase; empty unless you set one.
 export PULUMI_BACKEND_URL ?= file://$(CURDIR)/.state
 # The Pulumi CLI reads PULUMI_CONFIG_PASSPHRASE whenever it is set, even empty, before
@@ -56,7 +58,7 @@ endif
 OFFLINE_ENV = $$($(PY) -m model.sources --stack "$(STACK)" >/dev/null 2>&1 && echo env PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true)
 
 .PHONY: help up down plan verify report check test lint bench bench-scheduling prereqs policy-venv stack upstream-data clean deploy destroy \
-	diagnose lab-exists lint-python stack-file tools test-real process-tools node-image lab-images cache
+	diagnose lab-exists lint-python stack-file tools test-real test-integration process-tools node-image lab-images cache
 
 help:
 	@echo "make up             preflight (Linux, Docker, tools, disk), then venv, pinned kind/kubectl/pulumi in ./bin, pulumi up"
@@ -66,7 +68,9 @@ help:
 	@echo "make report         per-card GPU allocation of every tenant (and reports/allocation.png)"
 	@echo "make check          TENANT=name FILES='a.yaml b.yaml' [LIVE=1]: do these manifests fit the tenant (now)?"
 	@echo "make down           pulumi destroy; says so and exits 0 when nothing is deployed"
-	@echo "make test           lint + offline unit, policy and script tests (no Docker); what CI runs"
+	@echo "make test           lint + the unit tier: config, program under mocks, policies, engine; starts no process"
+	@echo "make test-integration  the lab's scripts, make targets and entry points run as processes against fakes of"
+	@echo "                    Docker, kind and kubectl (no Docker); CI runs both"
 	@echo "make test-real      the real Kubernetes programs (make tools; GPULAB_BIN=dir) judge the admission layer"
 	@echo "                    and the CEL test double (tests/real); fails when the programs are missing"
 	@echo "make upstream-data  get the upstream schemas/charts the tests validate against (sha256-checked); uses"
@@ -250,9 +254,17 @@ PYCACHE := $(CURDIR)/.cache/pycache
 # shellcheck runs inside the suite (tests/scripts/test_scripts.py, beside the other tests), so not here again.
 test: lint-python
 	@base=$$(mktemp -d "$${TMPDIR:-/tmp}/gpulab-test.XXXXXX"); trap 'rm -rf "$$base"' EXIT; \
-	echo "pytest -n $(TEST_WORKERS) --dist worksteal --basetemp $$base"; \
+	echo "pytest -m 'not integration' -n $(TEST_WORKERS) --dist worksteal --basetemp $$base"; \
 	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(PYCACHE) \
-	  $(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal --basetemp "$$base"
+	  $(PY) -m pytest -m "not integration" -n $(TEST_WORKERS) --dist worksteal --basetemp "$$base"
+
+# The integration tier: tests that run make, the lab's scripts, gpulab's entry points and pytest as processes, with
+# fakes of Docker, kind, kubectl and the Pulumi CLI on PATH (tests/fakes). No Docker, no network.
+test-integration: $(VENV)/.installed
+	@base=$$(mktemp -d "$${TMPDIR:-/tmp}/gpulab-test.XXXXXX"); trap 'rm -rf "$$base"' EXIT; \
+	echo "pytest -m integration -n $(INTEGRATION_WORKERS) --dist worksteal --basetemp $$base"; \
+	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(PYCACHE) \
+	  $(PY) -m pytest -m integration -n $(INTEGRATION_WORKERS) --dist worksteal --basetemp "$$base"
 
 # The real tier (tests/real): kwokctl control planes of the programs in GPULAB_BIN (default ./bin, what
 # `make tools` builds) judge the admission layer and the CEL double, and run the process lab's tenants.

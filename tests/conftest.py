@@ -35,6 +35,9 @@ if os.environ.get("CI"):
 # Property tests: every example in CI, a sixteenth of them in a developer's run (tests/support/property_budget.py).
 from property_budget import pytest_collection_modifyitems  # noqa: E402, F401
 
+# The unit tier starts no process: a test that does is marked integration (tests/support/tiers.py).
+from tiers import pytest_runtest_setup, pytest_runtest_teardown  # noqa: E402, F401
+
 # A plain `pytest -n 2` (no --basetemp, as `make test` gives) would put tmp_path under
 # /tmp/pytest-of-USER/pytest-N/popen-gwN/<test name>N/: too long for the unix sockets some tests bind
 # (108 bytes, sun_path). Give such a run a short folder of its own, removed at the end. Workers inherit

@@ -152,6 +152,7 @@ def test_gpu_pod_leaves_the_scheduler_to_hamis_webhook() -> None:
     }
 
 
+@pytest.mark.integration
 def test_acceptance_suite_is_collected_and_skips_with_a_reason() -> None:
     """Without `make verify` (or without a live lab) every case skips with one line, none passes."""
     result = subprocess.run(
@@ -169,6 +170,7 @@ def test_acceptance_suite_is_collected_and_skips_with_a_reason() -> None:
     assert "acceptance cases run against a live lab with `make verify`" in result.stdout
 
 
+@pytest.mark.integration
 def test_acceptance_without_a_lab_fails_and_says_how_to_get_one(tmp_path) -> None:
     """The live suite asked for (GPULAB_ACCEPTANCE=1) with no Pulumi CLI / no stack: every case fails, with the
     reason and the command to run; never a green run without a lab."""
@@ -186,6 +188,7 @@ def test_acceptance_without_a_lab_fails_and_says_how_to_get_one(tmp_path) -> Non
     assert "no live gpulab lab: the Pulumi CLI is not on PATH: run `make up`" in result.stdout
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("fake_pulumi", "line"),
     [
@@ -216,6 +219,7 @@ def test_make_verify_stops_with_one_line_without_a_lab(tmp_path, fake_pulumi: st
     assert line in lines[0]
 
 
+@pytest.mark.integration
 def test_the_hint_without_a_lab_names_the_stack_it_was_given(tmp_path) -> None:
     """`make verify|report|check LIVE=1 STACK=sim` without a lab pointed at `make up`, which builds
     the Docker lab (and pulls images); the hint carries the stack."""

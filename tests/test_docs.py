@@ -62,6 +62,7 @@ def test_the_citation_pattern_knows_a_note_from_other_notes(text: str, cites: bo
     assert bool(NOTE_CITATION.search(text)) is cites
 
 
+@pytest.mark.integration
 def test_no_tracked_file_outside_tests_cites_the_team_s_field_notes() -> None:
     names = [name for name in tracked_files() if not name.startswith("tests/")]
     cited = offenders(NOTE_CITATION, names)
@@ -72,6 +73,7 @@ def test_no_tracked_file_outside_tests_cites_the_team_s_field_notes() -> None:
     )
 
 
+@pytest.mark.integration
 def test_no_tracked_file_outside_tests_points_into_the_shared_folder_but_its_upstream_copy() -> None:
     names = [name for name in tracked_files() if not name.startswith("tests/")]
     pointing = offenders(SHARED_PATH, names)
@@ -81,6 +83,7 @@ def test_no_tracked_file_outside_tests_points_into_the_shared_folder_but_its_ups
     )
 
 
+@pytest.mark.integration
 def test_what_users_read_does_not_assume_gpulab_s_own_machine() -> None:
     names = [name for name in tracked_files() if name.startswith(USER_DOCS) and name.endswith(".md")]
     assert "README.md" in names and "docs/tools.md" in names, "the docs list lost track"

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from shared_data import ROOT
 
 from tests.real.cluster import NOT_BUILT, Refusal, _address
@@ -39,6 +40,7 @@ def run_tier(tmp_path, requested: bool) -> subprocess.CompletedProcess:
     )  # fmt: skip
 
 
+@pytest.mark.integration
 def test_without_the_programs_the_tier_is_one_skipped_line_or_a_failure_when_asked_for(tmp_path) -> None:
     quiet = run_tier(tmp_path, requested=False)
     assert quiet.returncode == 0, quiet.stdout + quiet.stderr

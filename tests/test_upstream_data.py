@@ -180,6 +180,7 @@ def raw_github_from_the_archive(server: Server) -> dict[str, bytes]:
     return members
 
 
+@pytest.mark.integration
 def test_the_kamaji_chart_is_rebuilt_from_its_sources_at_the_pinned_commits(server: Server, tmp_path: Path) -> None:
     members = raw_github_from_the_archive(server)
     entry = FILES[KAMAJI_CHART]

@@ -49,6 +49,7 @@ def test_program_benchmark_runs(capsys) -> None:
     assert lines[1].split()[0] == "3"
 
 
+@pytest.mark.integration
 def test_policy_benchmark_runs(capsys) -> None:
     policy_check.main(tenants=2, pods=40, adversarial=3)
     lines = capsys.readouterr().out.splitlines()
@@ -280,6 +281,7 @@ def test_the_many_tenants_stack_passes_the_stacks_own_validation(tmp_path):
     assert len({str(tenant.pod_cidr) for tenant in lab.tenants} | {str(t.service_cidr) for t in lab.tenants}) == 40
 
 
+@pytest.mark.integration
 def test_the_many_tenants_stack_never_overwrites_a_stack_it_did_not_write():
     """Boundary: the user's own stack files beside it: asked for the name of a committed stack, it refuses."""
     before = (ROOT / "Pulumi.sim.yaml").read_text()

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from benchmarks import cpu
 
 BURN = "import os, sys\nwhile sum(os.times()[:2]) < 0.3: pass\nsys.stdout.write('done\\n'); sys.stdout.flush()\n"
@@ -26,6 +28,7 @@ def test_a_stat_line_is_read_after_the_command_name_whatever_it_holds() -> None:
     assert (own, reaped) == (300 / cpu.TICKS, 40 / cpu.TICKS)
 
 
+@pytest.mark.integration
 def test_a_tenants_programs_and_the_measuring_process_are_each_counted_from_the_real_proc(tmp_path: Path) -> None:
     folder = tmp_path / "lab"
     folder.mkdir()
@@ -60,6 +63,7 @@ def test_a_pid_reused_by_another_program_counts_from_zero() -> None:
     assert os.sysconf("SC_CLK_TCK") == cpu.TICKS
 
 
+@pytest.mark.integration
 def test_a_commands_tree_and_the_programs_it_leaves_in_the_lab_are_each_counted(tmp_path: Path, capsys) -> None:
     """benchmarks/command_cpu.py on a command that burns CPU itself and leaves a program of the lab running."""
     from benchmarks import command_cpu

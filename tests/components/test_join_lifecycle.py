@@ -32,6 +32,9 @@ from tests.scripts.test_scripts import (
     run_script,
 )
 
+# Every test here runs gpulab's programs as processes (tests/support/tiers.py).
+pytestmark = pytest.mark.integration
+
 
 def material(endpoint: str, expires: datetime | None = None) -> str:
     """A JoinConfiguration as join-config.sh prints it (with its expiry line)."""

@@ -260,6 +260,7 @@ def run_remote(tmp_path: Path, script: str, env: dict[str, str], stdin: str = ""
     )
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("module", [False, True], ids=["br_netfilter built in", "br_netfilter a module"])
 def test_remote_check_passes_on_a_prepared_machine(tmp_path: Path, module: bool) -> None:
     root = fake_root(tmp_path, swap=True, module=module)
@@ -270,6 +271,7 @@ def test_remote_check_passes_on_a_prepared_machine(tmp_path: Path, module: bool)
     assert "gpu-1 is ready to join" in result.stderr and "swap is on" in result.stderr
 
 
+@pytest.mark.integration
 def test_remote_check_names_everything_missing(tmp_path: Path) -> None:
     root = fake_root(tmp_path, forward="0", bridge_nf=None)
     (root / "run/containerd/containerd.sock").unlink()
@@ -293,6 +295,7 @@ def test_remote_check_names_everything_missing(tmp_path: Path) -> None:
         assert expected in result.stderr, expected
 
 
+@pytest.mark.integration
 def test_remote_check_names_bridge_netfilter_turned_off(tmp_path: Path) -> None:
     root = fake_root(tmp_path, bridge_nf="0")
     result = run_remote(
@@ -335,6 +338,7 @@ def modprobes(tmp_path: Path) -> list[str]:
     return [line for line in calls.read_text().splitlines() if line.startswith("modprobe")] if calls.exists() else []
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("module", [False, True], ids=["br_netfilter built in", "br_netfilter a module"])
 def test_host_check_takes_the_bridge_sysctl_as_the_sign_of_br_netfilter(tmp_path: Path, module: bool) -> None:
     """Boundary: a kernel with br_netfilter built in has net.bridge.bridge-nf-call-iptables (1) and neither
@@ -345,6 +349,7 @@ def test_host_check_takes_the_bridge_sysctl_as_the_sign_of_br_netfilter(tmp_path
     assert modprobes(tmp_path) == [], "nothing to load: the hooks are there"
 
 
+@pytest.mark.integration
 def test_host_check_loads_br_netfilter_only_without_its_sysctl(tmp_path: Path) -> None:
     root = host_root(tmp_path, bridge_nf=None)
     result = host_check(tmp_path, root, FAKE_MODPROBE_LOADS="1")
@@ -352,6 +357,7 @@ def test_host_check_loads_br_netfilter_only_without_its_sysctl(tmp_path: Path) -
     assert modprobes(tmp_path) == ["modprobe br_netfilter"]
 
 
+@pytest.mark.integration
 def test_host_check_names_the_fix_when_br_netfilter_cannot_be_loaded(tmp_path: Path) -> None:
     result = host_check(tmp_path, host_root(tmp_path, bridge_nf=None))
     assert result.returncode == 1
@@ -359,6 +365,7 @@ def test_host_check_names_the_fix_when_br_netfilter_cannot_be_loaded(tmp_path: P
     assert "fix it on the Docker host with: sudo modprobe br_netfilter" in result.stderr
 
 
+@pytest.mark.integration
 def test_host_check_turns_bridge_netfilter_on(tmp_path: Path) -> None:
     root = host_root(tmp_path, bridge_nf="0")
     result = host_check(tmp_path, root)
@@ -367,6 +374,7 @@ def test_host_check_turns_bridge_netfilter_on(tmp_path: Path) -> None:
     assert (root / "proc/sys/net/bridge/bridge-nf-call-iptables").read_text().strip() == "1"
 
 
+@pytest.mark.integration
 def test_remote_join_runs_kubeadm_on_the_machine_itself(tmp_path: Path) -> None:
     """The machine gets only a JoinConfiguration on stdin: no admin kubeconfig, no token creation there,
     the token never on a command line, the file removed afterwards."""
@@ -464,6 +472,7 @@ def test_expectation_cli_waits_while_nothing_is_registered(tmp_path: Path) -> No
     assert expectation_main(["--expect", json.dumps(L4_DECLARED), "--node", str(node)]) == 0
 
 
+@pytest.mark.integration
 def test_a_retried_ssh_join_with_expired_material_says_what_to_do(tmp_path: Path) -> None:
     from scripts.join_config import EXPIRY_COMMENT, join_configuration
 

@@ -184,6 +184,7 @@ YAML
 """
 
 
+@pytest.mark.integration
 def test_the_kubeconfig_output_carries_its_certificates(tmp_path: Path, monkeypatch) -> None:
     """Boundary: kwokctl's kubeconfig names its certificate files (under .state); the control plane's output is
     the tenant_<name>_kubeconfig users save, and must work without them: from another folder or machine, and after
@@ -332,6 +333,7 @@ def _ignores_term(marker: Path) -> list[str]:
     return ["bash", "-c", f"trap '' TERM; while :; do sleep 0.1; done # {marker}"]
 
 
+@pytest.mark.integration
 def test_a_detached_program_outlives_its_starter_and_stops_even_when_it_ignores_term(tmp_path: Path) -> None:
     """The engine kills the provider's process group: a detached program is in a session of its own."""
     starter = subprocess.run(
@@ -358,6 +360,7 @@ def test_a_detached_program_outlives_its_starter_and_stops_even_when_it_ignores_
             os.killpg(pid, 9)
 
 
+@pytest.mark.integration
 def test_a_pid_that_is_no_longer_ours_is_never_signalled(tmp_path: Path) -> None:
     """After a reboot or a long time, the pid in state may belong to another program: its command line decides."""
     other = start_detached(["sleep", "30"], env=os.environ, log=tmp_path / "log")
@@ -387,6 +390,7 @@ def make_runtime(directory: Path, stack: str) -> str:
     return result.stdout.strip()
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("line", "expected"),
     [
@@ -405,6 +409,7 @@ def test_make_reads_the_runtime_from_the_stack_file(tmp_path: Path, line: str, e
     assert make_runtime(tmp_path, "none") == "docker"
 
 
+@pytest.mark.integration
 def test_make_and_the_loader_agree_on_every_stack_files_runtime() -> None:
     """make chooses the steps (preflight, downloads) by its own reading of the one key; gpulab's loader then runs
     the stack on its own: the two must never disagree on a stack the project ships."""
@@ -422,6 +427,7 @@ def test_make_and_the_loader_agree_on_every_stack_files_runtime() -> None:
     assert set(runtimes.values()) == {"docker", "process"}
 
 
+@pytest.mark.integration
 def test_make_up_and_down_in_process_mode_ask_for_the_built_programs_not_docker_or_downloads() -> None:
     env = {**os.environ, "MAKEFLAGS": "", "PULUMI_BACKEND_URL": "file:///nonexistent"}
     for target in ("up", "destroy"):
@@ -460,6 +466,7 @@ def test_make_down_does_not_need_hami(tmp_path: Path, monkeypatch) -> None:
     assert main(["--destroy"]) == 0 and main([]) == 1 and main(["--bogus"]) == 2
 
 
+@pytest.mark.integration
 def test_a_sweep_stops_every_process_of_a_tenant_folder_and_nothing_of_another(tmp_path: Path) -> None:
     """After `pulumi up` was killed halfway (a HAMi started, never recorded) or processes were killed by
     hand, delete and re-create find what to stop by folder; tenant-a's sweep spares tenant-ab."""
@@ -484,6 +491,7 @@ def test_a_sweep_stops_every_process_of_a_tenant_folder_and_nothing_of_another(t
                 os.waitpid(pid, 0)
 
 
+@pytest.mark.integration
 def test_no_shipped_stack_file_carries_an_encryption_salt() -> None:
     """Boundary: the Pulumi CLI checks a stack file's `encryptionsalt` against the user's passphrase: a salt made
     with another passphrase stops the first `make up` with `incorrect passphrase` (seen with Pulumi.sim.yaml).

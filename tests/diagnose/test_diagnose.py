@@ -720,6 +720,7 @@ def test_redaction_of_text() -> None:
 # --- bounded calls -----------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_a_call_that_hangs_and_ignores_term_is_killed_within_its_bound(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("FAKE_LAB", str(tmp_path))  # marks the child, so that it can be found below
     script = tmp_path / "stubborn"
@@ -737,6 +738,7 @@ def test_a_call_that_hangs_and_ignores_term_is_killed_within_its_bound(tmp_path:
     assert "started" in result.stdout
 
 
+@pytest.mark.integration
 def test_a_call_sees_the_signals_diagnose_blocks_while_starting_it() -> None:
     result = Runner().run(["grep", "SigBlk", "/proc/self/status"])
     assert result.ok and result.stdout.split() == ["SigBlk:", "0000000000000000"]
@@ -961,6 +963,7 @@ def healthy_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HealthyRun
             os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.integration
 def test_end_to_end_a_healthy_lab(healthy_run: HealthyRun) -> None:
     lab, work, result = healthy_run.lab, healthy_run.work, healthy_run.result
     assert result.returncode == 0, result.stdout + result.stderr
@@ -974,6 +977,7 @@ def test_end_to_end_a_healthy_lab(healthy_run: HealthyRun) -> None:
     assert "secret" not in calls.lower().replace("--show-secrets", "")  # no Secret asked for, ever
 
 
+@pytest.mark.integration
 def test_end_to_end_broken_lab(lab: FakeLab, tmp_path: Path) -> None:
     """TCP not Ready, worker NotReady, HAMi scheduler ImagePullBackOff with a 429, webhook without endpoints."""
     lab.management["tcps"][1] = tcp("tenant-b", "NotReady")
@@ -1023,6 +1027,7 @@ def test_end_to_end_broken_lab(lab: FakeLab, tmp_path: Path) -> None:
     assert "summary.txt" in files and "registry rate limit (429)" in files["findings.json"]
 
 
+@pytest.mark.integration
 def test_make_diagnose_names_the_stuck_component(lab: FakeLab, tmp_path: Path) -> None:
     lab.tenants["tenant-b"]["pods"][5] = pod(
         "kube-system",
@@ -1045,6 +1050,7 @@ def test_make_diagnose_names_the_stuck_component(lab: FakeLab, tmp_path: Path) -
     assert_nothing_leaked(lab, work, result)
 
 
+@pytest.mark.integration
 def test_end_to_end_a_hanging_tenant_api_is_bounded(lab: FakeLab, tmp_path: Path) -> None:
     lab.mark("tenant-b", "hang")  # accepts, never answers, ignores TERM and --request-timeout
     work = tmp_path / "work"
@@ -1061,6 +1067,7 @@ def test_end_to_end_a_hanging_tenant_api_is_bounded(lab: FakeLab, tmp_path: Path
     assert_nothing_leaked(lab, work, result)
 
 
+@pytest.mark.integration
 def test_end_to_end_an_api_that_stops_answering_is_left_after_two_calls(lab: FakeLab, tmp_path: Path) -> None:
     folder = lab.root / "kubectl" / SERVERS["tenant-a"].replace(":", "_")
     folder.mkdir(parents=True)
@@ -1079,6 +1086,7 @@ def test_end_to_end_an_api_that_stops_answering_is_left_after_two_calls(lab: Fak
     assert_nothing_leaked(lab, work, result)
 
 
+@pytest.mark.integration
 def test_end_to_end_a_tenant_not_yet_in_the_outputs(lab: FakeLab, tmp_path: Path) -> None:
     lab.dropped_outputs = {"tenant_b_kubeconfig"}
     lab.management["tcps"][1] = tcp("tenant-b", "Provisioning", address=None)
@@ -1093,6 +1101,7 @@ def test_end_to_end_a_tenant_not_yet_in_the_outputs(lab: FakeLab, tmp_path: Path
     assert_nothing_leaked(lab, work, result)
 
 
+@pytest.mark.integration
 def test_end_to_end_a_hanging_docker_daemon_is_bounded(lab: FakeLab, tmp_path: Path) -> None:
     (lab.root / "docker").mkdir(parents=True)
     (lab.root / "docker" / "hang").write_text("")
@@ -1108,6 +1117,7 @@ def test_end_to_end_a_hanging_docker_daemon_is_bounded(lab: FakeLab, tmp_path: P
     assert_nothing_leaked(lab, work, result)
 
 
+@pytest.mark.integration
 def test_end_to_end_kind_cluster_gone(lab: FakeLab, tmp_path: Path) -> None:
     lab.kind_clusters = ""
     lab.containers = lab.containers[1:]
@@ -1129,6 +1139,7 @@ def test_end_to_end_kind_cluster_gone(lab: FakeLab, tmp_path: Path) -> None:
     assert_nothing_leaked(lab, work, result)
 
 
+@pytest.mark.integration
 def test_terminated_run_removes_its_kubeconfigs(lab: FakeLab, tmp_path: Path) -> None:
     lab.mark("management", "hang")
     lab.write()
@@ -1177,11 +1188,13 @@ def fake_processes(root: Path) -> list[int]:
     return found
 
 
+@pytest.mark.integration
 def test_a_run_killed_with_kill_leaves_a_directory_the_next_run_removes(healthy_run: HealthyRun) -> None:
     assert healthy_run.result.returncode == 0, healthy_run.result.stderr
     assert not healthy_run.stale.exists()
 
 
+@pytest.mark.integration
 def test_bad_stack_name_is_usage_error(tmp_path: Path) -> None:
     """A name that could leave the project folder is refused before anything is written; a missing stack's
     message (the one every command gives) is tests/model/test_stack_names.py's."""
@@ -1195,12 +1208,14 @@ def test_bad_stack_name_is_usage_error(tmp_path: Path) -> None:
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.integration
 def test_make_lists_diagnose() -> None:
     """`make help` lists diagnose. Where `make up` points at it (after `pulumi up` fails, not after a failed
     preflight or download): tests/model/test_stack_names.py."""
     assert "make diagnose" in subprocess.run(["make", "help"], capture_output=True, text=True, cwd=ROOT).stdout
 
 
+@pytest.mark.integration
 def test_archive_is_readable_as_a_tarball(healthy_run: HealthyRun) -> None:
     files = archive_files(healthy_run.work)
     assert json.loads(files["calls.json"]) and json.loads(files["findings.json"]) == []
@@ -1309,6 +1324,7 @@ def test_process_mode_asks_for_no_docker_daemon(tmp_path: Path, monkeypatch: pyt
         assert [f.component for f in collector.out.findings] == expected
 
 
+@pytest.mark.integration
 def test_process_mode_points_at_the_tenant_s_processes_not_at_kamaji(lab: FakeLab, tmp_path: Path) -> None:
     """A process-mode tenant has no TenantControlPlane or MetalLB address. Its API server and
     the rest are local processes logging under .state/process/<stack>/<tenant>/, and `make up` starts stopped
@@ -1377,6 +1393,7 @@ def test_a_bridge_tenant_without_calico_is_healthy_and_a_calico_one_is_not() -> 
     ]
 
 
+@pytest.mark.integration
 def test_process_mode_names_a_tenants_control_plane_program_that_is_gone(tmp_path: Path) -> None:
     """Boundary: kwokctl's binary runtime keeps a pid file per component (kwok v0.8.0 pkg/kwokctl/runtime/exec.go);
     a component killed or crashed leaves one naming a process that is gone (here a kube-controller-manager that

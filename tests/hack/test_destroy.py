@@ -7,7 +7,11 @@ from __future__ import annotations
 
 import subprocess
 
+import pytest
 from shared_data import ROOT
+
+# Every test here runs gpulab's programs as processes (tests/support/tiers.py).
+pytestmark = pytest.mark.integration
 
 
 def test_destroy_refreshes_first() -> None:

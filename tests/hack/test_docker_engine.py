@@ -21,6 +21,9 @@ from pathlib import Path
 import pytest
 from shared_data import ROOT
 
+# Every test here runs gpulab's programs as processes (tests/support/tiers.py).
+pytestmark = pytest.mark.integration
+
 FULL = "000001ffffffffff"  # every capability: a laptop, a cloud VM
 NO_SYS_RESOURCE = "000001fffeffffff"  # bit 24 cleared: this project's CI machines
 CAPS_ERROR = (

@@ -47,6 +47,7 @@ DOCKER_DOWN = "echo 'Cannot connect to the Docker daemon at unix:///var/run/dock
 DOCKER_UP = 'if [ "$1" = info ]; then echo /var/lib/docker; fi'
 
 
+@pytest.mark.integration
 def test_preflight_without_a_docker_daemon_is_one_actionable_line(tmp_path: Path) -> None:
     result = preflight(tmp_path, docker=DOCKER_DOWN)
     assert result.returncode == 1
@@ -56,6 +57,7 @@ def test_preflight_without_a_docker_daemon_is_one_actionable_line(tmp_path: Path
     assert "sudo systemctl start docker" in lines[0]
 
 
+@pytest.mark.integration
 def test_preflight_lists_every_problem_at_once(tmp_path: Path) -> None:
     result = preflight(tmp_path, docker=DOCKER_DOWN, uname="echo Darwin", curl="exit 1", make="exit 1")
     lines = result.stderr.strip().splitlines()
@@ -64,6 +66,7 @@ def test_preflight_lists_every_problem_at_once(tmp_path: Path) -> None:
     assert any("Docker daemon is not reachable" in line for line in lines)
 
 
+@pytest.mark.integration
 def test_preflight_wants_room_for_images(tmp_path: Path) -> None:
     df = "echo 'Filesystem 1024-blocks Used Available Capacity Mounted'; echo 'x 100000000 99000000 2097152 99% /'"
     result = preflight(tmp_path, docker=DOCKER_UP, df=df)
@@ -73,6 +76,7 @@ def test_preflight_wants_room_for_images(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.integration
 def test_preflight_passes_on_a_ready_host(tmp_path: Path) -> None:
     df = "echo 'Filesystem 1024-blocks Used Available Capacity Mounted'; echo 'x 100000000 1 90000000 1% /'"
     result = preflight(tmp_path, docker=DOCKER_UP, df=df)
@@ -85,6 +89,7 @@ BARE_PYTHON = f'exec {sys.executable} -S "$@"'  # no site-packages: no pydantic
 OLD_PYTHON = 'if [ "$1" = -c ]; then case "$2" in *version_info*) exit 1;; *) echo 3.10.12;; esac; fi'
 
 
+@pytest.mark.integration
 def test_preflight_checks_the_python_host_it_is_given(tmp_path: Path) -> None:
     """python3 on PATH is 3.10; PYTHON_HOST names a good one: that is the one the venv is made with."""
     good = preflight(tmp_path, env={"PYTHON_HOST": sys.executable}, python3=OLD_PYTHON, docker=DOCKER_UP, df=ROOMY_DF)
@@ -96,6 +101,7 @@ def test_preflight_checks_the_python_host_it_is_given(tmp_path: Path) -> None:
     assert "python3.99 is missing" in missing.stderr and missing.returncode == 1
 
 
+@pytest.mark.integration
 def test_preflight_names_a_python_without_venv(tmp_path: Path) -> None:
     """Debian's python3 without python3-venv: a real interpreter whose `import ensurepip` fails (ImportError there;
     any error counts). A program that exits as the check once did, but is no Python, is not taken for one."""
@@ -115,6 +121,7 @@ def test_preflight_names_a_python_without_venv(tmp_path: Path) -> None:
     assert "py is not a working Python; gpulab needs 3.11 or newer" in not_python.stderr
 
 
+@pytest.mark.integration
 def test_preflight_tells_only_a_non_root_user_to_join_the_docker_group(tmp_path: Path) -> None:
     root = preflight(tmp_path / "root", docker=DOCKER_DOWN, id='[ "$1" = -u ] && echo 0 || echo root')
     assert "Docker daemon is not reachable" in root.stderr and "usermod" not in root.stderr
@@ -122,6 +129,7 @@ def test_preflight_tells_only_a_non_root_user_to_join_the_docker_group(tmp_path:
     assert "make sure alice may use it (sudo usermod -aG docker alice, then log in again)" in user.stderr
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("value", ["abc", "1.5", "-3", "3 GB", "99999999999999999999"])
 def test_preflight_names_a_threshold_that_is_not_a_number(tmp_path: Path, value: str) -> None:
     result = preflight(tmp_path, env={"GPULAB_MIN_PROJECT_GB": value}, docker=DOCKER_UP, df=ROOMY_DF)
@@ -132,11 +140,13 @@ def test_preflight_names_a_threshold_that_is_not_a_number(tmp_path: Path, value:
     ]
 
 
+@pytest.mark.integration
 def test_preflight_thresholds_still_apply_when_given(tmp_path: Path) -> None:
     result = preflight(tmp_path, env={"GPULAB_MIN_PROJECT_GB": "100000000"}, docker=DOCKER_UP, df=ROOMY_DF)
     assert result.returncode == 1 and "need about 100000000 GB" in result.stderr
 
 
+@pytest.mark.integration
 def test_preflight_asks_no_docker_of_an_existing_cluster_with_ssh_workers(
     tmp_path: Path, project_stack_file: tuple[str, Path]
 ) -> None:
@@ -167,6 +177,7 @@ def test_preflight_asks_no_docker_of_an_existing_cluster_with_ssh_workers(
     assert result.returncode == 1 and "Docker daemon is not reachable" in result.stderr
 
 
+@pytest.mark.integration
 def test_make_up_without_docker_stops_fast_and_creates_nothing(
     tmp_path: Path, project_stack_file: tuple[str, Path]
 ) -> None:
@@ -204,6 +215,7 @@ def stack_state(backend: str, stack: str = "dev") -> subprocess.CompletedProcess
     )
 
 
+@pytest.mark.integration
 def test_stack_state_tells_whether_there_is_anything_to_destroy(tmp_path: Path) -> None:
     url = f"file://{tmp_path}"
     assert stack_state(url).returncode == 3 and "no stack 'dev'" in stack_state(url).stderr
@@ -216,6 +228,7 @@ def test_stack_state_tells_whether_there_is_anything_to_destroy(tmp_path: Path) 
     assert stack_state("s3://bucket/state").returncode == 0, "only the CLI can tell for other backends"
 
 
+@pytest.mark.integration
 def test_make_down_with_nothing_deployed_downloads_nothing(tmp_path: Path) -> None:
     result = subprocess.run(
         ["make", "--no-print-directory", "down", "STACK=never-deployed"],
@@ -354,6 +367,7 @@ def test_plan_of_a_real_gpu_tenant_shows_no_mock_card_ids(capsys, tmp_path: Path
     assert "GPU-MOCK-tenant-b-0" in tenant_b, "a mock tenant keeps its simulated cards' ids"
 
 
+@pytest.mark.integration
 def test_two_make_ups_at_once_install_the_tools_once(tmp_path: Path) -> None:
     """Two `make up` at once (two terminals, two stacks) share ./bin. Before, each downloaded the Pulumi archive to
     bin/pulumi.tar.gz, extracted it and deleted it, so one deleted or overwrote the archive the other was

@@ -12,10 +12,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from checkout_bin import the_checkouts_bin
 from shared_data import ROOT
 
 from tests.hack.test_first_run import BASH, fake_bin
+
+# Every test here runs gpulab's programs as processes (tests/support/tiers.py).
+pytestmark = pytest.mark.integration
 
 
 def prereqs(tmp_path: Path, tools: dict[str, str]) -> subprocess.CompletedProcess:

@@ -13,6 +13,9 @@ from hack import lab_leftovers
 from model.names import OWNER_LABEL
 from process_lab import preflight
 
+# Every test here runs gpulab's programs as processes (tests/support/tiers.py).
+pytestmark = pytest.mark.integration
+
 
 def fake_docker(folder: Path, body: str) -> None:
     script = folder / "docker"

@@ -59,6 +59,7 @@ def user_docs() -> str:
     return "\n".join(path.read_text() for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])
 
 
+@pytest.mark.integration
 def test_make_help_lists_every_target_readme_tells_users_to_run() -> None:
     mentioned = make_targets_in(user_docs())
     assert {"up", "plan", "test", "policy-venv", "upstream-data"} <= mentioned, "the README parser lost track"
@@ -66,6 +67,7 @@ def test_make_help_lists_every_target_readme_tells_users_to_run() -> None:
     assert not missing, f"README tells users to run these, `make help` does not list them: {sorted(missing)}"
 
 
+@pytest.mark.integration
 def test_readme_use_it_lists_exactly_the_targets_of_make_help() -> None:
     """Boundary: README's and docs/usage.md's target blocks, `make help  # every target`, against `make help`."""
     for text in ((ROOT / "README.md").read_text(), (ROOT / "docs" / "usage.md").read_text()):
@@ -111,6 +113,7 @@ def make_plan(stack: str, path: Path, change) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.integration
 def test_make_plan_fails_on_a_policy_refusal_and_says_so(project_stack_file: tuple[str, Path]) -> None:
     fourth = {"name": "trainer-4", "gpumem": 20000, "gpucores": 30}
     result = make_plan(*project_stack_file, lambda c: c["gpulab:tenants"][0]["workloads"].append(fourth))
@@ -122,6 +125,7 @@ def test_make_plan_fails_on_a_policy_refusal_and_says_so(project_stack_file: tup
     assert plan_main(["--stack", project_stack_file[0]]) == 1, "the preview itself tells a refusal"
 
 
+@pytest.mark.integration
 def test_make_plan_fails_on_an_invalid_stack_naming_the_key(project_stack_file: tuple[str, Path]) -> None:
     result = make_plan(*project_stack_file, lambda c: c["gpulab:tenants"][0]["gpus"][0].update(model="A200"))
     assert result.returncode == 2, result.stdout[-500:] + result.stderr
@@ -132,6 +136,7 @@ def test_make_plan_fails_on_an_invalid_stack_naming_the_key(project_stack_file: 
     assert direct.returncode == 2
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("target", ["verify", "report"])
 def test_without_a_lab_verify_and_report_say_so_before_installing_anything(
     tmp_path: Path, target: str, project_stack_file: tuple[str, Path]
@@ -155,6 +160,7 @@ def test_without_a_lab_verify_and_report_say_so_before_installing_anything(
     assert not venv.exists(), "nothing installed only to say there is no lab"
 
 
+@pytest.mark.integration
 def test_make_clean_keeps_the_source_cache(tmp_path: Path) -> None:
     """A source cache may have been filled on another machine (docs/offline.md): `make clean` removes every
     other cache under .cache, and the build folders, but not .cache/sources."""

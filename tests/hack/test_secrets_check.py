@@ -124,6 +124,7 @@ def make_environment(**env: str) -> str:
     return result.stdout.strip()
 
 
+@pytest.mark.integration
 def test_make_exports_an_empty_passphrase_only_without_a_file(tmp_path: Path) -> None:
     assert make_environment() == "[]"
     assert make_environment(PULUMI_CONFIG_PASSPHRASE="s3cret") == "[s3cret]"
@@ -133,6 +134,7 @@ def test_make_exports_an_empty_passphrase_only_without_a_file(tmp_path: Path) ->
     )
 
 
+@pytest.mark.integration
 def test_make_up_and_plan_run_the_check_before_anything_is_deployed_or_planned() -> None:
     for target in ("up", "plan", "deploy", "destroy"):
         dry = subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True, text=True, timeout=60)
@@ -189,6 +191,7 @@ def test_a_stack_file_the_loader_cannot_read_is_refused_with_its_one_line(tmp_pa
     assert "Pulumi.dev.yaml: not valid YAML at line" in result.stderr and len(result.stderr.splitlines()) == 1
 
 
+@pytest.mark.integration
 def test_the_hosts_python_hands_the_check_to_the_venv(tmp_path: Path) -> None:
     """Boundary: `make up` runs the check with the host's python3 (PYTHON_HOST), which may lack PyYAML and pydantic
     (-S: no site-packages); with ./venv present the venv's python reads the file."""
@@ -205,6 +208,7 @@ def test_the_hosts_python_hands_the_check_to_the_venv(tmp_path: Path) -> None:
     assert result.returncode == 2 and "holds secrets you set (gpulab:sshPrivateKey)" in result.stderr, result.stderr
 
 
+@pytest.mark.integration
 def test_make_down_checks_once_the_venv_exists() -> None:
     """Boundary: the Makefile's destroy recipe (`make -n`): without ./venv the host's python3 cannot read the
     stack, so the check runs after prereqs has made ./venv, and before pulumi destroy."""

@@ -86,6 +86,7 @@ def test_a_process_mode_stack_takes_nothing_and_a_bridge_lab_no_calico() -> None
     assert "docker.io/gpulab/kind-node:v1.36.4" in keys
 
 
+@pytest.mark.integration
 def test_a_manifest_matching_its_published_checksum_is_added(site: Site, filler: source_cache.Filler) -> None:
     body = b"kind: Namespace\n"
     item = manifest_item(METALLB)
@@ -96,6 +97,7 @@ def test_a_manifest_matching_its_published_checksum_is_added(site: Site, filler:
     assert SourceCache.open(filler.cache.folder).entries[item.key].sha256 == sha(body)
 
 
+@pytest.mark.integration
 def test_a_manifest_with_another_checksum_is_refused_and_not_added(site: Site, filler: source_cache.Filler) -> None:
     item = manifest_item(METALLB)  # pinned to upstream's checksum
     site.serve(METALLB, b"kind: Namespace  # not what MetalLB published\n")
@@ -115,6 +117,7 @@ def chart_archive() -> bytes:
     return buffer.getvalue()
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("digest_matches", [True, False])
 def test_a_chart_is_checked_against_its_repositorys_index(
     site: Site, filler: source_cache.Filler, digest_matches: bool
@@ -137,6 +140,7 @@ def test_a_chart_is_checked_against_its_repositorys_index(
             filler.fetch(item)
 
 
+@pytest.mark.integration
 def test_the_pulumi_cli_is_checked_against_its_releases_checksums(site: Site, filler: source_cache.Filler) -> None:
     cli, sums = [item for item in tool_items(Versions(), kind=False) if "pulumi" in item.url]
     site.serve(cli.url, b"the CLI archive")
@@ -255,6 +259,7 @@ def test_a_cache_that_cannot_serve_the_stack_names_each_item_and_nothing_is_crea
     assert expected in str(refused.value) and "make cache STACK=" in str(refused.value)
 
 
+@pytest.mark.integration
 def test_pull_image_loads_the_caches_archive_and_never_pulls(tmp_path: Path) -> None:
     archive = tmp_path / "hami.tar"
     image_id = image_archive(archive, "docker.io/projecthami/hami:v2.8.3", b"hami")

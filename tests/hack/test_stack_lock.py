@@ -16,7 +16,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from shared_data import ROOT
+
+# Every test here runs gpulab's programs as processes (tests/support/tiers.py).
+pytestmark = pytest.mark.integration
 
 
 def lock(backend: Path, name: str, pid: int, host: str | None = None, stack: str = "sim") -> Path:

@@ -20,6 +20,9 @@ from pathlib import Path
 import pytest
 from shared_data import ROOT
 
+# Every test here runs gpulab's programs as processes (tests/support/tiers.py).
+pytestmark = pytest.mark.integration
+
 WRAPPER = ROOT / "hack" / "up_outcome.py"
 FAKE = ROOT / "tests" / "fakes" / "pulumi-up"
 UP = ["pulumi", "up", "--yes", "--stack", "sim", "--refresh", "--policy-pack", "policies/analyzer"]

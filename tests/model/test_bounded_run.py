@@ -16,6 +16,9 @@ import pytest
 from model import bounded_run
 from process_lab.commands import ProcessLabError, run
 
+# Every test here runs gpulab's programs as processes (tests/support/tiers.py).
+pytestmark = pytest.mark.integration
+
 # Ignores TERM, forks a child that ignores it too and sleeps holding stdout and stderr, and sleeps itself.
 STUBBORN = """
 import os, signal, sys, time

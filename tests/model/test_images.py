@@ -215,6 +215,7 @@ def test_images_already_in_the_node_or_run_by_docker_are_not_loaded(lab) -> None
     assert "docker.io/projecthami/hami:v2.8.3" in tenant and "quay.io/calico/node:v3.31.6" in tenant
 
 
+@pytest.mark.integration
 def test_the_command_prints_one_reference_per_line(capsys) -> None:
     assert main(["--stack", "dev", "--project-dir", str(LAB_PROJECT)]) == 0
     lines = capsys.readouterr().out.splitlines()

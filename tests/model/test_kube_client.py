@@ -73,6 +73,7 @@ def openssl(*args: str, cwd: Path) -> None:
     subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl CLI to make test certificates")
 def test_mutual_tls_works_with_keys_in_memory(private_tmp: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
     """An API server that demands a client certificate answers a client whose key is only in memory."""
@@ -130,6 +131,7 @@ def test_mutual_tls_works_with_keys_in_memory(private_tmp: Path, tmp_path_factor
         server.shutdown()
 
 
+@pytest.mark.integration
 def test_nothing_is_left_on_term_and_a_killed_runs_directory_goes_next_time(tmp_path: Path) -> None:
     script = (
         "import sys, time; sys.path.insert(0, sys.argv[1]); import yaml\n"

@@ -21,6 +21,9 @@ from shared_data import ROOT
 from model.stack_file import stack_problem, stacks
 from tests.hack.test_first_run import DOCKER_UP, fake_bin
 
+# Every test here runs gpulab's programs as processes (tests/support/tiers.py).
+pytestmark = pytest.mark.integration
+
 MISSING = "no-such-stack"
 # The one message, whatever stacks the checkout holds: `Stacks here: <list>.` is read, not expected.
 UNKNOWN_STACK = re.compile(

@@ -332,6 +332,7 @@ def test_stack_files_are_read_as_the_pulumi_cli_reads_them(tmp_path) -> None:
         load_stack_file(path)
 
 
+@pytest.mark.integration
 def test_shell_exports_are_safe_to_evaluate(tmp_path) -> None:
     """hack/prereqs.sh evaluates these lines: the pins match their grammar, and even a value that got past it
     is quoted (bash runs the lines as prereqs.sh does)."""

@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+# Every test here runs gpulab's programs as processes (tests/support/tiers.py).
+pytestmark = pytest.mark.integration
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "node-image" / "build.sh"
 WRAPPER = ROOT / "node-image" / "files" / "usr" / "local" / "sbin" / "gpulab-runc"

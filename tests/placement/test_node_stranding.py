@@ -8,6 +8,7 @@ import itertools
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import pytest
 import yaml
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
@@ -181,6 +182,7 @@ MANIFEST_PODS = [
 ]
 
 
+@pytest.mark.integration
 def test_the_checker_exits_1_on_a_set_stranded_in_every_order(tmp_path: Path) -> None:
     document = yaml.safe_load((LAB_PROJECT / "Pulumi.dev.yaml").read_text())
     config = document["config"]

@@ -148,6 +148,7 @@ def test_invalid_stack_config_is_bad_input(capsys, tmp_path: Path) -> None:
     assert code == 2 and "gpulab:tenants[0].gpus[0].model = 'A200'" in err
 
 
+@pytest.mark.integration
 def test_as_a_module_from_the_command_line() -> None:
     """The documented invocation, in a subprocess, from the project directory."""
     result = subprocess.run(
@@ -191,6 +192,7 @@ def run_module(
     )
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("args", "code"),
     [((), 2), (("--help",), 0), (("-h",), 0), (("help",), 0), (("chek",), 2), (("chek", "--tenant", "x"), 2)],
@@ -205,6 +207,7 @@ def test_the_module_prints_usage_and_never_starts_the_analyzer(args: tuple[str, 
         assert result.stderr.strip().splitlines()[-1].startswith("error: ")
 
 
+@pytest.mark.integration
 def test_the_pulumi_cli_way_in_starts_the_analyzer() -> None:
     """The CLI runs `python -u -m pulumi.policy ENGINE .` in the pack directory (pulumi-analyzer-policy-python);
     that must start the analyzer, which prints its port and serves until stopped."""
@@ -224,6 +227,7 @@ def test_the_pulumi_cli_way_in_starts_the_analyzer() -> None:
         process.wait(timeout=10)
 
 
+@pytest.mark.integration
 def test_standard_input_from_another_directory(tmp_path: Path) -> None:
     """`-` reads the manifest from stdin, wherever the command runs."""
     result = run_module(
@@ -233,6 +237,7 @@ def test_standard_input_from_another_directory(tmp_path: Path) -> None:
     assert "Pod/gpu-workloads/trainer-4" in result.stdout and "CardInsufficientCore" in result.stdout
 
 
+@pytest.mark.integration
 def test_the_default_stack_file_is_the_checkouts_wherever_the_command_runs(tmp_path: Path) -> None:
     """Without --project-dir, Pulumi.<STACK>.yaml is the checkout's (shown without reading what users put in it)."""
     result = run_module("check", "--tenant", "t", "--stack", "no-such-stack", "-", cwd=tmp_path, project_dir=None)
@@ -245,6 +250,7 @@ def test_standard_input_may_be_named_once(capsys) -> None:
     assert "standard input" in capsys.readouterr().err
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("text", ["", "# only a comment\n", "---\n---\n"])
 def test_a_manifest_with_no_objects_is_bad_input(text: str) -> None:
     result = run_module("check", "--tenant", "tenant-a", "-", stdin=text)

@@ -164,6 +164,7 @@ def test_gpu_rules_still_run_when_other_values_are_unknown_in_preview() -> None:
     assert not any("can't run policy" in message for message in by_policy.values()), by_policy
 
 
+@pytest.mark.integration
 def test_pack_imports_only_what_its_own_requirements_install() -> None:
     """policies/venv has pulumi-policy, pydantic and PyYAML only: the pack and the checker must not
     pull in the Kubernetes, Docker or Command SDKs that the program uses."""

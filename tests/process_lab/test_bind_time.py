@@ -129,6 +129,7 @@ def test_reconnects_back_off_doubling_to_a_bound_and_never_come_at_once() -> Non
 # --- the role against kubectl --------------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_a_pod_bound_before_the_role_is_finished_from_its_list_one_bound_later_from_its_watch(api: Api) -> None:
     api.objects([pod("a")])
     api.watches({"events": [["ADDED", pod("b", node=None)], ["MODIFIED", pod("b")]], "then": "idle"})
@@ -150,6 +151,7 @@ def test_a_pod_bound_before_the_role_is_finished_from_its_list_one_bound_later_f
     assert role.errors == []
 
 
+@pytest.mark.integration
 def test_every_watch_that_ends_or_fails_is_followed_by_a_fresh_list_and_a_watch_from_it(api: Api) -> None:
     api.objects([])
     api.watches(
@@ -175,6 +177,7 @@ def test_every_watch_that_ends_or_fails_is_followed_by_a_fresh_list_and_a_watch_
         assert calls[n - 1].startswith("list") and calls[n].split()[1] == calls[n - 1].split()[1], calls
 
 
+@pytest.mark.integration
 def test_stale_events_after_the_roles_own_annotation_do_not_release_the_lock_again(api: Api) -> None:
     api.objects([])
     # Both events say allocating: the second was on its way before the role's annotation.
@@ -186,6 +189,7 @@ def test_stale_events_after_the_roles_own_annotation_do_not_release_the_lock_aga
     assert api.calls().count(f"patch node {NODE} {NODE_LOCK}-") == 1, api.calls()
 
 
+@pytest.mark.integration
 def test_a_kubectl_past_every_timeout_is_killed_and_the_role_lists_again(api: Api) -> None:
     api.objects([])
     api.watches({"events": [], "then": "wedged"}, {"events": [["MODIFIED", pod("a")]], "then": "idle"})
@@ -196,6 +200,7 @@ def test_a_kubectl_past_every_timeout_is_killed_and_the_role_lists_again(api: Ap
     assert pids_of(str(api.folder)) == []
 
 
+@pytest.mark.integration
 def test_stop_ends_a_watch_at_once(api: Api) -> None:
     api.objects([])
     api.watches({"events": [], "then": "idle"})
@@ -207,6 +212,7 @@ def test_stop_ends_a_watch_at_once(api: Api) -> None:
     assert pids_of(str(api.folder)) == [], "the watch's kubectl outlived stop()"
 
 
+@pytest.mark.integration
 def test_term_ends_the_roles_process_and_its_watch_even_a_kubectl_deaf_to_term(api: Api) -> None:
     """Process mode: HamiProvider starts the role with start_detached and stops it with TERM to its session."""
     api.objects([])
@@ -239,6 +245,7 @@ def test_a_timeout_under_a_second_is_not_kubectls_zero_which_waits_forever() -> 
     assert control_plane.kubectl_argv(70)[-2:] == ["--request-timeout", "70s"]
 
 
+@pytest.mark.integration
 def test_a_pod_or_node_gone_before_its_write_is_left_and_is_no_error(api: Api) -> None:
     """The API server answers 404 for an object deleted since its event (TenantLab.renew deletes nodes): the
     role finishes nothing for it and goes on with the next pod."""
@@ -250,6 +257,7 @@ def test_a_pod_or_node_gone_before_its_write_is_left_and_is_no_error(api: Api) -
     assert api.pod("b")["metadata"]["annotations"][BIND_PHASE] == "allocating"
 
 
+@pytest.mark.integration
 def test_a_write_the_api_server_refuses_is_said_and_the_pod_is_finished_from_the_next_list(api: Api) -> None:
     """An API server restarting between the event and the write: the connection closed unanswered. The role
     says so, lists again after its back-off, and finishes the pod from that list."""

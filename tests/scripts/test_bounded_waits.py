@@ -134,6 +134,7 @@ def wedged_runs(tmp_path_factory: pytest.TempPathFactory):
                 os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("script", sorted(CASES))
 def test_a_wedged_kubectl_cannot_hang_a_script(wedged_runs: dict[str, Run], script: str) -> None:
     _, expected = CASES[script]
@@ -147,6 +148,7 @@ def test_a_wedged_kubectl_cannot_hang_a_script(wedged_runs: dict[str, Run], scri
     no_wedged_process_outlives(run.fake_dir, 5)
 
 
+@pytest.mark.integration
 def test_a_wait_ends_on_time_when_one_probe_makes_several_hung_calls(fake_dir: Path) -> None:
     """wait-kamaji's and wait-gpu-node's probes make several calls each: the attempt, not each call, is
     what the deadline bounds."""
@@ -172,6 +174,7 @@ def test_a_wait_ends_on_time_when_one_probe_makes_several_hung_calls(fake_dir: P
     assert elapsed < 25, f"the wait took {elapsed:.1f}s with 30 s per call"  # 2 s promised; a loaded machine's margin
 
 
+@pytest.mark.integration
 def test_term_during_a_hung_probe_ends_the_script_promptly(fake_dir: Path) -> None:
     """Pulumi cancelling (or Ctrl-C) sends TERM while a probe hangs: the script ends within the kill grace,
     removes its run directory, and the probe's process group goes with it."""
@@ -211,6 +214,7 @@ def _stdout_closes_within(process: subprocess.Popen, seconds: float) -> bool:
     return False
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("script", "env"),
     [

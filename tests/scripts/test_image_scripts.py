@@ -11,6 +11,9 @@ from shared_data import ROOT
 
 from tests.hack.test_first_run import BASH, fake_bin
 
+# Every test here runs gpulab's programs as processes (tests/support/tiers.py).
+pytestmark = pytest.mark.integration
+
 DIGEST = "sha256:" + "a" * 64
 
 

@@ -10,6 +10,7 @@ import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 import yaml
 from shared_data import ROOT
 
@@ -117,6 +118,7 @@ def run_join_config(tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.integration
 def test_join_config_script_makes_the_token_here_and_prints_only_the_join_configuration(tmp_path: Path) -> None:
     result = run_join_config(tmp_path)
     assert result.returncode == 0, result.stderr
@@ -134,6 +136,7 @@ def test_join_config_script_makes_the_token_here_and_prints_only_the_join_config
     assert not list(tmp_path.glob("gpulab-run.*"))
 
 
+@pytest.mark.integration
 def test_join_config_waits_while_the_tenant_refuses_the_token(tmp_path: Path) -> None:
     """Kamaji's soot controller makes the kubeadm RBAC after the control plane turns Ready; until then creating
     the token is Forbidden, and join-config.sh retries."""
@@ -143,6 +146,7 @@ def test_join_config_waits_while_the_tenant_refuses_the_token(tmp_path: Path) ->
     assert yaml.safe_load(result.stdout)["kind"] == "JoinConfiguration"
 
 
+@pytest.mark.integration
 def test_join_config_gives_up_at_its_deadline_and_says_why(tmp_path: Path) -> None:
     result = run_join_config(tmp_path, FAKE_FORBIDDEN="100000", TIMEOUT="1")
     assert result.returncode == 1

@@ -78,6 +78,7 @@ def traced_run(name: str, tmp_path: Path) -> str:
     return log.read_text()
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(shutil.which("strace") is None and not os.environ.get("CI"), reason="strace is not installed")
 @pytest.mark.parametrize("name", SCRIPTS)
 def test_no_process_but_the_script_itself_ever_holds_the_previous_stdout(tmp_path: Path, name: str) -> None:

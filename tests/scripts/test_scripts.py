@@ -21,6 +21,9 @@ from upstream_data import in_ci
 
 from model.node_container import CONTAINER_PREFLIGHT, join_token_ttl_minutes
 
+# Every test here runs gpulab's programs as processes (tests/support/tiers.py).
+pytestmark = pytest.mark.integration
+
 # scripts/: what the lab runs; hack/ and node-image/: what make and CI run. policies/analyzer: the pack as an
 # executable analyzer (pulumi preview --policy-pack policies/analyzer).
 SCRIPT_FOLDERS = ("scripts", "hack", "node-image")

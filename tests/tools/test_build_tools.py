@@ -183,6 +183,7 @@ def first_run(tmp_path_factory: pytest.TempPathFactory):
     return tmp_path, result
 
 
+@pytest.mark.integration
 def test_every_program_is_built_from_its_wrapper_with_upstreams_flags(first_run) -> None:
     tmp_path, result = first_run
     assert result.returncode == 0, result.stderr
@@ -202,6 +203,7 @@ def test_every_program_is_built_from_its_wrapper_with_upstreams_flags(first_run)
             assert args[args.index("-tags") + 1] == ",".join(table["tags"]), name
 
 
+@pytest.mark.integration
 def test_the_lab_images_group_builds_its_own_programs_and_make_tools_none_of_them(first_run, tmp_path: Path) -> None:
     """make lab-images builds kind, kubeadm's etcd, CoreDNS, local-path-provisioner and MetalLB (tools/programs.toml
     group lab-images); make tools never does (a process-mode user waits for none of them)."""
@@ -216,6 +218,7 @@ def test_the_lab_images_group_builds_its_own_programs_and_make_tools_none_of_the
     assert f"{len(LAB_PROGRAMS)} programs in" in result.stderr.splitlines()[-1]
 
 
+@pytest.mark.integration
 def test_each_program_reports_its_pinned_version(first_run) -> None:
     tmp_path, result = first_run
     assert result.returncode == 0, result.stderr
@@ -235,6 +238,7 @@ def test_each_program_reports_its_pinned_version(first_run) -> None:
         assert pinned(wrapper).lstrip("v") in shown.stdout, (name, shown.stdout)
 
 
+@pytest.mark.integration
 def test_progress_is_one_line_per_program_start_and_end_then_a_summary(first_run) -> None:
     _, result = first_run
     lines = result.stderr.splitlines()
@@ -255,6 +259,7 @@ def test_progress_is_one_line_per_program_start_and_end_then_a_summary(first_run
         assert sum(f"not built here: {name}:" in line for line in lines) == 1
 
 
+@pytest.mark.integration
 def test_a_second_run_builds_nothing(tmp_path: Path) -> None:
     assert run_tools(tmp_path).returncode == 0
     (tmp_path / "go-calls").unlink()
@@ -266,6 +271,7 @@ def test_a_second_run_builds_nothing(tmp_path: Path) -> None:
     assert (tmp_path / "generator-runs").read_text().count("\n") == 1  # the first run's, none since
 
 
+@pytest.mark.integration
 def test_changing_one_pin_rebuilds_only_that_wrappers_programs(tmp_path: Path) -> None:
     tools = fake_tools(tmp_path)
     assert run_tools(tmp_path, tools=tools).returncode == 0
@@ -279,6 +285,7 @@ def test_changing_one_pin_rebuilds_only_that_wrappers_programs(tmp_path: Path) -
     assert "kwokctl v0.8.1: building from tools/kwok" in again.stderr
 
 
+@pytest.mark.integration
 def test_without_go_one_line_says_what_is_missing(tmp_path: Path) -> None:
     result = run_tools(tmp_path, go=False)
     assert result.returncode == 2
@@ -286,6 +293,7 @@ def test_without_go_one_line_says_what_is_missing(tmp_path: Path) -> None:
     assert "`go` not found" in result.stderr and "Go 1.26" in result.stderr and "make test does not" in result.stderr
 
 
+@pytest.mark.integration
 def test_an_old_go_is_named_with_the_version_needed(tmp_path: Path) -> None:
     result = run_tools(tmp_path, FAKE_GO_VERSION="go1.24.4")
     assert result.returncode == 2
@@ -297,6 +305,7 @@ def test_an_old_go_is_named_with_the_version_needed(tmp_path: Path) -> None:
     assert builds(tmp_path) == {}
 
 
+@pytest.mark.integration
 def test_without_the_module_proxy_one_line_says_so_before_any_build(tmp_path: Path) -> None:
     result = run_tools(tmp_path, FAKE_GO_PROXY_DOWN="1")
     assert result.returncode == 2
@@ -306,6 +315,7 @@ def test_without_the_module_proxy_one_line_says_so_before_any_build(tmp_path: Pa
     assert builds(tmp_path) == {}
 
 
+@pytest.mark.integration
 def test_a_failed_build_names_the_package_and_leaves_no_partial_program(tmp_path: Path) -> None:
     package = MANIFEST["kwok"]["programs"]["kwokctl"]["package"]
     result = run_tools(tmp_path, "kwok", "kwokctl", FAKE_GO_BUILD_FAIL=package)
@@ -315,6 +325,7 @@ def test_a_failed_build_names_the_package_and_leaves_no_partial_program(tmp_path
     assert sorted(p.name for p in (tmp_path / "bin").iterdir()) == [".tools", "kwok"]
 
 
+@pytest.mark.integration
 def test_a_program_that_does_not_report_its_pin_is_refused(tmp_path: Path) -> None:
     """Without upstream's version variables the real kube-apiserver says v0.0.0-master, and kwokctl, which
     reads `kube-apiserver --version`, would choose the wrong flags: such a build must not land in bin/."""
@@ -325,6 +336,7 @@ def test_a_program_that_does_not_report_its_pin_is_refused(tmp_path: Path) -> No
     assert not (tmp_path / "bin" / "kube-apiserver").exists()
 
 
+@pytest.mark.integration
 def test_an_unknown_program_name_lists_the_programs(tmp_path: Path) -> None:
     result = run_tools(tmp_path, "kube-router")
     assert result.returncode == 2
@@ -349,6 +361,7 @@ def test_the_wrappers_pin_what_the_readme_promises() -> None:
         assert f"{MANIFEST[wrapper]['source']} {pinned(wrapper)} h1:" in go_sum, wrapper
 
 
+@pytest.mark.integration
 def test_make_tools_runs_the_builder() -> None:
     dry = subprocess.run(["make", "-n", "tools"], cwd=ROOT, capture_output=True, text=True, env=dict(os.environ))
     assert dry.returncode == 0 and "tools/build.py" in dry.stdout
@@ -396,6 +409,7 @@ def test_go_sum_hash_is_the_zips_line_not_the_go_mod_line() -> None:
         go_sum_hash(go_sum, "github.com/pulumi/pulumi/sdk/v3", "v3.275.0")
 
 
+@pytest.mark.integration
 def test_scripts_are_copied_byte_for_byte_from_the_pinned_zip_and_made_executable(first_run) -> None:
     tmp_path, result = first_run
     assert result.returncode == 0, result.stderr
@@ -412,6 +426,7 @@ def test_scripts_are_copied_byte_for_byte_from_the_pinned_zip_and_made_executabl
         ), name
 
 
+@pytest.mark.integration
 def test_a_script_whose_zip_is_not_what_go_sum_pins_is_refused(tmp_path: Path) -> None:
     tools = fake_tools(tmp_path)
     name = "pulumi-language-python-exec"
@@ -425,6 +440,7 @@ def test_a_script_whose_zip_is_not_what_go_sum_pins_is_refused(tmp_path: Path) -
     assert not (tmp_path / "bin" / name).exists()
 
 
+@pytest.mark.integration
 def test_a_module_the_proxy_refuses_is_named_in_one_line(tmp_path: Path) -> None:
     tools = fake_tools(tmp_path)
     for archive in (tmp_path / "modzips").iterdir():
@@ -434,6 +450,7 @@ def test_a_module_the_proxy_refuses_is_named_in_one_line(tmp_path: Path) -> None
     assert result.stderr.count("\n") == 1 and "403 Forbidden" in result.stderr, result.stderr
 
 
+@pytest.mark.integration
 def test_the_provider_is_built_from_a_copy_with_upstreams_generated_embed_files(first_run) -> None:
     tmp_path, result = first_run
     assert result.returncode == 0, result.stderr
@@ -463,6 +480,7 @@ def test_the_provider_is_built_from_a_copy_with_upstreams_generated_embed_files(
     assert provider["cgo"] == "0"
 
 
+@pytest.mark.integration
 def test_without_the_generate_step_the_provider_does_not_build(tmp_path: Path) -> None:
     """Built from the module as the proxy serves it, go:embed finds no schema-embed.json (the fake fails as go
     does): why the manifest has a generate table."""
@@ -475,6 +493,7 @@ def test_without_the_generate_step_the_provider_does_not_build(tmp_path: Path) -
     assert not (tmp_path / "bin" / "pulumi-resource-kubernetes").exists()
 
 
+@pytest.mark.integration
 def test_a_generator_that_writes_nothing_is_named(tmp_path: Path) -> None:
     tools = tools_without(tmp_path, 'env = { VERSION = "{semver}" }', "env = {}")
     result = run_tools(tmp_path, "pulumi-resource-kubernetes", tools=tools)
@@ -484,6 +503,7 @@ def test_a_generator_that_writes_nothing_is_named(tmp_path: Path) -> None:
     assert not (tmp_path / "bin" / "pulumi-resource-kubernetes").exists()
 
 
+@pytest.mark.integration
 def test_programs_without_a_version_flag_are_checked_by_their_build_info(first_run) -> None:
     tmp_path, result = first_run
     assert result.returncode == 0, result.stderr
@@ -503,6 +523,7 @@ def test_programs_without_a_version_flag_are_checked_by_their_build_info(first_r
         assert modules[MANIFEST[wrapper]["source"]] == pinned(wrapper), name
 
 
+@pytest.mark.integration
 def test_a_build_of_another_version_than_the_pin_is_refused(tmp_path: Path) -> None:
     """A build whose build info names another sdk/v3 than the pin (here: the wrapper edited behind the
     manifest's back is what the fake links) must not land in bin/."""

@@ -23,6 +23,9 @@ from tests.tools.test_build_tools import MANIFEST, builds, fake_tools, go_calls,
 from tools import releases
 from tools.manifest import load_manifest
 
+# Every test here runs gpulab's programs as processes (tests/support/tiers.py).
+pytestmark = pytest.mark.integration
+
 KWOK_URLS = {
     "kwok": "https://github.com/kubernetes-sigs/kwok/releases/download/v0.8.0/kwok-linux-amd64",
     "kwokctl": "https://github.com/kubernetes-sigs/kwok/releases/download/v0.8.0/kwokctl-linux-amd64",
