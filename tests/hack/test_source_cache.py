@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from https_site import Site, make_certificate
-from lab_harness import lab_config, run_program
+from lab_harness import lab_config, reference_program, run_program
 from shared_data import ROOT
 
 from hack import source_cache
@@ -235,7 +235,7 @@ def test_the_program_reads_charts_manifests_and_images_from_a_full_cache(tmp_pat
 
 
 def test_without_a_cache_the_program_downloads_as_always() -> None:
-    program = run_program(lab_config())
+    program = reference_program()
     hami = program.named("tenant-a-gpus-hami")
     assert hami.inputs["chart"] == "hami" and hami.inputs["repositoryOpts"]["repo"].startswith("https://")
     assert "ARCHIVE" not in program.named("images-pull-projecthami-hami-v2-8-3").inputs["environment"]

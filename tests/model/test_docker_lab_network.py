@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from lab_harness import LabMocks, lab_config, run_program
+from lab_harness import LabMocks, lab_config, reference_program, run_program
 
 from model.config import ConfigError, parse_config
 from model.images import inventory
@@ -47,7 +47,7 @@ def test_bridge_tenants_get_their_conflist_with_the_container_and_no_calico() ->
 
 
 def test_calico_tenants_keep_calico_and_containers_without_uploads() -> None:
-    program = run_program(lab_config())
+    program = reference_program()
     assert program.named("tenant-a-worker-calico")
     assert "uploads" not in program.named("tenant-a-worker-node").inputs
 
@@ -82,7 +82,7 @@ def test_bridge_is_refused_where_a_node_cannot_run_it(change: dict, line: str) -
 
 
 def test_an_internal_kind_network_is_asked_for_on_the_create_command_line_only_when_set() -> None:
-    plain = run_program(lab_config()).named("management-kind")
+    plain = reference_program().named("management-kind")
     assert "INTERNAL_NETWORK" not in plain.inputs["create"]
     internal = run_program(lab_config(management={"name": "gpulab", "internalNetwork": True})).named("management-kind")
     assert internal.inputs["create"].startswith("OWNER=") and " INTERNAL_NETWORK=yes " in internal.inputs["create"]
