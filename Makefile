@@ -10,8 +10,9 @@ STACK ?= dev
 # uv (a PyPI package, pinned) installs the dev venv's ~80 packages in parallel: seconds, not a silent minute.
 UV_VERSION := 0.13.9
 # Test workers (pytest-xdist). make test's unit tier computes and never waits: one more worker than the cores. On 2
-# cores beside two busy loops, 2026-12-05: 3 workers 62.1 s and 72 CPU-s, 4 workers 70.8 s and 92 CPU-s, 6 workers
-# 104 CPU-s even quiet: past the cores, workers only add their collection and their contention (docs/contributing.md).
+# cores, 2026-12-05, its first cut (1616 tests): quiet, 3 workers 38.8 s and 73 CPU-s, 6 workers 53.7 s and 104 CPU-s;
+# beside two busy loops, 3 workers 62.1 s, 4 workers 70.8 s. Past the cores a worker only adds its collection and
+# contention (docs/contributing.md).
 # make test-integration's tests wait out bounded deadlines about as long as they compute: four more than the cores.
 # 0: one process.
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) + 1 )))
@@ -68,7 +69,7 @@ help:
 	@echo "make report         per-card GPU allocation of every tenant (and reports/allocation.png)"
 	@echo "make check          TENANT=name FILES='a.yaml b.yaml' [LIVE=1]: do these manifests fit the tenant (now)?"
 	@echo "make down           pulumi destroy; says so and exits 0 when nothing is deployed"
-	@echo "make test           lint + the unit tier: config, program under mocks, policies, engine; starts no process"
+	@echo "make test           ruff + the unit tier: config, program under mocks, policies, engine; in-process"
 	@echo "make test-integration  the lab's scripts, make targets and entry points run as processes against fakes of"
 	@echo "                    Docker, kind and kubectl (no Docker); CI runs both"
 	@echo "make test-real      the real Kubernetes programs (make tools; GPULAB_BIN=dir) judge the admission layer"
@@ -247,11 +248,11 @@ lint-python: $(VENV)/.installed
 
 # The suite sees no make variables (tests run make as a user would). Its temporary files go under a short
 # folder of its own: with a worker per core, pytest's default paths grow too long for a unix socket.
-# Bytecode: the suite starts some 200 Python processes (workers, diagnose, preview, the checker...). With
+# Bytecode: the suites start some 200 Python processes (workers; diagnose, preview, the checker...). With
 # PYTHONDONTWRITEBYTECODE=1 in the environment, and uv installing no .pyc, each one compiled its ~700
 # modules again (2 CPU-s each); here they compile once into .cache/pycache, beside no source file.
 PYCACHE := $(CURDIR)/.cache/pycache
-# shellcheck runs inside the suite (tests/scripts/test_scripts.py, beside the other tests), so not here again.
+# shellcheck runs in make test-integration, with the scripts' other tests (tests/scripts/test_scripts.py).
 test: lint-python
 	@base=$$(mktemp -d "$${TMPDIR:-/tmp}/gpulab-test.XXXXXX"); trap 'rm -rf "$$base"' EXIT; \
 	echo "pytest -m 'not integration' -n $(TEST_WORKERS) --dist worksteal --basetemp $$base"; \

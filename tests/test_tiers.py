@@ -6,9 +6,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import tiers
+from shared_data import ROOT
 
 # This test starts processes itself, so it belongs to the tier it checks the line of.
 pytestmark = pytest.mark.integration
@@ -73,3 +75,21 @@ def test_what_an_earlier_test_started_is_not_the_next_ones() -> None:
     subprocess.run(["true"], check=True)  # as if the previous test's teardown had started it
     setup(Item())
     teardown(Item())
+
+
+def test_the_suites_conftest_puts_the_line_in_force(tmp_path: Path) -> None:
+    """End to end, as pytest loads it: tests/conftest.py (here as a plugin, -p tests.conftest) registers the hooks,
+    so an unmarked test that starts a process errors at teardown and a marked one passes."""
+    (tmp_path / "test_two.py").write_text(
+        "import subprocess\nimport pytest\n\n\n"
+        "def test_unmarked():\n    subprocess.run(['true', 'unmarked-start'], check=True)\n\n\n"
+        "@pytest.mark.integration\ndef test_marked():\n    subprocess.run(['true'], check=True)\n"
+    )
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("PYTEST_", "GPULAB_"))}
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "tests.conftest", "-p", "no:xdist", "-p", "no:cacheprovider", "-q",
+         "-o", "markers=integration", "--rootdir", str(tmp_path), str(tmp_path / "test_two.py")],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert "2 passed, 1 error" in result.stdout, result.stdout + result.stderr
+    assert "ERROR at teardown of test_unmarked" in result.stdout and "`true unmarked-start`" in result.stdout

@@ -32,9 +32,6 @@ from tests.scripts.test_scripts import (
     run_script,
 )
 
-# Every test here runs gpulab's programs as processes (tests/support/tiers.py).
-pytestmark = pytest.mark.integration
-
 
 def material(endpoint: str, expires: datetime | None = None) -> str:
     """A JoinConfiguration as join-config.sh prints it (with its expiry line)."""
@@ -72,6 +69,7 @@ def start_remote_join(tmp_path: Path, tenant: str, endpoint: str, timeout: str =
         )
 
 
+@pytest.mark.integration
 def test_two_joins_on_one_machine_never_overlap(tmp_path: Path) -> None:
     """Two tenants list the same machine (under two spellings of its address): their joins run one after the
     other, and the second finds the machine joined to the first instead of resetting it mid-join."""
@@ -113,6 +111,7 @@ def leftovers_killed(tmp_path: Path):
             os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.integration
 @pytest.mark.usefixtures("leftovers_killed")
 def test_a_rerun_after_a_join_killed_with_kill_ends_its_kubeadm_join(tmp_path: Path) -> None:
     """KILL during an SSH join: the script dies, its `kubeadm join` does not. It runs under `timeout`, in a process
@@ -135,6 +134,7 @@ def test_a_rerun_after_a_join_killed_with_kill_ends_its_kubeadm_join(tmp_path: P
     assert not (tmp_path / "gpulab-join.yaml").exists(), "a JoinConfiguration with its token stayed on the machine"
 
 
+@pytest.mark.integration
 @pytest.mark.usefixtures("leftovers_killed")
 def test_a_lock_another_tenant_holds_is_reported_with_its_holder(tmp_path: Path) -> None:
     """Two tenants list one machine: the second's join waits its TIMEOUT for the lock, then says which tenant's join
@@ -153,6 +153,7 @@ def test_a_lock_another_tenant_holds_is_reported_with_its_holder(tmp_path: Path)
     assert first.returncode == 0, (tmp_path / "tenant-a.stderr").read_text()
 
 
+@pytest.mark.integration
 @pytest.mark.usefixtures("leftovers_killed")
 def test_a_rerun_ends_the_join_a_cancelled_pulumi_up_left_running(tmp_path: Path) -> None:
     """Cancelling `pulumi up` kills the /bin/sh pulumi-command started for the join (Go's exec.CommandContext kills
@@ -191,6 +192,7 @@ def test_a_rerun_ends_the_join_a_cancelled_pulumi_up_left_running(tmp_path: Path
     assert none_left(tmp_path, 10), "the first run outlived the re-run"
 
 
+@pytest.mark.integration
 @pytest.mark.usefixtures("leftovers_killed")
 def test_a_join_killed_with_kill_leaves_its_secrets_only_until_the_next_run(tmp_path: Path) -> None:
     """KILL skips every trap: the JoinConfiguration stays on the node's tmpfs, and the `kubeadm join` goes on in
@@ -244,6 +246,7 @@ def test_the_token_ttl_covers_the_worst_case_join() -> None:
     assert join_token_ttl_minutes(JOIN_TIMEOUT) <= 30, "and not much longer: a leaked token stays usable that long"
 
 
+@pytest.mark.integration
 def test_a_join_the_token_would_not_outlive_is_not_started(tmp_path: Path) -> None:
     env = {"NODE_NAME": "gpu-1", "TENANT": "tenant-a", "TIMEOUT": str(JOIN_TIMEOUT)}
     extra = {"KUBEADM_DIR": str(tmp_path / "k"), "GPULAB_NODE_TMPFS": str(tmp_path), "TMPDIR": str(tmp_path)}
@@ -259,6 +262,7 @@ def test_a_join_the_token_would_not_outlive_is_not_started(tmp_path: Path) -> No
     assert (tmp_path / "joined-with").exists()
 
 
+@pytest.mark.integration
 def test_a_container_join_the_token_would_not_outlive_is_not_started(tmp_path: Path) -> None:
     """A node container's token is made on the Pulumi host as an SSH worker's is (join-config.sh), with the same
     TTL: its join refuses to start when the token would expire before the join's bound."""
@@ -270,6 +274,7 @@ def test_a_container_join_the_token_would_not_outlive_is_not_started(tmp_path: P
     assert not (tmp_path / "node" / "tmp" / "gpulab-join.yaml").exists()
 
 
+@pytest.mark.integration
 def test_a_joined_node_needs_no_live_token(tmp_path: Path) -> None:
     """A join re-run on a node that has joined (Pulumi re-runs it when its inputs change, an SSH join's whenever
     worker-join.sh does) finds nothing to do, even with material whose token expired long ago: it is not
@@ -283,6 +288,7 @@ def test_a_joined_node_needs_no_live_token(tmp_path: Path) -> None:
     assert "kubeadm join --config" not in calls(tmp_path)
 
 
+@pytest.mark.integration
 def test_the_token_join_config_makes_is_deleted_after_a_container_join(tmp_path: Path) -> None:
     """Boundary: a node container's three Commands as Pulumi runs them, one after the other (join-config.sh; then
     worker-join.sh with its stdout; then delete-token.sh with the token id components/docker/tenant_worker.py reads from

@@ -20,9 +20,6 @@ from pathlib import Path
 import pytest
 from shared_data import ROOT
 
-# Every test here runs gpulab's programs as processes (tests/support/tiers.py).
-pytestmark = pytest.mark.integration
-
 WRAPPER = ROOT / "hack" / "up_outcome.py"
 FAKE = ROOT / "tests" / "fakes" / "pulumi-up"
 UP = ["pulumi", "up", "--yes", "--stack", "sim", "--refresh", "--policy-pack", "policies/analyzer"]
@@ -91,6 +88,7 @@ def up(tmp_path: Path, stdout: str = "", stderr: str = "", rc: int = 0, *args: s
     )
 
 
+@pytest.mark.integration
 def test_a_policy_refusal_is_named_last_with_no_diagnose_hint(tmp_path: Path) -> None:
     result = up(tmp_path, POLICY_OUTPUT, "error: preview failed\n", 1)
     assert result.returncode == 1
@@ -105,6 +103,7 @@ def test_a_policy_refusal_is_named_last_with_no_diagnose_hint(tmp_path: Path) ->
     assert (tmp_path / "argv").read_text().split() == UP[1:], "pulumi got make's arguments as they were"
 
 
+@pytest.mark.integration
 def test_a_refusal_in_colour_or_with_a_severity_reads_the_same(tmp_path: Path) -> None:
     """`--color always`: colour codes where the golden output has its tags (around the level and the policy
     name, before the message); a policy with a severity gets `[severity: ...]` after its level."""
@@ -118,12 +117,14 @@ def test_a_refusal_in_colour_or_with_a_severity_reads_the_same(tmp_path: Path) -
     ]
 
 
+@pytest.mark.integration
 def test_an_advisory_violation_alone_is_no_refusal(tmp_path: Path) -> None:
     advisory = POLICY_OUTPUT.split("        - [advisory]", 1)[1]
     result = up(tmp_path, "Policies:\n        - [advisory]" + advisory, "error: update failed\n", 1)
     assert result.stderr.splitlines() == ["error: update failed", DIAGNOSE]
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "message",
     [
@@ -139,6 +140,7 @@ def test_a_wrong_passphrase_gets_its_own_line(tmp_path: Path, message: str) -> N
     assert result.stderr.splitlines() == [message, PASSPHRASE]
 
 
+@pytest.mark.integration
 def test_before_the_update_only_a_wrong_passphrase_gets_a_line(tmp_path: Path) -> None:
     """`pulumi stack select --create` (make's `stack` step): nothing deployed yet, so no diagnose hint."""
     result = up(tmp_path, "", "error: incorrect passphrase\n", 255, "--setup")
@@ -147,18 +149,21 @@ def test_before_the_update_only_a_wrong_passphrase_gets_a_line(tmp_path: Path) -
     assert (other.returncode, other.stderr) == (255, "error: could not create stack\n")
 
 
+@pytest.mark.integration
 def test_any_other_failure_gets_the_diagnose_hint_and_keeps_pulumis_exit_code(tmp_path: Path) -> None:
     result = up(tmp_path, "Updating (sim):\n", "error: update failed\n", 4)
     assert (result.returncode, result.stdout) == (4, "Updating (sim):\n")
     assert result.stderr.splitlines() == ["error: update failed", DIAGNOSE]
 
 
+@pytest.mark.integration
 def test_a_success_adds_nothing(tmp_path: Path) -> None:
     done = "Updating (sim):\nResources:\n    41 unchanged\n"
     result = up(tmp_path, done, "")
     assert (result.returncode, result.stdout, result.stderr) == (0, done, "")
 
 
+@pytest.mark.integration
 def test_a_line_without_its_newline_still_passes(tmp_path: Path) -> None:
     result = up(tmp_path, "no newline at the end", "error: incorrect passphrase", 1)
     assert result.stdout == "no newline at the end"
@@ -222,6 +227,7 @@ def interrupted(tmp_path: Path, presses: int, **extra: str) -> tuple[subprocess.
     return wrapper, lines
 
 
+@pytest.mark.integration
 def test_ctrl_c_reaches_pulumi_once_and_says_a_rerun_finishes(tmp_path: Path) -> None:
     wrapper, lines = interrupted(tmp_path, presses=1)
     (tmp_path / "finish").write_text("")  # pulumi has finished what it had started
@@ -231,6 +237,7 @@ def test_ctrl_c_reaches_pulumi_once_and_says_a_rerun_finishes(tmp_path: Path) ->
     assert (wrapper.returncode, out, err) == (8, "", INTERRUPTED + "\n")
 
 
+@pytest.mark.integration
 def test_a_second_ctrl_c_says_what_may_be_left_pending(tmp_path: Path) -> None:
     wrapper, _ = interrupted(tmp_path, presses=2)
     _, err = wrapper.communicate(timeout=60)
@@ -243,6 +250,7 @@ def test_a_second_ctrl_c_says_what_may_be_left_pending(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.integration
 def test_a_pulumi_killed_by_sigint_kills_the_wrapper_the_same_way(tmp_path: Path) -> None:
     """Before its cancellation scope exists the CLI dies of SIGINT (Go's default): the shell and make must see
     an interrupted child, not an exit code."""
@@ -262,6 +270,7 @@ def test_a_pulumi_killed_by_sigint_kills_the_wrapper_the_same_way(tmp_path: Path
     assert result.stderr == INTERRUPTED.replace("make up STACK=sim", "make up") + "\n"
 
 
+@pytest.mark.integration
 def test_make_up_runs_pulumi_through_it_with_make_s_options() -> None:
     env = {**os.environ, "MAKEFLAGS": "", "PULUMI_BACKEND_URL": "file:///nonexistent"}
     for stack, options in (("sim", " --refresh --policy-pack policies/analyzer"), ("dev", " --policy-pack policies")):
@@ -304,6 +313,7 @@ def provider_folder(tmp_path: Path) -> tuple[Path, str, int]:
     return Path(path), mode, int(uid)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("target", "stack"), [("deploy", "dev"), ("destroy", "dev"), ("deploy", "sim")], ids=["up", "destroy", "up sim"]
 )
@@ -330,6 +340,7 @@ def test_makes_pulumi_leaves_no_kubeconfig_behind(tmp_path: Path, target: str, s
     assert list(base.iterdir()) == [], "left behind"
 
 
+@pytest.mark.integration
 def test_ctrl_c_leaves_no_kubeconfig_behind(tmp_path: Path) -> None:
     base = tmp_path / "tmp"
     base.mkdir()
@@ -342,6 +353,7 @@ def test_ctrl_c_leaves_no_kubeconfig_behind(tmp_path: Path) -> None:
     assert list(base.iterdir()) == []
 
 
+@pytest.mark.integration
 def test_a_folder_left_by_a_killed_wrapper_goes_at_the_next_run(tmp_path: Path) -> None:
     base = tmp_path / "tmp"
     (base / "gpulab-pulumi.999999999.abcd").mkdir(parents=True)  # no such pid: its wrapper was killed with KILL

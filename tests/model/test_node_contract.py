@@ -88,6 +88,7 @@ def kind_file(path: str) -> str:
     return shown.stdout
 
 
+@pytest.mark.integration  # git reads kind's mirror
 @pytest.mark.parametrize("item", sorted(KIND_EVIDENCE))
 def test_the_evidence_is_in_kinds_files(item: str) -> None:
     for path, text in KIND_EVIDENCE[item]:

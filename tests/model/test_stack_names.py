@@ -21,9 +21,6 @@ from shared_data import ROOT
 from model.stack_file import stack_problem, stacks
 from tests.hack.test_first_run import DOCKER_UP, fake_bin
 
-# Every test here runs gpulab's programs as processes (tests/support/tiers.py).
-pytestmark = pytest.mark.integration
-
 MISSING = "no-such-stack"
 # The one message, whatever stacks the checkout holds: `Stacks here: <list>.` is read, not expected.
 UNKNOWN_STACK = re.compile(
@@ -61,6 +58,7 @@ def test_the_list_of_stacks_is_the_project_folder_s(tmp_path: Path) -> None:
         assert "is not valid: use letters, digits" in stack_problem(bad, tmp_path)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("target", ["plan", "up", "verify", "report", "diagnose", "check"])
 def test_every_command_says_the_same_for_a_stack_that_does_not_exist(tmp_path: Path, target: str) -> None:
     """Boundary: `make TARGET STACK=...` as typed, before anything is installed (a venv of its own here)."""
@@ -83,6 +81,7 @@ def test_every_command_says_the_same_for_a_stack_that_does_not_exist(tmp_path: P
     assert not venv.exists(), "nothing installed for a stack that does not exist"
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("module", ["preview", "diagnose"])
 def test_the_commands_run_directly_say_the_same(tmp_path: Path, module: str) -> None:
     """Boundary: `venv/bin/python -m preview|diagnose --stack NAME`, what scripts run."""
@@ -104,6 +103,7 @@ def invalid_stack(path: Path) -> None:
     path.write_text(yaml.safe_dump(document))
 
 
+@pytest.mark.integration
 def test_make_up_of_an_invalid_stack_stops_before_any_download(
     tmp_path: Path, project_stack_file: tuple[str, Path]
 ) -> None:
@@ -121,6 +121,7 @@ def test_make_up_of_an_invalid_stack_stops_before_any_download(
     assert "make diagnose" not in result.stderr, "nothing was deployed: there is nothing to diagnose"
 
 
+@pytest.mark.integration
 def test_make_up_after_a_failed_download_says_what_helps(tmp_path: Path, project_stack_file: tuple[str, Path]) -> None:
     """Boundary: `make up` where the pinned CLIs cannot be downloaded (a curl that fails): the hint names the
     download and what to do about it, not `make diagnose` (there is no lab yet)."""
@@ -136,6 +137,7 @@ def test_make_up_after_a_failed_download_says_what_helps(tmp_path: Path, project
     assert "make diagnose" not in result.stderr
 
 
+@pytest.mark.integration
 def test_make_up_after_a_failed_preflight_points_at_preflight_s_lines(
     tmp_path: Path, project_stack_file: tuple[str, Path]
 ) -> None:
@@ -153,6 +155,7 @@ def test_make_up_after_a_failed_preflight_points_at_preflight_s_lines(
     assert not venv.exists()
 
 
+@pytest.mark.integration
 def test_make_diagnose_where_make_up_never_deployed_points_at_make_up(
     tmp_path: Path, project_stack_file: tuple[str, Path]
 ) -> None:
@@ -177,6 +180,7 @@ def test_make_diagnose_where_make_up_never_deployed_points_at_make_up(
         archive.unlink()
 
 
+@pytest.mark.integration
 def test_make_up_of_an_existing_cluster_with_ssh_workers_downloads_no_kind(
     tmp_path: Path, project_stack_file: tuple[str, Path]
 ) -> None:

@@ -118,6 +118,7 @@ def test_text_is_readable_at_a_glance() -> None:
     assert "not placed by HAMi: gpu-workloads/trainer-4" in text
 
 
+@pytest.mark.integration  # matplotlib runs fc-list where it has no font cache yet (a first run)
 def test_png_chart(tmp_path: Path) -> None:
     tenant_b = LAB.tenants[1]
     node_b = {

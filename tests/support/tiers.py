@@ -5,10 +5,11 @@ semantics, all in the test's own process. A test that runs make, a lab script, a
 integration test: each such start costs 2 ms (a fake) to 2 CPU-s (a pytest), they took half the suite's CPU, and
 they belong with the other tests that drive gpulab's programs against fakes of Docker, kind and kubectl.
 
-These hooks keep that line true. Every process start in a worker is recorded (subprocess, and with it asyncio's
-subprocesses, and os.fork); a test outside the integration, real and acceptance tiers that started one, in its own
-body or in any fixture it set up, whatever the fixture's scope, fails at teardown, naming the first program. The
-process still runs, so the check never changes what the test itself saw."""
+These hooks keep that line true for tests/ (hami/tests, HAMi's semantics, are pure functions). A worker records every
+process start through subprocess (and with it asyncio's subprocesses), os.fork, os.system and os.posix_spawn(p); a
+test outside the integration, real and acceptance tiers that started one, in its own body or in any fixture it set
+up, whatever the fixture's scope, fails at teardown, naming the first program. The process still runs, so the check
+never changes what the test itself saw."""
 
 from __future__ import annotations
 
@@ -24,6 +25,9 @@ PROCESS_TIERS = ("integration", "real", "acceptance")
 _started: list[str] = []
 _execute_child = subprocess.Popen._execute_child  # type: ignore[attr-defined]
 _fork = os.fork
+_system = os.system
+_posix_spawn = os.posix_spawn
+_posix_spawnp = os.posix_spawnp
 
 
 def _recording_execute_child(self, args, *rest, **kwargs):
@@ -36,8 +40,24 @@ def _recording_fork() -> int:
     return _fork()
 
 
+def _recording_system(command: str) -> int:
+    _started.append(command)
+    return _system(command)
+
+
+def _recording_spawn(spawn):
+    def recording(path, argv, *rest, **kwargs):
+        _started.append(" ".join(map(str, argv)))
+        return spawn(path, argv, *rest, **kwargs)
+
+    return recording
+
+
 subprocess.Popen._execute_child = _recording_execute_child  # type: ignore[attr-defined]
 os.fork = _recording_fork
+os.system = _recording_system
+os.posix_spawn = _recording_spawn(_posix_spawn)
+os.posix_spawnp = _recording_spawn(_posix_spawnp)
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

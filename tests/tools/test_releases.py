@@ -23,9 +23,6 @@ from tests.tools.test_build_tools import MANIFEST, builds, fake_tools, go_calls,
 from tools import releases
 from tools.manifest import load_manifest
 
-# Every test here runs gpulab's programs as processes (tests/support/tiers.py).
-pytestmark = pytest.mark.integration
-
 KWOK_URLS = {
     "kwok": "https://github.com/kubernetes-sigs/kwok/releases/download/v0.8.0/kwok-linux-amd64",
     "kwokctl": "https://github.com/kubernetes-sigs/kwok/releases/download/v0.8.0/kwokctl-linux-amd64",
@@ -87,6 +84,7 @@ def download(tmp_path: Path, site_url: str, cert: Path, *programs: str, tools: P
     )
 
 
+@pytest.mark.integration
 def test_programs_with_a_release_file_are_downloaded_checked_and_never_built(
     tmp_path: Path, site: Site, certificate: tuple[Path, Path]
 ) -> None:
@@ -108,6 +106,7 @@ def test_programs_with_a_release_file_are_downloaded_checked_and_never_built(
     assert "kwok v0.8.0: up to date (upstream's release file)" in again.stderr
 
 
+@pytest.mark.integration
 def test_the_rest_is_built_from_go_modules_beside_the_downloads(
     tmp_path: Path, site: Site, certificate: tuple[Path, Path]
 ) -> None:
@@ -118,6 +117,7 @@ def test_the_rest_is_built_from_go_modules_beside_the_downloads(
     assert (tmp_path / "bin" / "kwok").read_bytes() == SERVED["kwok"]
 
 
+@pytest.mark.integration
 def test_a_file_whose_checksum_is_not_the_pin_is_refused_named_and_not_installed(
     tmp_path: Path, site: Site, certificate: tuple[Path, Path]
 ) -> None:
@@ -134,6 +134,7 @@ def test_a_file_whose_checksum_is_not_the_pin_is_refused_named_and_not_installed
     assert builds(tmp_path) == {}, "a wrong checksum is never built around"
 
 
+@pytest.mark.integration
 def test_a_file_reporting_another_version_is_refused(
     tmp_path: Path, site: Site, certificate: tuple[Path, Path]
 ) -> None:
@@ -152,6 +153,7 @@ def silent() -> Iterator[SilentHost]:
     host.close()
 
 
+@pytest.mark.integration
 def test_a_host_that_never_answers_is_given_up_once_and_its_programs_are_built(
     tmp_path: Path, certificate: tuple[Path, Path], silent: SilentHost
 ) -> None:
@@ -164,6 +166,7 @@ def test_a_host_that_never_answers_is_given_up_once_and_its_programs_are_built(
     assert set(builds(tmp_path)) == {"kwok", "kwokctl"}
 
 
+@pytest.mark.integration
 def test_download_only_fails_naming_the_host_that_did_not_answer(
     tmp_path: Path, certificate: tuple[Path, Path], silent: SilentHost
 ) -> None:
@@ -175,6 +178,7 @@ def test_download_only_fails_naming_the_host_that_did_not_answer(
     assert builds(tmp_path) == {}
 
 
+@pytest.mark.integration
 def test_a_missing_file_is_built_instead_and_build_mode_never_asks(
     tmp_path: Path, site: Site, certificate: tuple[Path, Path]
 ) -> None:
@@ -190,6 +194,7 @@ def test_a_missing_file_is_built_instead_and_build_mode_never_asks(
     assert len(site.asked) == asked
 
 
+@pytest.mark.integration
 def test_a_bad_setting_or_entry_is_one_line_and_exit_2(tmp_path: Path, site: Site, certificate: tuple[Path, Path]):
     tools = tools_with(tmp_path, SERVED)
     wrong = download(tmp_path, site.url, certificate[0], "kwok", tools=tools, GPULAB_TOOLS_FROM="internet")
@@ -201,6 +206,7 @@ def test_a_bad_setting_or_entry_is_one_line_and_exit_2(tmp_path: Path, site: Sit
     assert "[kwok] sha256 'ABC' is not 64 lowercase hex digits" in bad.stderr
 
 
+@pytest.mark.integration
 def test_an_entry_behind_its_wrappers_pin_is_built(tmp_path: Path, site: Site, certificate: tuple[Path, Path]) -> None:
     tools = fake_tools(tmp_path)
     (tools / "releases.toml").write_text(releases_toml({"kwok": SERVED["kwok"]}).replace("v0.8.0", "v0.7.0"))
