@@ -1413,6 +1413,12 @@ def test_process_mode_names_a_tenants_control_plane_program_that_is_gone(tmp_pat
     exited = subprocess.Popen(["true"])
     exited.wait()
     try:
+        # Until bash has exec'd, the child's command line is still this worker's (seen beside two busy loops).
+        deadline = time.monotonic() + 10
+        cmdline = Path(f"/proc/{running.pid}/cmdline")
+        while str(cluster).encode() not in cmdline.read_bytes():
+            assert time.monotonic() < deadline, f"bash (pid {running.pid}) did not show {cluster} in 10 s"
+            time.sleep(0.01)
         for component in COMPONENTS:
             pid = exited.pid if component == "kube-controller-manager" else running.pid
             (cluster / "pids" / f"{component}.pid").write_text(f"{pid}\n")
