@@ -252,20 +252,21 @@ lint-python: $(VENV)/.installed
 # PYTHONDONTWRITEBYTECODE=1 in the environment, and uv installing no .pyc, each one compiled its ~700
 # modules again (2 CPU-s each); here they compile once into .cache/pycache, beside no source file.
 PYCACHE := $(CURDIR)/.cache/pycache
+# One tier of the offline suite: $(1) pytest's marker expression, $(2) its workers.
+define run_tier
+	@base=$$(mktemp -d "$${TMPDIR:-/tmp}/gpulab-test.XXXXXX"); trap 'rm -rf "$$base"' EXIT; \
+	echo "pytest -m '$(1)' -n $(2) --dist worksteal --basetemp $$base"; \
+	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(PYCACHE) \
+	  $(PY) -m pytest -m "$(1)" -n $(2) --dist worksteal --basetemp "$$base"
+endef
 # shellcheck runs in make test-integration, with the scripts' other tests (tests/scripts/test_scripts.py).
 test: lint-python
-	@base=$$(mktemp -d "$${TMPDIR:-/tmp}/gpulab-test.XXXXXX"); trap 'rm -rf "$$base"' EXIT; \
-	echo "pytest -m 'not integration' -n $(TEST_WORKERS) --dist worksteal --basetemp $$base"; \
-	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(PYCACHE) \
-	  $(PY) -m pytest -m "not integration" -n $(TEST_WORKERS) --dist worksteal --basetemp "$$base"
+	$(call run_tier,not integration,$(TEST_WORKERS))
 
 # The integration tier: tests that run make, the lab's scripts, gpulab's entry points and pytest as processes, with
 # fakes of Docker, kind, kubectl and the Pulumi CLI on PATH (tests/fakes). No Docker, no network.
 test-integration: $(VENV)/.installed
-	@base=$$(mktemp -d "$${TMPDIR:-/tmp}/gpulab-test.XXXXXX"); trap 'rm -rf "$$base"' EXIT; \
-	echo "pytest -m integration -n $(INTEGRATION_WORKERS) --dist worksteal --basetemp $$base"; \
-	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX=$(PYCACHE) \
-	  $(PY) -m pytest -m integration -n $(INTEGRATION_WORKERS) --dist worksteal --basetemp "$$base"
+	$(call run_tier,integration,$(INTEGRATION_WORKERS))
 
 # The real tier (tests/real): kwokctl control planes of the programs in GPULAB_BIN (default ./bin, what
 # `make tools` builds) judge the admission layer and the CEL double, and run the process lab's tenants.
