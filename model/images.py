@@ -35,8 +35,8 @@ MANAGEMENT = "management"
 # kamaji-etcd v0.17.0 (bundled with Kamaji 26.8.2-edge): the StatefulSet's etcd and the setup job's etcd
 # (charts/kamaji-etcd/values.yaml `image.tag` default and `jobs.etcd.tag`; proven by the chart render test).
 KAMAJI_ETCD_IMAGES = ("quay.io/coreos/etcd:v3.6.12", "quay.io/coreos/etcd:v3.5.6")
-# HAMi chart 2.8.3 defaults: the scheduler extender and device plugin image is the chart's appVersion,
-# its webhook certificates come from this hook-job image (charts/hami/values.yaml).
+# HAMi charts 2.8.3 and 2.10.0 alike: the scheduler extender and device plugin image is the chart's appVersion,
+# its webhook certificates come from this hook-job image (charts/hami/values.yaml of both tags).
 HAMI_CERTGEN_IMAGE = "docker.io/liangjw/kube-webhook-certgen:v1.1.1"
 _RELEASE_IN_URL = re.compile(r"/(v\d+\.\d+\.\d+)/")
 
@@ -120,6 +120,7 @@ def management_images(lab: LabConfig) -> list[ImageUse]:
 
 def tenant_images(lab: LabConfig, tenant: Tenant) -> list[ImageUse]:
     versions, part, version = lab.versions, tenant.name, tenant.kubernetes_version
+    hami_chart = lab.hami_chart(tenant).version  # the tenant's HAMi release's chart (hamiVersion)
     container = tenant.worker_mode == "container"  # a kindest/node of the tenant's version carries its images
     uses: list[ImageUse] = []
     if container:
@@ -135,8 +136,8 @@ def tenant_images(lab: LabConfig, tenant: Tenant) -> list[ImageUse]:
     uses += [
         _use(part, kube_proxy_image(version), "gpulab kube-proxy (model/kube_proxy.py)", container),
         _use(part, f"registry.k8s.io/kas-network-proxy/proxy-agent:{konnectivity_tag(version)}", "Kamaji konnectivity"),
-        _use(part, f"docker.io/projecthami/hami:v{versions.hami.version}", f"chart hami {versions.hami.version}"),
-        _use(part, HAMI_CERTGEN_IMAGE, f"chart hami {versions.hami.version}"),
+        _use(part, f"docker.io/projecthami/hami:v{hami_chart}", f"chart hami {hami_chart}"),
+        _use(part, HAMI_CERTGEN_IMAGE, f"chart hami {hami_chart}"),
         _use(part, f"registry.k8s.io/kube-scheduler:{version}", "HAMi scheduler (tenant version)", container),
     ]
     if tenant.gpu_mode == "mock":

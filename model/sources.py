@@ -150,7 +150,7 @@ def needed(lab: LabConfig) -> list[Item]:
         items.append(chart_item(versions.kamaji))
     if management.installs("metallb"):
         items.append(manifest_item(versions.metallb_manifest))
-    items.append(chart_item(versions.hami))
+    items += [chart_item(lab.hami_chart(tenant)) for tenant in lab.tenants if lab.runs_hami(tenant)]
     if lab.pod_network == "calico":
         items.append(manifest_item(versions.calico_manifest))
     images = {use.ref.full for use in inventory(lab) if use.needs_pull} | node_images(lab)

@@ -153,9 +153,11 @@ class Versions(BaseModel):
         default="https://raw.githubusercontent.com/projectcalico/calico/v3.31.6/manifests/calico.yaml",
         alias="calicoManifest",
     )
-    # HAMi 2.8.3 reads the JSON register annotation (>= 2.8.0) and still uses the list form of `vnpus`
-    # that mock-device-plugin 1.0.1 parses (its internal/pkg/config/config.go `VNPUs []VNPUConfig`; the chart
-    # makes `vnpus` a mapping from 2.9.0, and the mock plugin then exits on the YAML error).
+    # HAMi's chart repository and name. The version is each tenant's HAMi release's chart (hamiVersion,
+    # model/hami_releases.py: 2.10.0 or 2.8.3); a stack that sets versions.hami pins that chart for every tenant.
+    # 2.8.3 reads the JSON register annotation (>= 2.8.0) and still uses the list form of `vnpus` that
+    # mock-device-plugin 1.0.1 parses (its internal/pkg/config/config.go `VNPUs []VNPUConfig`; the chart makes
+    # `vnpus` a mapping from 2.9.0, and the mock plugin then exits on the YAML error).
     hami: HelmChart = HelmChart(repo="https://project-hami.github.io/HAMi/", chart="hami", version="2.8.3")
     mock_device_plugin_image: str = Field(
         default="docker.io/projecthami/mock-device-plugin:1.0.1", alias="mockDevicePluginImage"
@@ -193,6 +195,11 @@ CHECKSUMS = {
     # HAMi's chart repository index (gh-pages index.yaml) lists this digest for charts/hami-2.8.3.tgz.
     "https://project-hami.github.io/HAMi|hami|2.8.3": (
         "57835bd9da24eec5916e528ded7fcfbc4c05fa60020efd16370c1c2f4050f4f6"
+    ),
+    # The same index (gh-pages commit 556683576e4e, 2026-08-21) lists this digest for charts/hami-2.10.0.tgz; the
+    # archive in that branch hashes to it, and its values.yaml is tag v2.10.0's (shared/upstream SOURCES.md).
+    "https://project-hami.github.io/HAMi|hami|2.10.0": (
+        "e1d8429b2270da1a5c26343d6d6fd2a0099ba7b944cf0f52eb20d6b9f14e5099"
     ),
     # The files at these release tags (raw.githubusercontent.com serves the tag's blob as it is).
     "https://raw.githubusercontent.com/metallb/metallb/v0.16.1/config/manifests/metallb-native.yaml": (

@@ -24,6 +24,8 @@ from typing import Any
 from model.catalog import GPU_RESOURCE, GPUCORES_RESOURCE, GPUMEM_PERCENTAGE_RESOURCE, GPUMEM_RESOURCE
 from model.config import LabConfig, Tenant
 from model.config.lab import hami_client_flags
+from model.hami_releases import DEFAULT_VERSION as DEFAULT_HAMI_VERSION
+from process_lab import hami_binary
 from process_lab.commands import ProcessLabError, free_port, lasting, run
 from process_lab.control_plane import ControlPlane
 
@@ -39,12 +41,10 @@ MANAGED_RESOURCES = (
 NODE_ADDED = re.compile(r'"Node device added" nodeName="([^"]+)"')
 
 
-def find_hami_scheduler(bin_dir: Path) -> Path | None:
-    """HAMi's scheduler binary: $GPULAB_HAMI_SCHEDULER, else <bin_dir>/hami-scheduler; None when neither is
-    executable (the Go module proxy refuses HAMi, so `make tools` cannot build it: tools/README.md)."""
-    given = os.environ.get("GPULAB_HAMI_SCHEDULER")
-    candidate = Path(given) if given else bin_dir / "hami-scheduler"
-    return candidate if os.access(candidate, os.X_OK) else None
+def find_hami_scheduler(bin_dir: Path, version: str = DEFAULT_HAMI_VERSION) -> Path | None:
+    """HAMi `version`'s scheduler binary (process_lab/hami_binary.py says where it is looked for); None when there
+    is none (the Go module proxy refuses HAMi, so `make tools` cannot build it: tools/README.md)."""
+    return hami_binary.find(bin_dir, version).path
 
 
 def make_tls(folder: Path) -> tuple[Path, Path, Path]:

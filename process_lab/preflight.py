@@ -1,8 +1,9 @@
 """What `make up` checks for a process-mode stack before `pulumi up`: every program it runs is built.
 
 The control planes' programs and the Pulumi engine with its Python language host and the Kubernetes
-provider come from `make tools` (./bin, or GPULAB_BIN); HAMi's scheduler from GPULAB_HAMI_SCHEDULER or
-./bin/hami-scheduler, since the Go module proxy refuses HAMi (tools/README.md). One line per missing
+provider come from `make tools` (./bin, or GPULAB_BIN); HAMi's scheduler of each release the stack's tenants
+name (hamiVersion) from GPULAB_HAMI_SCHEDULER_<RELEASE>, GPULAB_HAMI_SCHEDULER or ./bin (process_lab/hami_binary.py),
+since the Go module proxy refuses HAMi (tools/README.md). One line per missing
 fix, each saying what to do; exit 1 if any is missing. `--destroy` checks what `make down` runs: it
 starts no HAMi, so a lab whose hami-scheduler is gone (or set in another shell) can still be taken down.
 Usage: python -m process_lab.preflight [--destroy] [--stack NAME]
@@ -18,8 +19,9 @@ import sys
 from pathlib import Path
 
 from model.bounded_run import run_bounded
+from model.hami_releases import DEFAULT_VERSION as DEFAULT_HAMI_VERSION
+from process_lab import hami_binary
 from process_lab.control_plane import missing_programs
-from process_lab.hami_scheduler import find_hami_scheduler
 
 ROOT = Path(__file__).resolve().parents[1]
 # The engine, the language host that runs gpulab's Python program (and its two scripts), and the provider.
@@ -41,32 +43,39 @@ def bin_dir() -> Path:
 
 def programs_missing(tools: Path) -> list[str]:
     """What `pulumi up` of a process-mode stack starts and does not find (the program checks the same)."""
-    return missing_programs(tools) + (["hami-scheduler"] if find_hami_scheduler(tools) is None else [])
+    return missing_programs(tools)
+
+
+def hami_missing(tools: Path, versions: tuple[str, ...]) -> list[str]:
+    """`hami-scheduler (HAMi <release>)` for each release a tenant names that has no binary."""
+    return [f"hami-scheduler (HAMi {v})" for v in versions if hami_binary.find(tools, v).path is None]
 
 
 def problems(
     tools: Path,
     *,
     destroy: bool = False,
-    hami: bool = True,
+    hami_versions: tuple[str, ...] = (DEFAULT_HAMI_VERSION,),
     node_images: tuple[str, ...] = (),
     dra_images: tuple[str, ...] = (),
 ) -> list[str]:
-    """One line per fix: programs `make tools` builds, HAMi's scheduler (unless the stack leaves HAMi out or this
-    is a destroy), and for real nodes a Docker engine and the node image (`make node-image`), with gpulab's DRA
-    kubelet plugin in the images of DRA tenants' nodes (`dra_images`)."""
+    """One line per fix: programs `make tools` builds, HAMi's scheduler of each release a tenant runs
+    (`hami_versions`; none when the stack leaves HAMi out, nor for a destroy), and for real nodes a Docker engine
+    and the node image (`make node-image`), with gpulab's DRA kubelet plugin in the images of DRA tenants' nodes
+    (`dra_images`)."""
     lines = []
     missing = [*missing_programs(tools), *(name for name in ENGINE if not os.access(tools / name, os.X_OK))]
     if node_images:
         missing += [name for name in NODE_PROGRAMS if not os.access(tools / name, os.X_OK)]
     if missing:
         lines.append(f"not built in {tools}: {', '.join(missing)}: run `make tools` (from pinned Go modules)")
-    if hami and not destroy and find_hami_scheduler(tools) is None:
-        lines.append(
-            f"hami-scheduler is not in {tools} and GPULAB_HAMI_SCHEDULER is not set: build HAMi v2.8.3's "
-            "cmd/scheduler (the Go module proxy refuses HAMi; docs/process-lab.md says how) and set "
-            "GPULAB_HAMI_SCHEDULER to the binary, or leave HAMi out with scheduling.scheduler: kube-scheduler"
-        )
+    if not destroy:
+        for version in hami_versions:
+            if (problem := hami_binary.find(tools, version).problem) is not None:
+                lines.append(
+                    f"{problem} (the Go module proxy refuses HAMi), or leave HAMi out with scheduling.scheduler: "
+                    "kube-scheduler"
+                )
     if node_images:
         lines += docker_problems(node_images, destroy, dra_images, tools)
     return lines
@@ -107,17 +116,22 @@ def docker_problems(images: tuple[str, ...], destroy: bool, dra_images: tuple[st
     return lines
 
 
-def stack_needs(stack: str) -> tuple[bool, tuple[str, ...], tuple[str, ...]]:
-    """(whether the stack runs HAMi, the node images its node containers run, those of them DRA tenants' nodes
+def hami_versions(lab) -> tuple[str, ...]:
+    """The HAMi releases the stack's tenants run, sorted (none when no tenant runs HAMi)."""
+    return tuple(sorted({tenant.hami_version for tenant in lab.tenants if lab.runs_hami(tenant)}))
+
+
+def stack_needs(stack: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """(the HAMi releases the stack runs, the node images its node containers run, those of them DRA tenants' nodes
     run) from its stack file."""
     from model.config.loading import load_stack_file
 
     lab = load_stack_file(ROOT / f"Pulumi.{stack}.yaml")
     if not lab.real_nodes:
-        return any(lab.runs_hami(tenant) for tenant in lab.tenants), (), ()
+        return hami_versions(lab), (), ()
     images = tuple(sorted({lab.worker_image(t) or "" for t in lab.tenants}))
     dra_images = tuple(sorted({lab.worker_image(t) or "" for t in lab.tenants if t.gpu_sharing == "dra"}))
-    return any(lab.runs_hami(tenant) for tenant in lab.tenants), images, dra_images
+    return hami_versions(lab), images, dra_images
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -128,8 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     except SystemExit as usage:  # argparse's own exit (2 for a wrong argument), returned as an exit code
         return int(usage.code or 0)
-    hami, images, dra_images = stack_needs(args.stack) if args.stack else (True, (), ())
-    found = problems(bin_dir(), destroy=args.destroy, hami=hami, node_images=images, dra_images=dra_images)
+    hami, images, dra_images = stack_needs(args.stack) if args.stack else ((DEFAULT_HAMI_VERSION,), (), ())
+    found = problems(bin_dir(), destroy=args.destroy, hami_versions=hami, node_images=images, dra_images=dra_images)
     for line in found:
         print(f"[gpulab] {line}", file=sys.stderr)
     return 1 if found else 0

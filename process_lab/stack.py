@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from process_lab import hami_binary
 from process_lab.control_plane import ControlPlane
-from process_lab.hami_scheduler import find_hami_scheduler
-from process_lab.preflight import ROOT, bin_dir, programs_missing
+from process_lab.preflight import ROOT, bin_dir, hami_missing, programs_missing
 
 
 @dataclass(frozen=True)
@@ -76,16 +76,21 @@ class ProcessStack:
 
     bin_dir: Path
     folder: Path
-    hami_binary: Path | None
+    # HAMi's scheduler of each release the stack's tenants run (hamiVersion), None where there is none.
+    hami_binaries: dict[str, Path | None]
 
     @classmethod
-    def named(cls, stack: str) -> ProcessStack:
+    def named(cls, stack: str, hami_versions: tuple[str, ...] = ()) -> ProcessStack:
         programs = bin_dir()
-        return cls(programs, ROOT / ".state" / "process" / stack, find_hami_scheduler(programs))
+        binaries = {version: hami_binary.find(programs, version).path for version in hami_versions}
+        return cls(programs, ROOT / ".state" / "process" / stack, binaries)
+
+    def hami_binary(self, version: str) -> Path | None:
+        return self.hami_binaries.get(version)
 
     def tenant(self, name: str) -> TenantProcesses:
         return TenantProcesses(f"gpulab-{name}", self.bin_dir, self.folder / name)
 
     def missing(self) -> list[str]:
         """The programs `make up` needs that are not there (process_lab.preflight)."""
-        return programs_missing(self.bin_dir)
+        return programs_missing(self.bin_dir) + hami_missing(self.bin_dir, tuple(self.hami_binaries))

@@ -1,6 +1,8 @@
 """HAMi's chart in a tenant, shared by the Docker lab's GPU node components (MockGpuNode, RealGpuNode): the values,
 its Release, the wait until a GPU node is usable through HAMi, and the base both components build on.
-Every choice below follows Project-HAMi/HAMi at tag v2.8.3 (its files named in comments)."""
+Every choice below follows Project-HAMi/HAMi at tag v2.8.3 (its files named in comments), and holds at tag v2.10.0
+too (every value set here exists in both charts' values.yaml: tests/components/test_mock_gpu_node.py); the chart
+is the tenant's release's (hamiVersion, model/hami_releases.py)."""
 
 from __future__ import annotations
 
@@ -72,7 +74,7 @@ def hami_release(
     return k8s.helm.v3.Release(
         f"{name}-hami",
         name=HAMI_RELEASE,
-        **release_chart(lab.versions.hami, sources(lab)),
+        **release_chart(lab.hami_chart(tenant), sources(lab)),
         namespace=HAMI_NAMESPACE,
         values=hami_values(tenant, lab),
         timeout=600,

@@ -47,17 +47,18 @@ def built_provider_version(programs: Path = PROGRAMS) -> str:
         return tomllib.load(handle)["pulumi-kubernetes"]["release"].removeprefix("v")
 
 
-def process_stack(stack: str, hami: bool = True) -> ProcessStack:
+def process_stack(stack: str, hami_versions: tuple[str, ...] = ()) -> ProcessStack:
     """Where the stack's programs and state are, checked before the first process starts: every program is
     there (pulumi.RunError naming the fix if not). `make plan` starts nothing and sets GPULAB_PLAN: it says
     what is missing in a line of its own."""
-    found = ProcessStack.named(stack)
-    missing = [program for program in found.missing() if hami or program != "hami-scheduler"]
+    found = ProcessStack.named(stack, hami_versions)
+    missing = found.missing()
     if missing and not pulumi.runtime.is_dry_run() and not os.environ.get("GPULAB_PLAN"):
         raise pulumi.RunError(
             f"runtime: process needs {', '.join(missing)} in {found.bin_dir}: run `make tools` "
-            "(hami-scheduler: the Go module proxy refuses HAMi, so build HAMi v2.8.3's cmd/scheduler and set "
-            "GPULAB_HAMI_SCHEDULER to it; docs/process-lab.md)"
+            "(hami-scheduler: the Go module proxy refuses HAMi, so build the tenants' HAMi release's cmd/scheduler "
+            "from its tag and set GPULAB_HAMI_SCHEDULER_<RELEASE>, e.g. GPULAB_HAMI_SCHEDULER_V2_10_0, to it; "
+            "docs/process-lab.md)"
         )
     return found
 

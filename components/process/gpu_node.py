@@ -201,7 +201,7 @@ class ProcessGpuNode(pulumi.ComponentResource):
                 f"{name}-hami",
                 processes,
                 control_plane.processes,
-                stack.hami_binary,
+                stack.hami_binary(tenant.hami_version),
                 HamiSettings.of(lab, tenant),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[workers.ready]),
             )

@@ -21,13 +21,18 @@ from model.config.fields import (
     DURATION,
     ConfigModel,
 )
+from model.config.hami import docker_lab_hami_problems
 from model.config.management import Management
 from model.config.tenant import Tenant
+from model.hami_releases import (
+    RELEASES as HAMI_RELEASES,
+)
+from model.hami_releases import HamiRelease, default_version
 from model.image_ref import ImageRef
 from model.network import ranges_overlap
 from model.node_contract import gpulab_node
 from model.pull_policy import MINIMUM_KUBERNETES
-from model.versions import Versions, image_tag, parse_kubernetes_version
+from model.versions import HelmChart, Versions, image_tag, parse_kubernetes_version
 
 # kind's published node image, which carries no CNI bridge plugin (kind images/base/Dockerfile).
 KINDEST_NODE = "docker.io/kindest/node"
@@ -99,6 +104,23 @@ class LabConfig(ConfigModel):
     scheduling: Scheduling = Scheduling()
     versions: Versions = Versions()
 
+    @model_validator(mode="before")
+    @classmethod
+    def _hami_version_by_runtime(cls, data: object) -> object:
+        """A tenant that names no HAMi release runs its runtime's default (model/hami_releases.py
+        default_version): filled in before the tenants are read, so every reader sees one concrete version."""
+        if not isinstance(data, dict) or not isinstance(data.get("tenants"), list):
+            return data
+        runtime = data.get("runtime", "docker")
+        default = default_version(runtime if isinstance(runtime, str) else "docker")
+        tenants = [
+            {**tenant, "hamiVersion": default}
+            if isinstance(tenant, dict) and not {"hamiVersion", "hami_version"} & tenant.keys()
+            else tenant
+            for tenant in data["tenants"]
+        ]
+        return {**data, "tenants": tenants}
+
     @model_validator(mode="after")
     def _across_tenants(self, info: ValidationInfo) -> LabConfig:
         self._dra_runtime()  # first: where a DRA tenant cannot run, the other keys' fixes would not help
@@ -118,6 +140,8 @@ class LabConfig(ConfigModel):
             raise at("cni", self._cni_fix(), self.cni)
         if self.pod_network == "bridge" and not self.process_mode:
             self._docker_bridge()
+        if not self.process_mode:
+            self._docker_lab_hami()
         kind_subnet = info.context.get("kind_subnet") if info.context else None
         problems = across_tenants(self.management, list(enumerate(self.tenants)), self.versions, kind_subnet)
         if self.runtime == "docker" and self.management.mode == "kind":
@@ -125,6 +149,19 @@ class LabConfig(ConfigModel):
         if problems:
             raise KeyedError(problems)
         return self
+
+    def _docker_lab_hami(self) -> None:
+        if problems := docker_lab_hami_problems(self):
+            raise KeyedError(problems)
+
+    def hami_release(self, tenant: Tenant) -> HamiRelease:
+        """The HAMi release a tenant runs (its hamiVersion, filled in by runtime when the stack names none)."""
+        return HAMI_RELEASES[tenant.hami_version]
+
+    def hami_chart(self, tenant: Tenant) -> HelmChart:
+        """The HAMi chart the Docker lab installs in a tenant: versions.hami's repository and name, at the chart
+        version of the tenant's release."""
+        return self.versions.hami.model_copy(update={"version": self.hami_release(tenant).chart})
 
     def _dra_runtime(self) -> None:
         """A DRA tenant's claims are allocated by its own kube-scheduler. KWOK nodes need nothing more; process

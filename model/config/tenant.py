@@ -43,6 +43,8 @@ from model.config.fields import (
 )
 from model.config.nodes import TenantNode, read_nodes
 from model.config.rules import TENANT_RULES, Check
+from model.hami_releases import DEFAULT_VERSION as DEFAULT_HAMI_VERSION
+from model.hami_releases import hami_release
 from model.image_ref import image_problem
 from model.versions import parse_kubernetes_version
 
@@ -71,6 +73,9 @@ class Tenant(ConfigModel):
     # gpucores limits) or dra (Dynamic Resource Allocation: the cards as devices of gpulab's driver with consumable
     # memory and cores, claimed through ResourceClaims and allocated by the tenant's own kube-scheduler; model/dra.py).
     gpu_sharing: Literal["hami", "dra"] = "hami"
+    # The HAMi release the tenant runs (model/hami_releases.py): its chart, scheduler, device plugin behaviour and
+    # the placement rules the policy pack judges with. v2.10.0 is what the seed's `helm install` took.
+    hami_version: str = DEFAULT_HAMI_VERSION
 
     @field_validator("name")
     @classmethod
@@ -86,6 +91,12 @@ class Tenant(ConfigModel):
     @classmethod
     def _version(cls, value: str) -> str:
         parse_kubernetes_version(value)
+        return value
+
+    @field_validator("hami_version")
+    @classmethod
+    def _hami_version(cls, value: str) -> str:
+        hami_release(value)
         return value
 
     @field_validator("worker_image")

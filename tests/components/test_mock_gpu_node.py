@@ -53,11 +53,18 @@ def test_hami_values(program) -> None:
     }
 
 
-def test_every_hami_value_exists_in_the_pinned_chart() -> None:
-    lab = parse_config(lab_config())
-    version = lab.versions.hami.version
-    upstream = upstream_yaml(f"hami/chart-values-{version}.yaml")
+@pytest.mark.parametrize("hami_version", ["v2.8.3", "v2.10.0"])
+def test_every_hami_value_exists_in_the_chart_of_the_tenants_release(hami_version: str) -> None:
+    """Each tenant's values against its own release's chart (charts/hami/values.yaml at the tag)."""
+    config = lab_config()
+    for tenant in config["tenants"]:
+        tenant["hamiVersion"] = hami_version
+    # chart 2.10 needs a mock plugin image that reads its device config (model/config/hami.py)
+    lab = parse_config({**config, "versions": {"mockDevicePluginImage": "docker.io/example/mock:fixed"}})
     for tenant in lab.tenants:
+        version = lab.hami_chart(tenant).version
+        assert version == hami_version.removeprefix("v")
+        upstream = upstream_yaml(f"hami/chart-values-{version}.yaml")
         for path in leaf_paths(hami_values(tenant, lab)):
             assert has_path(upstream, path), f"HAMi {version} has no value {'.'.join(path)}"
 

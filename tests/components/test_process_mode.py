@@ -28,6 +28,7 @@ import yaml
 from lab_harness import LAB_PROJECT, ROOT, run_program, stack_keys
 
 from model.config import ConfigError, parse_config
+from model.hami_releases import DEFAULT_VERSION, KNOWN_VERSIONS
 from process_lab.commands import free_port, is_ours, start_detached, stop_session
 from process_lab.control_plane import PORT_OPTIONS, PROGRAMS, cluster_configuration, kwokctl_configuration
 
@@ -41,10 +42,11 @@ def sim_config() -> dict:
 
 @pytest.fixture
 def built_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A ./bin with every program process mode needs (empty executables: the program only checks they exist)."""
+    """A ./bin with every program process mode needs (empty executables: the program only checks they exist), with
+    a hami-scheduler of each release under its release's name (one that does not say which it is)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for name in (*PROGRAMS, "hami-scheduler"):
+    for name in (*PROGRAMS, *(f"hami-scheduler-{version}" for version in KNOWN_VERSIONS)):
         (bin_dir / name).write_text("#!/bin/sh\nexit 0\n")
         (bin_dir / name).chmod(0o755)
     monkeypatch.setenv("GPULAB_BIN", str(bin_dir))
@@ -247,8 +249,8 @@ def test_make_plan_needs_no_program_and_says_in_one_line_what_make_up_will(tmp_p
     needed = [line for line in lines if line.startswith("make up STACK=sim will need ")]
     assert needed == [
         "make up STACK=sim will need kube-apiserver, kube-controller-manager, kube-scheduler, kwok, etcd, kwokctl, "
-        "kubectl, hami-scheduler: `make tools` builds all but hami-scheduler, which GPULAB_HAMI_SCHEDULER names "
-        "(docs/process-lab.md)"
+        "kubectl, hami-scheduler (HAMi v2.10.0): `make tools` builds all but hami-scheduler, which "
+        "GPULAB_HAMI_SCHEDULER_<RELEASE> names (docs/process-lab.md)"
     ]
     assert lines[-1] == "verdict: ready for `make up`"
     # What process mode has, not the Docker lab's kind network and MetalLB pool.
@@ -446,7 +448,7 @@ def test_the_preflight_names_make_tools_once_and_hami_separately(tmp_path: Path,
     monkeypatch.delenv("GPULAB_HAMI_SCHEDULER", raising=False)
     found = problems(tmp_path)
     assert len(found) == 2 and "make tools" in found[0] and "GPULAB_HAMI_SCHEDULER" in found[1], found
-    for name in (*PROGRAMS, *ENGINE, "hami-scheduler"):
+    for name in (*PROGRAMS, *ENGINE, f"hami-scheduler-{DEFAULT_VERSION}"):
         (tmp_path / name).write_text("#!/bin/sh\n")
         (tmp_path / name).chmod(0o755)
     assert problems(tmp_path) == []
