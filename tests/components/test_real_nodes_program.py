@@ -154,7 +154,10 @@ def test_a_cni_the_nodes_cannot_run_is_refused_with_the_one_they_can(changes: di
     ],
 )
 def test_each_runtime_names_its_pod_network(changes: dict, network: str) -> None:
-    assert parse_config(nodes_config(**changes)).pod_network == network
+    config = nodes_config(**changes)
+    if changes.get("runtime") == "docker":  # the Docker lab's own HAMi release (model/hami_releases.py)
+        config["tenants"] = [{k: v for k, v in t.items() if k != "hamiVersion"} for t in config["tenants"]]
+    assert parse_config(config).pod_network == network
 
 
 def test_a_dra_tenant_on_a_real_node_gets_gpulabs_plugin_which_publishes_its_slice() -> None:
