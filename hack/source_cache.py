@@ -206,11 +206,27 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def host_tools() -> bool:
+    """The user's own kind, kubectl and Pulumi CLI (GPULAB_HOST_TOOLS, hack/prereqs.sh): the cache need not
+    hold them."""
+    return bool(os.environ.get("GPULAB_HOST_TOOLS"))
+
+
+def wanted(items: list[Item]) -> list[Item]:
+    """What the cache must hold for this host: every item, less the tools when the host brings its own. `list`,
+    `check` and `fill` all ask this, so that `list` names as missing exactly what `check` refuses."""
+    return [item for item in items if item.kind != "tool"] if host_tools() else list(items)
+
+
 def do_list(args: argparse.Namespace, cache: SourceCache) -> int:
-    problems = {p.item.key: p.what for p in cache.problems(needed_items)}
+    items = wanted(needed_items)
+    problems = {p.item.key: p.what for p in cache.problems(items)}
     for item in needed_items:
         entry = cache.entries.get(item.key)
-        state = problems.get(item.key) or ("relaxed (not upstream's own)" if entry and entry.relaxed else "ok")
+        if item not in items:
+            state = "not needed: GPULAB_HOST_TOOLS names the host's own"
+        else:
+            state = problems.get(item.key) or ("relaxed (not upstream's own)" if entry and entry.relaxed else "ok")
         print(f"{item.kind:8} {item.key}  [{state}]")
     return 0
 
@@ -219,15 +235,16 @@ def do_fill(args: argparse.Namespace, cache: SourceCache) -> int:
     failed = 0
     with tempfile.TemporaryDirectory(prefix="gpulab-cache.") as work:
         filler = Filler(cache, Path(work))
-        for problem in cache.problems(needed_items, hash_archives=True):
+        for problem in cache.problems(wanted(needed_items), hash_archives=True):
             say(f"{problem.item.kind} {problem.item.key}: {problem.what}; fetching")
             try:
                 filler.fetch(problem.item)
             except CacheError as error:
                 say(str(error))
                 failed += 1
-    left = cache.problems(needed_items)
-    say(f"source cache {cache.folder}: {len(needed_items) - len(left)} of {len(needed_items)} items")
+    items = wanted(needed_items)
+    left = cache.problems(items)
+    say(f"source cache {cache.folder}: {len(items) - len(left)} of {len(items)} items")
     return 1 if failed or left else 0
 
 
@@ -262,9 +279,7 @@ def do_add(args: argparse.Namespace, cache: SourceCache) -> int:
 
 
 def do_check(args: argparse.Namespace, cache: SourceCache) -> int:
-    items = needed_items
-    if os.environ.get("GPULAB_HOST_TOOLS"):  # the user's own kind, kubectl and Pulumi CLI (hack/prereqs.sh)
-        items = [item for item in items if item.kind != "tool"]
+    items = wanted(needed_items)
     problems = cache.problems(items)
     if problems:
         print(explain(problems, cache.folder, args.stack), file=sys.stderr)

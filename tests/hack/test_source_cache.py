@@ -292,3 +292,40 @@ esac"""
     )
     assert other.returncode == 1
     assert f"not the image {image_id} the source cache's index records" in other.stderr
+
+
+@pytest.mark.parametrize("host_tools", [False, True])
+def test_list_names_as_missing_exactly_what_check_refuses(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], host_tools: bool
+) -> None:
+    """A cache without the host tools: with GPULAB_HOST_TOOLS (the user's own kind, kubectl, Pulumi CLI) `check`
+    passes, so `list` must not call them missing; without it both name them (issue 65: list showed four tools
+    [missing] that check dropped). In-process: the script's main, on a stack file of its own."""
+    config = lab_config(sourceCache=str(tmp_path / "cache"))
+    tool_items = [item for item in needed(parse_config(config)) if item.kind == "tool"]
+    tools = {item.key for item in tool_items}
+    assert tools
+    cache = filled(tmp_path / "cache", config)
+    for item in tool_items:  # the cache of a host that brings its own tools
+        del cache.entries[item.key]
+        cache.path(item).unlink()
+    cache.save()
+    monkeypatch.setattr(source_cache, "ROOT", tmp_path)
+    (tmp_path / "Pulumi.cached.yaml").write_text(
+        json.dumps({"config": {f"gpulab:{key}": value for key, value in config.items()}})
+    )
+    if host_tools:
+        monkeypatch.setenv("GPULAB_HOST_TOOLS", str(tmp_path / "own-tools"))
+    else:
+        monkeypatch.delenv("GPULAB_HOST_TOOLS", raising=False)
+    assert source_cache.main(["list", "--stack", "cached"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    missing = {line.split()[1] for line in listed if line.endswith("[missing]")}
+    checked = source_cache.main(["check", "--stack", "cached"])
+    refused = capsys.readouterr().err
+    if host_tools:
+        assert missing == set() and checked == 0, refused
+        assert all("[not needed: GPULAB_HOST_TOOLS" in line for line in listed if line.split()[1] in tools)
+    else:
+        assert missing == tools and checked == 1
+        assert all(key in refused for key in tools)
