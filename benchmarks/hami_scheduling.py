@@ -6,7 +6,8 @@ real control plane, gpulab's admission), its GPU node replaced by N KWOK nodes; 
 untainted, P GPU pods (1 card, 1000 MB, 5 % cores) are created at once in a namespace without quota. The time
 runs from the create until every pod is bound (spec.nodeName, seen by one `kubectl get --watch`), or the deadline.
 
-Settings (benchmarks/scheduling_rows.py): `chart`, HAMi v2.8.3 as its chart deploys it (client-go's 5 QPS /
+Settings (benchmarks/scheduling_rows.py), each on the HAMi release `--hami-version` names (v2.10.0 by default, or
+v2.8.3): `chart`, HAMi as its chart deploys it (client-go's 5 QPS /
 burst 10, -v=4); `lab`, the stack's scheduling settings; `lab-v4`, the lab's at -v=4. HAMi runs as extender
 and webhook with the bind-time role of process_lab/device_plugin.py; HAMi binds. `ceiling`, kube-scheduler
 alone on the nodes' extended resources (no HAMi, as scheduling.scheduler: kube-scheduler): the default profile
@@ -17,7 +18,8 @@ in a ResourceSlice of gpulab's driver, each pod with its own claim from one Reso
 and 5 % cores of a card (the pods' limits above), bound once allocated. Each row prints HAMi's and DRA's rate over
 the ceiling's; the run ends with a Markdown table of every row.
 
-Needs `make tools` and, for HAMi's settings, GPULAB_HAMI_SCHEDULER; GPULAB_BENCH_KEEP_LOG=FILE keeps the last
+Needs `make tools` and, for HAMi's settings, that release's hami-scheduler (GPULAB_HAMI_SCHEDULER_V2_10_0 ...);
+GPULAB_BENCH_KEEP_LOG=FILE keeps the last
 HAMi log. Usage (`make bench-scheduling` runs the goal rows, preset `goal`):
   venv/bin/python benchmarks/hami_scheduling.py [--rows goal | 100x1000:spread 10x100:binpack ...]
       [--nodes 10 100 1000 --pods 200 --node-policy spread] [--settings chart lab ceiling ...]
@@ -64,11 +66,14 @@ from model.bounded_run import run_text  # noqa: E402
 from model.catalog import GPU_CATALOG, Card  # noqa: E402
 from model.config import LabConfig  # noqa: E402
 from model.config.loading import load_stack_file  # noqa: E402
+from model.hami_releases import DEFAULT_VERSION, KNOWN_VERSIONS  # noqa: E402
 from placement.wording import evaluate_tenant  # noqa: E402
 from placement.workloads import read_workload  # noqa: E402
+from process_lab import hami_binary  # noqa: E402
 from process_lab.control_plane import ControlPlane, missing_programs  # noqa: E402
 from process_lab.gpu_nodes import node_object, node_status  # noqa: E402
-from process_lab.hami_scheduler import SCHEDULER_NAME, find_hami_scheduler  # noqa: E402
+from process_lab.hami_binary import binary_release  # noqa: E402
+from process_lab.hami_scheduler import SCHEDULER_NAME  # noqa: E402
 from process_lab.preflight import bin_dir  # noqa: E402
 from process_lab.tenant import TenantLab  # noqa: E402
 
@@ -329,7 +334,9 @@ def run_one(lab_config: LabConfig, row: Row, name: str, tools: Path, hami: Path 
 def program_versions(tools: Path, hami: Path | None) -> str:
     answer = run_text([tools / "kube-scheduler", "--version"], 30)
     found = f"kube-scheduler {answer.stdout.strip().removeprefix('Kubernetes ')}"
-    return found + (f"; HAMi's scheduler {hami}" if hami else "; no HAMi")
+    if not hami:
+        return found + "; no HAMi"
+    return found + f"; HAMi's scheduler {hami} (HAMi {binary_release(hami) or 'release unknown'})"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -338,6 +345,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, nargs="+", default=[10, 100, 1000])
     parser.add_argument("--pods", type=int, default=200)
     parser.add_argument("--node-policy", choices=["spread", "binpack"], default="spread")
+    parser.add_argument(
+        "--hami-version", choices=KNOWN_VERSIONS, default=DEFAULT_VERSION, help="the HAMi release of HAMi's settings"
+    )
     parser.add_argument("--deadline", type=float, default=900, help="seconds per measurement")
     parser.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=["chart", "lab", "ceiling"])
     args = parser.parse_args(argv)
@@ -349,11 +359,15 @@ def main(argv: list[str] | None = None) -> int:
     if missing := missing_programs(tools):
         print(f"{', '.join(missing)} not in {tools}: run `make tools` first (or set GPULAB_BIN)", file=sys.stderr)
         return 1
-    hami = find_hami_scheduler(tools)
+    found = hami_binary.find(tools, args.hami_version)
+    hami = found.path
     if hami is None and any(not SETTINGS[name].scheduler_alone for name in args.settings):
-        print("hami-scheduler not found: set GPULAB_HAMI_SCHEDULER (docs/process-lab.md)", file=sys.stderr)
+        print(found.problem, file=sys.stderr)
         return 1
     lab_config = load_stack_file(ROOT / "Pulumi.dev.yaml")
+    # tenant-a on the release measured (its rules are the checker's too)
+    tenant = lab_config.tenants[0].model_copy(update={"hami_version": args.hami_version})
+    lab_config = lab_config.model_copy(update={"tenants": [tenant, *lab_config.tenants[1:]]})
     command = shlex.join(
         ["venv/bin/python", "benchmarks/hami_scheduling.py", *(sys.argv[1:] if argv is None else argv)]
     )
