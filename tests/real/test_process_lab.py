@@ -1,6 +1,7 @@
 """The process lab on the real programs: the reference tenants' control planes (real etcd, kube-apiserver,
 kube-controller-manager, kube-scheduler by kwokctl), KWOK GPU nodes, gpulab's admission and quotas, and,
-where a hami-scheduler binary exists, the real HAMi v2.8.3 deciding the seed's case.
+where a hami-scheduler binary of the stack's release exists, the real HAMi (v2.10.0, Pulumi.sim.yaml's) deciding
+the seed's case.
 
 Boundaries: the Kubernetes API server (admission order, canonical quantities, defaulting, quota objects),
 kubectl, kwokctl's process management, HAMi's extender/webhook/registration. Nothing here is a double.
@@ -48,9 +49,11 @@ def wait_for(what: str, check, timeout: float = 30, interval: float = 0.25):
 
 @pytest.fixture(scope="module")
 def reference(real_bin: Path, tmp_path_factory: pytest.TempPathFactory):
-    lab = load_stack_file(ROOT / "Pulumi.dev.yaml")
+    # The reference tenants in process mode, on the release the stack file names (v2.10.0, the seed's).
+    lab = load_stack_file(ROOT / "Pulumi.sim.yaml")
     folder = tmp_path_factory.mktemp("process-lab")
-    hami = find_hami_scheduler(real_bin)
+    [release] = {t.hami_version for t in lab.tenants}
+    hami = find_hami_scheduler(real_bin, release)
     tenants = {t.name: TenantLab(t, lab, real_bin, folder / t.name, hami) for t in lab.tenants}
     started = time.monotonic()
     try:
@@ -126,7 +129,7 @@ def test_seed_case_three_pods_share_the_card_and_the_fourth_is_refused_for_cores
     if not hami:
         pytest.skip(
             "hami-scheduler not built: the Go module proxy refuses HAMi (tools/README.md); "
-            "set GPULAB_HAMI_SCHEDULER to a HAMi v2.8.3 scheduler binary"
+            "set GPULAB_HAMI_SCHEDULER_V2_10_0 to a HAMi v2.10.0 scheduler binary (docs/process-lab.md)"
         )
     a = tenants["tenant-a"].control_plane
     for index in range(1, 5):
