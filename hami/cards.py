@@ -1,9 +1,10 @@
-"""HAMi v2.8.3's card rules: whether a container fits a card, why not, and how a card scores
-(hami/nodes.py walks one node's cards with them, and chooses among the nodes).
+"""HAMi's card rules: whether a container fits a card, why not, and how a card scores (hami/nodes.py walks one
+node's cards with them, hami/cluster.py chooses among the nodes).
 
 Every rule follows HAMi v2.8.3 (pkg/device/nvidia/device.go `Fit`, pkg/scheduler/score.go,
 pkg/scheduler/policy/gpu_policy.go; the conformance table in hami/tests/test_conformance.py holds HAMi's own
-unit-test vectors):
+unit-test vectors), and, where a function takes `rules=V2_10_0` (hami/releases.py), HAMi v2.10.0 (its vectors:
+hami/tests/test_conformance_v2_10_0.py). The v2.8.3 rules:
 
 - a container request carries HAMi's fields as HAMi stores them (`Memreq`, `MemPercentagereq` with
   101 meaning "not given", `Coresreq`), so memory is computed per candidate card, exactly as `Fit` does;
@@ -12,18 +13,27 @@ unit-test vectors):
 - per card, in `Fit`'s order: health, type, UUID, time slicing, cores clamped to 100, the namespace
   quota (on *this* card's memory), memory, cores, exclusive use, compute units.
 
+What v2.10.0 changes (each difference is a field of hami/releases.py `Rules`, cited there): the score counts a
+request only on a card of its exact type and as one slot, with exact percentages and per-pod weights; a card in
+use is refused under the `mutex` policy; a cordoned card is refused; selector lists are trimmed; a memory
+percentage is clamped to 100 and 0 or less is ignored.
+
 The placement engine's search and arrival-order analysis (placement/) are built on these rules.
 """
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
+
+from hami.releases import V2_8_3, Rules
 
 # HAMi reason names (pkg/device/common/common.go).
 CARD_NOT_HEALTH = "CardNotHealth"
+CARD_CORDONED = "CardCordoned"  # v2.10.0
 CARD_TYPE_MISMATCH = "CardTypeMismatch"
 CARD_UUID_MISMATCH = "CardUuidMismatch"
 CARD_TIME_SLICING_EXHAUSTED = "CardTimeSlicingExhausted"
@@ -35,8 +45,10 @@ CARD_COMPUTE_UNITS_EXHAUSTED = "CardComputeUnitsExhausted"
 ALLOCATED_CARDS_INSUFFICIENT_REQUEST = "AllocatedCardsInsufficientRequest"
 NODE_INSUFFICIENT_DEVICE = "NodeInsufficientDevice"
 
-POLICIES = ("spread", "binpack")
+POLICIES = ("spread", "binpack")  # the card policies gpulab configures (and v2.8.3's rules accept from a pod)
 NO_PERCENTAGE = 101  # HAMi's MemPercentagereq when gpumem-percentage is not given
+NVIDIA = "NVIDIA"  # the Type of every request for nvidia.com/gpu (device.go `NvidiaGPUDevice`)
+MUTEX = "mutex"
 
 
 @dataclass(frozen=True)
@@ -47,6 +59,8 @@ class CardSpec:
     cores: int = 100
     split_count: int = 10
     healthy: bool = True
+    numa: int = 0  # the register annotation's `numa` (gpulab writes 0)
+    cordoned: bool = False  # listed in the node's hami.io/device-cordon annotation (v2.10.0)
 
 
 @dataclass(frozen=True)
@@ -58,6 +72,7 @@ class ContainerRequest:
     memreq: int = 0  # MB per card; 0 means "use the percentage"
     mem_percentage: int = 100  # percent of each card's memory; NO_PERCENTAGE (101) when not given
     cores: int = 0  # percent of each card's cores as asked (Fit clamps above 100)
+    device_type: str = NVIDIA  # the request's Type (HAMi's conformance vectors use others)
 
     def memory_on(self, card: CardSpec) -> int:
         """MB this request takes on `card` (device.go `Fit`): Memreq, else a percentage of that card."""
@@ -99,8 +114,9 @@ class PodRequest:
     workload: str  # e.g. Pod/gpu-workloads/trainer-1, or Deployment/ns/serve#2
     namespace: str
     containers: tuple[ContainerRequest, ...]
-    # HAMi never places init containers (Resourcereqs reads spec.containers only); kept for limits
-    # and so the pack can point them out.
+    # HAMi v2.8.3 never places init containers (Resourcereqs reads spec.containers only); kept for limits
+    # and so the pack can point them out. v2.10.0 places them (hami/nodes.py). Not part of `shape`: the engine
+    # adds them to its keys where the rules count them (hami/cluster.py `pod_kind`).
     init_containers: tuple[ContainerRequest, ...] = ()
     use_types: tuple[str, ...] | None = None
     nouse_types: tuple[str, ...] | None = None
@@ -108,6 +124,11 @@ class PodRequest:
     nouse_uuids: tuple[str, ...] | None = None
     gpu_policy: str | None = None  # the pod's hami.io/gpu-scheduler-policy annotation
     node_policy: str | None = None  # its hami.io/node-scheduler-policy (hami/nodes.py)
+    # Its hami.io/device-scoring-weights (slot, core, memory), parsed by `parse_scoring_weights`; v2.10.0 only.
+    scoring_weights: tuple[int, int, int] | None = None
+    # Why that annotation does not parse (`parse_scoring_weights`' words), when it does not: v2.10.0 then fails
+    # the pod's filter (placement/per_pod.py says so); v2.8.3 ignores the annotation.
+    scoring_weights_error: str | None = None
 
     @cached_property
     def shape(self) -> tuple:
@@ -122,6 +143,7 @@ class PodRequest:
             self.nouse_uuids,
             self.gpu_policy,
             self.node_policy,
+            self.scoring_weights,
         )
 
     @property
@@ -138,22 +160,52 @@ class CardUse:
 
 @dataclass(frozen=True)
 class NamespaceQuota:
-    """HAMi's quota of one namespace (`limits.nvidia.com/gpumem|gpucores`); None or 0 = no limit."""
+    """HAMi's quota of one namespace (`limits.nvidia.com/gpumem|gpucores`); None = no limit, 0 = no limit under
+    v2.8.3's rules and a limit that blocks under v2.10.0's (hami/releases.py `quota_zero_limit_blocks`)."""
 
     memory_mb: int | None = None
     cores: int | None = None
 
 
-def _type_ok(card: CardSpec, pod: PodRequest) -> bool:
-    # checkGPUtype: upper-cased substring match; the annotation is split on "," and not trimmed.
+CORDON_ANNOTATION = "hami.io/device-cordon"  # a node annotation (v2.10.0)
+
+
+def cordoned_ids(annotation: str | None) -> frozenset[str]:
+    """The card ids a node's hami.io/device-cordon annotation names (v2.10.0 device.go `cordonedDevices` 698-713:
+    comma-separated, trimmed, empty entries skipped; absent or blank: none). Set `CardSpec.cordoned` from it."""
+    return frozenset(entry.strip() for entry in (annotation or "").split(",") if entry.strip())
+
+
+def _type_ok(card: CardSpec, pod: PodRequest, rules: Rules = V2_8_3) -> bool:
     card_type = card.type.upper()
+    if rules.trimmed_selectors:
+        # v2.10.0 pkg/device/devices.go `CheckType` (719-738): entries trimmed, empty ones skipped, a blank
+        # annotation is no constraint.
+        def named(selector: tuple[str, ...]) -> bool:
+            return any(t.strip() and t.strip().upper() in card_type for t in selector)
+
+        if _given(pod.use_types) and not named(pod.use_types):
+            return False
+        return not (_given(pod.nouse_types) and named(pod.nouse_types))
+    # v2.8.3 checkGPUtype: upper-cased substring match; the annotation is split on "," and not trimmed.
     if pod.use_types is not None and not any(t.upper() in card_type for t in pod.use_types):
         return False
     return pod.nouse_types is None or not any(t.upper() in card_type for t in pod.nouse_types)
 
 
-def _uuid_ok(card: CardSpec, pod: PodRequest) -> bool:
-    # checkUUID: use-gpuuuid wins over nouse-gpuuuid; exact ids.
+def _given(selector: tuple[str, ...] | None) -> bool:
+    """A selector annotation that constrains (v2.10.0): present and not blank once re-joined."""
+    return selector is not None and bool(",".join(selector).strip())
+
+
+def _uuid_ok(card: CardSpec, pod: PodRequest, rules: Rules = V2_8_3) -> bool:
+    if rules.trimmed_selectors:
+        # v2.10.0 pkg/device/devices.go `CheckUUID` (693-713): trimmed exact ids, a blank annotation is no
+        # constraint, and use-gpuuuid and nouse-gpuuuid both apply.
+        if _given(pod.use_uuids) and not any(u.strip() == card.id for u in pod.use_uuids):
+            return False
+        return not (_given(pod.nouse_uuids) and any(u.strip() == card.id for u in pod.nouse_uuids))
+    # v2.8.3 checkUUID: use-gpuuuid wins over nouse-gpuuuid; exact ids.
     if pod.use_uuids is not None:
         return card.id in pod.use_uuids
     if pod.nouse_uuids is not None:
@@ -161,20 +213,58 @@ def _uuid_ok(card: CardSpec, pod: PodRequest) -> bool:
     return True
 
 
+def policy_of(pod: PodRequest, configured: str | None, rules: Rules = V2_8_3) -> str:
+    """The card policy HAMi applies to `pod`: its hami.io/gpu-scheduler-policy when the rules take that value
+    (`Rules.gpu_policies`: v2.8.3's only spread and binpack, as gpulab always has; v2.10.0's any value, as
+    util.go `GetGPUSchedulerPolicyByPod` 277-285 does), else the configured policy."""
+    taken = rules.gpu_policies is None or pod.gpu_policy in rules.gpu_policies
+    return pod.gpu_policy if pod.gpu_policy is not None and taken else (configured or "spread")
+
+
+def policy_names(policy: str, name: str) -> bool:
+    """v2.10.0 util.go `PolicyContains` (290-298): `name` is one of the comma-separated entries, trimmed."""
+    return any(entry.strip() == name for entry in policy.split(","))
+
+
+def resolve_request(request: ContainerRequest, rules: Rules = V2_8_3) -> ContainerRequest:
+    """The request as the release's `GenerateResourceRequests` stores it, from one read with v2.8.3's rules
+    (placement/workloads.py): v2.10.0 clamps gpumem-percentage above 100 to 100 and ignores 0 or less, then asks
+    the whole card when no gpumem is given (device.go 556-577). An explicit 101 cannot be told from "not given"
+    (HAMi's own sentinel), so it stays "not given". Under v2.8.3 the request is returned as it is."""
+    percentage = request.mem_percentage
+    if not rules.clamp_memory_percentage or percentage == NO_PERCENTAGE or 0 < percentage <= 100:
+        return request
+    if percentage > 100:
+        return replace(request, mem_percentage=100)
+    return replace(request, mem_percentage=100 if request.memreq == 0 else NO_PERCENTAGE)
+
+
 def card_reason(
-    card: CardSpec, use: CardUse, request: ContainerRequest, pod: PodRequest, quota_room: tuple[int | None, int | None]
+    card: CardSpec,
+    use: CardUse,
+    request: ContainerRequest,
+    pod: PodRequest,
+    quota_room: tuple[int | None, int | None],
+    rules: Rules = V2_8_3,
+    policy: str | None = None,
 ) -> str | None:
     """Why `card` cannot take `request` now, in HAMi's `Fit` order; None if it can.
 
-    `quota_room` is what the namespace quota still allows for this card (MB, cores), None = no limit."""
+    `quota_room` is what the namespace quota still allows for this card (MB, cores), None = no limit. `policy` is
+    the card policy in force for the pod (`policy_of`); it matters to v2.10.0's `mutex` only."""
     if not card.healthy:
         return CARD_NOT_HEALTH
-    if not _type_ok(card, pod):
+    if rules.device_cordon and card.cordoned:  # v2.10.0 device.go `Fit` 735-739
+        return CARD_CORDONED
+    if request.device_type != NVIDIA or not _type_ok(card, pod, rules):  # device.go `checkType`
         return CARD_TYPE_MISMATCH
-    if not _uuid_ok(card, pod):
+    if not _uuid_ok(card, pod, rules):
         return CARD_UUID_MISMATCH
     if card.split_count <= use.slots:
         return CARD_TIME_SLICING_EXHAUSTED
+    # v2.10.0 device.go `Fit` 767-771: under `mutex` (alone or in a chain) a card already in use is refused.
+    if rules.mutex_policy and use.slots > 0 and policy is not None and policy_names(policy, MUTEX):
+        return EXCLUSIVE_DEVICE_ALLOCATE_CONFLICT
     cores = request.fit_cores
     memory = request.memory_on(card)
     memory_room, cores_room = quota_room
@@ -195,13 +285,16 @@ def reason_detail(card: CardSpec, use: CardUse, request: ContainerRequest, reaso
     memory = request.memory_on(card)
     return {
         CARD_NOT_HEALTH: "the card is unhealthy",
+        CARD_CORDONED: "the card is cordoned (hami.io/device-cordon)",
         CARD_TYPE_MISMATCH: f"type {card.type} is not selected",
         CARD_UUID_MISMATCH: f"card {card.id} is not selected",
         CARD_TIME_SLICING_EXHAUSTED: f"all {card.split_count} slots in use",
         RESOURCE_QUOTA_NOT_FIT: f"{memory} MB / {request.fit_cores}% cores on this card exceed the namespace quota",
         CARD_INSUFFICIENT_MEMORY: f"asks {memory} MB, {card.memory_mb - use.memory_mb} MB free of {card.memory_mb}",
         CARD_INSUFFICIENT_CORE: f"asks {request.fit_cores}% cores, {card.cores - use.cores}% free",
-        EXCLUSIVE_DEVICE_ALLOCATE_CONFLICT: f"asks the whole card, {use.slots} already on it",
+        EXCLUSIVE_DEVICE_ALLOCATE_CONFLICT: f"asks the whole card, {use.slots} already on it"
+        if request.fit_cores == 100
+        else f"the mutex policy takes only idle cards, {use.slots} already on it",
         CARD_COMPUTE_UNITS_EXHAUSTED: "no cores left for a 0% request",
     }.get(reason, reason)
 
@@ -214,12 +307,83 @@ def _f32(value: float) -> float:
     return _F32.unpack(_F32.pack(value))[0]
 
 
-def card_score(card: CardSpec, use: CardUse, requests: Sequence[ContainerRequest]) -> float:
-    """HAMi's card score (gpu_policy.go `ComputeScore`), in float32 so that ties are Go's ties."""
-    nums = sum(r.nums for r in requests)
-    cores = sum(r.cores for r in requests)
-    memory = sum(r.score_memory(card) for r in requests)
-    used = _f32((nums + use.slots) / card.split_count)
-    core = _f32((cores + use.cores) / card.cores)
-    mem = _f32((memory + use.memory_mb) / card.memory_mb)
-    return _f32(10.0 * _f32(_f32(used + core) + mem))
+DEFAULT_WEIGHTS = (1, 1, 1)  # slot, core, memory (util `DefaultDeviceScoringWeights`)
+
+
+def _go_div(a: int, b: int) -> int:
+    """Go's integer division (truncates toward zero)."""
+    quotient = abs(a) // abs(b)
+    return quotient if (a >= 0) == (b > 0) else -quotient
+
+
+def card_score(
+    card: CardSpec,
+    use: CardUse,
+    requests: Sequence[ContainerRequest],
+    rules: Rules = V2_8_3,
+    weights: tuple[int, int, int] | None = None,
+) -> float:
+    """HAMi's card score (gpu_policy.go `ComputeScore`), in float32 so that ties are Go's ties. `weights` (slot,
+    core, memory) are a pod's hami.io/device-scoring-weights, v2.10.0 only (None: 1, 1, 1)."""
+    if not rules.score_type_matched_once:
+        nums = sum(r.nums for r in requests)
+        cores = sum(r.cores for r in requests)
+        memory = sum(r.score_memory(card) for r in requests)
+        used = _f32((nums + use.slots) / card.split_count)
+        core = _f32((cores + use.cores) / card.cores)
+        mem = _f32((memory + use.memory_mb) / card.memory_mb)
+        return _f32(10.0 * _f32(_f32(used + core) + mem))
+    # v2.10.0 gpu_policy.go `ComputeScore` (194-222).
+    if rules.score_zero_totals and (card.split_count == 0 or card.cores == 0 or card.memory_mb == 0):
+        return 0.0
+    slots = cores = memory = 0
+    for r in requests:
+        if r.device_type != card.type:  # only requests of the card's own type (203-205)
+            continue
+        slots += 1  # a container is one slot, whatever its card count (207)
+        cores += r.cores
+        if r.mem_percentage not in (0, NO_PERCENTAGE):
+            if rules.score_exact_percentage:  # exact percentage (209-211)
+                memory += _go_div(card.memory_mb * r.mem_percentage, 100)
+            else:
+                memory += card.memory_mb * (r.mem_percentage // 100)
+        else:
+            memory += r.memreq
+    slot_w, core_w, memory_w = weights if weights is not None and rules.scoring_weights else DEFAULT_WEIGHTS
+    used = _f32(_f32(slots + use.slots) / _f32(card.split_count))
+    core = _f32(_f32(cores + use.cores) / _f32(card.cores))
+    mem = _f32(_f32(memory + use.memory_mb) / _f32(card.memory_mb))
+    weighted = _f32(_f32(_f32(_f32(slot_w) * used) + _f32(_f32(core_w) * core)) + _f32(_f32(memory_w) * mem))
+    return _f32(10.0 * weighted)
+
+
+WEIGHTS_ANNOTATION = "hami.io/device-scoring-weights"
+_GO_INT = re.compile(r"[+-]?[0-9]+")
+
+
+def parse_scoring_weights(value: str) -> tuple[int, int, int]:
+    """A pod's hami.io/device-scoring-weights as (slot, core, memory), checked as v2.10.0's
+    pkg/util/device_scoring_weights.go `ParseDeviceScoringWeights` checks it; ValueError with its words otherwise
+    (HAMi's calcScore then fails the pod's filter: it is never scheduled)."""
+    where = f"invalid {WEIGHTS_ANNOTATION} annotation {value!r}"
+    parts = value.split(",")
+    if len(parts) != 3:
+        raise ValueError(f"{where}: expected slot, core, and memory weights")
+    found: dict[str, int] = {}
+    for part in parts:
+        key, sep, text = part.strip().partition("=")
+        if not sep:
+            raise ValueError(f"{where}: expected key=value entries")
+        key, text = key.strip(), text.strip()
+        if key in found:
+            raise ValueError(f'{where}: duplicate "{key}" weight')
+        if not _GO_INT.fullmatch(text) or not -(2**63) <= int(text) < 2**63:
+            raise ValueError(f'{where}: "{key}" weight must be an integer')
+        if int(text) < 0:
+            raise ValueError(f'{where}: "{key}" weight must not be negative')
+        if key not in ("slot", "core", "memory"):
+            raise ValueError(f'{where}: unknown weight "{key}"')
+        found[key] = int(text)
+    if not any(found.values()):
+        raise ValueError(f"{where}: at least one weight must be positive")
+    return found.get("slot", 0), found.get("core", 0), found.get("memory", 0)

@@ -1,54 +1,57 @@
-"""HAMi v2.8.3 on a tenant's GPU nodes: which cards of one node a pod's containers take (`Node`), and
-which node a pod goes to (`Cluster`).
+"""HAMi on one of a tenant's GPU nodes: which cards of the node a pod's containers take (`Node`), for the release a
+`Rules` (hami/releases.py) names: v2.8.3 by default, v2.10.0 when a tenant runs it (placement/inventory.py passes
+the tenant's). Which node a pod goes to, among a tenant's nodes, is hami/cluster.py's.
 
 Pure logic on top of hami/cards.py's per-card rules. Facts, from HAMi tag v2.8.3 (read, not copied):
 
 - On one node (`fitInDevices`, pkg/scheduler/score.go), per container: asking for more cards than the node
   has is NodeInsufficientDevice; else the cards are scored and sorted (hami/cards.py `card_score`; `rank` here)
   and walked from the end (device.go `Fit`), each checked by hami/cards.py `card_reason`.
+- The namespace quota (HAMi's quota manager) counts a namespace's use over every node: the nodes of a
+  hami/cluster.py `Cluster` share one namespace-use table.
 
-- Filter (pkg/scheduler/scheduler.go `Filter`) asks `calcScore` (pkg/scheduler/score.go) about every
-  node: per node, the containers are placed in order by `fitInDevices`, as on a single node; a
-  container asking more cards than that node has is `NodeInsufficientDevice` there. A node passes the
-  filter when every container fits; a pod fits nowhere when no node passes, and HAMi's event then
-  counts the nodes per reason (`"%d nodes %s(%s)"`, node names sorted).
-- The node score is `ComputeDefaultScore` (pkg/scheduler/policy/node_policy.go): Weight (10) times
-  used/total slots + used/total cores + used/total memory over all the node's cards, in float32, from
-  the usage *before* this pod; then `OverrideScore` adds each device's `ScoreNode`, which NVIDIA's
-  returns 0 for (pkg/device/nvidia/device.go).
-- The list is sorted (`NodeScoreList.Less`: spread descending, anything else ascending, so binpack is
-  the default) and Filter takes the *last* node: binpack the most used, spread the least used.
-- Ties: the list is built by one goroutine per node over a Go map, so its order before the sort is
-  random, and `sort.Sort` is not stable: among nodes with the best score HAMi may pick any. The
-  simulation below follows every such choice.
-- The namespace quota (HAMi's quota manager) counts a namespace's use over every node; so do the
-  nodes here: they share one namespace-use table.
-- A pod's `hami.io/node-scheduler-policy` annotation overrides the configured node policy.
+What v2.10.0 changes here (tag v2.10.0, commit 4707fb02c91c; each a `Rules` field):
+- the card order (gpu_policy.go `Less` 77-127): score first, NUMA only as a tie-break; `mutex` puts busy cards
+  first; a comma-separated policy is a chain of sort keys ending in the card index (`lessByChain` 132-167).
+  Ties left by a single policy keep node order (Go's insertion sort up to 12 cards, as in v2.8.3);
+- the card-count check counts the cards of the request's type only (score.go 98-103), and only those are walked;
+- init containers are placed, each on the node as it was before the pod (score.go `allocateInitContainers`
+  226-254), and the pod then holds per card the larger of their peak and its app containers' sum
+  (initContainer.go `CollapseInitContainerUsage`); a pod's quota counts its init containers the same way;
+  Not modelled: device.go `fitQuota` hands an app container's quota check the pod's app allocations indexed
+  from 0, so CollapseInitContainerUsage takes the first len(initContainers) of them for init containers (per card
+  the larger, not the sum); the engine sums them, which is stricter only when two of those share a card;
+- AllocatedCardsInsufficientRequest counts the cards taken (device.go 871-874);
+- a quota limit of 0 blocks (quota.go 84, 90).
+- `topology-aware` with no hami.io/node-nvidia-score annotation (gpulab writes none, model/catalog.py) walks
+  every card, keeps those that fit and takes the first ones found (`computeWorstSingleCard` /
+  `computeBestCombination` over all-zero pair scores, device.go 850-870): the same cards as the plain walk, in
+  spread order, which is how it is modelled.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cmp_to_key
 from typing import NamedTuple
 
 from hami.cards import (
     ALLOCATED_CARDS_INSUFFICIENT_REQUEST,
+    MUTEX,
     NODE_INSUFFICIENT_DEVICE,
-    POLICIES,
     CardSpec,
     CardUse,
     ContainerRequest,
     NamespaceQuota,
     PodRequest,
-    _f32,
     card_reason,
     card_score,
+    policy_of,
     reason_detail,
+    resolve_request,
 )
-
-WEIGHT = 10  # pkg/util/types.go `Weight`
-MAX_TIE_RUNS = 2_000  # greedy runs (ties branch) per simulated arrival order before giving up
+from hami.releases import V2_8_3, Rules
 
 
 @dataclass
@@ -71,11 +74,118 @@ class ContainerFailure:
 
     def explain(self) -> str:
         what = f"container {self.container.name} asks {self.container.describe()}"
+        if self.container in self.pod.init_containers and self.container not in self.pod.containers:
+            what = "init " + what
         return f"{what}; " + "; ".join(self.lines)
 
 
+class Placement(list):
+    """What `Node.place_hami` returns on success: each app container's cards (a list, as before), and in
+    `init` each init container's (v2.10.0's rules only; empty otherwise)."""
+
+    def __init__(self, cards: Iterable[list[int]] = (), init: Sequence[list[int]] = ()) -> None:
+        super().__init__(cards)
+        self.init = [list(c) for c in init]
+
+
+# One card taken by one container: (taken by an init container, card, MB, cores).
+Entry = tuple[bool, Hashable, int, int]
+
+
+def collapsed_use(entries: Iterable[Entry]) -> dict[Hashable, tuple[int, int, int]]:
+    """What a pod holds per card, (slots, MB, cores): init containers run one after the other, so their peak;
+    app containers together, so their sum; the larger of the two per field, and at least one slot (v2.10.0
+    pkg/device/initContainer.go `CollapseInitContainerUsage` 36-113). Without init containers: the sums."""
+    peak: dict[Hashable, list[int]] = {}
+    total: dict[Hashable, list[int]] = {}
+    for init, card, memory, cores in entries:
+        if init:
+            held = peak.setdefault(card, [1, 0, 0])
+            held[1], held[2] = max(held[1], memory), max(held[2], cores)
+        else:
+            held = total.setdefault(card, [0, 0, 0])
+            held[0], held[1], held[2] = held[0] + 1, held[1] + memory, held[2] + cores
+    found = {}
+    for card in peak.keys() | total.keys():
+        a, b = peak.get(card, [0, 0, 0]), total.get(card, [0, 0, 0])
+        found[card] = (max(a[0], b[0], 1), max(a[1], b[1]), max(a[2], b[2]))
+    return found
+
+
+class CardKey(NamedTuple):
+    """What HAMi's card sort compares (gpu_policy.go `DeviceListsScore`): the score, NUMA node, slots in use
+    and the card's index."""
+
+    score: float
+    numa: int = 0
+    used: int = 0
+    index: int = 0
+
+
+_CHAIN_KEYS = ("binpack", "spread", "numa")  # gpu_policy.go `gpuSortKeyOrder` (52-56)
+
+
+def sort_key_chain(policy: str) -> list[str]:
+    """v2.10.0 gpu_policy.go `gpuSortKeyChain` (62-75): the sort keys a comma-separated policy names, in the
+    order written, each once; mutex and topology-aware are Fit filters, not sort keys."""
+    chain: list[str] = []
+    for entry in policy.split(","):
+        name = entry.strip()
+        if name in _CHAIN_KEYS and name not in chain:
+            chain.append(name)
+    return chain
+
+
+def card_less(a: CardKey, b: CardKey, policy: str, rules: Rules = V2_8_3, numa_bind: bool = False) -> bool:
+    """HAMi's `DeviceUsageList.Less(a, b)` for the release of `rules` (gpulab sets no nvidia.com/numa-bind, so the
+    engine passes numa_bind False; the argument is there for HAMi's own Less vectors)."""
+    binpack = policy == "binpack"
+    if not rules.score_before_numa:
+        # v2.8.3 gpu_policy.go `Less`: NUMA first (binpack: higher NUMA first), score within a NUMA node.
+        if a.numa == b.numa:
+            return a.score < b.score if binpack else a.score > b.score
+        return a.numa > b.numa if binpack else a.numa < b.numa
+    if rules.policy_chains and ("," in policy or policy == "numa"):
+        chain = sort_key_chain(policy) or ["spread"]  # lessByChain 132-167
+        if numa_bind and chain[0] != "numa":
+            chain = ["numa", *(key for key in chain if key != "numa")]
+        for key in chain:
+            if key == "binpack" and a.score != b.score:
+                return a.score < b.score
+            if key == "spread" and a.score != b.score:
+                return a.score > b.score
+            if key == "numa" and a.numa != b.numa:
+                return a.numa < b.numa
+        return a.index < b.index
+    if rules.mutex_policy and policy == MUTEX:  # busy cards first, idle ones last: Fit walks from the end
+        return a.used > b.used if a.used != b.used else a.numa < b.numa
+    if numa_bind:
+        if a.numa == b.numa:
+            return a.score < b.score if binpack else a.score > b.score
+        return a.numa > b.numa if binpack else a.numa < b.numa
+    if a.score != b.score:
+        return a.score < b.score if binpack else a.score > b.score
+    return a.numa < b.numa
+
+
+def rank_cards(
+    order: Sequence[int], keys: Sequence[CardKey], policy: str, rules: Rules = V2_8_3, numa_bind: bool = False
+) -> list[int]:
+    """`order` sorted as Go's sort.Sort sorts it with `card_less`: an insertion sort (so stable) up to 12 cards.
+    Above 12 Go's pdqsort may order ties otherwise, which this does not model (a chain's index tie-break leaves
+    no ties)."""
+
+    def compare(i: int, j: int) -> int:
+        if card_less(keys[i], keys[j], policy, rules, numa_bind):
+            return -1
+        return 1 if card_less(keys[j], keys[i], policy, rules, numa_bind) else 0
+
+    return sorted(order, key=cmp_to_key(compare))
+
+
 class Node:
-    """The cards of one tenant node, what is allocated on them, and the namespaces' quota use."""
+    """The cards of one tenant node, what is allocated on them, and the namespaces' quota use; `rules` is the
+    HAMi release whose rules apply (hami/releases.py; v2.8.3 by default)."""
 
     def __init__(
         self,
@@ -83,29 +193,50 @@ class Node:
         use: Sequence[CardUse] | None = None,
         quotas: Mapping[str, NamespaceQuota] | None = None,
         namespace_use: Mapping[str, tuple[int, int]] | None = None,
+        *,
+        rules: Rules = V2_8_3,
     ) -> None:
         self.cards = list(cards)
         self.use = [CardUse(u.slots, u.memory_mb, u.cores) for u in use] if use else [CardUse() for _ in cards]
         self.quotas = dict(quotas or {})
         self.namespace_use = {ns: list(v) for ns, v in (namespace_use or {}).items()}
+        self.rules = rules
 
     def copy(self) -> Node:
-        return Node(self.cards, self.use, self.quotas, {ns: tuple(v) for ns, v in self.namespace_use.items()})
+        return Node(
+            self.cards,
+            self.use,
+            self.quotas,
+            {ns: tuple(v) for ns, v in self.namespace_use.items()},
+            rules=self.rules,
+        )
 
     def quota_room(self, namespace: str, pending_mb: int = 0, pending_cores: int = 0) -> tuple[int | None, int | None]:
-        """What HAMi's quota still allows in `namespace` (FitQuota: a limit of 0 is no limit)."""
+        """What HAMi's quota still allows in `namespace`. A limit of 0 is no limit under v2.8.3 (FitQuota:
+        `Limit != 0`) and blocks under v2.10.0 (quota.go `LimitSet`, 84, 90); None is no limit in both."""
         quota = self.quotas.get(namespace)
         if quota is None:
             return None, None
         used_mb, used_cores = self.namespace_use.get(namespace, (0, 0))
+        if self.rules.quota_zero_limit_blocks:
+            memory = quota.memory_mb - used_mb - pending_mb if quota.memory_mb is not None else None
+            cores = quota.cores - used_cores - pending_cores if quota.cores is not None else None
+            return memory, cores
         memory = quota.memory_mb - used_mb - pending_mb if quota.memory_mb else None
         cores = quota.cores - used_cores - pending_cores if quota.cores else None
         return memory, cores
 
-    def reason(self, index: int, request: ContainerRequest, pod: PodRequest, room: tuple) -> str | None:
-        return card_reason(self.cards[index], self.use[index], request, pod, room)
+    def reason(
+        self, index: int, request: ContainerRequest, pod: PodRequest, room: tuple, policy: str | None = None
+    ) -> str | None:
+        """`card_reason` on card `index` with this node's rules; `policy` is the card policy in force (default:
+        the pod's own annotation, the only way gpulab sets `mutex`)."""
+        request = resolve_request(request, self.rules)
+        policy = pod.gpu_policy if policy is None else policy
+        return card_reason(self.cards[index], self.use[index], request, pod, room, self.rules, policy)
 
     def allocate(self, index: int, request: ContainerRequest, namespace: str, sign: int = 1) -> None:
+        request = resolve_request(request, self.rules)
         use = self.use[index]
         memory = request.memory_on(self.cards[index])
         use.slots += sign
@@ -116,48 +247,126 @@ class Node:
             totals[0] += sign * memory
             totals[1] += sign * request.fit_cores
 
-    def place_hami(self, pod: PodRequest, policy: str) -> ContainerFailure | list[list[int]]:
-        """Place one pod exactly as HAMi's Filter would; commit on success and return each container's cards."""
-        policy = pod.gpu_policy if pod.gpu_policy in POLICIES else policy
+    def typed(self, request: ContainerRequest) -> list[int]:
+        """The cards a request may take on this node. v2.10.0 looks its type up first (score.go
+        `getNodeResources` 43-52: case-insensitive substring of the card's type) and checks the card count
+        against those only (98-103). gpulab's v2.8.3 rules have always counted and walked every card."""
+        if not self.rules.type_lookup_before_count:
+            return list(range(len(self.cards)))
+        wanted = request.device_type.lower()
+        return [i for i, card in enumerate(self.cards) if wanted in card.type.lower()]
+
+    def rank(self, order: Sequence[int], scores: Sequence[float], policy: str) -> list[int]:
+        """The cards in HAMi's order for `policy` (hami.nodes `card_less`). Cards all on one NUMA node under a
+        plain spread/binpack order as the key sort `rank` does (the common, fast case)."""
+        simple = policy in ("spread", "binpack") or not (
+            self.rules.policy_chains and ("," in policy or policy in ("numa", MUTEX))
+        )
+        if simple and all(card.numa == self.cards[0].numa for card in self.cards):
+            return rank(order, scores, "binpack" if policy == "binpack" else "spread")
+        keys = [CardKey(scores[i], card.numa, self.use[i].slots, i) for i, card in enumerate(self.cards)]
+        return rank_cards(order, keys, policy, self.rules)
+
+    def place_hami(self, pod: PodRequest, policy: str) -> ContainerFailure | Placement:
+        """Place one pod exactly as HAMi's Filter would; commit on success and return each container's cards
+        (and, under v2.10.0's rules, each init container's in `.init`)."""
+        rules = self.rules
+        policy = policy_of(pod, policy, rules)
+        weights = pod.scoring_weights if rules.scoring_weights else None
+        inits: list[list[int]] = []
+        init_entries: list[Entry] = []
+        if rules.init_containers_counted:
+            # score.go `allocateInitContainers`: each init container on a copy of the node before the pod; the
+            # quota counts the earlier ones at their peak (device.go `fitQuota` over CollapseInitContainerUsage).
+            for init in pod.init_containers:
+                outcome = self.copy()._fit(init, pod, policy, list(range(len(self.cards))), weights, init_entries)
+                if isinstance(outcome, ContainerFailure):
+                    return outcome
+                request = resolve_request(init, rules)
+                inits.append(outcome[1])
+                init_entries += [(True, i, request.memory_on(self.cards[i]), request.fit_cores) for i in outcome[1]]
         order = list(range(len(self.cards)))  # node order, rebuilt for every pod (getNodesUsage)
         placed: list[tuple[int, ContainerRequest]] = []
         chosen_all: list[list[int]] = []
         for container in pod.containers:
-            if container.nums > len(self.cards):
+            outcome = self._fit(container, pod, policy, order, weights)
+            if isinstance(outcome, ContainerFailure):
                 self._undo(placed, pod.namespace)
-                line = f"asks {container.nums} cards, the node has {len(self.cards)}"
-                return ContainerFailure(pod, container, {NODE_INSUFFICIENT_DEVICE: 1}, [line], ())
-            scores = [card_score(card, use, (container,)) for card, use in zip(self.cards, self.use, strict=True)]
-            order = rank(order, scores, policy)
-            chosen, reasons, rejected = self.walk(order, container, pod)
-            if len(chosen) < container.nums:
-                # Each card's line tells the use HAMi's check saw: the pod's earlier containers included.
-                lines = [
-                    f"{self._card(i)}: {why} ({reason_detail(self.cards[i], self.use[i], container, why)})"
-                    for i, why in rejected
-                ]
-                self._undo(placed, pod.namespace)
-                if chosen:
-                    lines.insert(0, f"only {len(chosen)} of the {container.nums} cards it needs fit")
-                return ContainerFailure(pod, container, reasons, lines, tuple(self.cards[i].id for i, _ in rejected))
+                return outcome
+            order, chosen = outcome
             for index in chosen:
                 self.allocate(index, container, pod.namespace)
                 placed.append((index, container))
             chosen_all.append(chosen)
-        return chosen_all
+        if init_entries:
+            self.hold_init_peak(pod.namespace, init_entries, placed)
+        return Placement(chosen_all, inits)
+
+    def _fit(
+        self,
+        container: ContainerRequest,
+        pod: PodRequest,
+        policy: str,
+        order: list[int],
+        weights: tuple[int, int, int] | None,
+        prior: list[Entry] | None = None,
+    ) -> ContainerFailure | tuple[list[int], list[int]]:
+        """`fitInDevices` for one container: (the card order after the sort, the cards taken), or why not.
+        `prior`: the pod's init containers placed before this one (this is one of them)."""
+        rules = self.rules
+        request = resolve_request(container, rules)
+        typed = self.typed(request) if rules.type_lookup_before_count else None
+        count = len(self.cards) if typed is None else len(typed)
+        if request.nums > count:
+            line = f"asks {request.nums} cards, the node has {count}"
+            return ContainerFailure(pod, container, {NODE_INSUFFICIENT_DEVICE: 1}, [line], ())
+        scores = [
+            card_score(card, use, (request,), rules, weights) for card, use in zip(self.cards, self.use, strict=True)
+        ]
+        order = self.rank(order, scores, policy)
+        if typed is None or count == len(self.cards):
+            walked = order
+        else:
+            keep = set(typed)
+            walked = [i for i in order if i in keep]
+        chosen, reasons, rejected = self.walk(walked, request, pod, policy=policy, prior=prior)
+        if len(chosen) < request.nums:
+            # Each card's line tells the use HAMi's check saw: the pod's earlier containers included.
+            lines = [
+                f"{self._card(i)}: {why} ({reason_detail(self.cards[i], self.use[i], request, why)})"
+                for i, why in rejected
+            ]
+            if chosen:
+                lines.insert(0, f"only {len(chosen)} of the {request.nums} cards it needs fit")
+            return ContainerFailure(pod, container, reasons, lines, tuple(self.cards[i].id for i, _ in rejected))
+        return order, chosen
 
     def walk(
-        self, order: Sequence[int], container: ContainerRequest, pod: PodRequest
+        self,
+        order: Sequence[int],
+        container: ContainerRequest,
+        pod: PodRequest,
+        *,
+        policy: str | None = None,
+        prior: list[Entry] | None = None,
     ) -> tuple[list[int], dict[str, int], list[tuple[int, str]]]:
         """HAMi's `Fit`: walk `order` from the end, take the first `nums` cards that pass every check.
-        Returns the cards taken, the reason counts (as `GenReason` reports them) and each rejection."""
+        Returns the cards taken, the reason counts (as `GenReason` reports them) and each rejection.
+        `prior` (v2.10.0, an init container): the pod's earlier init containers' cards, which the quota counts
+        at their peak with this container's (device.go `fitQuota` 666-692)."""
+        rules = self.rules
+        container = resolve_request(container, rules)
+        policy = pod.gpu_policy if policy is None else policy
         chosen: list[int] = []
         pending = [0, 0]
         reasons: dict[str, int] = {}
         rejected: list[tuple[int, str]] = []
         for index in reversed(order):
-            room = self.quota_room(pod.namespace, pending[0], pending[1])
-            why = self.reason(index, container, pod, room)
+            if prior is None:
+                room = self.quota_room(pod.namespace, pending[0], pending[1])
+            else:
+                room = self._init_room(pod.namespace, prior, chosen, container, index)
+            why = card_reason(self.cards[index], self.use[index], container, pod, room, rules, policy)
             if why is not None:
                 reasons[why] = reasons.get(why, 0) + 1
                 rejected.append((index, why))
@@ -168,8 +377,60 @@ class Node:
             if len(chosen) == container.nums:
                 return chosen, {}, rejected
         if chosen:
-            reasons[ALLOCATED_CARDS_INSUFFICIENT_REQUEST] = 1  # len(tmpDevs): one device type
+            # v2.10.0 counts the cards taken (device.go 871-874); v2.8.3 `len(tmpDevs)`: one device type.
+            reasons[ALLOCATED_CARDS_INSUFFICIENT_REQUEST] = len(chosen) if self.rules.partial_fit_counts_cards else 1
         return chosen, reasons, rejected
+
+    def _init_room(
+        self, namespace: str, prior: list[Entry], chosen: list[int], container: ContainerRequest, index: int
+    ) -> tuple[int | None, int | None]:
+        """The quota room an init container's candidate card sees: the namespace's use plus the pod's init
+        containers at their peak per card, this card included, minus this card's own ask (so that card_reason's
+        `ask > room` is HAMi's `used + collapsed > limit`)."""
+        memory, cores = container.memory_on(self.cards[index]), container.fit_cores
+        entries = [
+            *prior,
+            *((True, i, container.memory_on(self.cards[i]), cores) for i in chosen),
+            (True, index, memory, cores),
+        ]
+        held = collapsed_use(entries).values()
+        return self.quota_room(namespace, sum(h[1] for h in held) - memory, sum(h[2] for h in held) - cores)
+
+    def hold_init_peak(
+        self, namespace: str, init_entries: list[Entry], placed: list[tuple[int, ContainerRequest]]
+    ) -> None:
+        """Raise the use of the cards the pod's init containers took to what the pod holds there once placed
+        (v2.10.0 `CollapseInitContainerUsage`: per card the larger of the init peak and the app sum, at least one
+        slot; scheduler.go `Filter` 1133 records that). Its app containers are already allocated."""
+        self.add_use(namespace, self.init_peak(init_entries, placed))
+
+    def init_peak(
+        self, init_entries: list[Entry], placed: list[tuple[int, ContainerRequest]]
+    ) -> dict[Hashable, tuple[int, int, int]]:
+        """Per card, (slots, MB, cores) the pod holds beyond its app containers' sum (`placed`, allocated) once its
+        init containers (`init_entries`) are counted at their peak (`hold_init_peak`)."""
+        app: list[Entry] = []
+        for index, container in placed:
+            request = resolve_request(container, self.rules)
+            app.append((False, index, request.memory_on(self.cards[index]), request.fit_cores))
+        sums = collapsed_use(app)
+        extra = {}
+        for card, (slots, memory, cores) in collapsed_use([*init_entries, *app]).items():
+            had = sums.get(card, (0, 0, 0))
+            extra[card] = (slots - had[0], memory - had[1], cores - had[2])
+        return extra
+
+    def add_use(self, namespace: str, extra: Mapping[Hashable, tuple[int, int, int]], sign: int = 1) -> None:
+        """Add (`sign` -1: take back) `init_peak`'s extra use to the cards and to the namespace's quota use."""
+        for card, (slots, memory, cores) in extra.items():
+            use = self.use[card]  # type: ignore[index]
+            use.slots += sign * slots
+            use.memory_mb += sign * memory
+            use.cores += sign * cores
+            if namespace in self.quotas:
+                totals = self.namespace_use.setdefault(namespace, [0, 0])
+                totals[0] += sign * memory
+                totals[1] += sign * cores
 
     def _card(self, index: int) -> str:
         return f"{self.cards[index].id} ({self.cards[index].type})"
@@ -178,234 +439,53 @@ class Node:
         for index, container in reversed(placed):
             self.allocate(index, container, namespace, sign=-1)
 
+    def _first_fit_cards(
+        self, container: ContainerRequest, pod: PodRequest, prior: list[Entry] | None = None
+    ) -> list[int] | None:
+        # Full cards (CardTimeSlicingExhausted) are left out cheaply: they are the common case.
+        typed = self.typed(resolve_request(container, self.rules))
+        open_cards = [i for i in typed if self.use[i].slots < self.cards[i].split_count]
+        chosen, _, _ = self.walk(open_cards[::-1], container, pod, prior=prior)  # walk goes from the end
+        return chosen if len(chosen) >= container.nums else None
+
     def place_first_fit(self, pod: PodRequest) -> bool:
         """Some valid placement of one pod (HAMi's per-card rules, first cards that pass); commit on success.
         Proves that a placement exists; it is not HAMi's choice of cards."""
+        init_entries: list[Entry] = []
+        if self.rules.init_containers_counted:
+            for init in pod.init_containers:
+                chosen = self.copy()._first_fit_cards(init, pod, init_entries)
+                if chosen is None:
+                    return False
+                request = resolve_request(init, self.rules)
+                init_entries += [(True, i, request.memory_on(self.cards[i]), request.fit_cores) for i in chosen]
         placed: list[tuple[int, ContainerRequest]] = []
         for container in pod.containers:
-            # Full cards (CardTimeSlicingExhausted) are left out cheaply: they are the common case.
-            open_cards = [
-                i
-                for i, (card, use) in enumerate(zip(self.cards, self.use, strict=True))
-                if use.slots < card.split_count
-            ]
-            chosen, _, _ = self.walk(open_cards[::-1], container, pod)  # walk goes from the end
-            if len(chosen) < container.nums:
+            chosen = self._first_fit_cards(container, pod)
+            if chosen is None:
                 self._undo(placed, pod.namespace)
                 return False
             for index in chosen:
                 self.allocate(index, container, pod.namespace)
                 placed.append((index, container))
+        if init_entries:
+            self.hold_init_peak(pod.namespace, init_entries, placed)
         return True
 
 
 def rank(order: Sequence[int], scores: Sequence[float], policy: str) -> list[int]:
-    """HAMi's card sort (gpu_policy.go `Less`): binpack ascending, spread descending, stable. Go's
-    sort.Sort is an insertion sort (stable) up to 12 elements; above 12 cards Go may order ties
-    otherwise, which this does not model."""
+    """HAMi's card sort (gpu_policy.go `Less`) with every card on one NUMA node: binpack ascending, spread
+    descending, stable. Go's sort.Sort is an insertion sort (stable) up to 12 elements; above 12 cards Go may
+    order ties otherwise, which this does not model."""
     return sorted(order, key=scores.__getitem__, reverse=policy != "binpack")
 
 
 def quota_allows(node: Node, pod: PodRequest, container: ContainerRequest, cards: Sequence[int]) -> bool:
     """HAMi's namespace quota for one container on the cards it would take: its memory on those cards and
     its cores times their count within the room the namespace has left (pkg/device/quota.go, FitQuota)."""
+    container = resolve_request(container, node.rules)
     memory = sum(container.memory_on(node.cards[i]) for i in cards)
     room_mb, room_cores = node.quota_room(pod.namespace)
     if room_mb is not None and memory > room_mb:
         return False
     return room_cores is None or container.fit_cores * len(cards) <= room_cores
-
-
-def node_score(node: Node) -> float:
-    """`ComputeDefaultScore` in float32: 10 x (used/total slots + cores + memory) over all cards. A node
-    without cards (an inventory may list one) passes no filter, so its score is never compared: 0."""
-    if not node.cards:
-        return 0.0
-    used = sum(u.slots for u in node.use)
-    used_cores = sum(u.cores for u in node.use)
-    used_memory = sum(u.memory_mb for u in node.use)
-    total = sum(c.split_count for c in node.cards)
-    total_cores = sum(c.cores for c in node.cards)
-    total_memory = sum(c.memory_mb for c in node.cards)
-    use_score = _f32(used / total)
-    core_score = _f32(used_cores / total_cores)
-    memory_score = _f32(used_memory / total_memory)
-    return _f32(WEIGHT * _f32(_f32(use_score + core_score) + memory_score))
-
-
-def node_policy_of(pod: PodRequest, configured: str) -> str:
-    """The node policy HAMi applies to `pod`: its annotation if set, else the configured one."""
-    return pod.node_policy if pod.node_policy is not None else configured
-
-
-def less(score_i: float, score_j: float, policy: str) -> bool:
-    """`NodeScoreList.Less`: only the exact string "spread" sorts descending."""
-    return score_i > score_j if policy == "spread" else score_i < score_j
-
-
-def best(scores: Sequence[float], policy: str) -> list[int]:
-    """Positions of the nodes Filter may pick (the last after the sort): every node no other sorts
-    after. Ties are all returned; HAMi's choice among them is not determined."""
-    return [i for i, score in enumerate(scores) if not any(less(score, other, policy) for other in scores)]
-
-
-@dataclass
-class NodeFailure:
-    """No node passes the filter: each node's own first failing container (HAMi's reason for it)."""
-
-    pod: PodRequest
-    failures: dict[str, ContainerFailure]  # node name -> why
-
-    @property
-    def reason(self) -> str:
-        """The reason names over all nodes, each once, as HAMi's events name them (one event per reason);
-        NodeInsufficientDevice only when no node has another (HAMi then names none: `no available node`)."""
-        names = sorted(self._by_reason()) or [NODE_INSUFFICIENT_DEVICE]
-        return ", ".join(names)
-
-    def _by_reason(self) -> dict[str, list[str]]:
-        # HAMi keeps a node's reasons through ParseReason (`<n>/<m> <Reason>`); fitInDevices returns a bare
-        # NodeInsufficientDevice, which it drops: no event names it (v2.8.3 pkg/scheduler/score.go:65-67,
-        # 170-171; pkg/device/common/common.go:50-65).
-        by_reason: dict[str, list[str]] = {}
-        for name, failure in self.failures.items():
-            for reason in failure.reasons:
-                if reason != NODE_INSUFFICIENT_DEVICE:
-                    by_reason.setdefault(reason, []).append(name)
-        return by_reason
-
-    def events(self) -> list[str]:
-        """HAMi's FilteringFailed events: `<n> nodes <Reason>(<node>,...)`, node names sorted."""
-        by_reason = self._by_reason()
-        return [
-            f"{len(found)} nodes {reason}({','.join(sorted(found))})" for reason, found in sorted(by_reason.items())
-        ]
-
-    def explain(self) -> str:
-        return "; ".join(f"node {name}: {failure.explain()}" for name, failure in self.failures.items())
-
-    @property
-    def cards(self) -> tuple[str, ...]:
-        return tuple(card for failure in self.failures.values() for card in failure.cards)
-
-
-@dataclass(frozen=True)
-class QuotaInUse:
-    """A namespace's HAMi quota and what already counts against it (HAMi's quota manager, shared by the nodes)."""
-
-    namespace: str
-    quota: NamespaceQuota
-    used_mb: int
-    used_cores: int
-
-
-@dataclass(frozen=True)
-class Choice:
-    """Where HAMi may put a pod: a node and each container's cards (indexes on that node)."""
-
-    node: int
-    cards: tuple[tuple[int, ...], ...]
-    score: float
-
-
-class Candidates(NamedTuple):
-    """Where HAMi may put a pod: the nodes it may pick (several only on a score tie, in node order), and
-    why the other nodes failed the filter. A tuple, so that `choices, failures = ...` still unpacks."""
-
-    choices: list[Choice]
-    failures: dict[str, ContainerFailure]
-
-
-class Cluster:
-    """A tenant's GPU nodes, in order, sharing one namespace quota table (HAMi's quota is cluster-wide)."""
-
-    def __init__(self, names: Sequence[str], nodes: Sequence[Node], verdicts: dict | None = None) -> None:
-        assert names and len(names) == len(nodes)
-        self.names = list(names)
-        self.nodes = list(nodes)
-        # One node's verdict on a pod depends only on that node's use (and the quota table when it has
-        # quotas): simulations revisit the same node states over and over, so verdicts are shared by
-        # every copy of this cluster.
-        self._verdicts: dict = {} if verdicts is None else verdicts
-        shared = self.nodes[0].namespace_use
-        for node in self.nodes:
-            node.namespace_use = shared
-            node.quotas = self.nodes[0].quotas
-
-    @property
-    def namespace_use(self) -> dict:
-        return self.nodes[0].namespace_use
-
-    def copy(self) -> Cluster:
-        shared = {ns: list(v) for ns, v in self.namespace_use.items()}
-        nodes = []
-        for node in self.nodes:
-            twin = Node(node.cards, node.use, node.quotas)
-            twin.namespace_use = shared
-            nodes.append(twin)
-        return Cluster(self.names, nodes, self._verdicts)
-
-    def uses(self) -> tuple[tuple[tuple[int, int, int], ...], ...]:
-        """Every node's card use, as a hashable value."""
-        return tuple(tuple((u.slots, u.memory_mb, u.cores) for u in node.use) for node in self.nodes)
-
-    def quota_state(self) -> tuple | None:
-        """The shared namespace-use table, as a hashable value (None when no namespace has a quota)."""
-        if not self.nodes[0].quotas:
-            return None
-        return tuple(sorted((ns, tuple(v)) for ns, v in self.namespace_use.items()))
-
-    def quota_in_use(self, namespace: str) -> QuotaInUse | None:
-        """The namespace's quota and its use now; None without a quota."""
-        quota = self.nodes[0].quotas.get(namespace)
-        if quota is None:
-            return None
-        used_mb, used_cores = self.namespace_use.get(namespace, (0, 0))
-        return QuotaInUse(namespace, quota, used_mb, used_cores)
-
-    def filter(
-        self, pod: PodRequest, gpu_policy: str, uses: tuple | None = None, quota: tuple | None = None
-    ) -> tuple[list[Choice], dict[str, ContainerFailure]]:
-        """Every node's verdict on `pod`, each from the usage before it (as calcScore's goroutines):
-        the nodes that pass with the cards HAMi's card walk takes there, and why the others fail.
-        `uses` and `quota` are this cluster's `uses()` and `quota_state()` when the caller has them."""
-        uses = self.uses() if uses is None else uses
-        quota = self.quota_state() if quota is None else quota
-        shape = pod.shape
-        choices, failures = [], {}
-        for index, (name, node) in enumerate(zip(self.names, self.nodes, strict=True)):
-            key = (index, uses[index], quota, shape, gpu_policy)
-            verdict = self._verdicts.get(key)
-            if verdict is None:
-                score = node_score(node)  # before the pod: ComputeDefaultScore runs before fitInDevices
-                placed = node.copy().place_hami(pod, gpu_policy)
-                if not isinstance(placed, ContainerFailure):
-                    placed = tuple(tuple(cards) for cards in placed)
-                verdict = self._verdicts[key] = (score, placed)
-            score, placed = verdict
-            if isinstance(placed, ContainerFailure):
-                failures[name] = replace(placed, pod=pod) if placed.pod is not pod else placed
-            else:
-                choices.append(Choice(index, placed, score))
-        return choices, failures
-
-    def candidates(
-        self, pod: PodRequest, gpu_policy: str, node_policy: str, uses: tuple | None = None, quota: tuple | None = None
-    ) -> NodeFailure | Candidates:
-        """The placements HAMi may choose for `pod` (several only on a score tie), or why none fits."""
-        choices, failures = self.filter(pod, gpu_policy, uses, quota)
-        if not choices:
-            return NodeFailure(pod, failures)
-        policy = node_policy_of(pod, node_policy)
-        picked = best([choice.score for choice in choices], policy)
-        return Candidates([choices[i] for i in picked], failures)
-
-    def commit(self, pod: PodRequest, choice: Choice) -> None:
-        node = self.nodes[choice.node]
-        for container, cards in zip(pod.containers, choice.cards, strict=True):
-            for index in cards:
-                node.allocate(index, container, pod.namespace)
-
-    def card_ids(self, choice: Choice) -> list[list[str]]:
-        node = self.nodes[choice.node]
-        return [[node.cards[i].id for i in cards] for cards in choice.cards]

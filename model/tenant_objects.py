@@ -48,7 +48,7 @@ def quota_initialised(hard: dict[str, str]) -> str:
 def inventory_document(tenant: Tenant, lab: LabConfig, cards: list[Card], node_name: str) -> dict:
     """What the tenant's GPU node(s) offer and allow; read by the policy pack and by tenant users.
     `cards` lists every card; with several GPU nodes, `nodes` says which node holds which (by id) and
-    the node policy HAMi applies between them. A one-node tenant's document is as it always was."""
+    the node policy HAMi applies between them, and `hamiVersion` the HAMi release the tenant runs."""
     document = {
         "tenant": tenant.name,
         "mode": tenant.gpu_mode,
@@ -61,6 +61,9 @@ def inventory_document(tenant: Tenant, lab: LabConfig, cards: list[Card], node_n
         "limits": tenant.limits.model_dump(by_alias=True, exclude_none=True),
         "quota": tenant.quota.model_dump(by_alias=True, exclude_none=True) if tenant.quota else {},
         "namespaces": list(tenant.namespaces),
+        # The HAMi release the tenant runs: whose placement rules the pack judges it with (placement/inventory.py
+        # `from_inventory_document`; a document without it, written before releases were named, reads as v2.8.3).
+        "hamiVersion": tenant.hami_version,
     }
     if tenant.gpu_sharing == "dra":  # its pods claim the cards through DRA: nvidia.com/* limits find no node
         document["sharing"] = "dra"

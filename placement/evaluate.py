@@ -3,7 +3,8 @@ One evaluation for every tenant: a tenant with one GPU node is a cluster of one.
 
 The questions, in order, each answered by one module:
 
-- pod by pod (placement/per_pod.py): the per-pod rules the admission policy shares, and the GPU-count quota;
+- pod by pod (placement/per_pod.py): the per-pod rules the admission policy shares, HAMi's webhook on the
+  namespace quota at create (v2.10.0; hami/webhook.py), and the GPU-count quota;
 - certain (errors), by exhaustive search (placement/search.py): a pod that no node can hold even alone
   (next to what already runs), and a set that no placement holds (each pod on one node, the namespace quota
   counted across the nodes), with HAMi's own walk for the first pod that does not fit;
@@ -32,8 +33,9 @@ from placement.workloads import Workload
 
 def judge_tenant(inventory: TenantInventory, workloads: Sequence[Workload]) -> Judgement:
     """Every verdict on a tenant's workloads: pod by pod, then the placement of the GPU pods that passed."""
-    per_pod, quota, pods = pod_level(inventory, workloads)
-    return Judgement(tuple(per_pod), tuple(quota), tuple(judge_placement(inventory, pods)) if pods else ())
+    per_pod, quota, pods, at_create = pod_level(inventory, workloads)
+    placement = tuple(judge_placement(inventory, pods)) if pods else ()
+    return Judgement(tuple(per_pod), tuple(quota), placement, tuple(at_create))
 
 
 def judge_placement(inventory: TenantInventory, pods: Sequence[PodRequest]) -> list[PlacementVerdict]:

@@ -14,11 +14,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from hami.cards import CardSpec, CardUse, NamespaceQuota, PodRequest
-from hami.nodes import Cluster, Node
+from hami.cluster import Cluster
+from hami.nodes import Node
+from hami.releases import rules_for
 from model.catalog import DEFAULT_SPLIT_COUNT, GPU_CATALOG, MAX_CARDS, MAX_SPLIT_COUNT
 from model.config import GpuQuota, LabConfig, PodLimits, Tenant
 from model.names import INVENTORY_CONFIGMAP, INVENTORY_NAMESPACE
@@ -52,6 +54,9 @@ class TenantInventory:
     nodes: tuple[tuple[str, int], ...] = ()
     node_policy: str = "binpack"  # HAMi's nodeSchedulerPolicy (the chart's default)
     sharing: str = "hami"  # gpuSharing: dra shares the cards through DRA claims, not nvidia.com/* limits
+    # The HAMi release the tenant runs (its hamiVersion): whose placement rules judge it (hami/releases.py).
+    # v2.8.3 when not said: what gpulab judged with before tenants named a release.
+    hami_version: str = "v2.8.3"
 
     def node_cards(self) -> list[tuple[str, tuple[CardSpec, ...]]]:
         """Each GPU node with its cards (one unnamed node when `nodes` is empty)."""
@@ -78,7 +83,7 @@ class TenantInventory:
             nodes.append(Node(cards, use[start : start + len(cards)] if use else None, quotas, usage))
             names.append(name or one_node)
             start += len(cards)
-        return Cluster(names, nodes)
+        return Cluster(names, nodes, rules=rules_for(self.hami_version))
 
     def quota_applies(self, namespace: str) -> bool:
         """gpulab creates the quota in the tenant's workload namespaces (all, when none are listed)."""
@@ -97,6 +102,7 @@ def from_tenant(tenant: Tenant, gpu_policy: str = "spread", node_policy: str = "
         nodes=tuple((node.name, len(node.cards)) for node in gpu_nodes) if len(gpu_nodes) > 1 else (),
         node_policy=node_policy,
         sharing=tenant.gpu_sharing,
+        hami_version=tenant.hami_version,
     )
 
 
@@ -137,7 +143,14 @@ def from_inventory_document(document: Mapping[str, Any]) -> TenantInventory:
         nodes=_document_nodes(document, cards),
         node_policy=document.get("nodeSchedulerPolicy", "binpack"),
         sharing=document.get("sharing", "hami"),
+        hami_version=_hami_version(document.get("hamiVersion", "v2.8.3")),
     )
+
+
+def _hami_version(version: Any) -> str:
+    """A document's hamiVersion, checked to name a release hami/releases.py has rules for (ValueError)."""
+    rules_for(version)
+    return version
 
 
 def is_inventory_configmap(resource_type: str, props: Mapping[str, Any]) -> bool:
@@ -225,6 +238,13 @@ class PolicyTenant(_Model):
     gpu_scheduler_policy: Literal["spread", "binpack"] = "spread"
     node_scheduler_policy: Literal["spread", "binpack"] = "binpack"
     usage: PolicyUsage = PolicyUsage()
+    # The HAMi release the tenant runs (hami/releases.py); v2.8.3 when not said, as before releases were named.
+    hami_version: str = "v2.8.3"
+
+    @field_validator("hami_version")
+    @classmethod
+    def _known_release(cls, value: str) -> str:
+        return _hami_version(value)
 
     def all_cards(self) -> list[PolicyCards]:
         return list(self.cards or ()) + [entry for node in self.nodes or () for entry in node.cards]
@@ -304,5 +324,6 @@ def from_policy_config(config: GpuPolicyConfig) -> dict[str, TenantInventory]:
             if tenant.nodes and len(tenant.nodes) > 1
             else (),
             node_policy=tenant.node_scheduler_policy,
+            hami_version=tenant.hami_version,
         )
     return inventories

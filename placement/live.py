@@ -54,16 +54,23 @@ def parse_allocation(text: str, pod: str) -> list[Allocation]:
 
 
 def _gpu_request(pod: Mapping[str, Any], where: str) -> int:
-    total = 0
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        resources = container.get("resources") or {}
-        value = (resources.get("requests") or {}).get(GPU, (resources.get("limits") or {}).get(GPU))
-        if value is not None:
-            try:
-                total += whole_quantity(value, f"{where} {GPU}")
-            except WorkloadError as error:
-                raise LiveError(str(error)) from None
-    return total
+    """The pod's nvidia.com/gpu as the API server's quota counts it: the larger of its app containers' sum and its
+    largest init container (Kubernetes' PodRequests; a GPU init container runs only where HAMi places it, v2.10.0)."""
+    spec = pod.get("spec") or {}
+    app = [_container_gpus(container, where) for container in spec.get("containers") or []]
+    init = [_container_gpus(container, where) for container in spec.get("initContainers") or []]
+    return max(sum(app), max(init, default=0))
+
+
+def _container_gpus(container: Mapping[str, Any], where: str) -> int:
+    resources = container.get("resources") or {}
+    value = (resources.get("requests") or {}).get(GPU, (resources.get("limits") or {}).get(GPU))
+    if value is None:
+        return 0
+    try:
+        return whole_quantity(value, f"{where} {GPU}")
+    except WorkloadError as error:
+        raise LiveError(str(error)) from None
 
 
 def current_usage(inventory: TenantInventory, pod_list: Mapping[str, Any]) -> TenantInventory:

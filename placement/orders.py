@@ -1,5 +1,5 @@
 """The order verdict (`order_verdict`): HAMi places pods one at a time, greedily, with its node and card
-policies (hami/nodes.py), so a set that fits in some placement can still be stranded by an unlucky creation
+policies (hami/cluster.py), so a set that fits in some placement can still be stranded by an unlucky creation
 order. HAMi's walk is simulated over the creation orders (all of them when there are few, as one search over
 states; else a sample) and, on a tenant of several GPU nodes, over every node a score tie leaves open (one
 node is a cluster of one, where no tie arises). Stranded in every order with the configured policies is
@@ -11,30 +11,34 @@ import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
-from hami.cards import POLICIES, CardUse, PodRequest, card_reason
-from hami.nodes import (
+from hami.cards import MUTEX, POLICIES, CardUse, PodRequest, card_reason, policy_names, policy_of, resolve_request
+from hami.cluster import (
     MAX_TIE_RUNS,
     Choice,
     Cluster,
-    ContainerFailure,
-    Node,
     NodeFailure,
     QuotaInUse,
     best,
     node_policy_of,
     node_score,
+    pod_kind,
 )
+from hami.nodes import ContainerFailure, Node
+from hami.releases import V2_8_3, Rules
+from hami.webhook import quota_refusal
 from placement.verdicts import Question, Stranded, Undecided
 
 MAX_ORDERS = 720  # up to this many distinct creation orders (6 different pods) all are walked; above, a sample
 MAX_ORDER_STATES = 20_000  # states of an every-order walk per card policy before it gives up (and says so)
 
 
-def distinct_orders(pods: Sequence[PodRequest]) -> int:
-    """How many arrival orders differ for placement (identical pods swapped are the same order)."""
-    counts: dict[tuple, int] = {}
+def distinct_orders(pods: Sequence[PodRequest], rules: Rules = V2_8_3) -> int:
+    """How many arrival orders differ for placement (identical pods swapped are the same order; under `rules` that
+    place init containers, pods alike but for those differ)."""
+    counts: dict = {}
     for pod in pods:
-        counts[pod.shape] = counts.get(pod.shape, 0) + 1
+        kind = pod_kind(pod, rules)
+        counts[kind] = counts.get(kind, 0) + 1
     total = math.factorial(len(pods))
     for count in counts.values():
         total //= math.factorial(count)
@@ -51,7 +55,7 @@ def sample_orders(pods: Sequence[PodRequest]) -> Iterable[tuple[PodRequest, ...]
     yield tuple(sorted(pods, key=size, reverse=True))
 
 
-def cannot_strand(cluster: Cluster, pods: Sequence[PodRequest]) -> bool:
+def cannot_strand(cluster: Cluster, pods: Sequence[PodRequest], gpu_policy: str = "spread") -> bool:
     """A proof that no creation order, card or node policy strands any of `pods` (so no walk is needed).
 
     Pod p is stranded only when every card p may use rejects it. Blocking card k takes at least n_k
@@ -61,21 +65,33 @@ def cannot_strand(cluster: Cluster, pods: Sequence[PodRequest]) -> bool:
     left to the simulation.
 
     The proof holds over the cards of every node at once: a pod is stranded only when every card of every
-    node rejects it, and a node with a card that takes the pod passes HAMi's filter."""
+    node rejects it, and a node with a card that takes the pod passes HAMi's filter.
+
+    Judged with the tenant's release (`cluster.rules`): its requests (hami/cards.py `resolve_request`), its card
+    rules, the cards it looks up (v2.10.0: those of the request's type, score.go `getNodeResources` 43-52) and the
+    card policy a pod gets (`gpu_policy`, the configured one, or its annotation where the release takes it): under
+    v2.10.0's `mutex` one other pod on a card blocks it (device.go `Fit` 767-771). A release that places init
+    containers (v2.10.0) leaves pods with init containers to the simulation, as quotas are."""
+    rules = cluster.rules
     if cluster.nodes[0].quotas or any(len(pod.containers) != 1 or pod.containers[0].nums != 1 for pod in pods):
+        return False
+    if rules.init_containers_counted and any(pod.init_containers for pod in pods):
         return False
     cards = [card for node in cluster.nodes for card in node.cards]  # every card of every node, as one
     uses = [use for node in cluster.nodes for use in node.use]
     placements = len(pods) - 1  # card-placements of the pods other than p
     # Largest per-placement demand of any pod, wherever it lands.
-    containers = {pod.containers[0] for pod in pods}
+    containers = {resolve_request(pod.containers[0], rules) for pod in pods}
     max_memory = max((c.memory_on(card) for c in containers for card in cards), default=0)
     max_cores = max((c.fit_cores for c in containers), default=0)
     for pod in {pod.shape: pod for pod in pods}.values():
-        container = pod.containers[0]
+        container = resolve_request(pod.containers[0], rules)
+        looked_up = [i in set(node.typed(container)) for node in cluster.nodes for i in range(len(node.cards))]
+        policy = policy_of(pod, gpu_policy, rules)
+        mutex = rules.mutex_policy and policy_names(policy, MUTEX)
         needed = 0
-        for card, use in zip(cards, uses, strict=True):
-            if card_reason(card, use, container, pod, (None, None)) is not None:
+        for card, use, walked in zip(cards, uses, looked_up, strict=True):
+            if not walked or card_reason(card, use, container, pod, (None, None), rules, policy) is not None:
                 continue  # rejected already: contributes nothing to p's chances
             blockers = [card.split_count - use.slots]
             memory_gap = card.memory_mb - use.memory_mb - container.memory_on(card) + 1
@@ -88,6 +104,8 @@ def cannot_strand(cluster: Cluster, pods: Sequence[PodRequest]) -> bool:
                 blockers.append(1)
             if container.fit_cores == 0 and max_cores:
                 blockers.append(-(-(card.cores - use.cores) // max_cores))
+            if mutex:
+                blockers.append(1)  # the card takes p only while nothing is on it
             needed += max(1, min(blockers))
         if needed == 0 or needed <= placements:
             return False
@@ -194,16 +212,17 @@ class OrderSearch:
 
 class _States:
     """HAMi's walk over every creation order and every tied node, as states: after any prefix, what
-    matters is the nodes' use and which pods are left (pods of one shape are interchangeable). States are
-    plain tuples; a node's verdict on a pod kind in a given use is computed once (with `Node.place_hami`,
-    on a node rebuilt from the tuple) and remembered with the use it leaves."""
+    matters is the nodes' use and which pods are left (pods of one kind, hami/cluster.py `pod_kind`, are
+    interchangeable). States are plain tuples; a node's verdict on a pod kind in a given use is computed once (with
+    `Node.place_hami` and the tenant's release, on a node rebuilt from the tuple) and remembered with the use it
+    leaves."""
 
     def __init__(self, cluster: Cluster, pods: Sequence[PodRequest], gpu_policy: str, node_policy: str) -> None:
         self.cluster, self.gpu_policy, self.node_policy = cluster, gpu_policy, node_policy
-        kinds: dict[tuple, int] = {}
+        kinds: dict = {}
         self.of_kind: list[list[PodRequest]] = []
         for pod in pods:
-            kind = kinds.setdefault(pod.shape, len(kinds))
+            kind = kinds.setdefault(pod_kind(pod, cluster.rules), len(kinds))
             if kind == len(self.of_kind):
                 self.of_kind.append([])
             self.of_kind[kind].append(pod)
@@ -228,6 +247,7 @@ class _States:
                 [CardUse(*u) for u in use],
                 self.quotas,
                 {ns: tuple(v) for ns, v in namespaces},
+                rules=self.cluster.rules,
             )
             score = node_score(node)
             placed = node.place_hami(self.of_kind[kind][0], self.gpu_policy)
@@ -281,11 +301,20 @@ def find_stranding(
                     name: replace(outcome, pod=pod) for name, (_, outcome) in zip(cluster.names, outcomes, strict=True)
                 }
                 rest = [p for k, c in enumerate(left) for p in of_kind[k][len(of_kind[k]) - c :] if p is not pod]
-                yield Stranding((*order, pod, *rest), gpu_policy, NodeFailure(pod, failures), list(placed))
+                failure = NodeFailure(pod, failures)
+                yield Stranding((*order, pod, *rest), gpu_policy, failure, list(placed), _quota(pod, namespaces))
                 return
             fewer = (*left[:kind], count - 1, *left[kind + 1 :])
             for i, after, table in moves:
                 yield after, table, fewer, (*order, pod), (*placed, (pod.workload, cluster.names[i]))
+
+    def _quota(pod: PodRequest, namespaces: tuple) -> QuotaInUse | None:
+        """The pod's namespace quota and its use in this state (None without a quota)."""
+        quota = states.quotas.get(pod.namespace)
+        if quota is None:
+            return None
+        used_mb, used_cores = dict(namespaces).get(pod.namespace, (0, 0))
+        return QuotaInUse(pod.namespace, quota, used_mb, used_cores)
 
     stack: list[tuple[tuple, Iterator]] = []  # explicit: a tenant may run more pods than recursion allows
 
@@ -374,10 +403,10 @@ def order_verdict(
     a pod: certain when, with the configured policies, every order strands one on every tie branch
     (`_every_order`), else advice; or undecided when the walk was cut before finding one.
     `placement_exists`: the search proved that some placement holds every pod."""
-    if cannot_strand(cluster, pods):
+    if cannot_strand(cluster, pods, gpu_policy):
         return None
     policies = (gpu_policy, *(p for p in POLICIES if p != gpu_policy))
-    every, cut = distinct_orders(pods) <= MAX_ORDERS, False
+    every, cut = distinct_orders(pods, cluster.rules) <= MAX_ORDERS, False
     for policy in policies:
         stranded: Stranding | None = None
         if every:  # every creation order, as one search over states
@@ -403,6 +432,8 @@ def order_verdict(
             configured,
             every_order=False,
             placement_exists=placement_exists,  # unproven when the search ran out
+            quota=stranded.quota,
+            webhook=quota_refusal(stranded.failure.pod, stranded.quota, cluster.rules),
         )
     return Undecided(Question.ORDERS, tuple(pods)) if cut else None
 
@@ -415,7 +446,10 @@ def _every_order(
     Bounded (at most MAX_ORDERS distinct orders, MAX_ORDER_STATES states); a cut walk is never certain.
     The failure kept is the declared order's, taking the first tied node (every run strands, so that one
     does too)."""
-    if distinct_orders(pods) > MAX_ORDERS or every_order_strands(cluster, pods, gpu_policy, node_policy) is not True:
+    if (
+        distinct_orders(pods, cluster.rules) > MAX_ORDERS
+        or every_order_strands(cluster, pods, gpu_policy, node_policy) is not True
+    ):
         return None
     declared = simulate(cluster, pods, gpu_policy, node_policy)
     assert declared is not None, "every run strands, the declared order's first one too"
@@ -429,4 +463,5 @@ def _every_order(
         every_order=True,
         placement_exists=placement_exists,
         quota=declared.quota,
+        webhook=quota_refusal(declared.failure.pod, declared.quota, cluster.rules),
     )

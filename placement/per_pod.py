@@ -13,16 +13,32 @@ in the same order (kubectl shows only the admission policy's first failing valid
   `gpumem` (a percentage counted on the tenant's largest card) or `gpucores`.
 
 Two advisories (the admission policy warns, the pack notes): cores above 100 (HAMi clamps them to
-100) and a memory percentage of 0 (HAMi gives the container 0 MB).
+100) and a memory percentage of 0 (v2.8.3 gives the container 0 MB, v2.10.0 the whole card).
+
+Each is judged with the tenant's HAMi release (hami/releases.py, `rules_for(inventory.hami_version)`): its
+requests (`resolve_request`: v2.10.0 clamps a percentage above 100 and reads 0 as not given), its selectors
+(v2.10.0 trims them, devices.go `CheckUUID` 693-713, `CheckType` 719-738), and init containers, which v2.10.0
+places (devices.go `Resourcereqs` 639-692; score.go `allocateInitContainers` 226-254): InitContainerGpuRequest is
+v2.8.3's only. v2.10.0 adds InvalidDeviceScoringWeights (a hami.io/device-scoring-weights it cannot parse fails
+the pod's filter: score.go `calcScoreWithOptions` 361-364). model/admission_policy.py writes v2.8.3's rules for
+every tenant (it takes no release): for a v2.10.0 tenant it still refuses GPU init containers and judges
+percentages and selectors as v2.8.3 reads them.
+
+After these, before the placement: HAMi's webhook on the namespace quota at create (v2.9.0 and later;
+hami/webhook.py), then the API server's nvidia.com/gpu quota (a validating admission, after the mutating webhook).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hami.cards import ContainerRequest, PodRequest, _type_ok, _uuid_ok
+from hami.cards import ContainerRequest, PodRequest, _type_ok, _uuid_ok, resolve_request
+from hami.cluster import counted_init_containers
+from hami.releases import V2_8_3, Rules, rules_for
+from hami.webhook import quota_refusal
 from placement.inventory import TenantInventory
 from placement.verdicts import (
+    BadScoringWeights,
     CardTooSmall,
     CoresAbove100,
     GpuQuotaExceeded,
@@ -32,10 +48,11 @@ from placement.verdicts import (
     PodAdvisory,
     PodRefusal,
     PodVerdicts,
+    RefusedAtCreate,
     TooManyCards,
     ZeroMemory,
 )
-from placement.workloads import Workload
+from placement.workloads import Workload, workload_of
 
 
 def pod_memory_mb(containers: tuple[ContainerRequest, ...], largest_mb: int) -> int:
@@ -51,24 +68,30 @@ def _non_ascii_type_selector(pod: PodRequest) -> bool:
 
 def per_pod_refusals(inventory: TenantInventory, pod: PodRequest) -> list[PodRefusal]:
     """In the admission policy's order, which is HAMi's: cards the node has (fitInDevices), then per card
-    type, UUID and memory (device.go Fit); gpulab's own rules after. The first is what kubectl shows."""
+    type, UUID and memory (device.go Fit); gpulab's own rules after. The first is what kubectl shows. Judged with
+    the tenant's release (the module's docstring)."""
+    rules = rules_for(inventory.hami_version)
     cards = inventory.cards
     largest = max((card.memory_mb for card in cards), default=0)
     refusals: list[PodRefusal] = []
     most = max((len(on_node) for _, on_node in inventory.node_cards()), default=0)
     refusals += [TooManyCards(c.name, c.nums, most) for c in pod.containers if c.nums > most]
-    if cards and pod.containers and not _non_ascii_type_selector(pod) and not any(_type_ok(c, pod) for c in cards):
+    placed = pod.containers or counted_init_containers(pod, rules)  # v2.10.0 places a pod of init containers only
+    if cards and placed and not _non_ascii_type_selector(pod) and not any(_type_ok(c, pod, rules) for c in cards):
         refusals.append(NoCardMatches("type"))
-    if cards and pod.containers and not any(_uuid_ok(card, pod) for card in cards):
+    if cards and placed and not any(_uuid_ok(card, pod, rules) for card in cards):
         refusals.append(NoCardMatches("uuid"))
     for c in pod.containers:
-        memory = c.memory_for(largest)
+        memory = resolve_request(c, rules).memory_for(largest)
         if cards and memory > largest:
             refusals.append(CardTooSmall(c.name, memory, tuple(cards)))
-    refusals += [InitContainerAsks(init) for init in pod.init_containers]
+    if not rules.init_containers_counted:
+        refusals += [InitContainerAsks(init) for init in pod.init_containers]
+    if rules.scoring_weights and pod.scoring_weights_error is not None:
+        refusals.append(BadScoringWeights(pod.scoring_weights_error))
     asked = {
         "gpus": sum(c.nums for c in pod.containers),
-        "gpumem": pod_memory_mb(pod.containers, largest),
+        "gpumem": pod_memory_mb(tuple(resolve_request(c, rules) for c in pod.containers), largest),
         "gpucores": sum(c.nums * c.fit_cores for c in pod.containers),
     }
     for key in ("gpus", "gpumem", "gpucores"):
@@ -78,18 +101,39 @@ def per_pod_refusals(inventory: TenantInventory, pod: PodRequest) -> list[PodRef
     return refusals
 
 
-def per_pod_advisories(pod: PodRequest) -> list[PodAdvisory]:
+def per_pod_advisories(pod: PodRequest, rules: Rules = V2_8_3) -> list[PodAdvisory]:
+    """What HAMi accepts but changes, under `rules`: cores above 100 are clamped (device.go `Fit`, both releases);
+    0 % memory is 0 MB under v2.8.3 and the whole card under v2.10.0 (`resolve_request`)."""
     advisories: list[PodAdvisory] = []
     for c in pod.containers:
         if c.cores > 100:
             advisories.append(CoresAbove100(c.name, c.cores))
         if c.memreq == 0 and c.mem_percentage == 0:
-            advisories.append(ZeroMemory(c.name))
+            advisories.append(ZeroMemory(c.name, whole_card=rules.clamp_memory_percentage))
     return advisories
 
 
+def refused_at_create(inventory: TenantInventory, pods: Sequence[PodRequest]) -> list[RefusedAtCreate]:
+    """The pods the tenant's release's webhook refuses when they are created (hami/webhook.py `quota_refusal`;
+    v2.10.0), next to what already counts against their namespace's HAMi quota: certain in every order, since
+    that only grows. Once per workload (its replicas are identical); none under v2.8.3."""
+    rules = rules_for(inventory.hami_version)
+    if not rules.quota_at_admission or not pods:
+        return []
+    cluster = inventory.cluster(pods)
+    refused: dict[str, RefusedAtCreate] = {}
+    for pod in pods:
+        in_use = cluster.quota_in_use(pod.namespace)
+        message = quota_refusal(pod, in_use, rules)
+        if message is not None and in_use is not None:
+            refused.setdefault(workload_of(pod), RefusedAtCreate(pod, in_use, message))
+    return list(refused.values())
+
+
 def gpu_count_quota(inventory: TenantInventory, pods: Sequence[PodRequest]) -> list[GpuQuotaExceeded]:
-    """The native `requests.nvidia.com/gpu` quota, which the API server checks at creation, in order."""
+    """The native `requests.nvidia.com/gpu` quota, which the API server checks at creation, in order. It counts a
+    pod's effective request: the larger of its app containers' sum and its largest init container (Kubernetes'
+    PodRequests); a pod with GPU init containers reaches here only where the release places them (v2.10.0)."""
     limit = inventory.quota.gpus if inventory.quota else None
     if limit is None:
         return []
@@ -98,7 +142,7 @@ def gpu_count_quota(inventory: TenantInventory, pods: Sequence[PodRequest]) -> l
     for pod in pods:
         if not inventory.quota_applies(pod.namespace):
             continue
-        asks = sum(c.nums for c in pod.containers)
+        asks = max(sum(c.nums for c in pod.containers), max((c.nums for c in pod.init_containers), default=0))
         total = used.get(pod.namespace, 0)
         if total + asks > limit:
             refused.append(GpuQuotaExceeded(pod, limit, asks, total))
@@ -109,19 +153,30 @@ def gpu_count_quota(inventory: TenantInventory, pods: Sequence[PodRequest]) -> l
 
 def pod_level(
     inventory: TenantInventory, workloads: Sequence[Workload]
-) -> tuple[list[PodVerdicts], list[GpuQuotaExceeded], list[PodRequest]]:
+) -> tuple[list[PodVerdicts], list[GpuQuotaExceeded], list[PodRequest], list[RefusedAtCreate]]:
     """What is decided pod by pod, whatever the nodes, once per workload (the per-pod rules, shared with the
-    admission policy; then the GPU-count quota), and the GPU pods left for the placement analysis: those of
-    workloads no per-pod rule refused (admission refuses those)."""
+    admission policy; HAMi's webhook on the namespace quota; then the GPU-count quota), and the GPU pods left for
+    the placement analysis: those of workloads no per-pod rule refused (admission refuses those) and the webhook
+    did not refuse (they never exist: nothing places or counts them)."""
+    rules = rules_for(inventory.hami_version)
     per_workload = []
     for workload in workloads:
         if workload.pods:
             pod = workload.pods[0]  # replicas are identical
             verdicts = PodVerdicts(
-                workload.label, tuple(per_pod_refusals(inventory, pod)), tuple(per_pod_advisories(pod))
+                workload.label, tuple(per_pod_refusals(inventory, pod)), tuple(per_pod_advisories(pod, rules))
             )
             if verdicts.refusals or verdicts.advisories:
                 per_workload.append(verdicts)
     refused = {verdicts.workload for verdicts in per_workload if verdicts.refusals}
-    pods = [pod for w in workloads if w.label not in refused for pod in w.pods if pod.containers]
-    return per_workload, gpu_count_quota(inventory, pods), pods
+    pods = [
+        pod
+        for w in workloads
+        if w.label not in refused
+        for pod in w.pods
+        if pod.containers or counted_init_containers(pod, rules)
+    ]
+    at_create = refused_at_create(inventory, pods)
+    denied = {workload_of(refusal.pod) for refusal in at_create}
+    pods = [pod for pod in pods if workload_of(pod) not in denied]
+    return per_workload, gpu_count_quota(inventory, pods), pods, at_create

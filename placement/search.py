@@ -5,7 +5,14 @@ bounded by a step budget, and running out is reported, never hidden.
 
 The questions asked of it, in order: which pods fit nowhere even alone (`alone_verdicts`), whether the
 others fit together (`search_placement`), and if not, which pod first does not (`first_unplaceable`); each
-refusal carries HAMi's own walk for that pod (`hamis_refusal`)."""
+refusal carries HAMi's own walk for that pod (`hamis_refusal`).
+
+Judged with the tenant's release (`cluster.rules`). Under v2.10.0 a pod's init containers are placed too, on the
+pod's node: each on the node as it was before the pod (score.go `allocateInitContainers` 226-254), its quota
+counting the pod's earlier init containers at their peak (device.go `fitQuota` 666-692), and the pod then holds
+per card the larger of their peak and its app containers' sum (initContainer.go `CollapseInitContainerUsage`
+36-113), as hami/nodes.py `Node.place_hami` does; the search tries every choice of cards for them as for app
+containers. Only the cards a request's type looks up are tried (score.go `getNodeResources` 43-52)."""
 
 from __future__ import annotations
 
@@ -15,8 +22,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import NamedTuple
 
-from hami.cards import ContainerRequest, PodRequest
-from hami.nodes import Cluster, NodeFailure, QuotaInUse, quota_allows
+from hami.cards import ContainerRequest, PodRequest, resolve_request
+from hami.cluster import Cluster, NodeFailure, QuotaInUse, counted_init_containers, pod_kind
+from hami.nodes import Entry, Node, collapsed_use, quota_allows
+from hami.webhook import quota_refusal
 from placement.verdicts import Question, Refused, Undecided, Unplaceable
 from placement.workloads import workload_of
 
@@ -46,11 +55,14 @@ class _Search:
 
 
 class _Item(NamedTuple):
-    """One container to place: a pod's first container also picks the pod's node."""
+    """One container to place: a pod's first container also picks the pod's node. Under v2.10.0 a pod's init
+    containers come first (`init`); the pod's `last` item completes it (its init peak is then held)."""
 
     pod: PodRequest
     container: ContainerRequest
     picks_node: bool
+    init: bool = False
+    last: bool = True
 
 
 _Spot = tuple[int, tuple[int, ...]]  # where a container goes: (node, its card indexes there)
@@ -82,10 +94,19 @@ class _Searcher:
 
     def __init__(self, cluster: Cluster, pods: Sequence[PodRequest], budget: Budget) -> None:
         self.cluster = cluster
+        self.rules = cluster.rules
         self.items: list[_Item] = []
         for pod in sorted(pods, key=_search_order):
-            for number, container in enumerate(pod.containers):
-                self.items.append(_Item(pod, container, number == 0))
+            sequence = [(c, True) for c in counted_init_containers(pod, self.rules)] + [
+                (c, False) for c in pod.containers
+            ]
+            for number, (container, init) in enumerate(sequence):
+                self.items.append(_Item(pod, container, number == 0, init, number == len(sequence) - 1))
+        # The pod being placed: its init containers' cards (on its node, not allocated until the pod is complete)
+        # and its app containers' cards; for each pod completed, those and the extra use its init peak added.
+        self.inits: list[Entry] = []
+        self.apps: list[tuple[int, ContainerRequest]] = []
+        self.done: list[tuple[list[Entry], list[tuple[int, ContainerRequest]], dict]] = []
         self.budget = budget
         self.search = _Search()
         by_id = any(pod.selects_uuids for pod in pods)
@@ -94,12 +115,17 @@ class _Searcher:
             [(c.id if by_id else "", c.type, c.memory_mb, c.cores, c.split_count, c.healthy) for c in node.cards]
             for node in cluster.nodes
         ]
-        # What the items from each index on ask at least: slots, cores, memory (on the smallest card).
+        # What the items from each index on ask at least: slots, cores, memory (on the smallest card), as the
+        # release reads the requests. An init container adds nothing here: what the pod holds is at least its app
+        # containers' sum on every card.
         smallest = min(card.memory_mb for node in cluster.nodes for card in node.cards)
         self.demand = [(0, 0, 0)]
         for item in reversed(self.items):
             slots, cores, memory = self.demand[-1]
-            container = item.container
+            if item.init:
+                self.demand.append((slots, cores, memory))
+                continue
+            container = resolve_request(item.container, self.rules)
             each = container.memory_for(smallest)
             self.demand.append(
                 (slots + container.nums, cores + container.nums * container.fit_cores, memory + container.nums * each)
@@ -119,12 +145,17 @@ class _Searcher:
     def _state(self, index: int, current: int) -> tuple:
         states = [self._node_state(i) for i in range(len(self.cluster.nodes))]
         pinned = states[current] if current >= 0 and not self.items[index].picks_node else None
-        return (
+        key: tuple = (
             index,
             pinned,
             tuple(sorted(states)),
             tuple(sorted((ns, tuple(v)) for ns, v in self.cluster.namespace_use.items())),
         )
+        if self.inits and pinned is not None:  # the pod's own cards matter, card by card, until it is complete
+            node = self.cluster.nodes[current]
+            uses = tuple((u.slots, u.memory_mb, u.cores) for u in node.use)
+            key += (uses, tuple(self.inits), tuple((i, c) for i, c in self.apps))
+        return key
 
     def _room_left(self, index: int) -> bool:
         """Whether the room left on all nodes together can hold what the items from `index` on ask."""
@@ -141,7 +172,8 @@ class _Searcher:
     def _choices(self, index: int, current: int) -> Iterator[_Spot]:
         """Where item `index` may go, in the order tried: (node, cards). Computed lazily: each choice is
         drawn when the ones before it have been tried and taken back, so it sees the state they left."""
-        pod, container, picks_node = self.items[index]
+        pod, container, picks_node, init, _ = self.items[index]
+        request = resolve_request(container, self.rules)
         if picks_node:  # the pod's first container picks the node; nodes equal in cards and use once
             tried_nodes: set = set()
             targets = []
@@ -154,25 +186,84 @@ class _Searcher:
             targets = [current]
         for target in targets:
             node = self.cluster.nodes[target]
-            if container.nums > len(node.cards):
+            looked_up = node.typed(request)  # every card, but for v2.10.0's type lookup
+            if container.nums > len(looked_up):
                 continue  # NodeInsufficientDevice there
-            room = node.quota_room(pod.namespace)
-            fits = [i for i in range(len(node.cards)) if node.reason(i, container, pod, room) is None]
+            if init:  # on the node before the pod; the quota counts the pod's earlier init containers at their peak
+                fits = [
+                    i
+                    for i in looked_up
+                    if node.reason(i, container, pod, self._init_room(node, pod, request, i)) is None
+                ]
+            else:
+                room = node.quota_room(pod.namespace)
+                fits = [i for i in looked_up if node.reason(i, container, pod, room) is None]
             tried: set = set()
             for combination in itertools.combinations(fits, container.nums):
-                signature = tuple(sorted((self.groups[target][i], repr(node.use[i])) for i in combination))
+                signature = tuple(
+                    sorted((self.groups[target][i], repr(node.use[i]), self._pending_on(i)) for i in combination)
+                )
                 if signature in tried:  # identical cards in identical states: one try is enough
                     continue
                 tried.add(signature)
-                if container.nums > 1 and not quota_allows(node, pod, container, combination):
-                    continue
+                if container.nums > 1:
+                    if init and not self._init_quota_allows(node, pod, request, combination):
+                        continue
+                    if not init and not quota_allows(node, pod, container, combination):
+                        continue
                 yield target, combination
 
+    def _pending_on(self, card: int) -> tuple:
+        """What the pod being placed holds on `card` of its node so far beyond its allocation: its init
+        containers' entries there (they count per card at their peak once the pod is complete)."""
+        return tuple(entry for entry in self.inits if entry[1] == card)
+
+    def _init_entries(self, node: Node, request: ContainerRequest, cards: Sequence[int]) -> list[Entry]:
+        return [(True, i, request.memory_on(node.cards[i]), request.fit_cores) for i in cards]
+
+    def _init_room(self, node: Node, pod: PodRequest, request: ContainerRequest, card: int) -> tuple:
+        """The quota room an init container's candidate card sees (hami/nodes.py `Node._init_room`)."""
+        return node._init_room(pod.namespace, self.inits, [], request, card)
+
+    def _init_quota_allows(self, node: Node, pod: PodRequest, request: ContainerRequest, cards: Sequence[int]) -> bool:
+        """The namespace quota for an init container on all of `cards`: the pod's init containers at their peak per
+        card within the room the namespace has left (device.go `fitQuota` over CollapseInitContainerUsage)."""
+        held = collapsed_use([*self.inits, *self._init_entries(node, request, cards)]).values()
+        room_mb, room_cores = node.quota_room(pod.namespace)
+        if room_mb is not None and sum(h[1] for h in held) > room_mb:
+            return False
+        return room_cores is None or sum(h[2] for h in held) <= room_cores
+
     def _take(self, index: int, choice: _Spot, sign: int) -> None:
+        """Place item `index` on `choice` (`sign` -1: take it back). An init container's cards are noted, not
+        allocated; the pod's last item, once placed, adds what its init peak holds beyond its app containers."""
         item = self.items[index]
         target, cards = choice
-        for card in cards:
-            self.cluster.nodes[target].allocate(card, item.container, item.pod.namespace, sign=sign)
+        node = self.cluster.nodes[target]
+        namespace = item.pod.namespace
+        if sign < 0 and item.last:
+            self.inits, self.apps, extra = self.done.pop()
+            node.add_use(namespace, extra, sign=-1)
+        if item.init:
+            if sign > 0:
+                self.inits = [
+                    *self.inits,
+                    *self._init_entries(node, resolve_request(item.container, self.rules), cards),
+                ]
+            else:
+                self.inits = self.inits[: len(self.inits) - len(cards)]
+        else:
+            for card in cards:
+                node.allocate(card, item.container, namespace, sign=sign)
+            if sign > 0:
+                self.apps = [*self.apps, *((card, item.container) for card in cards)]
+            else:
+                self.apps = self.apps[: len(self.apps) - len(cards)]
+        if sign > 0 and item.last:
+            extra = node.init_peak(self.inits, self.apps) if self.inits else {}
+            node.add_use(namespace, extra)
+            self.done.append((self.inits, self.apps, extra))
+            self.inits, self.apps = [], []
 
     def _walk(self) -> bool:
         """Depth-first over the items with an explicit stack (a tenant may ask more containers than
@@ -249,9 +340,11 @@ def search_placement(cluster: Cluster, pods: Sequence[PodRequest], budget: Budge
 
 
 def _insufficient_everywhere(cluster: Cluster, pod: PodRequest) -> bool:
-    """A container asks more cards than any node has (or there are none): NodeInsufficientDevice on every node."""
+    """A container (or, where the release places them, an init container) asks more cards than any node has (or
+    there are none): NodeInsufficientDevice on every node."""
     most = max(len(node.cards) for node in cluster.nodes)
-    return any(container.nums > most for container in pod.containers)
+    containers = (*counted_init_containers(pod, cluster.rules), *pod.containers)
+    return any(container.nums > most for container in containers)
 
 
 def alone_verdicts(
@@ -264,12 +357,13 @@ def alone_verdicts(
     are decided once."""
     placeable: list[PodRequest] = []
     verdicts: list[Refused | Undecided] = []
-    alone: dict[tuple, Fit] = {}
+    alone: dict = {}
     reported: set[str] = set()
     for pod in pods:
-        if pod.shape not in alone:
-            alone[pod.shape] = search_placement(cluster, [pod], budget).answer
-        answer = alone[pod.shape]
+        kind = pod_kind(pod, cluster.rules)
+        if kind not in alone:
+            alone[kind] = search_placement(cluster, [pod], budget).answer
+        answer = alone[kind]
         if answer is Fit.NO_PLACEMENT:
             if workload_of(pod) not in reported:
                 reported.add(workload_of(pod))
@@ -307,9 +401,11 @@ def first_unplaceable(
 
 def hamis_refusal(
     cluster: Cluster, pod: PodRequest, gpu_policy: str, node_policy: str
-) -> tuple[NodeFailure | None, QuotaInUse | None]:
+) -> tuple[NodeFailure | None, QuotaInUse | None, str | None]:
     """Why HAMi's walk refuses `pod` on `cluster` as it stands (None only if the walk and the search ever
-    disagreed), and the pod's namespace quota as the walk saw it."""
+    disagreed), the pod's namespace quota as the walk saw it, and the API server's message when the release's
+    webhook refuses the pod at create against that quota use (hami/webhook.py; None under v2.8.3)."""
     outcome = cluster.candidates(pod, gpu_policy, node_policy)
     failure = outcome if isinstance(outcome, NodeFailure) else None
-    return failure, cluster.quota_in_use(pod.namespace)
+    quota = cluster.quota_in_use(pod.namespace)
+    return failure, quota, quota_refusal(pod, quota, cluster.rules)

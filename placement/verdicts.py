@@ -21,13 +21,19 @@ from hami.cards import (
     ContainerRequest,
     PodRequest,
 )
-from hami.nodes import NodeFailure, QuotaInUse
+from hami.cluster import NodeFailure, QuotaInUse
 
 POD_LIMIT_EXCEEDED = "PodGpuLimitExceeded"
 INIT_CONTAINER_GPU = "InitContainerGpuRequest"
 CORES_CLAMPED = "CoresAbove100"
 ZERO_MEMORY = "ZeroMemoryPercentage"
 EXCEEDED_QUOTA = "ExceededQuota"  # kube-apiserver's ResourceQuota admission
+# HAMi's admission webhook refusing a pod over its namespace's HAMi quota at create (from v2.9.0; v2.10.0
+# pkg/scheduler/webhook.go `Handle` 114-116: `exceeding resource quota`); HAMi gives it no reason name.
+EXCEEDING_RESOURCE_QUOTA = "ExceedingResourceQuota"
+# A pod's hami.io/device-scoring-weights that v2.10.0 cannot parse: its Filter fails (score.go
+# `calcScoreWithOptions` 361-364), so the pod is never scheduled; HAMi gives it no reason name.
+INVALID_SCORING_WEIGHTS = "InvalidDeviceScoringWeights"
 
 
 @dataclass(frozen=True)
@@ -67,10 +73,20 @@ class CardTooSmall:
 
 @dataclass(frozen=True)
 class InitContainerAsks:
-    """An init container asks for a GPU resource: HAMi assigns cards to app containers only."""
+    """An init container asks for a GPU resource, and the tenant's HAMi release assigns cards to app containers
+    only (v2.8.3: `Resourcereqs` reads spec.containers; v2.10.0 places init containers, and this is never said)."""
 
     container: ContainerRequest
     reason: ClassVar[str] = INIT_CONTAINER_GPU
+
+
+@dataclass(frozen=True)
+class BadScoringWeights:
+    """The pod's hami.io/device-scoring-weights does not parse, and the tenant's release reads it (v2.10.0): HAMi's
+    scheduler fails the pod's filter with `error`, so it stays Pending."""
+
+    error: str
+    reason: ClassVar[str] = INVALID_SCORING_WEIGHTS
 
 
 @dataclass(frozen=True)
@@ -94,9 +110,12 @@ class CoresAbove100:
 
 @dataclass(frozen=True)
 class ZeroMemory:
-    """Advice: a container asks 0% of the card's memory, and HAMi gives it 0 MB."""
+    """Advice: a container asks 0% of the card's memory. v2.8.3 gives it 0 MB; v2.10.0 reads 0 (or less) as not
+    given and, without nvidia.com/gpumem, gives it the whole card (device.go `GenerateResourceRequests` 556-570):
+    `whole_card`."""
 
     container: str
+    whole_card: bool = False
     reason: ClassVar[str] = ZERO_MEMORY
 
 
@@ -111,7 +130,19 @@ class GpuQuotaExceeded:
     reason: ClassVar[str] = EXCEEDED_QUOTA
 
 
-PodRefusal = TooManyCards | NoCardMatches | CardTooSmall | InitContainerAsks | OverPodLimit
+@dataclass(frozen=True)
+class RefusedAtCreate:
+    """HAMi's admission webhook refuses the pod when it is created: next to what already counts against its
+    namespace's HAMi quota, it asks more than the quota leaves (hami/webhook.py; v2.9.0 and later). Certain in
+    every order: what counts only grows. The pod never exists, so nothing places it or counts it."""
+
+    pod: PodRequest
+    quota: QuotaInUse
+    message: str  # the API server's, hami/webhook.py QUOTA_DENIAL
+    reason: ClassVar[str] = EXCEEDING_RESOURCE_QUOTA
+
+
+PodRefusal = TooManyCards | NoCardMatches | CardTooSmall | InitContainerAsks | OverPodLimit | BadScoringWeights
 PodAdvisory = CoresAbove100 | ZeroMemory
 
 
@@ -131,6 +162,9 @@ class Refused:
     pod: PodRequest
     failure: NodeFailure | None  # HAMi's walk refusing it; None only if that walk and the search disagreed
     quota: QuotaInUse | None  # the pod's namespace quota, as the walk saw it
+    # The API server's message when the tenant's release's webhook refuses the pod at create against that quota
+    # use (hami/webhook.py `quota_refusal`; v2.10.0); None when it lets it through (always under v2.8.3).
+    webhook: str | None = None
 
     @property
     def certain(self) -> bool:
@@ -145,6 +179,8 @@ class Unplaceable:
     before: tuple[PodRequest, ...]  # the pods placed before it (the whole set when `pod` is None)
     failure: NodeFailure | None  # HAMi's walk next to one placement of `before`; None as in Refused
     quota: QuotaInUse | None  # the pod's namespace quota next to that placement
+    # As in Refused, against that quota use: the webhook refuses the pod when it is created after `before` is placed.
+    webhook: str | None = None
 
     @property
     def certain(self) -> bool:
@@ -165,7 +201,9 @@ class Stranded:
     configured: bool  # `gpu_policy` is the tenant's own card policy (the others are tried after it)
     every_order: bool
     placement_exists: bool  # the search proved that some placement holds every pod
-    quota: QuotaInUse | None = None  # every order: the pod's namespace quota as the declared order's walk saw it
+    quota: QuotaInUse | None = None  # the pod's namespace quota as the walk that strands it saw it
+    # As in Refused, against that quota use: created after the pods placed before it, the webhook refuses it.
+    webhook: str | None = None
 
     @property
     def pod(self) -> PodRequest:
@@ -209,3 +247,4 @@ class Judgement:
     per_pod: tuple[PodVerdicts, ...]
     quota: tuple[GpuQuotaExceeded, ...]
     placement: tuple[PlacementVerdict, ...]
+    admission: tuple[RefusedAtCreate, ...] = ()  # HAMi's webhook at create, once per workload (v2.10.0)

@@ -2,7 +2,10 @@
 policy pack, `make check` and `make plan` alike (`evaluate_tenant`: the engine's judgement, worded).
 
 A tenant of one GPU node reads of cards (HAMi's reason on its one node, and the namespace quota when it
-refused); a tenant of several reads of nodes, with HAMi's own events, which count the nodes per reason.
+refused); a tenant of several reads of nodes, with HAMi's own events, which count the nodes per reason. What differs
+between HAMi releases is said of the tenant's own (`Audience.hami_version`): a 0 % memory request, init containers,
+and the namespace quota, which from v2.9.0 HAMi's webhook enforces at create (hami/webhook.py) before the scheduler
+ever sees the pod.
 """
 
 from __future__ import annotations
@@ -11,13 +14,17 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from hami.cards import RESOURCE_QUOTA_NOT_FIT, PodRequest
-from hami.nodes import MAX_TIE_RUNS, ContainerFailure, NodeFailure, QuotaInUse
+from hami.cluster import MAX_TIE_RUNS, NodeFailure, QuotaInUse
+from hami.nodes import ContainerFailure
+from hami.webhook import quota_request
 from placement.evaluate import judge_tenant
 from placement.findings import NO_PLACEMENT, ORDER_DEPENDENT, UNDECIDED, Finding
 from placement.inventory import TenantInventory
 from placement.orders import MAX_ORDER_STATES
 from placement.search import SEARCH_BUDGET
 from placement.verdicts import (
+    EXCEEDING_RESOURCE_QUOTA,
+    BadScoringWeights,
     CardTooSmall,
     CoresAbove100,
     GpuQuotaExceeded,
@@ -29,6 +36,7 @@ from placement.verdicts import (
     PodRefusal,
     Question,
     Refused,
+    RefusedAtCreate,
     Stranded,
     TooManyCards,
     Undecided,
@@ -50,6 +58,7 @@ class Audience:
     cards: int
     busy: bool  # its cards already hold something
     listed_nodes: int = 0  # the GPU nodes its inventory lists
+    hami_version: str = "v2.8.3"  # the HAMi release it runs
 
     @staticmethod
     def of(inventory: TenantInventory) -> Audience:
@@ -60,6 +69,7 @@ class Audience:
             len(inventory.cards),
             bool(inventory.card_usage),
             len(inventory.nodes),
+            inventory.hami_version,
         )
 
 
@@ -78,6 +88,7 @@ def evaluate_tenant(inventory: TenantInventory, workloads: Sequence[Workload]) -
             worded.append(
                 Finding("warning", audience.tenant, verdicts.workload, advisory.reason, said(audience, advisory))
             )
+    worded += [_refused_at_create(audience, refused) for refused in judgement.admission]
     worded += [_over_quota(audience, refused) for refused in judgement.quota]
     return worded + [finding(audience, verdict) for verdict in judgement.placement]
 
@@ -117,8 +128,39 @@ def said(audience: Audience, verdict: PodRefusal | PodAdvisory) -> str:
             )
         case CoresAbove100():
             return f"container {verdict.container} asks {verdict.cores}% cores; HAMi clamps it to 100, write 100"
+        case BadScoringWeights():
+            return (
+                f"HAMi {audience.hami_version}'s scheduler cannot read the pod's scoring weights ({verdict.error}) and "
+                "fails its filter on every node: the pod stays Pending; fix or remove the annotation"
+            )
+        case ZeroMemory() if verdict.whole_card:
+            return (
+                f"container {verdict.container} asks 0% of the card's memory: HAMi {audience.hami_version} reads 0% "
+                "as not given and gives it all of each card's memory; write the share it needs"
+            )
         case ZeroMemory():
             return f"container {verdict.container} asks 0% of the card's memory: HAMi gives it 0 MB"
+
+
+def _refused_at_create(audience: Audience, refused: RefusedAtCreate) -> Finding:
+    """HAMi's webhook refuses the pod at create, next to what already counts against the quota (every order)."""
+    return Finding(
+        "error",
+        audience.tenant,
+        workload_of(refused.pod),
+        refused.reason,
+        f"HAMi {audience.hami_version}'s admission webhook refuses the pod when it is created, next to what already "
+        f"counts against its namespace's quota: {refused.message}{_webhook_note(refused.pod, refused.quota)}",
+    )
+
+
+def _webhook_note(pod: PodRequest, quota: QuotaInUse | None) -> str:
+    """The quota the webhook judged and what it counts for the pod (hami/webhook.py `quota_request`: gpumem x
+    cards, a gpumem-percentage as 0 MB, cores as asked)."""
+    memory, cores = quota_request(pod)
+    keys = f" quota {', '.join(_quota_keys(quota))}" if quota is not None else ""
+    namespace = quota.namespace if quota is not None else pod.namespace
+    return f" [namespace {namespace}{keys}; the webhook counts {memory} MB, {cores}% cores for the pod]"
 
 
 def _over_quota(audience: Audience, refused: GpuQuotaExceeded) -> Finding:
@@ -156,11 +198,15 @@ def _severity(verdict: PlacementVerdict) -> str:
 
 
 def _refused(audience: Audience, verdict: Refused) -> Finding:
+    """A pod no node holds even alone; under v2.10.0, one the webhook refuses at create against what already counts
+    (placement/per_pod.py says those before the search; `judge_placement` alone finds them here)."""
     now = " next to what already runs" if audience.busy else " even alone"
     if audience.several_nodes:
         what = f"fits on none of the tenant's {audience.nodes} GPU nodes{now}"
     else:
         what = f"cannot fit on any of the tenant's {audience.cards} card(s){now}"
+    if verdict.webhook is not None and verdict.quota is not None:  # what counts only grows: refused at any create
+        return _refused_at_create(audience, RefusedAtCreate(verdict.pod, verdict.quota, verdict.webhook))
     return _refusal(audience, verdict.failure, verdict.quota, what, workload_of(verdict.pod))
 
 
@@ -174,17 +220,39 @@ def _unplaceable(audience: Audience, verdict: Unplaceable) -> Finding:
         what = f"no placement across the nodes fits it next to {names or 'what runs'}"
     else:
         what = f"no placement fits it next to {names or 'what already runs'}"
-    return _refusal(audience, verdict.failure, verdict.quota, what, verdict.pod.workload)
+    return _refusal(audience, verdict.failure, verdict.quota, what, verdict.pod.workload, verdict.webhook)
 
 
 def _refusal(
-    audience: Audience, failure: NodeFailure | None, quota: QuotaInUse | None, what: str, workload: str
+    audience: Audience,
+    failure: NodeFailure | None,
+    quota: QuotaInUse | None,
+    what: str,
+    workload: str,
+    webhook: str | None = None,
 ) -> Finding:
-    """`what`, and why HAMi's walk refuses the pod."""
+    """`what`, and why HAMi's walk refuses the pod; where the release's webhook refuses it at create once the pods
+    before it are placed (`webhook`), that first, with the walk's reason for a pod created before they are."""
     if failure is None:  # only if HAMi's walk and the search ever disagreed
         return Finding("error", audience.tenant, workload, NO_PLACEMENT, f"{what}: no placement exists")
     reason, why, cards = _why(audience, failure, quota)
+    if webhook is not None:
+        return Finding(
+            "error",
+            audience.tenant,
+            workload,
+            EXCEEDING_RESOURCE_QUOTA,
+            f"{what}: {_at_create(audience, failure.pod, quota, webhook)}; created before they are placed, HAMi's "
+            f"scheduler refuses it ({reason}): {why}",
+        )  # refused at create: no card is at fault
     return Finding("error", audience.tenant, workload, reason, f"{what}: {why}", cards)
+
+
+def _at_create(audience: Audience, pod: PodRequest, quota: QuotaInUse | None, webhook: str) -> str:
+    return (
+        f"created once the pods before it are placed, HAMi {audience.hami_version}'s admission webhook refuses it: "
+        f"{webhook}{_webhook_note(pod, quota)}"
+    )
 
 
 def _why(audience: Audience, failure: NodeFailure, quota: QuotaInUse | None) -> tuple[str, str, str | None]:
@@ -201,12 +269,16 @@ def _quota_note(failure: ContainerFailure, quota: QuotaInUse | None) -> str:
     if RESOURCE_QUOTA_NOT_FIT not in failure.reasons:
         return ""
     assert quota is not None, "HAMi refuses on a quota only where the namespace has one"
+    return f" [namespace {quota.namespace} quota {', '.join(_quota_keys(quota))}]"
+
+
+def _quota_keys(quota: QuotaInUse) -> list[str]:
     keys = []
-    if quota.quota.memory_mb:
+    if quota.quota.memory_mb is not None:
         keys.append(f"limits.nvidia.com/gpumem={quota.quota.memory_mb} ({quota.used_mb} MB in use)")
-    if quota.quota.cores:
+    if quota.quota.cores is not None:
         keys.append(f"limits.nvidia.com/gpucores={quota.quota.cores} ({quota.used_cores}% in use)")
-    return f" [namespace {quota.namespace} quota {', '.join(keys)}]"
+    return keys
 
 
 def _stranded(audience: Audience, verdict: Stranded) -> Finding:
@@ -224,12 +296,16 @@ def _stranded(audience: Audience, verdict: Stranded) -> Finding:
     else:
         how = f"with card policy {verdict.gpu_policy}{configured}, HAMi strands it"
         (shown,) = failure.failures.values()  # the one node's own walk
+    at_create = ""
+    if verdict.webhook is not None:
+        at_create = f"; {_at_create(audience, failure.pod, verdict.quota, verdict.webhook)}"
     return Finding(
         _severity(verdict),
         audience.tenant,
         failure.pod.workload,
         ORDER_DEPENDENT,
-        f"{fitting}created in the order {_order_text(verdict.order)} {how}: {shown.explain()} ({shown.reason})",
+        f"{fitting}created in the order {_order_text(verdict.order)} {how}: {shown.explain()} ({shown.reason})"
+        f"{at_create}",
         ", ".join(shown.cards) or None,
     )
 
@@ -249,6 +325,16 @@ def _stranded_every_order(audience: Audience, verdict: Stranded) -> Finding:
         some = "some placement would hold every pod, but " if verdict.placement_exists else ""
         how = f"with card policy {verdict.gpu_policy}, strands one in every creation order; created as declared"
     reason, why, cards = _why(audience, failure, verdict.quota)
+    if verdict.webhook is not None:
+        return Finding(
+            _severity(verdict),
+            audience.tenant,
+            failure.pod.workload,
+            EXCEEDING_RESOURCE_QUOTA,
+            f"{some}HAMi places one pod at a time and, {how}: "
+            f"{_at_create(audience, failure.pod, verdict.quota, verdict.webhook)}; "
+            f"created before they are placed, HAMi's scheduler refuses it ({reason}): {why}",
+        )  # refused at create: no card is at fault
     return Finding(
         _severity(verdict),
         audience.tenant,

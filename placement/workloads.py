@@ -1,4 +1,5 @@
-"""GPU requests read from Kubernetes workload objects, normalised the way HAMi v2.8.3 does.
+"""GPU requests read from Kubernetes workload objects, normalised the way HAMi v2.8.3 does; what v2.10.0 reads
+otherwise is applied per tenant by the engine (hami/cards.py `resolve_request`, hami/releases.py).
 
 Works on the API (camelCase) form that CrossGuard passes as `props` and that YAML manifests hold.
 Any object, however malformed, gives either a Workload or a WorkloadError that names the field:
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from hami.cards import NO_PERCENTAGE, ContainerRequest, PodRequest
+from hami.cards import NO_PERCENTAGE, WEIGHTS_ANNOTATION, ContainerRequest, PodRequest, parse_scoring_weights
 from model.catalog import (
     GPU_RESOURCE,
     GPUCORES_RESOURCE,
@@ -219,6 +220,19 @@ def _selector(annotations: Mapping[str, str], key: str) -> tuple[str, ...] | Non
     return tuple(annotations[key].split(","))
 
 
+def _scoring_weights(annotations: Mapping[str, str]) -> tuple[tuple[int, int, int] | None, str | None]:
+    """The pod's hami.io/device-scoring-weights as v2.10.0 reads it (pkg/util/device_scoring_weights.go
+    `GetDeviceScoringWeightsByPod`): (slot, core, memory), or why it does not parse. Never an error here: v2.8.3
+    ignores the annotation, and under v2.10.0 a bad one is the pack's refusal (placement/per_pod.py)."""
+    value = annotations.get(WEIGHTS_ANNOTATION)
+    if value is None:
+        return None, None
+    try:
+        return parse_scoring_weights(value), None
+    except ValueError as error:
+        return None, str(error)
+
+
 def read_workload(kind: Any, obj: Any, default_namespace: str | None = None) -> Workload | None:
     """A workload of a known kind, with one PodRequest per replica; None for other kinds."""
     if not isinstance(kind, str) or kind not in POD_TEMPLATE_PATHS:
@@ -255,6 +269,7 @@ def read_workload(kind: Any, obj: Any, default_namespace: str | None = None) -> 
     if not containers and not init_containers:
         return Workload(kind, name, namespace, labels, replicas, ())
     policy = annotations.get(GPU_POLICY_ANNOTATION)
+    weights, weights_error = _scoring_weights(annotations)
     pods = tuple(
         PodRequest(
             workload=f"{kind}/{namespace or 'default'}/{name}" + (f"#{i + 1}" if replicas > 1 else ""),
@@ -267,6 +282,8 @@ def read_workload(kind: Any, obj: Any, default_namespace: str | None = None) -> 
             nouse_uuids=_selector(annotations, NOUSE_GPUUUID),
             gpu_policy=policy,
             node_policy=annotations.get(NODE_POLICY_ANNOTATION),
+            scoring_weights=weights,
+            scoring_weights_error=weights_error,
         )
         for i in range(replicas)
     )

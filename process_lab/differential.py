@@ -79,8 +79,10 @@ def _annotations(rng: random.Random, models: list[str], card_ids: list[str]) -> 
     return annotations
 
 
-def random_scenario(seed: int) -> Scenario:
-    """One tenant with 1-4 GPU nodes and 1-12 GPU pods (1-2 containers each), all drawn from `seed`."""
+def random_scenario(seed: int, hami_version: str | None = None) -> Scenario:
+    """One tenant with 1-4 GPU nodes and 1-12 GPU pods (1-2 containers each), all drawn from `seed`; on HAMi
+    `hami_version` (the tenant's hamiVersion; None: the runtime's default). The release draws nothing from the
+    seed, so one seed is the same scenario on either release."""
     rng = random.Random(seed)
     models = list(GPU_CATALOG)
     nodes = [
@@ -88,6 +90,8 @@ def random_scenario(seed: int) -> Scenario:
         for _ in range(rng.randint(1, 4))
     ]
     tenant: dict[str, Any] = {"name": TENANT, "namespaces": [NAMESPACE]}
+    if hami_version is not None:
+        tenant["hamiVersion"] = hami_version
     if len(nodes) == 1 and rng.random() < 0.5:
         tenant["gpus"] = nodes[0]
         node_names = [f"{TENANT}-worker"]

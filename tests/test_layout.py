@@ -266,7 +266,7 @@ def test_tools_takes_of_the_model_only_what_the_host_python_has() -> None:
 # What tests/ holds beside the mirrors of the packages: tiers (real, acceptance), helpers (support), data.
 TEST_FOLDERS_NOT_PACKAGES = {"real", "acceptance", "support", "fakes", "fixtures", "manifests", "snapshots"}
 PROJECT_WIDE_TESTS = {"test_layout", "test_docs", "test_real_tier", "test_property_budget", "test_acceptance_helpers"}
-PROJECT_WIDE_TESTS |= {"test_upstream_data", "test_tiers"}
+PROJECT_WIDE_TESTS |= {"test_upstream_data", "test_tiers", "test_doc_images"}
 
 
 def test_the_tests_of_a_package_are_in_its_folder_of_tests() -> None:

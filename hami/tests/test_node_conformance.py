@@ -1,4 +1,4 @@
-"""Conformance of the node selection (hami/nodes.py) with HAMi v2.8.3: its own unit-test
+"""Conformance of the node selection (hami/cluster.py) with HAMi v2.8.3: its own unit-test
 vectors, each citing its test (Project-HAMi/HAMi tag v2.8.3; file, test, case), written as data.
 The harness and tables are gpulab's; no HAMi code is used. Cases the model cannot express are in
 NOT_MODELLED with the reason; the pattern is hami/tests/test_conformance.py's."""
@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from hami.cards import CARD_INSUFFICIENT_MEMORY, CardUse, PodRequest
-from hami.nodes import Cluster, Node, best, less, node_score
+from hami.cluster import Cluster, best, less, node_score
+from hami.nodes import Node
 from hami.tests.test_conformance import Dev, req
 
 NODE_POLICY_TEST = "pkg/scheduler/policy/node_policy_test.go"

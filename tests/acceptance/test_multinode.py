@@ -54,7 +54,7 @@ def node_of(api: client.CoreV1Api, namespace: str, name: str, timeout: float = 1
 
 def gpu_node_scores(lab, tenant: Tenant) -> dict[str, float]:
     """HAMi's node score of each GPU node now, from HAMi's allocations on the tenant's pods."""
-    from hami.nodes import node_score
+    from hami.cluster import node_score
     from placement.inventory import from_tenant
     from placement.live import current_usage, fetch_pod_list
 

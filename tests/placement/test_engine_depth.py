@@ -7,7 +7,8 @@ from __future__ import annotations
 import sys
 
 from hami.cards import NO_PERCENTAGE, CardSpec, ContainerRequest, PodRequest
-from hami.nodes import Cluster, Node
+from hami.cluster import Cluster
+from hami.nodes import Node
 from model.config import PodLimits
 from placement.inventory import TenantInventory
 from placement.orders import every_order_strands, find_stranding, simulate

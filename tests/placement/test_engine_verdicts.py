@@ -15,7 +15,8 @@ from hami.cards import (
     ContainerRequest,
     PodRequest,
 )
-from hami.nodes import Candidates, Cluster, Node, NodeFailure
+from hami.cluster import Candidates, Cluster, NodeFailure
+from hami.nodes import Node
 from model.config import GpuQuota, PodLimits
 from placement import evaluate, orders, wording
 from placement.evaluate import judge_placement

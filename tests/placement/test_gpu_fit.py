@@ -26,7 +26,8 @@ from hami.cards import (
     PodRequest,
     card_reason,
 )
-from hami.nodes import Cluster, ContainerFailure, Node
+from hami.cluster import Cluster
+from hami.nodes import ContainerFailure, Node
 from placement.orders import cannot_strand, every_order_strands, find_stranding, simulate
 from placement.search import search_placement
 

@@ -96,3 +96,19 @@ def test_live_without_a_reachable_api_is_one_line(capsys, tmp_path) -> None:
     code, _, err = check(capsys, "--live", "--kubeconfig", str(kubeconfig), str(MANIFESTS / "fourth-share.yaml"))
     assert code == 2 and err.startswith("error: --live: cannot list the tenant's pods"), err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_the_gpu_count_quota_counts_a_pod_s_effective_request() -> None:
+    """The API server's requests.nvidia.com/gpu counts the larger of the app containers' sum and the largest init
+    container (a GPU init container runs where HAMi places them: v2.10.0)."""
+
+    def gpus(n: int) -> dict:
+        return {"resources": {"limits": {"nvidia.com/gpu": str(n)}}}
+
+    pod = {
+        "metadata": {"name": "p", "namespace": "gpu-workloads"},
+        "spec": {"containers": [gpus(1)], "initContainers": [gpus(2), gpus(1)]},
+        "status": {"phase": "Pending"},
+    }
+    usage = current_usage(tenant_a(), {"items": [pod]}).namespace_usage
+    assert usage["gpu-workloads"].gpus == 2

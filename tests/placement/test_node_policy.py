@@ -18,7 +18,8 @@ from hami.cards import (
     NamespaceQuota,
     PodRequest,
 )
-from hami.nodes import Cluster, Node
+from hami.cluster import Cluster
+from hami.nodes import Node
 from model.config import GpuQuota, PodLimits
 from placement.findings import ORDER_DEPENDENT
 from placement.inventory import TenantInventory

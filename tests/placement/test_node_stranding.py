@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from lab_harness import LAB_PROJECT
 
 from hami.cards import CARD_INSUFFICIENT_MEMORY, CardSpec, CardUse, ContainerRequest, NamespaceQuota, PodRequest
-from hami.nodes import Cluster, Node, NodeFailure
+from hami.cluster import Cluster, NodeFailure
+from hami.nodes import Node
 from model.config import PodLimits
 from placement.findings import ORDER_DEPENDENT
 from placement.inventory import TenantInventory

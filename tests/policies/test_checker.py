@@ -316,3 +316,36 @@ def test_a_manifest_that_fits_next_to_the_running_stack_is_placed(capsys, tmp_pa
     out = capsys.readouterr().out
     assert code == 0, out
     assert "place: Pod/gpu-workloads/big: cuda -> GPU-MOCK-tenant-b-" in out
+
+
+# tests/fixtures/lab/Pulumi.sim.yaml: the same tenants as dev, on HAMi v2.10.0 (process mode).
+
+
+def test_pods_over_the_quota_are_refused_at_create_by_hami_s_webhook_under_v2_10_0(capsys) -> None:
+    """dev (v2.8.3) says ResourceQuotaNotFit at scheduling (test_gpu_only_pods_are_exclusive); v2.10.0's webhook
+    refuses the second whole card when it is created (pkg/scheduler/webhook.go `Handle` 114-116)."""
+    code, out, _ = check(capsys, "tenant-b", "exclusive.yaml", stack="sim")
+    assert code == 1
+    (line,) = [line for line in out.splitlines() if "whole-cards#2" in line]
+    assert "StatefulSet/gpu-workloads/whole-cards#2: ExceedingResourceQuota:" in line
+    assert 'admission webhook "vgpu.hami.io" denied the request: exceeding resource quota' in line
+    assert "limits.nvidia.com/gpucores=150 (100% in use)" in line
+
+
+def test_a_percentage_is_not_counted_by_the_webhook_under_v2_10_0(capsys) -> None:
+    """The webhook counts a gpumem-percentage as 0 MB: the third 60 % replica meets the quota at scheduling, as in
+    dev."""
+    code, out, _ = check(capsys, "tenant-b", "percentage.yaml", stack="sim")
+    assert code == 1
+    assert "Deployment/gpu-workloads/infer#3" in out and "ResourceQuotaNotFit" in out
+    assert "exceeding resource quota" not in out
+
+
+def test_gpu_init_containers_are_placed_under_v2_10_0(capsys) -> None:
+    """dev (v2.8.3) refuses them per pod (test_gpu_requests_in_init_containers_are_refused); v2.10.0 places them, and
+    a 30000 MB init container fits no L4 of tenant-b."""
+    code, out, _ = check(capsys, "tenant-b", "init-container.yaml", stack="sim")
+    assert code == 1
+    assert "InitContainerGpuRequest" not in out
+    assert "Pod/gpu-workloads/warmup" in out and "CardInsufficientMemory" in out
+    assert "init container load-weights asks 30000 MB" in out

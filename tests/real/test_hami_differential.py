@@ -1,4 +1,5 @@
-"""gpulab's checker against the real HAMi v2.8.3, on seeded random tenants and pods.
+"""gpulab's checker against the real HAMi of each release gpulab knows (v2.10.0, v2.8.3), on seeded random tenants
+and pods: the tenant names the release (hamiVersion), and the checker judges with that release's rules.
 
 Per scenario: a stack file in a temp project dir (validated by gpulab's loader), that tenant on a process
 lab (one real control plane for the run, renewed per scenario: KWOK GPU nodes, gpulab's admission and quota,
@@ -24,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from model.config import ConfigError, LabConfig, load_stack_file
+from model.hami_releases import KNOWN_VERSIONS
 from placement.workloads import USE_GPUUUID
 from process_lab.commands import run
 from process_lab.differential import (
@@ -37,6 +39,7 @@ from process_lab.differential import (
     predicted,
     random_scenario,
 )
+from process_lab.hami_binary import variable_for
 from process_lab.hami_scheduler import find_hami_scheduler
 from process_lab.tenant import TenantLab
 
@@ -84,10 +87,10 @@ def run_pods(scenario: Scenario, lab: TenantLab, project: Path) -> list[Compared
 
 
 class SharedLab:
-    """One tenant control plane for the module, renewed for each scenario (1-2 s instead of 5)."""
+    """One tenant control plane per HAMi release, renewed for each scenario (1-2 s instead of 5)."""
 
-    def __init__(self, real_bin: Path, hami: Path, folder: Path) -> None:
-        self.real_bin, self.hami, self.folder = real_bin, hami, folder
+    def __init__(self, real_bin: Path, hami: Path, folder: Path, version: str) -> None:
+        self.real_bin, self.hami, self.folder, self.version = real_bin, hami, folder, version
         self.lab: TenantLab | None = None
 
     def run(self, scenario: Scenario) -> tuple[list[Compared], float]:
@@ -107,13 +110,14 @@ def interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-@pytest.fixture(scope="module")
-def shared(real_bin: Path, tmp_path_factory: pytest.TempPathFactory):
-    hami = find_hami_scheduler(real_bin)
+@pytest.fixture(scope="module", params=KNOWN_VERSIONS)
+def shared(request: pytest.FixtureRequest, real_bin: Path, tmp_path_factory: pytest.TempPathFactory):
+    version = request.param
+    hami = find_hami_scheduler(real_bin, version)
     if hami is None:
-        pytest.skip("no hami-scheduler (GPULAB_HAMI_SCHEDULER or <bin>/hami-scheduler): HAMi is not on the proxy")
-    folder = tmp_path_factory.mktemp("differential")
-    lab = SharedLab(real_bin, hami, folder)
+        pytest.skip(f"no hami-scheduler of HAMi {version} ({variable_for(version)}): HAMi is not on the proxy")
+    folder = tmp_path_factory.mktemp(f"differential-{version}")
+    lab = SharedLab(real_bin, hami, folder, version)
     # kwokctl's processes are not this process's children: a TERM (a CI timeout) must end them too, so it
     # unwinds like Ctrl-C, through pytest's teardown.
     previous = signal.signal(signal.SIGTERM, interrupt)
@@ -138,7 +142,7 @@ def test_checker_agrees_with_real_hami(shared: SharedLab) -> None:
     compared, disagreements, scenarios = 0, [], []
     next_seed = seed
     while time.monotonic() - started < budget:
-        scenario = random_scenario(next_seed)
+        scenario = random_scenario(next_seed, shared.version)
         next_seed += 1
         begun = time.monotonic()
         try:
@@ -156,7 +160,10 @@ def test_checker_agrees_with_real_hami(shared: SharedLab) -> None:
         )
         for line in found:
             print(f"  {line}")
-    print(f"differential: {compared - len(disagreements)}/{compared} agree over {len(scenarios)} scenarios")
+    print(
+        f"differential (HAMi {shared.version}): {compared - len(disagreements)}/{compared} agree over "
+        f"{len(scenarios)} scenarios"
+    )
     assert scenarios, "no scenario ran within the budget"
     assert disagreements == [], "\n".join(disagreements)
 
@@ -171,6 +178,7 @@ def test_shrunk_a_node_with_too_few_cards_is_never_named_by_hami(shared: SharedL
     tenant = {
         "name": TENANT,
         "namespaces": [NAMESPACE],
+        "hamiVersion": shared.version,
         "nodes": [{"gpus": [{"model": "L4", "count": n}]} for n in (1, 2)],
     }
     scenario = Scenario(-1, {"gpulab:tenants": [tenant]}, [pod("whole", whole, pin), pod("two", two)])
