@@ -129,6 +129,7 @@ def random_scenario(seed: int, hami_version: str | None = None) -> Scenario:
         if quota:
             tenant["quota"] = quota
     config = {
+        "gpulab:runtime": "process",  # the lab it runs on: local processes, KWOK nodes (process_lab/tenant.py)
         "gpulab:scheduling": {
             "gpuSchedulerPolicy": rng.choice(POLICIES),
             "nodeSchedulerPolicy": rng.choice(POLICIES),

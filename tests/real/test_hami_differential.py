@@ -181,7 +181,8 @@ def test_shrunk_a_node_with_too_few_cards_is_never_named_by_hami(shared: SharedL
         "hamiVersion": shared.version,
         "nodes": [{"gpus": [{"model": "L4", "count": n}]} for n in (1, 2)],
     }
-    scenario = Scenario(-1, {"gpulab:tenants": [tenant]}, [pod("whole", whole, pin), pod("two", two)])
+    config = {"gpulab:runtime": "process", "gpulab:tenants": [tenant]}
+    scenario = Scenario(-1, config, [pod("whole", whole, pin), pod("two", two)])
     (first, second), _ = shared.run(scenario)
     assert first.real.placed and first.real.cards == [[pin[USE_GPUUUID]]]
     assert not second.real.placed and second.real.reasons, second.real
