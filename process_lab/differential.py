@@ -15,9 +15,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from hami.webhook import QUOTA_DENIAL
 from model.catalog import GPU_CATALOG, GPU_RESOURCE, GPUCORES_RESOURCE, GPUMEM_PERCENTAGE_RESOURCE, GPUMEM_RESOURCE
 from placement.live import ALLOCATED
-from placement.verdicts import EXCEEDED_QUOTA
+from placement.verdicts import EXCEEDED_QUOTA, EXCEEDING_RESOURCE_QUOTA
 from placement.workloads import (
     GPU_POLICY_ANNOTATION,
     NODE_POLICY_ANNOTATION,
@@ -194,10 +195,13 @@ def allocated_cards(annotation: str) -> list[list[str]]:
 
 
 def denial(stderr: str) -> Outcome:
-    """The API server's refusal of a create: gpulab's admission policy or the native ResourceQuota."""
+    """The API server's refusal of a create: gpulab's admission policy, the native ResourceQuota, or HAMi v2.10.0's
+    webhook over the namespace's HAMi quota (its message, which the checker names ExceedingResourceQuota)."""
     reasons = set(DENIED.findall(stderr))
     if "exceeded quota" in stderr:
         reasons.add(EXCEEDED_QUOTA)
+    if QUOTA_DENIAL in stderr:
+        reasons.add(EXCEEDING_RESOURCE_QUOTA)
     return Outcome(False, reasons=frozenset(reasons or {"Denied"}), first_only=True, detail=stderr.strip())
 
 

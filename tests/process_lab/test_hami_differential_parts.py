@@ -83,6 +83,12 @@ def test_hamis_annotation_and_events_and_the_api_servers_denials() -> None:
         "NodeInsufficientDevice: a container asks for more cards"
     )
     assert policy.reasons == {"NodeInsufficientDevice"} and policy.first_only
+    # HAMi v2.10.0's webhook, as kubectl printed it in the real differential (2026-12-07, seed 5001 pod p1).
+    webhook = denial(
+        'Error from server (Forbidden): error when creating "p1.json": admission webhook "vgpu.hami.io" denied the '
+        "request: exceeding resource quota"
+    )
+    assert webhook.reasons == {"ExceedingResourceQuota"}
 
 
 def test_what_counts_as_agreement() -> None:
