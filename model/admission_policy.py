@@ -15,7 +15,21 @@ shared and generated pods, fed as the API server feeds it (tests/support/cel_har
   limits, and a GPU Pod whose schedulerName is not hami-scheduler (HAMi's mutating webhook runs before
   validating policies, so this refuses only the pods it did not handle: the fail-open case).
 - `gpulab-gpu-requests-advice` (Warn): what HAMi accepts but quietly changes (cores above 100 are
-  clamped; a 0 % memory request gets 0 MB). Refusing those would refuse pods HAMi runs.
+  clamped; a 0 % memory request gets 0 MB, under v2.10.0 the whole card). Refusing those would refuse pods HAMi
+  runs.
+
+Each tenant's policy follows its HAMi release (`Tenant.hami_version`), as placement/per_pod.py does (`PolicyRules`
+below: the fields of hami/releases.py `Rules` these questions read). Under v2.10.0 (Project-HAMi/HAMi tag v2.10.0):
+init containers are placed, so InitContainerGpuRequest is not asked and a pod of GPU init containers only is a GPU
+pod (pkg/device/devices.go `Resourcereqs` 639-692, pkg/scheduler/score.go `allocateInitContainers` 226-254);
+selectors are trimmed, empty entries and blank annotations ignored, use and nouse both apply (devices.go
+`CheckUUID` 693-713, `CheckType` 719-738); a gpumem-percentage of 0 is not given, so the whole card (device.go
+`GenerateResourceRequests` 563-577); a hami.io/device-scoring-weights the scheduler cannot parse fails the pod's
+filter (pkg/util/device_scoring_weights.go `ParseDeviceScoringWeights` 57-102, score.go `calcScoreWithOptions`
+361-364): InvalidDeviceScoringWeights. A gpumem-percentage above 100 stays refused: v2.10.0's webhook refuses it
+(pkg/device/nvidia/device.go `MutateAdmission` 349-351, `validateMemoryPercentage` 389-396, for init and app
+containers: pkg/scheduler/webhook.go `Handle` 74-98; its `failurePolicy: Ignore` covers a failed call, not a
+refusal); GenerateResourceRequests' clamp to 100 (559-561) reaches only pods the webhook did not see.
 
 An UPDATE is judged only when it changes what HAMi reads from the pod template (MATCH_CONDITIONS), so
 scaling down, removing a finalizer, orphaning or relabelling a workload admitted under older limits
@@ -31,6 +45,7 @@ selector annotations are split once per card, never inside another user-sized lo
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from model.catalog import (
     GPU_RESOURCE,
@@ -58,6 +73,32 @@ INT64_MAX = 2**63 - 1
 # CEL's upperAscii() only ASCII, so selectors with other letters are left to HAMi.
 ASCII = r"^[\x00-\x7f]*$"
 HAMI_KEYS = (GPU_RESOURCE, GPUMEM_RESOURCE, GPUMEM_PERCENTAGE_RESOURCE, GPUCORES_RESOURCE)
+WEIGHTS = "hami.io/device-scoring-weights"  # v2.10.0: pkg/util/types.go DeviceScoringWeightsAnnotationKey
+WEIGHT_KEYS = ("slot", "core", "memory")
+
+
+@dataclass(frozen=True)
+class PolicyRules:
+    """What the policy asks differently per HAMi release: the fields of hami/releases.py `Rules` (cited there) that
+    placement/per_pod.py's questions read; model/ may not import hami/, so the values are repeated here and
+    tests/model/test_admission_policy_releases.py holds them to that table."""
+
+    version: str
+    init_containers_counted: bool  # no InitContainerGpuRequest; GPU init containers make a GPU pod
+    trimmed_selectors: bool  # CheckUUID/CheckType: trimmed entries, empty ones and blank annotations ignored
+    # A gpumem-percentage of 0 is not given: the whole card. (Above 100 the webhook refuses, so no clamp here.)
+    clamp_memory_percentage: bool
+    scoring_weights: bool  # InvalidDeviceScoringWeights
+
+
+POLICY_RULES = {
+    "v2.10.0": PolicyRules("v2.10.0", True, True, True, True),
+    "v2.8.3": PolicyRules("v2.8.3", False, False, False, False),
+}
+
+
+def policy_rules(tenant: Tenant) -> PolicyRules:
+    return POLICY_RULES[tenant.hami_version]
 
 
 def _q(text: str) -> str:
@@ -119,8 +160,11 @@ def _requests(containers: str) -> str:
     )
 
 
-def _memory(r: str, largest: int) -> str:
-    """MB per card a request may take: a percentage counted on the largest card (placement/per_pod.py)."""
+def _memory(r: str, largest: int, zero_is_whole_card: bool = False) -> str:
+    """MB per card a request may take: a percentage counted on the largest card (placement/per_pod.py); with
+    `zero_is_whole_card` (v2.10.0, hami/cards.py `resolve_request`) 0 % without gpumem is all of it."""
+    if zero_is_whole_card:
+        return f"({r}.memreq == 0 && {r}.pct != 101 ? {largest} * ({r}.pct == 0 ? 100 : {r}.pct) / 100 : {r}.memreq)"
     return f"({r}.memreq == 0 && {r}.pct != 101 ? {largest} * {r}.pct / 100 : {r}.memreq)"
 
 
@@ -134,9 +178,23 @@ def _clamped(count: str, each: str, bound: int) -> str:
     return f"({each} != 0 && {count} > {bound} / {each})"
 
 
-def _selector_leaves_a_card(values: list[str], use: str, nouse: str, exact: bool) -> str:
-    """Some card passes the use/nouse selectors (HAMi checkGPUtype: upper-cased substring; checkUUID: exact)."""
+def _selector_leaves_a_card(values: list[str], use: str, nouse: str, exact: bool, trimmed: bool = False) -> str:
+    """Some card passes the use/nouse selectors (HAMi checkGPUtype: upper-cased substring; checkUUID: exact).
+    `trimmed` (v2.10.0 devices.go `CheckUUID` 693-713, `CheckType` 719-738): entries trimmed (CEL's trim() is Go's
+    strings.TrimSpace, as HAMi's), empty entries and a blank annotation constrain nothing, use and nouse both apply."""
     ann = "variables.annotations"
+    if trimmed:
+        entry = "u.trim() == v" if exact else "u.trim() != '' && v.contains(u.trim().upperAscii())"
+
+        def passes(key: str, wanted: bool) -> str:
+            hit = f"{ann}[{_q(key)}].split(',').exists(u, {entry})"
+            return f"(!({_q(key)} in {ann} && {ann}[{_q(key)}].trim() != '') || {'' if wanted else '!'}{hit})"
+
+        test = f"{passes(use, True)} && {passes(nouse, False)}"
+        if exact:
+            return f"{json.dumps(values)}.exists(v, {test})"
+        unicode = " || ".join(f"({_q(k)} in {ann} && !{ann}[{_q(k)}].matches({_q(ASCII)}))" for k in (use, nouse))
+        return f"{unicode} || {json.dumps(values)}.exists(v, {test})"
     if exact:  # use-gpuuuid wins over nouse-gpuuuid
         test = (
             f"({_q(use)} in {ann} ? v in {ann}[{_q(use)}].split(',') : "
@@ -156,14 +214,13 @@ TEMPLATE = "{o}.kind == 'Pod' ? {o} : ({o}.kind == 'CronJob' ? {o}.spec.jobTempl
 READ_ANNOTATIONS = (USE_TYPE, NOUSE_TYPE, USE_UUID, NOUSE_UUID, "hami.io/gpu-scheduler-policy")
 
 
-def _gpu_signature(obj: str) -> str:
+def _gpu_signature(obj: str, read: tuple[str, ...] = READ_ANNOTATIONS) -> str:
     """A list of strings that changes exactly when what HAMi reads from `obj`'s pod template changes.
     Built in a fixed order (container order, then a fixed key order), never by iterating a map."""
     t = f"({TEMPLATE.format(o=obj)})"
     ann = f"{t}.metadata.annotations"
     annotations = (
-        f"{json.dumps(list(READ_ANNOTATIONS))}.map(k, has({t}.metadata) && has({ann}) && k in {ann} ? "
-        f"k + '=' + {ann}[k] : '')"
+        f"{json.dumps(list(read))}.map(k, has({t}.metadata) && has({ann}) && k in {ann} ? k + '=' + {ann}[k] : '')"
     )
 
     def containers(field: str) -> str:
@@ -182,19 +239,30 @@ def _gpu_signature(obj: str) -> str:
     return f"{annotations} + {containers('containers')} + ['init'] + {containers('initContainers')}"
 
 
-MATCH_CONDITIONS = [
-    {
-        # An update is judged only when it changes what HAMi reads. Scaling down, removing a finalizer,
-        # orphaning, relabelling: a workload admitted earlier (under other limits) can always be retired.
-        "name": "gpu-request-changed",
-        "expression": f"request.operation != 'UPDATE' || {_gpu_signature('object')} != {_gpu_signature('oldObject')}",
-    }
-]
+def _match_conditions(read: tuple[str, ...] = READ_ANNOTATIONS) -> list[dict]:
+    return [
+        {
+            # An update is judged only when it changes what HAMi reads. Scaling down, removing a finalizer,
+            # orphaning, relabelling: a workload admitted earlier (under other limits) can always be retired.
+            "name": "gpu-request-changed",
+            "expression": f"request.operation != 'UPDATE' || {_gpu_signature('object', read)} != "
+            f"{_gpu_signature('oldObject', read)}",
+        }
+    ]
+
+
+MATCH_CONDITIONS = _match_conditions()
+
+
+def match_conditions(rules: PolicyRules) -> list[dict]:
+    """Where the release reads hami.io/device-scoring-weights (v2.10.0), a change of it is judged too."""
+    return _match_conditions((*READ_ANNOTATIONS, WEIGHTS)) if rules.scoring_weights else MATCH_CONDITIONS
 
 
 def _variables(tenant: Tenant) -> list[dict]:
     every = "(has(variables.template.spec.containers) ? variables.template.spec.containers : [])"
     init = "(has(variables.template.spec.initContainers) ? variables.template.spec.initContainers : [])"
+    zero = policy_rules(tenant).clamp_memory_percentage
     return [
         {"name": "template", "expression": TEMPLATE.format(o="object")},
         {
@@ -209,7 +277,7 @@ def _variables(tenant: Tenant) -> list[dict]:
             # Per GPU container: cards, MB per card (a percentage counted on the largest card), cores per card.
             "name": "perCard",
             "expression": "variables.gpu.map(r, {'nums': r.nums, "
-            f"'mem': {_memory('r', _largest(tenant))}, 'cores': r.cores > 100 ? 100 : r.cores}})",
+            f"'mem': {_memory('r', _largest(tenant), zero)}, 'cores': r.cores > 100 ? 100 : r.cores}})",
         },
     ]
 
@@ -224,6 +292,12 @@ def deny_validations(tenant: Tenant, hami: bool = True) -> list[dict]:
     (fitInDevices), then per card type, UUID and memory (device.go Fit). gpulab's own rules follow."""
     cards = tenant.cards()
     largest = _largest(tenant)
+    rules = policy_rules(tenant)
+    # A GPU pod to HAMi: one with GPU app containers, or (where init containers are placed) GPU init containers.
+    no_gpu = "size(variables.gpu) == 0"
+    if rules.init_containers_counted:
+        no_gpu = "size(variables.gpu) + size(variables.initGpu) == 0"
+    trimmed = rules.trimmed_selectors
     # With several GPU nodes, card-count rules are judged against the node with the most cards.
     gpu_nodes = tenant.gpu_nodes()
     most = max(len(node.cards) for node in gpu_nodes)
@@ -243,15 +317,15 @@ def deny_validations(tenant: Tenant, hami: bool = True) -> list[dict]:
             "message": f"NodeInsufficientDevice: a container asks for more cards than tenant {tenant.name}{has}",
         },
         {
-            "expression": "size(variables.gpu) == 0 || "
-            + _selector_leaves_a_card(sorted({c.type.upper() for c in cards}), USE_TYPE, NOUSE_TYPE, exact=False),
+            "expression": f"{no_gpu} || "
+            + _selector_leaves_a_card(sorted({c.type.upper() for c in cards}), USE_TYPE, NOUSE_TYPE, False, trimmed),
             "reason": "Forbidden",
             "message": f"CardTypeMismatch: no card of tenant {tenant.name} matches the pod's {USE_TYPE} / "
             f"{NOUSE_TYPE} (its cards: {', '.join(sorted({c.type for c in cards}))})",
         },
         {
-            "expression": "size(variables.gpu) == 0 || "
-            + _selector_leaves_a_card([c.id for c in cards], USE_UUID, NOUSE_UUID, exact=True),
+            "expression": f"{no_gpu} || "
+            + _selector_leaves_a_card([c.id for c in cards], USE_UUID, NOUSE_UUID, True, trimmed),
             "reason": "Forbidden",
             "message": f"CardUuidMismatch: no card of tenant {tenant.name} matches the pod's {USE_UUID} / "
             f"{NOUSE_UUID} (its cards: {', '.join(c.id for c in cards)})",
@@ -263,13 +337,26 @@ def deny_validations(tenant: Tenant, hami: bool = True) -> list[dict]:
             "string(variables.perCard.map(p, p.mem).max()) + ' MB per card; the largest card of tenant "
             f"{tenant.name} has {largest} MB'",
         },
-        {
-            "expression": "size(variables.initGpu) == 0",
-            "reason": "Forbidden",
-            "message": "InitContainerGpuRequest: an init container asks for GPU resources, but HAMi assigns cards "
-            "to app containers only; move the GPU work into an app container",
-        },
     ]
+    if not rules.init_containers_counted:
+        validations.append(
+            {
+                "expression": "size(variables.initGpu) == 0",
+                "reason": "Forbidden",
+                "message": "InitContainerGpuRequest: an init container asks for GPU resources, but HAMi assigns cards "
+                "to app containers only; move the GPU work into an app container",
+            }
+        )
+    if rules.scoring_weights:
+        validations.append(
+            {
+                "expression": f"!({_q(WEIGHTS)} in variables.annotations) || {no_gpu} || {_weights_parse()}",
+                "reason": "Forbidden",
+                "message": f"InvalidDeviceScoringWeights: HAMi {rules.version}'s scheduler cannot read the pod's "
+                f"{WEIGHTS} (it takes slot=N,core=N,memory=N: each once, integers from 0, one above 0) and fails "
+                "its filter on every node: the pod would stay Pending; fix or remove the annotation",
+            }
+        )
     for key, each, unit in (("gpus", "1", " GPUs"), ("gpumem", "p.mem", " MB"), ("gpucores", "p.cores", "% cores")):
         limit = getattr(limits, key)
         if limit is None:
@@ -291,7 +378,7 @@ def deny_validations(tenant: Tenant, hami: bool = True) -> list[dict]:
             # Read through variables.template (the Pod itself): the API server type-checks each validation
             # against every matched kind, and `object.spec.schedulerName` is no field of a Deployment's spec
             # (a warning in the policy's status.typeChecking; tests/real judge that).
-            "expression": "object.kind != 'Pod' || size(variables.gpu) == 0 || "
+            "expression": f"object.kind != 'Pod' || {no_gpu} || "
             "(has(variables.template.spec.schedulerName) && "
             f"variables.template.spec.schedulerName == {_q(HAMI_SCHEDULER)})",
             "reason": "Forbidden",
@@ -303,7 +390,32 @@ def deny_validations(tenant: Tenant, hami: bool = True) -> list[dict]:
     return validations
 
 
-def warn_validations() -> list[dict]:
+def _weights_parse() -> str:
+    """The pod's hami.io/device-scoring-weights parses as v2.10.0's `ParseDeviceScoringWeights` (57-102) parses it
+    (hami/cards.py `parse_scoring_weights`): three comma-separated entries, each trimmed key=value split at the
+    first "=" (a value holding another "=" is no integer), keys slot, core and memory each once, values what Go's
+    strconv.ParseInt(value, 10, 64) reads (an optional sign, ASCII digits, within int64) and not negative, one
+    above 0. Values are compared as quantities, which a sign and digits always are: `int()` could fail."""
+    parts = f"variables.annotations[{_q(WEIGHTS)}].split(',')"
+    value = "quantity(p.split('=')[1].trim())"
+    entry = (
+        f"size(p.split('=')) == 2 && p.split('=')[0].trim() in {json.dumps(list(WEIGHT_KEYS))} && "
+        f"p.split('=')[1].trim().matches('^[+-]?[0-9]+$') && !quantity('0').isGreaterThan({value}) && "
+        f"!{value}.isGreaterThan(quantity({_q(str(INT64_MAX))}))"
+    )
+    return (
+        f"(size({parts}) == 3 && {parts}.all(p, {entry}) && "
+        f"{json.dumps(list(WEIGHT_KEYS))}.all(k, {parts}.exists(p, p.split('=')[0].trim() == k)) && "
+        f"{parts}.exists(p, {value}.isGreaterThan(quantity('0'))))"
+    )
+
+
+def warn_validations(rules: PolicyRules = POLICY_RULES["v2.8.3"]) -> list[dict]:
+    zero = (
+        f"HAMi {rules.version} reads 0% as not given and gives it all of each card's memory; write the share it needs"
+        if rules.clamp_memory_percentage
+        else "HAMi gives it 0 MB"
+    )
     return [
         {
             "expression": "variables.gpu.all(r, r.cores <= 100)",
@@ -311,7 +423,7 @@ def warn_validations() -> list[dict]:
         },
         {
             "expression": "variables.gpu.all(r, !(r.memreq == 0 && r.pct == 0))",
-            "message": "ZeroMemoryPercentage: a container asks 0% of the card's memory; HAMi gives it 0 MB",
+            "message": f"ZeroMemoryPercentage: a container asks 0% of the card's memory; {zero}",
         },
     ]
 
@@ -343,11 +455,13 @@ MATCH = {
 
 def policy_objects(tenant: Tenant, hami: bool = True) -> list[dict]:
     """The two policies and their bindings for one tenant, as Kubernetes objects; without HAMi
-    (scheduling.scheduler: kube-scheduler) no rule asks for its schedulerName."""
+    (scheduling.scheduler: kube-scheduler) no rule asks for its schedulerName. The rules are the tenant's HAMi
+    release's (`policy_rules`)."""
     objects = []
+    rules = policy_rules(tenant)
     for name, validations, actions in (
         (DENY_POLICY, deny_validations(tenant, hami), ["Deny"]),
-        (WARN_POLICY, warn_validations(), ["Warn"]),
+        (WARN_POLICY, warn_validations(rules), ["Warn"]),
     ):
         objects.append(
             {
@@ -357,7 +471,7 @@ def policy_objects(tenant: Tenant, hami: bool = True) -> list[dict]:
                 "spec": {
                     "failurePolicy": "Fail",  # an expression that errors refuses, it does not wave through
                     "matchConstraints": MATCH,
-                    "matchConditions": MATCH_CONDITIONS,
+                    "matchConditions": match_conditions(rules),
                     "variables": _variables(tenant),
                     "validations": validations,
                 },

@@ -16,13 +16,12 @@ Two advisories (the admission policy warns, the pack notes): cores above 100 (HA
 100) and a memory percentage of 0 (v2.8.3 gives the container 0 MB, v2.10.0 the whole card).
 
 Each is judged with the tenant's HAMi release (hami/releases.py, `rules_for(inventory.hami_version)`): its
-requests (`resolve_request`: v2.10.0 clamps a percentage above 100 and reads 0 as not given), its selectors
-(v2.10.0 trims them, devices.go `CheckUUID` 693-713, `CheckType` 719-738), and init containers, which v2.10.0
-places (devices.go `Resourcereqs` 639-692; score.go `allocateInitContainers` 226-254): InitContainerGpuRequest is
-v2.8.3's only. v2.10.0 adds InvalidDeviceScoringWeights (a hami.io/device-scoring-weights it cannot parse fails
-the pod's filter: score.go `calcScoreWithOptions` 361-364). model/admission_policy.py writes v2.8.3's rules for
-every tenant (it takes no release): for a v2.10.0 tenant it still refuses GPU init containers and judges
-percentages and selectors as v2.8.3 reads them.
+requests (`resolve_request`: v2.10.0 reads a percentage of 0 as not given; a percentage above 100, which its
+scheduler clamps, is judged as asked, `as_admitted`), its selectors (v2.10.0 trims them, devices.go `CheckUUID`
+693-713, `CheckType` 719-738), and init containers, which v2.10.0 places (devices.go `Resourcereqs` 639-692;
+score.go `allocateInitContainers` 226-254): InitContainerGpuRequest is v2.8.3's only. v2.10.0 adds
+InvalidDeviceScoringWeights (a hami.io/device-scoring-weights it cannot parse fails the pod's filter: score.go
+`calcScoreWithOptions` 361-364). model/admission_policy.py writes the same rules per release (its `PolicyRules`).
 
 After these, before the placement: HAMi's webhook on the namespace quota at create (v2.9.0 and later;
 hami/webhook.py), then the API server's nvidia.com/gpu quota (a validating admission, after the mutating webhook).
@@ -60,6 +59,15 @@ def pod_memory_mb(containers: tuple[ContainerRequest, ...], largest_mb: int) -> 
     return sum(c.nums * c.memory_for(largest_mb) for c in containers)
 
 
+def as_admitted(request: ContainerRequest, rules: Rules) -> ContainerRequest:
+    """A container's request as the per-pod rules judge it: the release's (`resolve_request`), except a
+    gpumem-percentage above 100, judged as asked. v2.10.0's webhook refuses that pod (pkg/device/nvidia/device.go
+    `MutateAdmission` 349-351, `validateMemoryPercentage` 389-396); `GenerateResourceRequests`' clamp to 100
+    (559-561) reaches only pods the webhook did not see (it was down: `failurePolicy: Ignore`). So it stays what
+    v2.8.3 makes of it: more memory than any card (CardInsufficientMemory), as the admission policy says."""
+    return request if request.mem_percentage > 100 else resolve_request(request, rules)
+
+
 def _non_ascii_type_selector(pod: PodRequest) -> bool:
     """HAMi upper-cases type selectors with Go's Unicode rules; the admission policy's CEL upperAscii()
     cannot, so a selector with other letters is left to HAMi (and to the placement check)."""
@@ -82,7 +90,7 @@ def per_pod_refusals(inventory: TenantInventory, pod: PodRequest) -> list[PodRef
     if cards and placed and not any(_uuid_ok(card, pod, rules) for card in cards):
         refusals.append(NoCardMatches("uuid"))
     for c in pod.containers:
-        memory = resolve_request(c, rules).memory_for(largest)
+        memory = as_admitted(c, rules).memory_for(largest)
         if cards and memory > largest:
             refusals.append(CardTooSmall(c.name, memory, tuple(cards)))
     if not rules.init_containers_counted:
@@ -91,7 +99,7 @@ def per_pod_refusals(inventory: TenantInventory, pod: PodRequest) -> list[PodRef
         refusals.append(BadScoringWeights(pod.scoring_weights_error))
     asked = {
         "gpus": sum(c.nums for c in pod.containers),
-        "gpumem": pod_memory_mb(tuple(resolve_request(c, rules) for c in pod.containers), largest),
+        "gpumem": pod_memory_mb(tuple(as_admitted(c, rules) for c in pod.containers), largest),
         "gpucores": sum(c.nums * c.fit_cores for c in pod.containers),
     }
     for key in ("gpus", "gpumem", "gpucores"):
@@ -169,14 +177,13 @@ def pod_level(
             if verdicts.refusals or verdicts.advisories:
                 per_workload.append(verdicts)
     refused = {verdicts.workload for verdicts in per_workload if verdicts.refusals}
-    pods = [
-        pod
-        for w in workloads
-        if w.label not in refused
-        for pod in w.pods
-        if pod.containers or counted_init_containers(pod, rules)
+    gpu_pods = [
+        (w.label, pod) for w in workloads for pod in w.pods if pod.containers or counted_init_containers(pod, rules)
     ]
-    at_create = refused_at_create(inventory, pods)
+    # HAMi's webhook is a mutating admission webhook: the API server calls it before the validating admission policy
+    # that holds the per-pod rules (Kubernetes' admission order: mutating, then validating), so a pod both refuse is
+    # refused by the webhook, and the webhook is judged on every GPU pod (seen in the real differential, seed 7004).
+    at_create = refused_at_create(inventory, [pod for _, pod in gpu_pods])
     denied = {workload_of(refusal.pod) for refusal in at_create}
-    pods = [pod for pod in pods if workload_of(pod) not in denied]
+    pods = [pod for label, pod in gpu_pods if label not in refused and workload_of(pod) not in denied]
     return per_workload, gpu_count_quota(inventory, pods), pods, at_create

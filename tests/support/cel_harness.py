@@ -4,7 +4,7 @@ Kubernetes' CEL adds libraries to the CEL standard; the ones the policies use ar
 following their documented behaviour (k8s.io/apiserver/pkg/cel/library): `quantity(string)`,
 `.isInteger()` and `.asInteger()` (false / an error for a value the API server holds as an inf.Dec, however
 small: see _held), `.isGreaterThan()`, the lists library's `.sum()` and `.max()`, and the strings library's
-`.split(sep)`, `.join(sep)` and `.upperAscii()`. A validation whose expression raises an error counts as
+`.split(sep)`, `.join(sep)`, `.trim()` and `.upperAscii()`. A validation whose expression raises an error counts as
 failed, as with `failurePolicy: Fail`.
 
 What reaches a policy is not what the user wrote (`admitted`): the API server stores quantities in
@@ -146,6 +146,15 @@ def _split(text: Any, separator: Any) -> celtypes.ListType:
     return celtypes.ListType([celtypes.StringType(part) for part in str(text).split(str(separator))])
 
 
+# Go's unicode.IsSpace (the White_Space property): what cel-go's trim() strips, as strings.TrimSpace does. Not
+# Python's str.strip(), which also strips U+001C-U+001F.
+GO_SPACE = "\t\n\v\f\r \x85\xa0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000"
+
+
+def _trim(text: Any) -> celtypes.StringType:
+    return celtypes.StringType(str(text).strip(GO_SPACE))
+
+
 def _upper_ascii(text: Any) -> celtypes.StringType:
     return celtypes.StringType("".join(ch.upper() if "a" <= ch <= "z" else ch for ch in str(text)))
 
@@ -159,6 +168,7 @@ FUNCTIONS = {
     "sum": _sum,
     "max": _max,
     "split": _split,
+    "trim": _trim,
     "upperAscii": _upper_ascii,
 }
 _PROGRAMS: dict[str, Any] = {}

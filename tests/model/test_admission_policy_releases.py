@@ -1,0 +1,248 @@
+"""Each tenant's admission policy follows its HAMi release (model/admission_policy.py `PolicyRules`), as the pack's
+per-pod rules do (placement/per_pod.py): v2.8.3's policy is byte for byte what it was before the policy took a
+release, and each difference of v2.10.0 is shown on objects the two releases judge apart, with the pack agreeing
+per release, and caught when the difference is taken out of the policy. (Both releases on generated workloads and
+the shared fixtures: tests/placement/test_gpu_admission.py, JUDGED.)
+
+Read at Project-HAMi/HAMi tag v2.10.0 (commit 4707fb02c91c):
+- GPU init containers are placed: pkg/device/devices.go `Resourcereqs` 639-692, pkg/scheduler/score.go
+  `allocateInitContainers` 226-254 (v2.8.3 reads spec.containers only);
+- a gpumem-percentage of 0 is not given, so the whole card: pkg/device/nvidia/device.go `GenerateResourceRequests`
+  563-577 (v2.8.3: 0 MB);
+- above 100 the same function clamps to 100 (559-561), but the webhook refuses the pod first: device.go
+  `MutateAdmission` 349-351 and `validateMemoryPercentage` 389-396 ("must be an integer between 0 and 100"), for
+  init and app containers (pkg/scheduler/webhook.go `Handle` 74-98), returned as a denial, which the chart's
+  `failurePolicy: Ignore` (charts/hami/values.yaml 210) does not cover: no difference to v2.8.3's refusal;
+- selectors: devices.go `CheckUUID` 693-713 and `CheckType` 719-738 trim entries, skip empty ones, read a blank
+  annotation as no constraint and apply use and nouse both (v2.8.3: untrimmed, use-gpuuuid wins);
+- hami.io/device-scoring-weights: pkg/util/device_scoring_weights.go `ParseDeviceScoringWeights` 57-102, read by
+  score.go `calcScoreWithOptions` 361-364 for a pod with HAMi resources (pkg/scheduler/scheduler.go `Filter`
+  1080-1087).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from unittest.mock import patch
+
+import pytest
+from cel_harness import admitted, run_policy
+
+from hami.cards import parse_scoring_weights, resolve_request
+from hami.releases import RULES, V2_10_0
+from model import admission_policy
+from model.admission_policy import DENY_POLICY, POLICY_RULES, WARN_POLICY, PolicyRules, policy_objects
+from model.config import Tenant
+from placement import per_pod
+from placement.inventory import from_tenant
+from placement.workloads import read_workload
+from tests.placement import test_gpu_admission
+from tests.placement.test_gpu_admission import JUDGED, TENANTS, gpu_pod, vap_order
+
+# sha256 of json.dumps(policy_objects(tenant, hami), sort_keys=True) for the reference stack's tenants (v2.8.3),
+# computed before the policy took the tenant's release.
+V2_8_3_POLICIES = {
+    ("tenant-a", True): "bb9618eaad65331f6de6bd068aac06ea3246ed96dc44ec4509a770fe6f1c5b0b",
+    ("tenant-a", False): "e671dea870aab8a1aaabd0672f2667e65c5711cfa4a6f6cb7c24aefa1d26ef85",
+    ("tenant-b", True): "9b2ba9be66e075c1e00288d111147c0366d518f40cd41dbff092a20f4f427908",
+    ("tenant-b", False): "1a7de1962cbc00df5db257cba8868c57944c7da6a4f836f2f88fd440712d1d36",
+}
+USE_TYPE, NOUSE_TYPE = "nvidia.com/use-gputype", "nvidia.com/nouse-gputype"
+USE_UUID, NOUSE_UUID = "nvidia.com/use-gpuuuid", "nvidia.com/nouse-gpuuuid"
+WEIGHTS = "hami.io/device-scoring-weights"
+B1 = "GPU-MOCK-tenant-b-1"
+
+
+@pytest.mark.parametrize(("tenant", "hami"), sorted(V2_8_3_POLICIES))
+def test_the_v2_8_3_policies_of_the_reference_stack_are_unchanged(tenant: str, hami: bool) -> None:
+    assert TENANTS[tenant].hami_version == "v2.8.3"
+    text = json.dumps(policy_objects(TENANTS[tenant], hami), sort_keys=True)
+    assert hashlib.sha256(text.encode()).hexdigest() == V2_8_3_POLICIES[(tenant, hami)]
+
+
+def test_the_policy_rules_are_the_releases_rules() -> None:
+    """model/ may not import hami/: the policy's table repeats the fields of hami/releases.py it reads."""
+    assert set(POLICY_RULES) == set(RULES)
+    for version, rules in RULES.items():
+        for field in dataclasses.fields(PolicyRules):
+            assert getattr(POLICY_RULES[version], field.name) == getattr(rules, field.name), (version, field.name)
+    assert {tenant.hami_version for tenant in JUDGED.values()} == set(RULES), "the agreement runs for each"
+
+
+def policy(tenant: Tenant, name: str = DENY_POLICY, **without: bool) -> dict:
+    """`tenant`'s policy `name`; `without`: PolicyRules fields set to False (v2.8.3's), taking that difference out."""
+    rules = dataclasses.replace(POLICY_RULES[tenant.hami_version], **without)
+    with patch.dict(admission_policy.POLICY_RULES, {tenant.hami_version: rules}):
+        objects = policy_objects(tenant)
+    return next(o for o in objects if o["kind"] == "ValidatingAdmissionPolicy" and o["metadata"]["name"] == name)
+
+
+def pack(tenant: Tenant, obj: dict) -> list[str]:
+    workload = read_workload(obj["kind"], obj)
+    assert workload is not None and workload.pods
+    return [r.reason for r in per_pod.per_pod_refusals(from_tenant(tenant), workload.pods[0])]
+
+
+def judged(tenant: Tenant, obj: dict, **without: bool) -> list[str]:
+    """The policy's refusals of `obj` (reason names, in order), after checking the pack names the same first."""
+    order = vap_order(policy(tenant, **without), obj)
+    if not without:
+        expected = pack(tenant, obj)
+        assert set(order) == set(expected) and order[:1] == expected[:1], (tenant.hami_version, order, expected)
+    return order
+
+
+def both(name: str = "tenant-b", **limits: int) -> tuple[Tenant, Tenant]:
+    """The reference tenant `name` under v2.8.3 and under v2.10.0, with `limits` changed."""
+    old, new = JUDGED[name], JUDGED[f"{name}@v2.10.0"]
+    return tuple(t.model_copy(update={"limits": t.limits.model_copy(update=limits)}) for t in (old, new))
+
+
+def annotated(pod: dict, annotations: dict[str, str]) -> dict:
+    pod["metadata"]["annotations"] = annotations
+    return pod
+
+
+def deployment(pod: dict) -> dict:
+    """A Deployment of `pod`, its annotations on the pod template (where HAMi reads them from the pods)."""
+    obj = test_gpu_admission.deployment(pod)
+    obj["spec"]["template"]["metadata"]["annotations"] = dict(pod["metadata"].get("annotations", {}))
+    return obj
+
+
+def with_gpu_init(pod: dict) -> dict:
+    init = {"name": "warmup", "image": "x", "resources": {"limits": {"nvidia.com/gpu": 1, "nvidia.com/gpumem": 2000}}}
+    pod["spec"]["initContainers"] = [init]
+    return pod
+
+
+def test_v2_10_0_places_gpu_init_containers_and_v2_8_3_refuses_them() -> None:
+    old, new = both("tenant-a")
+    pod = with_gpu_init(gpu_pod({"nvidia.com/gpumem": 1000}))
+    for obj in (pod, deployment(pod)):
+        assert judged(old, obj) == ["InitContainerGpuRequest"]
+        assert judged(new, obj) == []
+        assert judged(new, obj, init_containers_counted=False) == ["InitContainerGpuRequest"] != pack(new, obj)
+    # A pod of GPU init containers only is a GPU pod to v2.10.0: its selectors are judged, and it must be HAMi's.
+    only = with_gpu_init(annotated(gpu_pod({"cpu": "1"}), {USE_TYPE: "T4"}))
+    assert judged(old, only) == ["InitContainerGpuRequest"]
+    assert judged(new, only) == ["CardTypeMismatch"]
+    assert judged(new, only, init_containers_counted=False) == ["InitContainerGpuRequest"]
+    unhandled = admitted(with_gpu_init(gpu_pod({"cpu": "1"})), webhook=False)
+    assert run_policy(policy(new), unhandled).shown.startswith("a GPU pod must be scheduled by hami-scheduler")
+    assert run_policy(policy(new, init_containers_counted=False), unhandled).shown.startswith("InitContainerGpuRequest")
+
+
+def test_a_memory_percentage_above_100_stays_refused_under_v2_10_0(monkeypatch) -> None:
+    """Not a difference: v2.10.0's scheduler would clamp 150 % to 100, but its webhook refuses the pod first, so
+    the policy (and the pack) refuse it as v2.8.3's do. A pack that clamped would admit what HAMi refuses."""
+    over = gpu_pod({"nvidia.com/gpumem-percentage": 150})
+    for tenant in both():
+        for obj in (over, deployment(over)):
+            assert judged(tenant, obj) == ["CardInsufficientMemory"], tenant.hami_version
+    new = both()[1]
+    shown = run_policy(policy(new), admitted(over)).shown
+    assert shown == (
+        "CardInsufficientMemory: a container asks 36864 MB per card; the largest card of tenant tenant-b has 24576 MB"
+    )
+    monkeypatch.setattr(per_pod, "as_admitted", resolve_request)  # the scheduler's clamp, taken for the webhook's
+    assert pack(new, over) == [] != vap_order(policy(new), over)
+
+
+def test_zero_percent_is_the_whole_card_under_v2_10_0_and_0_mb_under_v2_8_3() -> None:
+    old, new = both("tenant-a", gpumem=40000)
+    zero = gpu_pod({"nvidia.com/gpu": 1, "nvidia.com/gpumem-percentage": 0})
+    assert judged(old, zero) == []  # 0 MB
+    assert judged(new, zero) == ["PodGpuLimitExceeded"]  # 81920 MB, over the 40000 MB per pod
+    assert judged(new, zero, clamp_memory_percentage=False) == [] != pack(new, zero)
+    assert run_policy(policy(new), admitted(zero)).failed == [
+        "PodGpuLimitExceeded: each pod asks 81920 MB in total; tenant tenant-a allows 40000 MB per pod"
+    ]
+    warned = {t.hami_version: run_policy(policy(t, WARN_POLICY), admitted(zero)).failed for t in (old, new)}
+    assert warned == {
+        "v2.8.3": ["ZeroMemoryPercentage: a container asks 0% of the card's memory; HAMi gives it 0 MB"],
+        "v2.10.0": [
+            "ZeroMemoryPercentage: a container asks 0% of the card's memory; HAMi v2.10.0 reads 0% as not given and "
+            "gives it all of each card's memory; write the share it needs"
+        ],
+    }
+    [advice] = per_pod.per_pod_advisories(read_workload("Pod", zero).pods[0], V2_10_0)
+    assert (advice.reason, advice.whole_card) == ("ZeroMemoryPercentage", True), "the pack says the same"
+
+
+SELECTORS = [  # (annotations, v2.8.3's refusals, v2.10.0's) on tenant-b's two L4s
+    ({USE_TYPE: " L4"}, ["CardTypeMismatch"], []),  # trimmed
+    ({USE_TYPE: "A100,"}, [], ["CardTypeMismatch"]),  # v2.8.3: the empty entry matches every type
+    ({NOUSE_TYPE: "a100,"}, ["CardTypeMismatch"], []),  # the same, for nouse: no card left
+    ({USE_TYPE: " "}, ["CardTypeMismatch"], []),  # blank: no constraint
+    ({USE_UUID: f"{B1} ,GPU-X"}, ["CardUuidMismatch"], []),
+    ({USE_UUID: ""}, ["CardUuidMismatch"], []),
+    ({USE_UUID: B1, NOUSE_UUID: B1}, [], ["CardUuidMismatch"]),  # v2.8.3: use-gpuuuid wins; v2.10.0: both apply
+    ({NOUSE_UUID: "GPU-MOCK-tenant-b-0, GPU-MOCK-tenant-b-1"}, [], ["CardUuidMismatch"]),
+]
+
+
+@pytest.mark.parametrize(("annotations", "v2_8_3", "v2_10_0"), SELECTORS, ids=lambda v: json.dumps(v))
+def test_v2_10_0_reads_selectors_trimmed(annotations: dict, v2_8_3: list, v2_10_0: list) -> None:
+    old, new = both()
+    pod = gpu_pod({"nvidia.com/gpumem": 1000})
+    pod["metadata"]["annotations"] = annotations
+    for obj in (pod, deployment(pod)):
+        assert judged(old, obj) == v2_8_3
+        assert judged(new, obj) == v2_10_0
+        assert judged(new, obj, trimmed_selectors=False) == v2_8_3 != pack(new, obj)
+
+
+WEIGHT_VALUES = [
+    "slot=1,core=1,memory=3", " memory = 007 ,slot=+0, core=-0", "\u00a0slot=1,core=0,memory=0\u3000",
+    "slot=0,core=0,memory=0", "slot=1,core=1", "slot=1,core=1,memory=1,", "slot=1,slot=1,memory=1",
+    "Slot=1,core=1,memory=1",
+    "slot=-1,core=1,memory=1", "slot=1,core=1,gpu=1", "slot=1,core=1.5,memory=1", "slot=1,core=1e2,memory=1",
+    "slot=1,core=9223372036854775807,memory=1", "slot=1,core=9223372036854775808,memory=1", "slot=1,core==1,memory=1",
+    "slot=1,core=1,memory", "slot=1,core=١,memory=1", "", " ",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("value", WEIGHT_VALUES)
+def test_v2_10_0_refuses_scoring_weights_its_scheduler_cannot_read(value: str) -> None:
+    old, new = both()
+    try:
+        parse_scoring_weights(value)
+        expected = []
+    except ValueError:
+        expected = ["InvalidDeviceScoringWeights"]
+    pod = annotated(gpu_pod({"nvidia.com/gpumem": 1000}), {WEIGHTS: value})
+    for obj in (pod, deployment(pod)):
+        assert judged(old, obj) == []  # v2.8.3 reads no weights
+        assert judged(new, obj) == expected
+        assert judged(new, obj, scoring_weights=False) == []
+    cpu_only = annotated(gpu_pod({"cpu": "1"}), {WEIGHTS: value})  # no pod of the pack's: none to judge
+    assert vap_order(policy(new), cpu_only) == [], "HAMi's Filter passes a pod without HAMi resources unread"
+
+
+def test_the_weights_teeth_and_updates() -> None:
+    new = both()[1]
+    pod = annotated(gpu_pod({"nvidia.com/gpumem": 1000}), {WEIGHTS: "slot=1"})
+    assert judged(new, pod, scoring_weights=False) == [] != pack(new, pod)
+    # Under v2.10.0 an UPDATE that changes only the weights changes what HAMi reads: it is judged.
+    before = deployment(gpu_pod({"nvidia.com/gpumem": 1000}))
+    after = json.loads(json.dumps(before))
+    after["spec"]["template"]["metadata"]["annotations"] = {WEIGHTS: "slot=1"}
+    for tenant, matched in zip(both(), (False, True), strict=True):
+        outcome = run_policy(policy(tenant), admitted(after), old=admitted(before), operation="UPDATE")
+        assert outcome.matched is matched, tenant.hami_version
+
+
+@pytest.mark.parametrize("tenant", both(), ids=lambda t: t.hami_version)
+def test_a_type_selector_with_non_ascii_letters_is_left_to_hami(tenant: Tenant) -> None:
+    """Go's strings.ToUpper("nvıdıa") is "NVIDIA" (dotless ı upper-cases to I): HAMi admits and places the
+    pod on any NVIDIA card. CEL's upperAscii() cannot say so, so the policy must not refuse it, in either release."""
+    for selector in ("nvıdıa", "l4,ſomething", " nvıdıa ,"):
+        assert judged(tenant, annotated(gpu_pod({"nvidia.com/gpumem": 1000}), {USE_TYPE: selector})) == []
+    assert "nvıdıa".upper() == "NVIDIA", "Python's upper() follows Unicode like Go's ToUpper here"
+    ascii_mismatch = annotated(gpu_pod({"nvidia.com/gpumem": 1000}), {USE_TYPE: "a100"})
+    assert judged(tenant, ascii_mismatch) == ["CardTypeMismatch"], "ASCII selectors are still judged"
+    nouse = annotated(gpu_pod({"nvidia.com/gpumem": 1000}), {NOUSE_TYPE: "nvıdıa"})
+    assert judged(tenant, nouse) == [], "left to HAMi, which refuses it with its own event"
