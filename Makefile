@@ -281,11 +281,11 @@ test-real: $(VENV)/.installed
 tools:
 	@$(PYTHON_HOST) tools/build.py
 
-# gpulab's node image (node-image/build.sh): kubelet, kubeadm, kubectl and gpulab-dra-plugin of make tools (unless
+# gpulab's node image (node-image/build.sh): kubelet, kubeadm, kubectl, gpulab-dra-plugin and gpulab-hami-plugin of make tools (unless
 # GPULAB_BIN names another folder), an engine (hack/docker-engine.sh starts Debian's where none answers), then the image; a second
 # run with nothing changed ends in seconds.
 node-image:
-	@if [ -z "$${GPULAB_BIN:-}" ]; then $(PYTHON_HOST) tools/build.py kubelet kubeadm kubectl gpulab-dra-plugin; fi
+	@if [ -z "$${GPULAB_BIN:-}" ]; then $(PYTHON_HOST) tools/build.py kubelet kubeadm kubectl gpulab-dra-plugin gpulab-hami-plugin; fi
 	@bash hack/docker-engine.sh start
 	@bash node-image/build.sh
 

@@ -3,8 +3,9 @@
 #
 # A root file system debootstrapped (--variant=minbase) from the Debian mirror of this machine's own apt
 # sources, with the packages of node-image/packages (systemd, containerd, runc, the CNI plugins, iptables...),
-# plus kubelet, kubeadm and kubectl of `make tools` in /usr/bin (where kind's node image has them) and gpulab's DRA
-# kubelet plugin (tools/gpulab-dra-plugin; its unit is started only on a gpuSharing: dra tenant's node), the files
+# plus kubelet, kubeadm and kubectl of `make tools` in /usr/bin (where kind's node image has them), gpulab's DRA
+# kubelet plugin (tools/gpulab-dra-plugin; its unit is started only on a gpuSharing: dra tenant's node) and gpulab's
+# HAMi device plugin (tools/gpulab-hami-plugin; its unit is started only on a HAMi tenant's node), the files
 # of node-image/files (the kubelet's unit and kubeadm's drop-in, containerd's config, the runc wrapper, the
 # unit that imports the images) and two image archives for containerd: the pause image containerd's
 # sandbox_image names, compiled from kubernetes' own build/pause/linux/pause.c of the pinned k8s.io/kubernetes
@@ -17,7 +18,8 @@
 # under the cache folder, keyed by the mirror, release, architecture and package list only, so a new kubelet or
 # a changed file rebuilds the image from the kept tree without debootstrapping again.
 # Needs root (debootstrap, chroot) and a Docker engine (`bash hack/docker-engine.sh start` gives one).
-# env: GPULAB_BIN (./bin: kubelet, kubeadm, kubectl, gpulab-dra-plugin), GPULAB_NODE_IMAGE_CACHE (.cache/node-image),
+# env: GPULAB_BIN (./bin: kubelet, kubeadm, kubectl, gpulab-dra-plugin, gpulab-hami-plugin),
+#      GPULAB_NODE_IMAGE_CACHE (.cache/node-image),
 #      GPULAB_NODE_SUITE (bookworm), GPULAB_NODE_REPOSITORY (gpulab/node), APT_DIR (/etc/apt), GO (go),
 #      TIMEOUT (seconds for the debootstrap, 1800)
 # usage: node-image/build.sh [--tree (only the debootstrap tree) | --mirror (print the Debian source it uses)]
@@ -35,6 +37,7 @@ repository=${GPULAB_NODE_REPOSITORY:-gpulab/node}
 apt_dir=${APT_DIR:-/etc/apt}
 go=${GO:-go}
 programs=(kubelet kubeadm kubectl gpulab-dra-plugin)
+programs+=(gpulab-hami-plugin) # HAMi's device plugin on a HAMi tenant's real node (process_lab/hami_plugin.py)
 busybox_image=localhost/gpulab/busybox
 started=$SECONDS
 
@@ -69,9 +72,10 @@ for program in "${programs[@]}"; do
   [ -x "$bin/$program" ] || die "$bin/$program is missing: \`make tools\` builds it (GPULAB_BIN=dir for others)"
 done
 kubernetes_version=$("$bin/kubeadm" version -o short)
-# What `make up` checks before a DRA tenant's node runs the image (process_lab/preflight.py: the label): the
-# plugin's own bytes, so that a plugin rebuilt since the image was made is told apart too.
+# What `make up` checks before a DRA (HAMi) tenant's node runs the image (process_lab/preflight.py: the labels):
+# each plugin's own bytes, so that a plugin rebuilt since the image was made is told apart too.
 dra_plugin_sha256=$(sha256sum "$bin/gpulab-dra-plugin" | cut -d' ' -f1)
+hami_plugin_sha256=$(sha256sum "$bin/gpulab-hami-plugin" | cut -d' ' -f1)
 
 # kubernetes' pause, from the module the pinned kubeadm was built from (Go checks it against go.sum).
 pause_dir=$(cd "$root/tools/kubernetes" && bounded 600 "$go" mod download -json k8s.io/kubernetes | jq -r .Dir)
@@ -135,6 +139,7 @@ tar --numeric-owner -C "$stage" -c . | bounded 900 docker import \
   --change "LABEL gpulab.io/node-image.inputs=$image_key" \
   --change "LABEL gpulab.io/node-image.kubernetes=$kubernetes_version" \
   --change "LABEL gpulab.io/node-image.dra-plugin=sha256:$dra_plugin_sha256" \
+  --change "LABEL gpulab.io/node-image.hami-plugin=sha256:$hami_plugin_sha256" \
   --change "LABEL gpulab.io/node-image.debian=\"$mirror $suite ${release_date:-unknown date}\"" \
   --change "LABEL gpulab.io/node-image.images=\"$pause_image $busybox_ref\"" \
   - "$tag" >/dev/null

@@ -275,7 +275,8 @@ class HamiScheduler:
             f"--gpu-scheduler-policy={settings.gpu_scheduler_policy}",
             f"--device-config-file={config}",
             "--leader-elect=false",
-            # As the Docker lab's mock mode; BindTimeRole releases the lock well before it expires.
+            # As the Docker lab's mock mode; on KWOK nodes BindTimeRole, on real nodes gpulab-hami-plugin's Allocate
+            # releases the lock well before it expires.
             f"--node-lock-timeout={settings.node_lock_timeout}",
             *hami_client_flags(settings.kube_qps, settings.kube_burst, settings.log_verbosity),
         ]

@@ -35,6 +35,7 @@ ENGINE = (
 NODE_PROGRAMS = ("kubeadm", "kubelet")  # kubeadm's phases on this host; both are in the node image too
 DOCKER_TIMEOUT = 30  # seconds for one docker command: an engine that answers does in well under one
 DRA_PLUGIN_LABEL = "gpulab.io/node-image.dra-plugin"  # node-image/build.sh: sha256:<the plugin's bytes>
+HAMI_PLUGIN_LABEL = "gpulab.io/node-image.hami-plugin"  # the same, for gpulab-hami-plugin
 
 
 def bin_dir() -> Path:
@@ -58,11 +59,12 @@ def problems(
     hami_versions: tuple[str, ...] = (DEFAULT_HAMI_VERSION,),
     node_images: tuple[str, ...] = (),
     dra_images: tuple[str, ...] = (),
+    hami_images: tuple[str, ...] = (),
 ) -> list[str]:
     """One line per fix: programs `make tools` builds, HAMi's scheduler of each release a tenant runs
     (`hami_versions`; none when the stack leaves HAMi out, nor for a destroy), and for real nodes a Docker engine
     and the node image (`make node-image`), with gpulab's DRA kubelet plugin in the images of DRA tenants' nodes
-    (`dra_images`)."""
+    (`dra_images`) and gpulab's HAMi device plugin in those of HAMi tenants' nodes (`hami_images`)."""
     lines = []
     missing = [*missing_programs(tools), *(name for name in ENGINE if not os.access(tools / name, os.X_OK))]
     if node_images:
@@ -77,13 +79,20 @@ def problems(
                     "kube-scheduler"
                 )
     if node_images:
-        lines += docker_problems(node_images, destroy, dra_images, tools)
+        lines += docker_problems(node_images, destroy, dra_images, tools, hami_images)
     return lines
 
 
-def docker_problems(images: tuple[str, ...], destroy: bool, dra_images: tuple[str, ...], tools: Path) -> list[str]:
+def docker_problems(
+    images: tuple[str, ...],
+    destroy: bool,
+    dra_images: tuple[str, ...],
+    tools: Path,
+    hami_images: tuple[str, ...] = (),
+) -> list[str]:
     """Real nodes need a Docker engine that answers and, to be made, gpulab's node image; a DRA tenant's node an
-    image holding gpulab's DRA kubelet plugin (node-image/build.sh labels it with the plugin's version)."""
+    image holding gpulab's DRA kubelet plugin, a HAMi tenant's node one holding gpulab's HAMi device plugin
+    (node-image/build.sh labels the image with each plugin's sha256)."""
     try:
         answer = run_bounded(["docker", "info"], DOCKER_TIMEOUT)
     except OSError as error:
@@ -99,21 +108,31 @@ def docker_problems(images: tuple[str, ...], destroy: bool, dra_images: tuple[st
         return []
     absent = [image for image in images if not run_bounded(["docker", "image", "inspect", image], DOCKER_TIMEOUT).ok]
     lines = [f"the node image {image} is not in the Docker engine: run `make node-image`" for image in absent]
-    for image in (image for image in dra_images if image not in absent):
-        labels = run_bounded(["docker", "image", "inspect", "-f", "{{json .Config.Labels}}", image], DOCKER_TIMEOUT)
-        found = (json.loads(labels.stdout or b"null") or {}).get(DRA_PLUGIN_LABEL) if labels.ok else None
-        built = tools / "gpulab-dra-plugin"
-        if not found:
-            lines.append(
-                f"the node image {image} carries no gpulab-dra-plugin label, so it may lack the DRA kubelet plugin a "
-                "gpuSharing: dra tenant's node runs (an image made before the label): run `make tools node-image`"
-            )
-        elif built.is_file() and found != f"sha256:{hashlib.sha256(built.read_bytes()).hexdigest()}":
-            lines.append(
-                f"the node image {image} holds another gpulab-dra-plugin than {built} (built since the image was "
-                "made): run `make node-image`"
-            )
+    plugins = (
+        (dra_images, DRA_PLUGIN_LABEL, "gpulab-dra-plugin", "the DRA kubelet plugin a gpuSharing: dra tenant's node"),
+        (hami_images, HAMI_PLUGIN_LABEL, "gpulab-hami-plugin", "HAMi's device plugin a HAMi tenant's real node"),
+    )
+    for wanted, label, program, role in plugins:
+        for image in (image for image in wanted if image not in absent):
+            lines += _plugin_problems(image, label, tools / program, role)
     return lines
+
+
+def _plugin_problems(image: str, label: str, built: Path, role: str) -> list[str]:
+    """The node image's label of a plugin (sha256 of its bytes) against the plugin `make tools` built."""
+    labels = run_bounded(["docker", "image", "inspect", "-f", "{{json .Config.Labels}}", image], DOCKER_TIMEOUT)
+    found = (json.loads(labels.stdout or b"null") or {}).get(label) if labels.ok else None
+    if not found:
+        return [
+            f"the node image {image} carries no {built.name} label, so it may lack {role} runs (an image made "
+            "before the label): run `make tools node-image`"
+        ]
+    if built.is_file() and found != f"sha256:{hashlib.sha256(built.read_bytes()).hexdigest()}":
+        return [
+            f"the node image {image} holds another {built.name} than {built} (built since the image was "
+            "made): run `make node-image`"
+        ]
+    return []
 
 
 def hami_versions(lab) -> tuple[str, ...]:
@@ -121,17 +140,18 @@ def hami_versions(lab) -> tuple[str, ...]:
     return tuple(sorted({tenant.hami_version for tenant in lab.tenants if lab.runs_hami(tenant)}))
 
 
-def stack_needs(stack: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+def stack_needs(stack: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     """(the HAMi releases the stack runs, the node images its node containers run, those of them DRA tenants' nodes
-    run) from its stack file."""
+    run, those of them HAMi tenants' nodes run) from its stack file."""
     from model.config.loading import load_stack_file
 
     lab = load_stack_file(ROOT / f"Pulumi.{stack}.yaml")
     if not lab.real_nodes:
-        return hami_versions(lab), (), ()
+        return hami_versions(lab), (), (), ()
     images = tuple(sorted({lab.worker_image(t) or "" for t in lab.tenants}))
     dra_images = tuple(sorted({lab.worker_image(t) or "" for t in lab.tenants if t.gpu_sharing == "dra"}))
-    return hami_versions(lab), images, dra_images
+    hami_images = tuple(sorted({lab.worker_image(t) or "" for t in lab.tenants if lab.runs_hami(t) and t.cards()}))
+    return hami_versions(lab), images, dra_images, hami_images
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,8 +162,16 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     except SystemExit as usage:  # argparse's own exit (2 for a wrong argument), returned as an exit code
         return int(usage.code or 0)
-    hami, images, dra_images = stack_needs(args.stack) if args.stack else ((DEFAULT_HAMI_VERSION,), (), ())
-    found = problems(bin_dir(), destroy=args.destroy, hami_versions=hami, node_images=images, dra_images=dra_images)
+    needs = stack_needs(args.stack) if args.stack else ((DEFAULT_HAMI_VERSION,), (), (), ())
+    hami, images, dra_images, hami_images = needs
+    found = problems(
+        bin_dir(),
+        destroy=args.destroy,
+        hami_versions=hami,
+        node_images=images,
+        dra_images=dra_images,
+        hami_images=hami_images,
+    )
     for line in found:
         print(f"[gpulab] {line}", file=sys.stderr)
     return 1 if found else 0

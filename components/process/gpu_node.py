@@ -1,10 +1,16 @@
-"""ProcessGpuNode: HAMi as a local process and a tenant's simulated cards on its KWOK nodes (process mode).
+"""ProcessGpuNode: HAMi as a local process and a tenant's simulated cards on its nodes (process mode).
 
-hami-scheduler (extender and webhook) on the ports the tenant's kube-scheduler was configured with, the device
-plugin's bind-time role beside it, and per GPU node the cards as HAMi's register annotation and the node's
-capacity (as the Docker lab's mock device plugin advertises them), each ready once HAMi has taken them in
-(HamiProvider and GpuInventoryProvider below). It gives the tenant's objects what MockGpuNode gives them
-(components/parts.py).
+hami-scheduler (extender and webhook) on the ports the tenant's kube-scheduler was configured with, and per GPU node
+the cards, each ready once HAMi has taken them in (HamiProvider below). Who plays HAMi's device plugin depends on
+the nodes:
+- KWOK nodes (no kubelet): the device plugin's bind-time role beside hami-scheduler, and the cards written as HAMi's
+  register annotation and the node's capacity (GpuInventoryProvider below, as the Docker lab's mock device plugin
+  advertises them);
+- real nodes (workers: containers) of a HAMi tenant: gpulab-hami-plugin in each node container, registered with its
+  kubelet (components/process/hami_plugin.py), and no bind-time role: the kubelet calls the plugin's Allocate;
+- without HAMi (scheduling.scheduler: kube-scheduler), on either: the cards as the nodes' capacity only
+  (GpuInventory).
+It gives the tenant's objects what MockGpuNode gives them (components/parts.py).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvide
 from components.parts import gpu_node_prefixes
 from components.process.control_plane import ControlPlaneProcesses, ProcessControlPlane
 from components.process.dra import DraDevices
+from components.process.hami_plugin import HamiPlugin
 from components.process.kwok_workers import KwokWorkers
 from components.process.lifecycle import (
     delete_in_cluster,
@@ -27,7 +34,7 @@ from components.process.lifecycle import (
 from components.process.node_container_workers import NodeContainerWorkers
 from model.catalog import Card, register_annotation, totals
 from model.config import LabConfig, Tenant
-from process_lab import tenant_hami
+from process_lab import hami_plugin, tenant_hami
 from process_lab.hami_scheduler import HamiSettings
 from process_lab.node_inventory import NodeInventory, carried, put_on, take_off
 from process_lab.stack import ProcessStack, TenantProcesses
@@ -38,8 +45,9 @@ TYPE = "gpulab:index:MockGpuNode"
 
 
 class HamiProvider(ResourceProvider):
-    """hami-scheduler (extender and webhook) and the device plugin's bind-time part, as local processes, and
-    HAMi's MutatingWebhookConfiguration by URL (process_lab.hami_scheduler)."""
+    """hami-scheduler (extender and webhook) and, unless `without_bind_time_role` (real nodes, whose device plugin
+    plays it), the device plugin's bind-time part, as local processes, and HAMi's MutatingWebhookConfiguration by
+    URL (process_lab.hami_scheduler)."""
 
     KEYS = (
         "cluster",
@@ -50,6 +58,7 @@ class HamiProvider(ResourceProvider):
         "hami_port",
         "hami_metrics_port",
         "settings",
+        "without_bind_time_role",  # absent (the role runs) in every state written before it and on KWOK nodes
         "running",
     )
 
@@ -63,7 +72,8 @@ class HamiProvider(ResourceProvider):
         return replace_or_restart(olds, news, self.KEYS, restart=True)
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        return observed(id_, props, RunningHami.from_outputs(props).alive(Path(props["folder"])))
+        role = not props.get("without_bind_time_role")
+        return observed(id_, props, RunningHami.from_outputs(props).alive(Path(props["folder"]), role))
 
     def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         tenant_hami.stop(Path(olds["folder"]), RunningHami.from_outputs(olds))  # the one of the pair still running
@@ -85,7 +95,10 @@ class HamiProcesses(pulumi.dynamic.Resource):
         hami_binary: Path | None,
         settings: HamiSettings,
         opts: pulumi.ResourceOptions,
+        bind_time_role: bool = True,
     ) -> None:
+        """`bind_time_role`: false on real nodes, where gpulab-hami-plugin's Allocate marks the pod and releases
+        the node's lock."""
         props = {
             **processes.props(),
             "control_plane": control_plane.instance,
@@ -94,6 +107,8 @@ class HamiProcesses(pulumi.dynamic.Resource):
             "hami_metrics_port": control_plane.hami_metrics_port,
             "settings": settings.props(),
         }
+        if not bind_time_role:  # only then: a KWOK stack's props stay as they were
+            props["without_bind_time_role"] = True
         outs = {"hami_pid": None, "bind_time_pid": None}
         super().__init__(HamiProvider(), name, {**props, **outs, "running": True}, opts)
 
@@ -154,7 +169,8 @@ class GpuInventory(pulumi.dynamic.Resource):
 
 
 class ProcessGpuNode(pulumi.ComponentResource):
-    """HAMi as local processes and each GPU node's simulated cards, written from config."""
+    """HAMi as local processes and each GPU node's simulated cards: written from config (KWOK nodes, or without
+    HAMi), or registered by gpulab-hami-plugin (a HAMi tenant's real nodes)."""
 
     resource_name: str
     former_type: str | None = None
@@ -196,6 +212,7 @@ class ProcessGpuNode(pulumi.ComponentResource):
             self.advertised = {}  # nothing as a node's extended resources: the slices say what each node has
             self.register_outputs({"cards": [card.__dict__ for card in self.cards], "advertised": self.advertised})
             return
+        kubelets = isinstance(workers, NodeContainerWorkers)  # real nodes: a device plugin can run there
         if hami:
             self.hami = HamiProcesses(
                 f"{name}-hami",
@@ -204,8 +221,31 @@ class ProcessGpuNode(pulumi.ComponentResource):
                 stack.hami_binary(tenant.hami_version),
                 HamiSettings.of(lab, tenant),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[workers.ready]),
+                bind_time_role=not kubelets,
             )
             after = self.hami
+        if hami and kubelets:
+            # HAMi's device plugin on each node, started once HAMi serves (it registers a node on its add or
+            # update event): it alone writes the register annotation and, through the kubelet, the capacity.
+            self.readies = [
+                HamiPlugin(
+                    f"{prefix}-hami-plugin",
+                    processes,
+                    control_plane.processes.instance,
+                    node.name,
+                    node.cards,
+                    tenant.hami_version,
+                    workers.instance,
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=[after]),
+                )
+                for prefix, node in gpu_node_prefixes(name, tenant)
+            ]
+            self.advertised = {}  # what the kubelets have from the plugins: no gpumem-percentage
+            for _, node in gpu_node_prefixes(name, tenant):
+                for resource, value in hami_plugin.advertised([card.__dict__ for card in node.cards]).items():
+                    self.advertised[resource] = self.advertised.get(resource, 0) + value
+            self.register_outputs({"cards": [card.__dict__ for card in self.cards], "advertised": self.advertised})
+            return
         # Without HAMi (scheduling.scheduler: kube-scheduler) the cards are the node's extended resources only.
         self.readies = [
             GpuInventory(

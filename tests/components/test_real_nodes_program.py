@@ -8,6 +8,7 @@ import yaml
 from lab_harness import LAB_PROJECT, ROOT, run_program, stack_keys
 
 from model import dra
+from model.catalog import expand_cards
 from model.config import ConfigError, parse_config
 from model.names import DENY_POLICY
 
@@ -46,7 +47,7 @@ def test_each_tenant_gets_a_node_container_on_the_lab_network_and_a_control_plan
         assert node.inputs["network"] == network.inputs["name"]
         assert program.depends_on(node, plane)
         assert not [r for r in program.registrations.values() if r.name == f"{tenant}-worker-kwok-nodes"]
-        assert program.depends_on(program.named(f"{tenant}-gpus-inventory"), node)
+        assert program.depends_on(program.named(f"{tenant}-gpus-hami-plugin"), node)
         assert "kubeconfig" not in node.inputs, "the admin kubeconfig is read on the host, never handed over"
 
 
@@ -175,8 +176,322 @@ def test_a_dra_tenant_on_a_real_node_gets_gpulabs_plugin_which_publishes_its_sli
     types_b = {r.type for r in program.registrations.values() if r.name.startswith("tenant-b-")}
     assert "kubernetes:resource.k8s.io/v1:DeviceClass" in types_b
     assert "kubernetes:resource.k8s.io/v1:ResourceSlice" not in types_b
-    assert not [r for r in program.registrations.values() if r.name.startswith("tenant-a-") and "plugin" in r.name]
+    # tenant-a shares its card through HAMi: HAMi's device plugin on its node, no DRA plugin.
+    tenant_a_plugins = [
+        r.name for r in program.registrations.values() if r.name.startswith("tenant-a-") and "plugin" in r.name
+    ]
+    assert tenant_a_plugins == ["tenant-a-gpus-hami-plugin"]
+    assert "devices" not in program.named("tenant-a-gpus-hami-plugin").inputs
 
 
 def tenant_b_cards(config: dict) -> list:
     return next(t for t in parse_config(config).tenants if t.name == "tenant-b").cards()
+
+
+# --- HAMi's device plugin on real nodes -----------------------------------------------------------------------
+
+
+def registered(program) -> dict[str, list[str]]:
+    """Resource names per type, sorted: what a stack registers."""
+    found: dict[str, list[str]] = {}
+    for registration in program.registrations.values():
+        found.setdefault(registration.type, []).append(registration.name)
+    return {kind: sorted(names) for kind, names in sorted(found.items())}
+
+
+def dynamic_inputs(program) -> dict[str, list[str]]:
+    """Each dynamic resource's input keys (what its provider's diff and an existing state compare)."""
+    return {
+        r.name: sorted(key for key in r.inputs if key != "__provider")
+        for r in program.registrations.values()
+        if r.type == DYNAMIC
+    }
+
+
+def test_a_hami_tenants_real_node_runs_gpulabs_hami_plugin_and_hami_runs_without_the_bind_time_role() -> None:
+    """Pulumi.nodes.yaml: the kubelet of each HAMi tenant's node calls gpulab-hami-plugin's Allocate, which writes
+    what HAMi's device plugin writes; no GpuInventory writes the annotation or capacity by hand, and no bind-time role
+    marks the pods (process_lab/hami_plugin.py)."""
+    program = run_program(nodes_config())
+    lab = parse_config(nodes_config())
+    dynamic = {r.name for r in program.registrations.values() if r.type == DYNAMIC}
+    parts = ("processes", "worker-node", "gpus-hami", "gpus-hami-plugin")  # before: gpus-inventory for the plugin
+    assert dynamic == {"nodes-network", *(f"{t}-{part}" for t in ("tenant-a", "tenant-b") for part in parts)}
+    for tenant in lab.tenants:
+        plugin = program.named(f"{tenant.name}-gpus-hami-plugin")
+        assert plugin.type == DYNAMIC and plugin.parent == program.named(f"{tenant.name}-gpus").urn
+        node = tenant.gpu_node_name()
+        assert plugin.inputs["node"] == node
+        assert plugin.inputs["cards"] == [card.__dict__ for card in tenant.gpu_nodes()[0].cards]
+        assert plugin.inputs["hami_version"] == tenant.hami_version == "v2.10.0"
+        assert plugin.inputs["folder"].endswith(f"/{tenant.name}") and plugin.inputs["running"] is True
+        hami = program.named(f"{tenant.name}-gpus-hami")
+        assert hami.inputs["without_bind_time_role"] is True
+        assert program.depends_on(plugin, hami), "HAMi serves before the node gets its cards"
+        assert program.depends_on(plugin, program.named(f"{tenant.name}-worker-node")), "a node made anew: anew"
+        pods = [r for r in program.registrations.values() if r.name.startswith(f"{tenant.name}-workloads-")]
+        assert all(program.depends_on(pod, plugin) for pod in pods if pod.type == "kubernetes:core/v1:Pod")
+    advertised = program.exports["tenant_a_gpus"]["advertised"]
+    assert advertised == {
+        "nvidia.com/gpu": 10,
+        "nvidia.com/gpumem": 81920,
+        "nvidia.com/gpucores": 100,
+        "nvidia.com/gpumem-percentage": 100,
+    }
+
+
+def test_a_hami_plugin_per_gpu_node_takes_the_tenants_release() -> None:
+    config = nodes_config()
+    config["tenants"] = [{**config["tenants"][0], "hamiVersion": "v2.8.3"}, config["tenants"][1]]
+    program = run_program(config)
+    assert program.named("tenant-a-gpus-hami-plugin").inputs["hami_version"] == "v2.8.3"
+    cards = program.named("tenant-b-gpus-hami-plugin").inputs["cards"]
+    assert cards == [card.__dict__ for card in expand_cards("tenant-b", [("L4", 2)])]
+
+
+# What the KWOK stack (the tests' Pulumi.sim.yaml) and Pulumi.nodes-without-hami.yaml registered before HAMi's device
+# plugin came to real nodes (read from the program under mocks at that commit): both keep it, input keys included,
+# so that an existing state sees no change.
+KWOK_SIM = {
+    "gpulab:index:GpuAdmissionPolicy": ["tenant-a-admission", "tenant-b-admission"],
+    "gpulab:index:GpuWorkloads": ["tenant-a-workloads"],
+    "gpulab:index:MockGpuNode": ["tenant-a-gpus", "tenant-b-gpus"],
+    "gpulab:index:TenantControlPlane": ["tenant-a", "tenant-b"],
+    "gpulab:index:TenantNamespaces": ["tenant-a-namespaces", "tenant-b-namespaces"],
+    "gpulab:index:TenantWorker": ["tenant-a-worker", "tenant-b-worker"],
+    "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy": [
+        "tenant-a-admission-gpulab-gpu-requests",
+        "tenant-a-admission-gpulab-gpu-requests-advice",
+        "tenant-b-admission-gpulab-gpu-requests",
+        "tenant-b-admission-gpulab-gpu-requests-advice",
+    ],
+    "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding": [
+        "tenant-a-admission-gpulab-gpu-requests-advice-binding",
+        "tenant-a-admission-gpulab-gpu-requests-binding",
+        "tenant-b-admission-gpulab-gpu-requests-advice-binding",
+        "tenant-b-admission-gpulab-gpu-requests-binding",
+    ],
+    "kubernetes:core/v1:ConfigMap": ["tenant-a-gpus-inventory-document", "tenant-b-gpus-inventory-document"],
+    "kubernetes:core/v1:Namespace": ["tenant-a-gpus-ns-gpu-workloads", "tenant-b-gpus-ns-gpu-workloads"],
+    "kubernetes:core/v1:Pod": [
+        "tenant-a-workloads-trainer-1",
+        "tenant-a-workloads-trainer-2",
+        "tenant-a-workloads-trainer-3",
+    ],
+    "kubernetes:core/v1:ResourceQuota": ["tenant-a-gpus-quota-gpu-workloads", "tenant-b-gpus-quota-gpu-workloads"],
+    "pulumi-python:dynamic:Resource": [
+        "tenant-a-gpus-hami",
+        "tenant-a-gpus-inventory",
+        "tenant-a-processes",
+        "tenant-a-worker-kwok-nodes",
+        "tenant-b-gpus-hami",
+        "tenant-b-gpus-inventory",
+        "tenant-b-processes",
+        "tenant-b-worker-kwok-nodes",
+    ],
+    "pulumi:providers:kubernetes": ["tenant-a-provider", "tenant-b-provider"],
+    "pulumi:pulumi:Stack": ["gpulab-dev"],
+}
+KWOK_SIM_DYNAMIC_INPUTS = {
+    "tenant-a-gpus-hami": [
+        "bin_dir",
+        "cluster",
+        "control_plane",
+        "folder",
+        "hami_binary",
+        "hami_metrics_port",
+        "hami_port",
+        "running",
+        "settings",
+    ],
+    "tenant-a-gpus-inventory": [
+        "bin_dir",
+        "capacity",
+        "cluster",
+        "control_plane",
+        "folder",
+        "node",
+        "register",
+        "running",
+    ],
+    "tenant-a-processes": ["bin_dir", "cluster", "folder", "running"],
+    "tenant-a-worker-kwok-nodes": ["bin_dir", "cluster", "control_plane", "folder", "nodes", "running"],
+    "tenant-b-gpus-hami": [
+        "bin_dir",
+        "cluster",
+        "control_plane",
+        "folder",
+        "hami_binary",
+        "hami_metrics_port",
+        "hami_port",
+        "running",
+        "settings",
+    ],
+    "tenant-b-gpus-inventory": [
+        "bin_dir",
+        "capacity",
+        "cluster",
+        "control_plane",
+        "folder",
+        "node",
+        "register",
+        "running",
+    ],
+    "tenant-b-processes": ["bin_dir", "cluster", "folder", "running"],
+    "tenant-b-worker-kwok-nodes": ["bin_dir", "cluster", "control_plane", "folder", "nodes", "running"],
+}
+NODES_WITHOUT_HAMI = {
+    "gpulab:index:DraDevices": ["tenant-c-gpus-dra"],
+    "gpulab:index:GpuAdmissionPolicy": ["tenant-a-admission", "tenant-b-admission"],
+    "gpulab:index:GpuWorkloads": ["tenant-a-workloads", "tenant-c-workloads"],
+    "gpulab:index:MockGpuNode": ["tenant-a-gpus", "tenant-b-gpus", "tenant-c-gpus"],
+    "gpulab:index:TenantControlPlane": ["tenant-a", "tenant-b", "tenant-c"],
+    "gpulab:index:TenantNamespaces": ["tenant-a-namespaces", "tenant-b-namespaces", "tenant-c-namespaces"],
+    "gpulab:index:TenantWorker": ["tenant-a-worker", "tenant-b-worker", "tenant-c-worker"],
+    "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy": [
+        "tenant-a-admission-gpulab-gpu-requests",
+        "tenant-a-admission-gpulab-gpu-requests-advice",
+        "tenant-b-admission-gpulab-gpu-requests",
+        "tenant-b-admission-gpulab-gpu-requests-advice",
+    ],
+    "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding": [
+        "tenant-a-admission-gpulab-gpu-requests-advice-binding",
+        "tenant-a-admission-gpulab-gpu-requests-binding",
+        "tenant-b-admission-gpulab-gpu-requests-advice-binding",
+        "tenant-b-admission-gpulab-gpu-requests-binding",
+    ],
+    "kubernetes:core/v1:ConfigMap": [
+        "tenant-a-gpus-inventory-document",
+        "tenant-b-gpus-inventory-document",
+        "tenant-c-gpus-inventory-document",
+    ],
+    "kubernetes:core/v1:Namespace": [
+        "tenant-a-gpus-ns-gpu-workloads",
+        "tenant-b-gpus-ns-gpu-workloads",
+        "tenant-c-gpus-ns-gpu-workloads",
+    ],
+    "kubernetes:core/v1:Pod": [
+        "tenant-a-workloads-trainer-1",
+        "tenant-a-workloads-trainer-2",
+        "tenant-a-workloads-trainer-3",
+        "tenant-c-workloads-trainer-1",
+        "tenant-c-workloads-trainer-2",
+        "tenant-c-workloads-trainer-3",
+    ],
+    "kubernetes:core/v1:ResourceQuota": [
+        "tenant-a-gpus-quota-gpu-workloads",
+        "tenant-b-gpus-quota-gpu-workloads",
+        "tenant-c-gpus-quota-gpu-workloads",
+    ],
+    "kubernetes:resource.k8s.io/v1:DeviceClass": ["tenant-c-gpus-dra-class"],
+    "kubernetes:resource.k8s.io/v1:ResourceClaimTemplate": [
+        "tenant-c-workloads-trainer-1-claim",
+        "tenant-c-workloads-trainer-2-claim",
+        "tenant-c-workloads-trainer-3-claim",
+    ],
+    "pulumi-python:dynamic:Resource": [
+        "nodes-network",
+        "tenant-a-gpus-inventory",
+        "tenant-a-processes",
+        "tenant-a-worker-node",
+        "tenant-b-gpus-inventory",
+        "tenant-b-processes",
+        "tenant-b-worker-node",
+        "tenant-c-gpus-dra-tenant-c-worker-plugin",
+        "tenant-c-processes",
+        "tenant-c-worker-node",
+    ],
+    "pulumi:providers:kubernetes": ["tenant-a-provider", "tenant-b-provider", "tenant-c-provider"],
+    "pulumi:pulumi:Stack": ["gpulab-dev"],
+}
+NODES_WITHOUT_HAMI_DYNAMIC_INPUTS = {
+    "nodes-network": ["name", "owner", "running"],
+    "tenant-a-gpus-inventory": [
+        "bin_dir",
+        "capacity",
+        "cluster",
+        "control_plane",
+        "folder",
+        "node",
+        "register",
+        "running",
+        "without_hami",
+    ],
+    "tenant-a-processes": ["bin_dir", "cluster", "folder", "join", "running", "without_hami"],
+    "tenant-a-worker-node": [
+        "bin_dir",
+        "cluster",
+        "control_plane",
+        "folder",
+        "image",
+        "images",
+        "network",
+        "node",
+        "pod_cidr",
+        "running",
+        "tenant",
+    ],
+    "tenant-b-gpus-inventory": [
+        "bin_dir",
+        "capacity",
+        "cluster",
+        "control_plane",
+        "folder",
+        "node",
+        "register",
+        "running",
+        "without_hami",
+    ],
+    "tenant-b-processes": ["bin_dir", "cluster", "folder", "join", "running", "without_hami"],
+    "tenant-b-worker-node": [
+        "bin_dir",
+        "cluster",
+        "control_plane",
+        "folder",
+        "image",
+        "images",
+        "network",
+        "node",
+        "pod_cidr",
+        "running",
+        "tenant",
+    ],
+    "tenant-c-gpus-dra-tenant-c-worker-plugin": [
+        "bin_dir",
+        "cluster",
+        "control_plane",
+        "devices",
+        "folder",
+        "node",
+        "running",
+    ],
+    "tenant-c-processes": ["bin_dir", "cluster", "folder", "join", "running", "without_hami"],
+    "tenant-c-worker-node": [
+        "bin_dir",
+        "cluster",
+        "control_plane",
+        "folder",
+        "image",
+        "images",
+        "network",
+        "node",
+        "pod_cidr",
+        "running",
+        "tenant",
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("path", "expected", "inputs"),
+    [
+        (LAB_PROJECT / "Pulumi.sim.yaml", KWOK_SIM, KWOK_SIM_DYNAMIC_INPUTS),
+        (ROOT / "Pulumi.nodes-without-hami.yaml", NODES_WITHOUT_HAMI, NODES_WITHOUT_HAMI_DYNAMIC_INPUTS),
+    ],
+    ids=["kwok-sim", "nodes-without-hami"],
+)
+def test_kwok_nodes_and_tenants_without_hami_register_what_they_did_before(path, expected, inputs) -> None:
+    program = run_program(stack_keys(path))
+    assert registered(program) == expected
+    assert dynamic_inputs(program) == inputs
+    assert not [r for r in program.registrations.values() if "without_bind_time_role" in r.inputs]

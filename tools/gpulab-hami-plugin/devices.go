@@ -15,6 +15,8 @@ const (
 	ResourceGPU      = "nvidia.com/gpu"
 	ResourceGPUMem   = "nvidia.com/gpumem"
 	ResourceGPUCores = "nvidia.com/gpucores"
+	// resourceMemPercentage at both tags; HAMi's own plugin does not register it, the upstream mock does.
+	ResourceGPUMemPercentage = "nvidia.com/gpumem-percentage"
 )
 
 // kubeletMaxMessage is the largest message the kubelet receives from a device plugin: it dials the plugin with
@@ -56,6 +58,12 @@ func gpucoresDevices(cards []Card) []*pluginapi.Device {
 		total += card.Cores
 	}
 	return countedDevices(total)
+}
+
+// gpumemPercentageDevices: 100 per card (the same GetResource: `resourceMap[memoryPercentageName] += 100` per
+// device), so that a pod asking nvidia.com/gpumem-percentage is counted by the kubelet as on the mock's nodes.
+func gpumemPercentageDevices(cards []Card) []*pluginapi.Device {
+	return countedDevices(100 * int64(len(cards)))
 }
 
 func countedDevices(count int64) []*pluginapi.Device {

@@ -88,7 +88,7 @@ func firstList(t *testing.T, client pluginapi.DevicePluginClient) []*pluginapi.D
 }
 
 // TestTheKubeletsSideOverGRPC stands for the kubelet's side of the device plugin API v1beta1 over unix sockets: the
-// plugin registers its three resources with a fake kubelet registration server (version v1beta1, its socket's name
+// plugin registers its four resources with a fake kubelet registration server (version v1beta1, its socket's name
 // as endpoint); dialled there, each resource lists the devices the kubelet turns into the node's allocatable (the
 // quantity the API server then shows: "20" virtual GPUs, "81920" MB at memory factor 2, "200" cores); the options
 // and Allocate are each release's; the node gets its register annotation; and when the kubelet restarts (its socket
@@ -127,8 +127,10 @@ func TestTheKubeletsSideOverGRPC(t *testing.T) {
 				}
 			}()
 
-			eventually(t, "three registrations", func() bool { return len(kubelet.registered()) == 3 })
-			wantCount := map[string]string{ResourceGPU: "20", ResourceGPUMem: "81920", ResourceGPUCores: "200"}
+			eventually(t, "four registrations", func() bool { return len(kubelet.registered()) == 4 })
+			wantCount := map[string]string{
+				ResourceGPU: "20", ResourceGPUMem: "81920", ResourceGPUCores: "200", ResourceGPUMemPercentage: "200",
+			}
 			for name, request := range kubelet.registered() {
 				if request.Version != pluginapi.Version || filepath.Dir(filepath.Join(dir, request.Endpoint)) != dir {
 					t.Fatalf("%s: %+v", name, request)
@@ -176,7 +178,7 @@ func TestTheKubeletsSideOverGRPC(t *testing.T) {
 				t.Fatal(err)
 			}
 			kubelet = startKubelet(t, dir)
-			eventually(t, "three registrations again", func() bool { return len(kubelet.registered()) == 3 })
+			eventually(t, "four registrations again", func() bool { return len(kubelet.registered()) == 4 })
 			devices := firstList(t, dialPlugin(t, dir, kubelet.registered()[ResourceGPUMem].Endpoint))
 			if len(devices) != 81920 {
 				t.Fatalf("%d gpumem devices after the restart", len(devices))

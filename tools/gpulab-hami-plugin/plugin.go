@@ -54,7 +54,7 @@ type served struct {
 	service pluginapi.DevicePluginServer
 }
 
-// resources builds the three plugins, fresh for each start (as HAMi's plugins are made anew on a restart).
+// resources builds the four plugins, fresh for each start (as HAMi's plugins are made anew on a restart).
 // The socket of nvidia.com/gpu is HAMi's ("nvidia-" + the resource's name, plugin/server.go); the others follow it.
 func (p *Plugin) resources(stop <-chan struct{}) []served {
 	cards := p.Config.Cards
@@ -64,6 +64,8 @@ func (p *Plugin) resources(stop <-chan struct{}) []served {
 		{ResourceGPU, "nvidia-gpu.sock", gpu},
 		{ResourceGPUMem, "nvidia-gpumem.sock", &countedPlugin{devices: gpumemDevices(cards, p.Config.MemoryFactor), stop: stop}},
 		{ResourceGPUCores, "nvidia-gpucores.sock", &countedPlugin{devices: gpucoresDevices(cards), stop: stop}},
+		{ResourceGPUMemPercentage, "nvidia-gpumem-percentage.sock",
+			&countedPlugin{devices: gpumemPercentageDevices(cards), stop: stop}},
 	}
 }
 
