@@ -199,10 +199,11 @@ class Cluster:
         return tuple(tuple((u.slots, u.memory_mb, u.cores) for u in node.use) for node in self.nodes)
 
     def quota_state(self) -> tuple | None:
-        """The shared namespace-use table, as a hashable value (None when no namespace has a quota)."""
+        """The shared namespace-use table, as a hashable value (None when no namespace has a quota). A namespace that
+        uses nothing is left out: an entry of zeros (left by a placement undone) is the same state as none."""
         if not self.nodes[0].quotas:
             return None
-        return tuple(sorted((ns, tuple(v)) for ns, v in self.namespace_use.items()))
+        return tuple(sorted((ns, tuple(v)) for ns, v in self.namespace_use.items() if any(v)))
 
     def quota_in_use(self, namespace: str) -> QuotaInUse | None:
         """The namespace's quota and its use now; None without a quota."""
