@@ -87,13 +87,13 @@ help:
 	@echo "                    images inside) and MetalLB; needs root and Docker (docs/docker-lab.md)"
 	@echo "make bench          benchmarks (program growth, policy checking, image pulls)"
 	@echo "make bench-scheduling  HAMi against kube-scheduler alone (and DRA) on KWOK nodes, performance.md's rows (the"
-	@echo "                    programs of make tools, GPULAB_HAMI_SCHEDULER; an hour or more: docs/performance.md)"
+	@echo "                    programs of make tools, GPULAB_HAMI_SCHEDULER_V2_10_0; an hour or more: docs/performance.md)"
 	@echo "make lint           ruff and shellcheck only"
 	@echo "make policy-venv    the policy pack's own venv (policies/venv), for pulumi preview --policy-pack policies"
 	@echo "make clean          remove venv, policies/venv, bin, reports, caches but .cache/sources (never .state)"
 	@echo "STACK=NAME picks another Pulumi.NAME.yaml (default dev)."
 	@echo "STACK=sim           the reference lab as local processes (runtime: process): make up/down use the programs"
-	@echo "                    of make tools, no Docker (HAMi: GPULAB_HAMI_SCHEDULER; docs/process-lab.md)"
+	@echo "                    of make tools, no Docker (HAMi: GPULAB_HAMI_SCHEDULER_V2_10_0; docs/process-lab.md)"
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt policies/requirements.txt
 	@$(PYTHON_HOST) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "gpulab needs Python 3.11 or newer")'

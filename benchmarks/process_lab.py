@@ -22,6 +22,8 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.memory import available_kb, by_program, table  # noqa: E402
 from model.config.loading import load_stack_file  # noqa: E402
+from model.hami_releases import DEFAULT_VERSION as DEFAULT_HAMI_VERSION  # noqa: E402
+from process_lab import hami_binary  # noqa: E402
 from process_lab.control_plane import missing_programs  # noqa: E402
 from process_lab.tenant import TenantLab  # noqa: E402
 
@@ -68,8 +70,8 @@ def main() -> int:
     if missing:
         print(f"[gpulab] {', '.join(missing)} not in {bin_dir}: run `make tools` first", file=sys.stderr)
         return 2
-    given = os.environ.get("GPULAB_HAMI_SCHEDULER")
-    hami = Path(given) if given else None
+    # HAMi's scheduler of the release the lab's stack files run (process_lab/hami_binary.py: never another's).
+    hami = hami_binary.find(bin_dir, DEFAULT_HAMI_VERSION).path
     for count in args.tenants:
         measure(count, bin_dir, hami)
     return 0

@@ -61,8 +61,21 @@ UPSTREAM_MOCK_REPOSITORY = "docker.io/projecthami/mock-device-plugin"
 UPSTREAM_MOCK_TAGS = ("1.0.0", "1.0.1")
 
 
-def default_version(runtime: str) -> str:
+# gpulab-hami-plugin registers one nvidia.com/gpumem device per MB, and the kubelet reads a plugin's device list in one
+# gRPC message of at most 4 MiB (kubernetes v1.36.4 pkg/kubelet/cm/devicemanager/plugin/v1beta1/client.go dials with
+# grpc-go's default receive limit): at most this many MB of cards per real node at memory factor 1
+# (process_lab/hami_plugin.py max_counted_devices computes it from the message's encoding; a test holds the two equal).
+PLUGIN_MAX_NODE_MEMORY_MB = 123_011
+
+# A tenant that runs no HAMi (scheduling.scheduler: kube-scheduler, or gpuSharing: dra) has no release of its own; the
+# per-pod rules it is judged with stay the ones gpulab always used for it, v2.8.3's, so such a stack is unchanged.
+WITHOUT_HAMI_VERSION = "v2.8.3"
+
+
+def default_version(runtime: str, runs_hami: bool = True) -> str:
     """The HAMi release of a tenant whose stack does not name one, by the lab's runtime."""
+    if not runs_hami:
+        return WITHOUT_HAMI_VERSION
     return DEFAULT_VERSION if runtime == "process" else DOCKER_LAB_DEFAULT_VERSION
 
 

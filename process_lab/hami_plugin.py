@@ -2,9 +2,10 @@
 the node container with the node's cards, and the wait until the kubelet, the API server and HAMi all have them.
 
 On a real node (workers: containers) the plugin is HAMi's device plugin, as HAMi's NVIDIA plugin is on a node with
-GPUs: it registers nvidia.com/gpu (split_count per card), nvidia.com/gpumem and nvidia.com/gpucores with the
-kubelet, which puts them in the node's capacity; it writes the node's `hami.io/node-nvidia-register` annotation;
-and the kubelet calls its Allocate for each GPU container, where it gives the container HAMi-core's environment,
+GPUs: it registers nvidia.com/gpu (split_count per card, as HAMi's plugin does) and, as the upstream mock plugin does,
+nvidia.com/gpumem, nvidia.com/gpucores and nvidia.com/gpumem-percentage with the kubelet, which puts them in the
+node's capacity; it writes the node's `hami.io/node-nvidia-register` annotation; and the kubelet calls its Allocate
+for each GPU container, where it gives the container HAMi-core's environment,
 marks the pod `hami.io/bind-phase: success` and releases HAMi's node lock. Nothing else writes the annotation or
 the capacity there (KWOK nodes, which have no kubelet, keep process_lab/node_inventory.py and the bind-time role of
 process_lab/device_plugin.py).
@@ -395,8 +396,9 @@ def start(
         raise ProcessLabError(f"the node container {node} is not running (docker ps -a): `make up` makes it again")
     if _exec(node, "test", "-x", PROGRAM, what=f"looking for {PROGRAM} in {node}", check=False).returncode != 0:
         raise ProcessLabError(
-            f"{node}'s image has no {PROGRAM}, HAMi's device plugin on a HAMi tenant's real node: `make tools` "
-            "builds it and `make node-image` puts it in the node image; then `make up` again"
+            f"{node} runs an image without {PROGRAM}, HAMi's device plugin on a HAMi tenant's real node (a node "
+            "container made before the plugin was in gpulab's node image): `make tools node-image`, then "
+            "`make down` and `make up` (a running node container keeps the image it was made from)"
         )
     _exec(node, "systemctl", "stop", UNIT, what=f"stopping {UNIT} on {node}", check=False)
     # A former plugin's annotation must not pass for this one's: only a plugin registered with the kubelet writes it.

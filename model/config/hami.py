@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from model.hami_releases import RELEASES, UPSTREAM_MOCK_REPOSITORY, UPSTREAM_MOCK_TAGS
+from model.hami_releases import PLUGIN_MAX_NODE_MEMORY_MB, RELEASES, UPSTREAM_MOCK_REPOSITORY, UPSTREAM_MOCK_TAGS
 from model.image_ref import ImageRef
 
 if TYPE_CHECKING:
@@ -40,4 +40,26 @@ def docker_lab_hami_problems(lab: LabConfig) -> list[tuple[str, object, str]]:
                 "a plugin image built after that fix"
             )
             problems.append((key, tenant.hami_version, message))
+    return problems
+
+
+def real_node_plugin_problems(lab: LabConfig) -> list[tuple[str, object, str]]:
+    """A HAMi tenant's real node runs gpulab-hami-plugin, which registers one gpumem device per MB with the kubelet
+    (model/hami_releases.py PLUGIN_MAX_NODE_MEMORY_MB): a node of more card memory than one message holds would need
+    a memory factor that HAMi, pods and gpulab all share, which gpulab does not do. Refused, with the fix."""
+    if not lab.real_nodes:
+        return []
+    problems: list[tuple[str, object, str]] = []
+    for i, tenant in enumerate(lab.tenants):
+        if not lab.runs_hami(tenant):
+            continue
+        for node in tenant.gpu_nodes():
+            memory = sum(card.memory_mb for card in node.cards)
+            if memory > PLUGIN_MAX_NODE_MEMORY_MB:
+                key = f"tenants[{i}].gpus"  # real nodes: one node per tenant, its cards under gpus
+                message = (
+                    f"puts {memory} MB of cards on real node {node.name}; HAMi's device plugin registers at most "
+                    f"{PLUGIN_MAX_NODE_MEMORY_MB} MB per node: give it fewer or smaller cards, or use workers: kwok"
+                )
+                problems.append((key, node.name, message))
     return problems

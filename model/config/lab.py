@@ -21,7 +21,7 @@ from model.config.fields import (
     DURATION,
     ConfigModel,
 )
-from model.config.hami import docker_lab_hami_problems
+from model.config.hami import docker_lab_hami_problems, real_node_plugin_problems
 from model.config.management import Management
 from model.config.tenant import Tenant
 from model.hami_releases import (
@@ -112,9 +112,16 @@ class LabConfig(ConfigModel):
         if not isinstance(data, dict) or not isinstance(data.get("tenants"), list):
             return data
         runtime = data.get("runtime", "docker")
-        default = default_version(runtime if isinstance(runtime, str) else "docker")
+        runtime = runtime if isinstance(runtime, str) else "docker"
+        scheduling = data.get("scheduling")
+        lab_hami = not isinstance(scheduling, dict) or scheduling.get("scheduler", "hami") == "hami"
+
+        def default(tenant: dict) -> str:
+            sharing = tenant.get("gpuSharing", tenant.get("gpu_sharing", "hami"))
+            return default_version(runtime, lab_hami and sharing == "hami")
+
         tenants = [
-            {**tenant, "hamiVersion": default}
+            {**tenant, "hamiVersion": default(tenant)}
             if isinstance(tenant, dict) and not {"hamiVersion", "hami_version"} & tenant.keys()
             else tenant
             for tenant in data["tenants"]
@@ -142,6 +149,8 @@ class LabConfig(ConfigModel):
             self._docker_bridge()
         if not self.process_mode:
             self._docker_lab_hami()
+        elif problems := real_node_plugin_problems(self):
+            raise KeyedError(problems)
         kind_subnet = info.context.get("kind_subnet") if info.context else None
         problems = across_tenants(self.management, list(enumerate(self.tenants)), self.versions, kind_subnet)
         if self.runtime == "docker" and self.management.mode == "kind":

@@ -11,13 +11,16 @@ import re
 
 import pytest
 from lab_harness import LAB_PROJECT, lab_config, stack_keys
+from shared_data import ROOT
 
 from model.config import ConfigError, parse_config
 from model.hami_releases import (
     DEFAULT_VERSION,
     DOCKER_LAB_DEFAULT_VERSION,
     KNOWN_VERSIONS,
+    PLUGIN_MAX_NODE_MEMORY_MB,
     RELEASES,
+    WITHOUT_HAMI_VERSION,
     default_version,
     hami_release,
 )
@@ -112,3 +115,37 @@ def test_a_stack_that_pins_versions_hami_pins_every_tenants_chart() -> None:
     assert parse_config(docker_lab(versions={"hami": hami}))  # both tenants on v2.8.3: the same chart
     said = error_for(docker_lab("v2.10.0", versions={"hami": hami, "mockDevicePluginImage": OWN_PLUGIN}))
     assert "tenants[0].hamiVersion = 'v2.10.0': runs chart 2.10.0, but versions.hami.version pins 2.8.3" in said
+
+
+def test_a_tenant_that_runs_no_hami_keeps_the_rules_it_was_judged_with() -> None:
+    """kube-scheduler alone (Pulumi.nodes-without-hami.yaml, CI's lab) and DRA tenants run no HAMi release: left
+    unset, they keep v2.8.3's per-pod rules, as before the key existed (their admission policy and inventory
+    document unchanged)."""
+    without = parse_config(stack_keys(ROOT / "Pulumi.nodes-without-hami.yaml"))
+    assert {(lab_runs, t.hami_version) for t in without.tenants for lab_runs in [without.runs_hami(t)]} == {
+        (False, WITHOUT_HAMI_VERSION)
+    }
+    dra = parse_config(stack_keys(LAB_PROJECT / "Pulumi.dra.yaml"))
+    assert [(t.gpu_sharing, t.hami_version) for t in dra.tenants] == [("hami", "v2.10.0"), ("dra", "v2.8.3")]
+
+
+def test_a_real_node_of_more_card_memory_than_the_plugin_registers_is_refused(tmp_path) -> None:
+    """gpulab-hami-plugin registers one gpumem device per MB in the kubelet's one 4 MiB message: two A100 80 GB on
+    one real node (163840 MB) would need a memory factor HAMi and the pods do not share. Refused with the fix; the same
+    cards on two nodes are fine, and so is a KWOK node (no kubelet, no plugin)."""
+    config = stack_keys(ROOT / "Pulumi.nodes.yaml")
+    config["tenants"][0]["gpus"] = [{"model": "A100-80GB", "count": 2}]
+    said = error_for(config)
+    assert "tenants[0].gpus = 'tenant-a-worker': puts 163840 MB of cards on real node tenant-a-worker" in said
+    assert f"at most {PLUGIN_MAX_NODE_MEMORY_MB} MB per node" in said and "workers: kwok" in said
+    config["tenants"][0]["gpus"] = [{"model": "A100-80GB", "count": 1}, {"model": "L4", "count": 1}]
+    assert parse_config(config)  # 106496 MB
+    kwok = stack_keys(LAB_PROJECT / "Pulumi.sim.yaml")
+    kwok["tenants"][0]["gpus"] = [{"model": "A100-80GB", "count": 2}]
+    assert parse_config(kwok)
+
+
+def test_the_plugins_limit_is_what_the_kubelets_message_holds() -> None:
+    from process_lab.hami_plugin import max_counted_devices
+
+    assert max_counted_devices() == PLUGIN_MAX_NODE_MEMORY_MB

@@ -284,7 +284,7 @@ def test_hami_not_registering_the_node_is_named(lab: Lab, monkeypatch: pytest.Mo
     ("change", "says"),
     [
         ({"running": False}, "the node container tenant-a-worker is not running"),
-        ({"program": False}, "`make tools` builds it and `make node-image` puts it"),
+        ({"program": False}, "`make tools node-image`, then `make down` and `make up`"),
     ],
 )
 def test_a_node_that_cannot_run_the_plugin_is_named_and_nothing_is_started(lab: Lab, change: dict, says) -> None:
