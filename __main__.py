@@ -65,8 +65,7 @@ def process_lab(lab: LabConfig) -> Callable[[Tenant], TenantParts]:
     """Process mode: per tenant a control plane of local processes, its workers (KWOK nodes, or node containers
     with real kubelets on the lab's --internal network: workers: containers) and HAMi as a local process."""
     # The programs `make tools` built, checked before any starts (hami-scheduler if a tenant runs HAMi).
-    hami_versions = tuple(sorted({tenant.hami_version for tenant in lab.tenants if lab.runs_hami(tenant)}))
-    stack = process_stack(pulumi.get_stack(), hami_versions)
+    stack = process_stack(pulumi.get_stack(), lab.hami_versions)
     network = None
     if lab.real_nodes:
         network_name = docker_name(f"gpulab-{pulumi.get_project()}-{pulumi.get_stack()}")

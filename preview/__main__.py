@@ -180,9 +180,9 @@ def plan(stack: str, project_dir: Path = ROOT) -> tuple[int, list[str]]:
         "",
     ]
     if lab.process_mode:
-        from process_lab.preflight import bin_dir, hami_missing, hami_versions, programs_missing
+        from process_lab.preflight import bin_dir, hami_missing, programs_missing
 
-        if missing := programs_missing(bin_dir()) + hami_missing(bin_dir(), hami_versions(lab)):
+        if missing := programs_missing(bin_dir()) + hami_missing(bin_dir(), lab.hami_versions):
             lines += [
                 f"make up STACK={stack} will need {', '.join(missing)}: `make tools` builds all but "
                 "hami-scheduler, which GPULAB_HAMI_SCHEDULER_<RELEASE> names (docs/process-lab.md)",

@@ -135,11 +135,6 @@ def _plugin_problems(image: str, label: str, built: Path, role: str) -> list[str
     return []
 
 
-def hami_versions(lab) -> tuple[str, ...]:
-    """The HAMi releases the stack's tenants run, sorted (none when no tenant runs HAMi)."""
-    return tuple(sorted({tenant.hami_version for tenant in lab.tenants if lab.runs_hami(tenant)}))
-
-
 def stack_needs(stack: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
     """(the HAMi releases the stack runs, the node images its node containers run, those of them DRA tenants' nodes
     run, those of them HAMi tenants' nodes run) from its stack file."""
@@ -147,11 +142,11 @@ def stack_needs(stack: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str
 
     lab = load_stack_file(ROOT / f"Pulumi.{stack}.yaml")
     if not lab.real_nodes:
-        return hami_versions(lab), (), (), ()
+        return lab.hami_versions, (), (), ()
     images = tuple(sorted({lab.worker_image(t) or "" for t in lab.tenants}))
     dra_images = tuple(sorted({lab.worker_image(t) or "" for t in lab.tenants if t.gpu_sharing == "dra"}))
     hami_images = tuple(sorted({lab.worker_image(t) or "" for t in lab.tenants if lab.runs_hami(t) and t.cards()}))
-    return hami_versions(lab), images, dra_images, hami_images
+    return lab.hami_versions, images, dra_images, hami_images
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -167,6 +167,11 @@ class LabConfig(ConfigModel):
         """The HAMi release a tenant runs (its hamiVersion, filled in by runtime when the stack names none)."""
         return HAMI_RELEASES[tenant.hami_version]
 
+    @property
+    def hami_versions(self) -> tuple[str, ...]:
+        """The HAMi releases the lab's tenants run, sorted (none when no tenant runs HAMi)."""
+        return tuple(sorted({tenant.hami_version for tenant in self.tenants if self.runs_hami(tenant)}))
+
     def hami_chart(self, tenant: Tenant) -> HelmChart:
         """The HAMi chart the Docker lab installs in a tenant: versions.hami's repository and name, at the chart
         version of the tenant's release."""
