@@ -388,9 +388,19 @@ def _describe(plugin: NodePlugin, found: Seen | None) -> str:
 def start(
     plugin: NodePlugin, timeout: float = START_TIMEOUT, interval: float = 1.0, hami_timeout: float = HAMI_TIMEOUT
 ) -> float | None:
+    """The plugin started on its node (start_on_node), then the wait (`hami_timeout`) until HAMi has registered
+    the node. Returns when the plugin's token expires."""
+    expires = start_on_node(plugin, timeout, interval)
+    # HAMi takes the node in on its next registration pass (on the node's update, or its 15 s tick).
+    log = plugin.processes.folder / "hami-scheduler.log"
+    wait_for_registered(log, [plugin.node], timeout=hami_timeout)
+    return expires
+
+
+def start_on_node(plugin: NodePlugin, timeout: float = START_TIMEOUT, interval: float = 1.0) -> float | None:
     """Credentials, env and cards written, the unit (re)started, then the wait (`timeout`) until the node's
-    allocatable holds the plugin's resources and its register annotation the cards, and the wait (`hami_timeout`)
-    until HAMi has registered the node. Returns when the plugin's token expires."""
+    allocatable holds the plugin's resources and its register annotation the cards: what the kubelet and the API
+    server have of it, with or without a HAMi to read them. Returns when the plugin's token expires."""
     node = plugin.node
     if not running(node):
         raise ProcessLabError(f"the node container {node} is not running (docker ps -a): `make up` makes it again")
@@ -422,9 +432,6 @@ def start(
                 f"{_describe(plugin, found)}. {_unit_report(node)}"
             )
         time.sleep(interval)
-    # HAMi takes the node in on its next registration pass (on the node's update, or its 15 s tick).
-    log = plugin.processes.folder / "hami-scheduler.log"
-    wait_for_registered(log, [node], timeout=hami_timeout)
     return expires
 
 

@@ -15,7 +15,9 @@ from model.catalog import REGISTER_ANNOTATION
 from model.quantity import parse_quantity
 from process_lab.commands import ProcessLabError
 from process_lab.gpu_nodes import write_inventory
+from process_lab.hami_plugin import UNIT as PLUGIN_UNIT
 from process_lab.hami_scheduler import wait_for_registered
+from process_lab.node_containers import docker, running
 from process_lab.stack import TenantProcesses
 
 
@@ -71,10 +73,31 @@ def carried(inventory: NodeInventory) -> bool | None:
 
 def take_off(inventory: NodeInventory) -> None:
     """HAMi's register annotation off the node, where the API server still answers (an API server gone is fine:
-    the node lives only in that control plane's etcd)."""
+    the node lives only in that control plane's etcd), and only while it is still the one this inventory wrote.
+
+    A stack upgraded to HAMi's device plugin on a real node replaces this inventory with the plugin, created before
+    this is deleted: the plugin has written the annotation by then (the same text, for v2.8.3's cards), and it
+    writes it once per start only (tools/gpulab-hami-plugin register.go, as HAMi's plugin does), so the annotation
+    of a node whose plugin runs is left alone; any other value is someone else's, and a JSON patch whose `test`
+    operation holds this inventory's value removes it only if it is still that (compare and delete, one request)."""
     control_plane = inventory.processes.control_plane
-    if control_plane.kubeconfig.exists():
-        control_plane.kubectl("annotate", "node", inventory.node, f"{REGISTER_ANNOTATION}-", check=False, timeout=20)
+    if not control_plane.kubeconfig.exists():
+        return
+    if not inventory.kwok and plugin_runs(inventory.node):
+        return
+    path = "/metadata/annotations/" + REGISTER_ANNOTATION.replace("~", "~0").replace("/", "~1")
+    patch = [{"op": "test", "path": path, "value": inventory.register}, {"op": "remove", "path": path}]
+    # A failed test is the API server's 422 (or 404 without the node): nothing of ours to remove, so not an error.
+    control_plane.kubectl("patch", "node", inventory.node, "--type=json", "-p", json.dumps(patch), check=False,
+                          timeout=20)  # fmt: skip
+
+
+def plugin_runs(node: str) -> bool:
+    """Whether the real node's container runs HAMi's device plugin now (process_lab/hami_plugin.py UNIT)."""
+    if not running(node):
+        return False
+    active = docker("exec", node, "systemctl", "is-active", PLUGIN_UNIT, what=f"asking {node}'s systemd", check=False)
+    return active.stdout.strip() == "active"
 
 
 def same_quantity(found: str | None, expected: int | str) -> bool:

@@ -297,3 +297,28 @@ def test_the_kubeconfig_output_works_from_another_folder_without_the_certificate
         timeout=60,
     )
     assert (result.returncode, result.stdout.strip()) == (0, "ok"), result.stderr
+
+
+def test_a_deleted_inventory_removes_only_the_register_annotation_it_wrote(tenant: Tenant) -> None:
+    """Boundary: the real API server's JSON patch, whose `test` operation fails the whole patch (422) when the value
+    differs. An upgrade to HAMi's device plugin creates the plugin before it deletes the inventory; the plugin has
+    written the annotation by then and writes it once per start, so the inventory's delete must leave any value it
+    did not write, and remove its own."""
+    _, _, state, _ = tenant.resources["inventory"]
+    inventory = node_inventory.NodeInventory.from_props(state)
+
+    def annotation() -> str | None:
+        node = json.loads(tenant.kubectl("get", "node", NODE, "-o", "json").stdout)
+        return node["metadata"].get("annotations", {}).get("hami.io/node-nvidia-register")
+
+    others = REGISTER.replace('"health":true', '"health":true,"mode":"hami-core"')  # as a plugin would write it
+    try:
+        tenant.kubectl("annotate", "node", NODE, "--overwrite", f"hami.io/node-nvidia-register={others}")
+        node_inventory.take_off(inventory)
+        assert annotation() == others, "the inventory's delete removed an annotation it did not write"
+        tenant.kubectl("annotate", "node", NODE, "--overwrite", f"hami.io/node-nvidia-register={REGISTER}")
+        node_inventory.take_off(inventory)
+        assert annotation() is None, "the inventory's delete left the annotation it wrote"
+        node_inventory.take_off(inventory)  # nothing left to remove: the failed test is not an error
+    finally:  # the fixture's node as the other tests find it
+        tenant.kubectl("annotate", "node", NODE, "--overwrite", f"hami.io/node-nvidia-register={REGISTER}")
