@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from datetime import datetime
-from fractions import Fraction
 
 from diagnose.analyze import (
     MANAGEMENT_NAMESPACES,
@@ -32,10 +31,9 @@ from diagnose.analyze import (
     pod_state,
     tenant_components,
 )
+from diagnose.card_findings import gpu_node_findings
 from diagnose.dra_findings import dra_findings
-from model.catalog import GPU_RESOURCE, GPUCORES_RESOURCE, GPUMEM_RESOURCE, REGISTER_ANNOTATION
 from model.names import HAMI_NAMESPACE, KAMAJI_DATASTORE, METALLB_NAMESPACE, POOL_NAME
-from model.quantity import QuantityError, parse_quantity
 from model.stack_file import make_up
 
 
@@ -300,57 +298,6 @@ def management_findings(cluster: Cluster, installs: dict[str, bool]) -> list[Fin
     return findings
 
 
-def gpu_node_findings(cluster: Cluster, node_name: str, expected: dict[str, int] | None) -> list[Finding]:
-    """The GPU node carries HAMi's register annotation and advertises the declared totals (mock mode)."""
-    node = next((n for n in cluster.items("nodes") if _meta(n).get("name") == node_name), None)
-    if node is None:
-        if cluster.items("nodes"):
-            return [Finding(cluster.where, f"node {node_name}", "GPU node not found", "", "its worker never joined")]
-        return []
-    findings = []
-    annotations = _meta(node).get("annotations") or {}
-    if not annotations.get(REGISTER_ANNOTATION):
-        findings.append(
-            Finding(
-                cluster.where,
-                f"node {node_name}",
-                f"no {REGISTER_ANNOTATION} annotation",
-                "",
-                "HAMi sees no GPU on it: `make up` writes it once the node is Ready (apply-gpu-inventory); run it",
-                "GPU inventory missing",
-            )
-        )
-    # Allocatable is what the kubelet admits against and what HAMi 2.8 registers by (pkg/device/nvidia/device.go
-    # `CheckHealth`).
-    status = node.get("status") or {}
-    capacity = status.get("allocatable") or status.get("capacity") or {}
-    for resource in (GPU_RESOURCE, GPUMEM_RESOURCE, GPUCORES_RESOURCE):
-        want = (expected or {}).get(resource)
-        have = capacity.get(resource)
-        value = _quantity(have)
-        if not value or (want is not None and value != want):
-            source = "the capacity patch" if resource == GPU_RESOURCE else "the mock device plugin"
-            findings.append(
-                Finding(
-                    cluster.where,
-                    f"node {node_name}",
-                    f"{resource} capacity {have or 'missing'}" + (f", declared {want}" if want is not None else ""),
-                    "",
-                    f"{source} sets it: see hami-mock-device-plugin above; `make up` re-applies the inventory",
-                    "GPU capacity not advertised",
-                )
-            )
-    return findings
-
-
-def _quantity(value: object) -> Fraction | None:
-    """The API server sends quantities in canonical form: 20000 MB arrives as "20k" (boundaries.md)."""
-    try:
-        return parse_quantity(str(value)) if value is not None else None
-    except QuantityError:
-        return None
-
-
 def node_lock_findings(cluster: Cluster, now: datetime, timeout_seconds: float) -> list[Finding]:
     """HAMi's node lock (hami.io/mutex.lock) held past its timeout while GPU pods wait, or named by a
     bind failure (`node X has been locked within 5m0s`)."""
@@ -440,6 +387,7 @@ def tenant_findings(
     stack: str = "dev",
     pod_network: str = "calico",
     dra_nodes: tuple[str, ...] = (),
+    cards_from: str = "docker-mock",
 ) -> list[Finding]:
     """`namespaces`: the tenant's GPU workload namespaces (a Deployment there may have no pod at all). `process_mode`:
     the control plane and HAMi are local processes (logs in the archive). `dra_nodes`: a DRA tenant's GPU nodes."""
@@ -470,7 +418,7 @@ def tenant_findings(
     found += workload_findings(cluster, {HAMI_NAMESPACE, *namespaces}, expected, covered)
     found += webhook_findings(cluster)
     if mock:
-        found += gpu_node_findings(cluster, gpu_node, expected_capacity)
+        found += gpu_node_findings(cluster, gpu_node, expected_capacity, cards_from)
     found += node_lock_findings(cluster, now, lock_timeout_seconds)
     found += admission_findings(cluster, policies)
     found += dra_findings(cluster, dra_nodes)

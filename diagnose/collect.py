@@ -23,7 +23,7 @@ from diagnose import analyze, host_findings
 from diagnose.analyze import Cluster, Finding
 from diagnose.runner import Result, Runner
 from model.catalog import totals
-from model.config import LabConfig
+from model.config import LabConfig, Tenant
 from model.names import DENY_POLICY, WARN_POLICY
 from model.stack import make_up
 
@@ -333,7 +333,15 @@ def tenant_expectations(lab: LabConfig, tenant_name: str) -> dict[str, Any]:
         "namespaces": tuple(tenant.namespaces),
         "process_mode": lab.process_mode,
         "pod_network": lab.pod_network,
+        "cards_from": cards_from(lab, tenant),
     }
+
+
+def cards_from(lab: LabConfig, tenant: Tenant) -> str:
+    """What puts a HAMi tenant's cards on its nodes (cluster_findings.CARD_FIXES)."""
+    if not lab.process_mode:
+        return "docker-mock"
+    return "plugin-unit" if lab.real_nodes and lab.runs_hami(tenant) else "inventory"
 
 
 def duration_seconds(text: str) -> float:

@@ -29,7 +29,7 @@ import yaml
 from lab_harness import LAB_PROJECT, lab_config
 from shared_data import ROOT
 
-from diagnose import analyze, cluster_findings, host_findings
+from diagnose import analyze, card_findings, cluster_findings, host_findings
 from diagnose.analyze import Cluster
 from diagnose.collect import Collected, read_sysctls
 from diagnose.redact import HIDDEN, redact, scrub_text
@@ -465,9 +465,9 @@ def test_gpu_capacity_is_read_in_the_canonical_form_the_api_server_sends() -> No
     status["allocatable"] = {"nvidia.com/gpu": "100", "nvidia.com/gpumem": "20k", "nvidia.com/gpucores": "1k"}
     expected = {"nvidia.com/gpu": 100, "nvidia.com/gpumem": 20000, "nvidia.com/gpucores": 1000}
     cluster = Cluster("tenant-b", objects=objects)
-    assert cluster_findings.gpu_node_findings(cluster, "tenant-b-worker", expected) == []
+    assert card_findings.gpu_node_findings(cluster, "tenant-b-worker", expected) == []
     status["allocatable"]["nvidia.com/gpucores"] = "900"
-    [found] = cluster_findings.gpu_node_findings(cluster, "tenant-b-worker", expected)
+    [found] = card_findings.gpu_node_findings(cluster, "tenant-b-worker", expected)
     assert found.reason == "nvidia.com/gpucores capacity 900, declared 1000"
 
 
@@ -1437,3 +1437,29 @@ def test_process_mode_names_a_tenants_control_plane_program_that_is_gone(tmp_pat
     finally:
         running.kill()
         running.wait()
+
+
+@pytest.mark.parametrize(
+    ("stack", "names"),
+    [
+        ("dev", "apply-gpu-inventory"),  # the Docker lab: its inventory script and the mock device plugin
+        ("nodes", "docker exec tenant-a-worker systemctl status gpulab-hami-plugin"),  # the plugin's unit
+        ("sim", "process mode's GPU inventory"),  # KWOK nodes: gpulab patches them
+        ("nodes-without-hami", "process mode's GPU inventory"),  # real nodes without HAMi: no plugin runs
+    ],
+)
+def test_a_gpu_node_without_its_cards_is_fixed_where_its_runtime_puts_them(stack: str, names: str) -> None:
+    """The same missing register annotation, read from each stack file: the fix names what writes it there."""
+    from diagnose.collect import tenant_expectations
+
+    lab = load_stack_file(LAB_PROJECT.parents[2] / f"Pulumi.{stack}.yaml")  # the repository's stack files
+    objects = healthy_tenant("tenant-a")
+    node = objects["nodes"][0]
+    node["metadata"]["name"] = lab.tenants[0].gpu_node_name()
+    node["metadata"]["annotations"].pop("hami.io/node-nvidia-register")
+    expectations = tenant_expectations(lab, "tenant-a")
+    found = card_findings.gpu_node_findings(
+        Cluster("tenant-a", objects=objects), expectations["gpu_node"], None, expectations["cards_from"]
+    )
+    [missing] = [f for f in found if f.reason == "no hami.io/node-nvidia-register annotation"]
+    assert names in missing.fix, missing.fix
