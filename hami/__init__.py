@@ -2,7 +2,8 @@
 
 The card rules (hami.cards: fit, reasons, score and card policy, the namespace quota on a card), the node rules
 (hami.nodes: one node's card walk; hami.cluster: node score, node policy, the filter across nodes) and the
-webhook's quota check at create (hami.webhook) of the HAMi releases gpulab follows, v2.8.3 and v2.10.0, each
+webhook's refusals at create (hami.webhook: the namespace quota; under v2.10.0 also a bad gpumem-percentage, a
+privileged container, spec.nodeName) of the HAMi releases gpulab follows, v2.8.3 and v2.10.0, each
 written from its source and checked against its own unit-test vectors (hami/tests); what differs between them is
 one `Rules` record per release (hami.releases), which the engine takes (v2.8.3's when none is given). Nothing here
 imports Pulumi, gpulab's policy pack or its components: the policy pack, the offline checker and the process-mode

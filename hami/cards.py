@@ -28,8 +28,12 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from hami.releases import V2_8_3, Rules
+
+if TYPE_CHECKING:
+    from hami.webhook import PodAdmission
 
 # HAMi reason names (pkg/device/common/common.go).
 CARD_NOT_HEALTH = "CardNotHealth"
@@ -129,6 +133,9 @@ class PodRequest:
     # Why that annotation does not parse (`parse_scoring_weights`' words), when it does not: v2.10.0 then fails
     # the pod's filter (placement/per_pod.py says so); v2.8.3 ignores the annotation.
     scoring_weights_error: str | None = None
+    # What HAMi's webhook reads of the pod besides its requests (hami/webhook.py; placement/workloads.py reads it);
+    # None: not read. Not part of `shape`: what it refuses never reaches placement.
+    admission: PodAdmission | None = None
 
     @cached_property
     def shape(self) -> tuple:
@@ -237,6 +244,16 @@ def resolve_request(request: ContainerRequest, rules: Rules = V2_8_3) -> Contain
     if percentage > 100:
         return replace(request, mem_percentage=100)
     return replace(request, mem_percentage=100 if request.memreq == 0 else NO_PERCENTAGE)
+
+
+GPUMEM_INT32_MAX = 2**31 - 1  # math.MaxInt32 over the memoryFactor (gpulab keeps 1)
+
+
+def gpumem_read(request: ContainerRequest, rules: Rules = V2_8_3) -> bool:
+    """Whether the release reads the container's request at all: v2.10.0's `GenerateResourceRequests` (device.go
+    531-543, #2285) returns no request when nvidia.com/gpumem is beyond int32 (`Rules.gpumem_beyond_int32_dropped`);
+    v2.8.3 reads every value (and narrows it, which gpulab does not model)."""
+    return not (rules.gpumem_beyond_int32_dropped and request.memreq > GPUMEM_INT32_MAX)
 
 
 def card_reason(

@@ -78,6 +78,24 @@ class Rules:
     # --- admission: pkg/scheduler/webhook.go `Handle` (114-116), `fitResourceQuota` (145-192) ---
     # The webhook refuses a pod over its namespace's quota at create (from v2.9.0, #1605): hami/webhook.py.
     quota_at_admission: bool
+    # --- admission: what the webhook refuses before the quota (hami/webhook.py `webhook_denial`) ---
+    # A gpumem-percentage outside 0-100 in any container, init containers first (#1997): pkg/device/nvidia/device.go
+    # `MutateAdmission` 349-351, `validateMemoryPercentage` 389-396; webhook.go `Handle` 74-98 (admission.Errored).
+    # v2.8.3's webhook takes any value (its scheduler keeps it).
+    memory_percentage_range_checked: bool
+    # A privileged container (init or app) in a pod the webhook finds a GPU resource in (#2139): webhook.go `Handle`
+    # 71, 99-102, `privilegedContainerName` 125-137, `isPrivilegedContainer` 139-143. v2.8.3's skips a privileged
+    # container's mutation instead (v2.8.3 webhook.go `Handle` 73-77), which gpulab does not model.
+    privileged_refused: bool
+    # A GPU pod with spec.nodeName set: "pod has node assigned" (webhook.go `Handle` 107-112). v2.8.3's webhook refuses
+    # it too (v2.8.3 webhook.go `Handle` 92-97), but gpulab's v2.8.3 rules are kept as they were: not modelled there.
+    node_assigned_refused: bool
+    # --- the request, again: device.go `GenerateResourceRequests` ---
+    # A nvidia.com/gpumem that is not a plain integer within int32 turns the container's request into none at all
+    # (#2285; device.go `GenerateResourceRequests` 531-543): HAMi allocates and accounts nothing for that container,
+    # and what the node then does is outside HAMi's placement; gpulab says so (`GpumemNotReadByHami`, placement/
+    # per_pod.py) rather than guess. v2.8.3 narrows the value to int32 (not modelled: gpulab reads it whole).
+    gpumem_beyond_int32_dropped: bool
 
 
 V2_8_3 = Rules(
@@ -99,6 +117,10 @@ V2_8_3 = Rules(
     node_score_zero_totals=False,
     quota_zero_limit_blocks=False,
     quota_at_admission=False,
+    memory_percentage_range_checked=False,
+    privileged_refused=False,
+    node_assigned_refused=False,
+    gpumem_beyond_int32_dropped=False,
 )
 
 V2_10_0 = Rules(
@@ -120,6 +142,10 @@ V2_10_0 = Rules(
     node_score_zero_totals=True,
     quota_zero_limit_blocks=True,
     quota_at_admission=True,
+    memory_percentage_range_checked=True,
+    privileged_refused=True,
+    node_assigned_refused=True,
+    gpumem_beyond_int32_dropped=True,
 )
 
 RULES: dict[str, Rules] = {"v2.10.0": V2_10_0, "v2.8.3": V2_8_3}

@@ -1,10 +1,25 @@
-"""HAMi's admission webhook on a pod's namespace quota: whether the release refuses the pod when it is created.
+"""HAMi's admission webhook: whether the release refuses a pod when it is created.
 
-From v2.9.0 (PR #1605) the webhook refuses a pod that would take its namespace over its HAMi quota
-(`limits.nvidia.com/gpumem`, `limits.nvidia.com/gpucores`); v2.8.3 only refuses it later, at scheduling
-(ResourceQuotaNotFit, hami/cards.py). The arithmetic, from v2.10.0 pkg/scheduler/webhook.go (read, not copied):
+What v2.10.0's webhook refuses (pkg/scheduler/webhook.go `Handle` 53-123, tag v2.10.0, read, not copied), in its order;
+only the first refusal reaches the user, as the API server's `admission webhook "vgpu.hami.io" denied the request: ...`
+(the apiserver's webhook errors.go `ToStatusErr`; a refusal, not a failed call, so the chart's `failurePolicy: Ignore`
+does not let it through):
 
-- `Handle` (53-123) asks `fitResourceQuota` after mutating the containers (so a GPU-only container already
+1. a nvidia.com/gpumem-percentage outside 0-100 in any container, init containers first (#1997, `webhook_denial`):
+   pkg/device/nvidia/device.go `MutateAdmission` 349-351, `validateMemoryPercentage` 389-396 read the limit, else
+   the request, as `Quantity.Value()` and answer `admission.Errored` with "invalid nvidia.com/gpumem-percentage value
+   N in container C: must be an integer between 0 and 100" (Handle 74-98);
+2. a privileged container, init or app, in a pod where `MutateAdmission` found a GPU resource (#2139): "container C
+   is privileged" (Handle 71, 99-102; `privilegedContainerName` 125-137: init containers first);
+3. such a pod with spec.nodeName set: "pod has node assigned" (Handle 104-112; the chart names the scheduler);
+4. a pod that would take its namespace over its HAMi quota (from v2.9.0, PR #1605; `quota_refusal` below).
+
+v2.8.3's webhook checks none of 1, 2 or 4 (it refuses 3 as well, which gpulab's v2.8.3 rules leave out, and skips a
+privileged container's mutation instead of 2): each is a field of hami/releases.py `Rules`.
+
+The quota arithmetic, from v2.10.0 pkg/scheduler/webhook.go:
+
+- `Handle` asks `fitResourceQuota` after mutating the containers (so a GPU-only container already
   carries gpucores 100, as gpulab's requests do, placement/workloads.py), and answers
   `admission.Denied("exceeding resource quota")` (114-116); the API server reports it as
   `admission webhook "vgpu.hami.io" denied the request: exceeding resource quota`.
@@ -17,12 +32,16 @@ From v2.9.0 (PR #1605) the webhook refuses a pod that would take its namespace o
   is set (it blocks, v2.10.0 `LimitSet`), an absent one is not. `used` is the scheduler's own count of the
   namespace's placed pods (its quota manager; a pod whose init containers still run counts their peak).
 
-Not modelled: a pod naming another scheduler (the webhook lets it through before the quota check), the
-memoryFactor (gpulab keeps 1) and other device vendors' quotas.
+Not modelled: a pod the webhook does not handle (another schedulerName, Handle 64-69; the label or a namespace
+selector `hami.io/webhook: ignore`): gpulab's admission policy refuses such a GPU pod anyway
+(model/admission_policy.py); a pod without containers ("pod has no containers": no GPU pod); a negative or
+fractional percentage, which gpulab's reader refuses as bad input first (the API server refuses it as well, after
+the webhook's words); the memoryFactor (gpulab keeps 1) and other device vendors' quotas.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hami.cards import PodRequest
@@ -32,7 +51,60 @@ if TYPE_CHECKING:
     from hami.cluster import QuotaInUse
 
 WEBHOOK_NAME = "vgpu.hami.io"  # charts/hami/templates/scheduler/webhook.yaml
-QUOTA_DENIAL = f'admission webhook "{WEBHOOK_NAME}" denied the request: exceeding resource quota'
+PERCENTAGE_RESOURCE = "nvidia.com/gpumem-percentage"  # the chart's resourceMemoryPercentage
+# gpulab's names for the webhook's refusals (HAMi gives them none), from its own words.
+INVALID_PERCENTAGE = "InvalidGpumemPercentage"
+PRIVILEGED_CONTAINER = "PrivilegedContainer"
+NODE_ASSIGNED = "PodHasNodeAssigned"
+
+
+def denied(text: str) -> str:
+    """The API server's message for the webhook's refusal `text` (apiserver webhook errors.go `ToStatusErr`)."""
+    return f'admission webhook "{WEBHOOK_NAME}" denied the request: {text}'
+
+
+QUOTA_DENIAL = denied("exceeding resource quota")
+
+
+def percentage_denial(container: str, value: int) -> str:
+    """device.go `validateMemoryPercentage` 389-396, as the API server shows it."""
+    return denied(
+        f"invalid {PERCENTAGE_RESOURCE} value {value} in container {container}: must be an integer between 0 and 100"
+    )
+
+
+@dataclass(frozen=True)
+class PodAdmission:
+    """What the webhook reads of a pod besides its requests; placement/workloads.py `pod_admission` fills it from the
+    pod spec, init containers first, as `Handle` walks them."""
+
+    # (container, gpumem-percentage) of every container that gives one: its limit, else its request, as
+    # `Quantity.Value()` reads it (device.go `resourceValue` 452-463).
+    percentages: tuple[tuple[str, int], ...] = ()
+    privileged: str | None = None  # the first privileged container (`privilegedContainerName`)
+    # `MutateAdmission` found a GPU resource in some container (`hasResource`: a card count, gpumem,
+    # gpumem-percentage or gpucores limit, or a card count request it makes exclusive; device.go 398-450).
+    has_resource: bool = False
+    node_name: str | None = None  # spec.nodeName, when set
+
+
+def webhook_denial(admission: PodAdmission | None, rules: Rules) -> tuple[str, str] | None:
+    """(gpulab's reason name, the API server's message) when the release's webhook refuses a pod whatever else runs
+    (the module's 1-3, in `Handle`'s order); None when it lets the pod on to the quota (`quota_refusal`), and always
+    under v2.8.3's rules. `admission` None: not read (a PodRequest built by hand)."""
+    if admission is None:
+        return None
+    if rules.memory_percentage_range_checked:
+        for container, value in admission.percentages:
+            if not 0 <= value <= 100:
+                return INVALID_PERCENTAGE, percentage_denial(container, value)
+    if not admission.has_resource:
+        return None
+    if rules.privileged_refused and admission.privileged is not None:
+        return PRIVILEGED_CONTAINER, denied(f"container {admission.privileged} is privileged")
+    if rules.node_assigned_refused and admission.node_name:
+        return NODE_ASSIGNED, denied("pod has node assigned")
+    return None
 
 
 def quota_request(pod: PodRequest) -> tuple[int, int]:

@@ -9,7 +9,8 @@ shared and generated pods, fed as the API server feeds it (tests/support/cel_har
 
 - `gpulab-gpu-requests` (Deny), in this order because the API server shows only the first failing
   validation (apiserver dispatcher.go, deniedDecisions[0]) and it should be HAMi's reason: quantities
-  beyond int64 (GpuQuantityOutOfRange), more cards than the node has (NodeInsufficientDevice), type and
+  beyond int64 (GpuQuantityOutOfRange), under v2.10.0 what its webhook refuses or cannot read
+  (model/admission_v2_10_0.py), more cards than the node has (NodeInsufficientDevice), type and
   UUID selectors that leave no card (CardTypeMismatch, CardUuidMismatch), more memory than the largest
   card (CardInsufficientMemory); then gpulab's own rules: init containers with GPU resources, per-pod
   limits, and a GPU Pod whose schedulerName is not hami-scheduler (HAMi's mutating webhook runs before
@@ -23,13 +24,12 @@ below: the fields of hami/releases.py `Rules` these questions read). Under v2.10
 init containers are placed, so InitContainerGpuRequest is not asked and a pod of GPU init containers only is a GPU
 pod (pkg/device/devices.go `Resourcereqs` 639-692, pkg/scheduler/score.go `allocateInitContainers` 226-254);
 selectors are trimmed, empty entries and blank annotations ignored, use and nouse both apply (devices.go
-`CheckUUID` 693-713, `CheckType` 719-738); a gpumem-percentage of 0 is not given, so the whole card (device.go
-`GenerateResourceRequests` 563-577); a hami.io/device-scoring-weights the scheduler cannot parse fails the pod's
-filter (pkg/util/device_scoring_weights.go `ParseDeviceScoringWeights` 57-102, score.go `calcScoreWithOptions`
-361-364): InvalidDeviceScoringWeights. A gpumem-percentage above 100 stays refused: v2.10.0's webhook refuses it
-(pkg/device/nvidia/device.go `MutateAdmission` 349-351, `validateMemoryPercentage` 389-396, for init and app
-containers: pkg/scheduler/webhook.go `Handle` 74-98; its `failurePolicy: Ignore` covers a failed call, not a
-refusal); GenerateResourceRequests' clamp to 100 (559-561) reaches only pods the webhook did not see.
+`CheckUUID` 693-713, `CheckType` 719-738); a gpumem-percentage of 0 is not given, so the whole card, and one above
+100 counts as 100 (device.go `GenerateResourceRequests` 556-577); a hami.io/device-scoring-weights the scheduler
+cannot parse fails the pod's filter (pkg/util/device_scoring_weights.go `ParseDeviceScoringWeights` 57-102, score.go
+`calcScoreWithOptions` 361-364): InvalidDeviceScoringWeights. What v2.10.0's own webhook refuses (a gpumem-percentage
+above 100, a privileged container, spec.nodeName) or cannot read (a gpumem beyond int32) is refused first, with
+HAMi's words: model/admission_v2_10_0.py. Its `failurePolicy: Ignore` covers a failed call, not a refusal.
 
 An UPDATE is judged only when it changes what HAMi reads from the pod template (MATCH_CONDITIONS), so
 scaling down, removing a finalizer, orphaning or relabelling a workload admitted under older limits
@@ -47,6 +47,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from model.admission_v2_10_0 import WEIGHTS, webhook_signature, webhook_validations, webhook_variables, weights_parse
 from model.catalog import (
     GPU_RESOURCE,
     GPUCORES_RESOURCE,
@@ -73,8 +74,6 @@ INT64_MAX = 2**63 - 1
 # CEL's upperAscii() only ASCII, so selectors with other letters are left to HAMi.
 ASCII = r"^[\x00-\x7f]*$"
 HAMI_KEYS = (GPU_RESOURCE, GPUMEM_RESOURCE, GPUMEM_PERCENTAGE_RESOURCE, GPUCORES_RESOURCE)
-WEIGHTS = "hami.io/device-scoring-weights"  # v2.10.0: pkg/util/types.go DeviceScoringWeightsAnnotationKey
-WEIGHT_KEYS = ("slot", "core", "memory")
 
 
 @dataclass(frozen=True)
@@ -86,13 +85,20 @@ class PolicyRules:
     version: str
     init_containers_counted: bool  # no InitContainerGpuRequest; GPU init containers make a GPU pod
     trimmed_selectors: bool  # CheckUUID/CheckType: trimmed entries, empty ones and blank annotations ignored
-    # A gpumem-percentage of 0 is not given: the whole card. (Above 100 the webhook refuses, so no clamp here.)
+    # A gpumem-percentage of 0 is not given: the whole card; above 100 it counts as 100 (the webhook refuses it
+    # first: InvalidGpumemPercentage).
     clamp_memory_percentage: bool
     scoring_weights: bool  # InvalidDeviceScoringWeights
+    # The release's webhook rules (model/admission_v2_10_0.py), written together: InvalidGpumemPercentage,
+    # PrivilegedContainer, PodHasNodeAssigned; and GpumemNotReadByHami.
+    memory_percentage_range_checked: bool = False
+    privileged_refused: bool = False
+    node_assigned_refused: bool = False
+    gpumem_beyond_int32_dropped: bool = False
 
 
 POLICY_RULES = {
-    "v2.10.0": PolicyRules("v2.10.0", True, True, True, True),
+    "v2.10.0": PolicyRules("v2.10.0", True, True, True, True, True, True, True, True),
     "v2.8.3": PolicyRules("v2.8.3", False, False, False, False),
 }
 
@@ -162,9 +168,11 @@ def _requests(containers: str) -> str:
 
 def _memory(r: str, largest: int, zero_is_whole_card: bool = False) -> str:
     """MB per card a request may take: a percentage counted on the largest card (placement/per_pod.py); with
-    `zero_is_whole_card` (v2.10.0, hami/cards.py `resolve_request`) 0 % without gpumem is all of it."""
+    `zero_is_whole_card` (v2.10.0, hami/cards.py `resolve_request`) 0 % without gpumem is all of it, and above 100 %
+    is 100 % (which its webhook refuses first)."""
     if zero_is_whole_card:
-        return f"({r}.memreq == 0 && {r}.pct != 101 ? {largest} * ({r}.pct == 0 ? 100 : {r}.pct) / 100 : {r}.memreq)"
+        pct = f"({r}.pct == 0 || {r}.pct > 100 ? 100 : {r}.pct)"
+        return f"({r}.memreq == 0 && {r}.pct != 101 ? {largest} * {pct} / 100 : {r}.memreq)"
     return f"({r}.memreq == 0 && {r}.pct != 101 ? {largest} * {r}.pct / 100 : {r}.memreq)"
 
 
@@ -214,7 +222,7 @@ TEMPLATE = "{o}.kind == 'Pod' ? {o} : ({o}.kind == 'CronJob' ? {o}.spec.jobTempl
 READ_ANNOTATIONS = (USE_TYPE, NOUSE_TYPE, USE_UUID, NOUSE_UUID, "hami.io/gpu-scheduler-policy")
 
 
-def _gpu_signature(obj: str, read: tuple[str, ...] = READ_ANNOTATIONS) -> str:
+def _gpu_signature(obj: str, read: tuple[str, ...] = READ_ANNOTATIONS, webhook: bool = False) -> str:
     """A list of strings that changes exactly when what HAMi reads from `obj`'s pod template changes.
     Built in a fixed order (container order, then a fixed key order), never by iterating a map."""
     t = f"({TEMPLATE.format(o=obj)})"
@@ -236,17 +244,18 @@ def _gpu_signature(obj: str, read: tuple[str, ...] = READ_ANNOTATIONS) -> str:
             f"{json.dumps(list(HAMI_KEYS))}.map(k, {get('limits')} + '/' + {get('requests')}).join(','))"
         )
 
-    return f"{annotations} + {containers('containers')} + ['init'] + {containers('initContainers')}"
+    signature = f"{annotations} + {containers('containers')} + ['init'] + {containers('initContainers')}"
+    return f"{signature} + {webhook_signature(t)}" if webhook else signature
 
 
-def _match_conditions(read: tuple[str, ...] = READ_ANNOTATIONS) -> list[dict]:
+def _match_conditions(read: tuple[str, ...] = READ_ANNOTATIONS, webhook: bool = False) -> list[dict]:
     return [
         {
             # An update is judged only when it changes what HAMi reads. Scaling down, removing a finalizer,
             # orphaning, relabelling: a workload admitted earlier (under other limits) can always be retired.
             "name": "gpu-request-changed",
-            "expression": f"request.operation != 'UPDATE' || {_gpu_signature('object', read)} != "
-            f"{_gpu_signature('oldObject', read)}",
+            "expression": f"request.operation != 'UPDATE' || {_gpu_signature('object', read, webhook)} != "
+            f"{_gpu_signature('oldObject', read, webhook)}",
         }
     ]
 
@@ -255,14 +264,20 @@ MATCH_CONDITIONS = _match_conditions()
 
 
 def match_conditions(rules: PolicyRules) -> list[dict]:
-    """Where the release reads hami.io/device-scoring-weights (v2.10.0), a change of it is judged too."""
-    return _match_conditions((*READ_ANNOTATIONS, WEIGHTS)) if rules.scoring_weights else MATCH_CONDITIONS
+    """Where the release reads hami.io/device-scoring-weights (v2.10.0), a change of it is judged too; where its
+    webhook reads spec.nodeName and privileged containers (model/admission_v2_10_0.py), a change of those."""
+    webhook = rules.privileged_refused or rules.node_assigned_refused
+    if not rules.scoring_weights and not webhook:
+        return MATCH_CONDITIONS
+    return _match_conditions((*READ_ANNOTATIONS, WEIGHTS) if rules.scoring_weights else READ_ANNOTATIONS, webhook)
 
 
 def _variables(tenant: Tenant) -> list[dict]:
     every = "(has(variables.template.spec.containers) ? variables.template.spec.containers : [])"
     init = "(has(variables.template.spec.initContainers) ? variables.template.spec.initContainers : [])"
-    zero = policy_rules(tenant).clamp_memory_percentage
+    rules = policy_rules(tenant)
+    zero = rules.clamp_memory_percentage
+    webhook = rules.memory_percentage_range_checked or rules.privileged_refused or rules.node_assigned_refused
     return [
         {"name": "template", "expression": TEMPLATE.format(o="object")},
         {
@@ -279,6 +294,7 @@ def _variables(tenant: Tenant) -> list[dict]:
             "expression": "variables.gpu.map(r, {'nums': r.nums, "
             f"'mem': {_memory('r', _largest(tenant), zero)}, 'cores': r.cores > 100 ? 100 : r.cores}})",
         },
+        *(webhook_variables() if webhook else ()),
     ]
 
 
@@ -311,6 +327,7 @@ def deny_validations(tenant: Tenant, hami: bool = True) -> list[dict]:
             f"{GPU_RESOURCE}, gpumem, gpumem-percentage or gpucores quantity above {INT64_MAX}, which neither HAMi "
             "nor a ResourceQuota can count; ask for at most what a card has'",
         },
+        *webhook_validations(rules, no_gpu),
         {
             "expression": f"variables.gpu.all(r, r.nums <= {most})",
             "reason": "Forbidden",
@@ -350,7 +367,7 @@ def deny_validations(tenant: Tenant, hami: bool = True) -> list[dict]:
     if rules.scoring_weights:
         validations.append(
             {
-                "expression": f"!({_q(WEIGHTS)} in variables.annotations) || {no_gpu} || {_weights_parse()}",
+                "expression": f"!({_q(WEIGHTS)} in variables.annotations) || {no_gpu} || {weights_parse()}",
                 "reason": "Forbidden",
                 "message": f"InvalidDeviceScoringWeights: HAMi {rules.version}'s scheduler cannot read the pod's "
                 f"{WEIGHTS} (it takes slot=N,core=N,memory=N: each once, integers from 0, one above 0) and fails "
@@ -388,26 +405,6 @@ def deny_validations(tenant: Tenant, hami: bool = True) -> list[dict]:
         }
     )
     return validations
-
-
-def _weights_parse() -> str:
-    """The pod's hami.io/device-scoring-weights parses as v2.10.0's `ParseDeviceScoringWeights` (57-102) parses it
-    (hami/cards.py `parse_scoring_weights`): three comma-separated entries, each trimmed key=value split at the
-    first "=" (a value holding another "=" is no integer), keys slot, core and memory each once, values what Go's
-    strconv.ParseInt(value, 10, 64) reads (an optional sign, ASCII digits, within int64) and not negative, one
-    above 0. Values are compared as quantities, which a sign and digits always are: `int()` could fail."""
-    parts = f"variables.annotations[{_q(WEIGHTS)}].split(',')"
-    value = "quantity(p.split('=')[1].trim())"
-    entry = (
-        f"size(p.split('=')) == 2 && p.split('=')[0].trim() in {json.dumps(list(WEIGHT_KEYS))} && "
-        f"p.split('=')[1].trim().matches('^[+-]?[0-9]+$') && !quantity('0').isGreaterThan({value}) && "
-        f"!{value}.isGreaterThan(quantity({_q(str(INT64_MAX))}))"
-    )
-    return (
-        f"(size({parts}) == 3 && {parts}.all(p, {entry}) && "
-        f"{json.dumps(list(WEIGHT_KEYS))}.all(k, {parts}.exists(p, p.split('=')[0].trim() == k)) && "
-        f"{parts}.exists(p, {value}.isGreaterThan(quantity('0'))))"
-    )
 
 
 def warn_validations(rules: PolicyRules = POLICY_RULES["v2.8.3"]) -> list[dict]:

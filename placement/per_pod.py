@@ -2,12 +2,17 @@
 in-tenant admission policy (model/admission_policy.py) must agree on, question for question and
 in the same order (kubectl shows only the admission policy's first failing validation):
 
+- (v2.10.0) what HAMi's webhook refuses whatever else runs, the first of (hami/webhook.py `webhook_denial`): a
+  gpumem-percentage outside 0-100 (InvalidGpumemPercentage), a privileged container (PrivilegedContainer),
+  spec.nodeName (PodHasNodeAssigned); a mutating webhook, it answers before any validating policy;
+- (v2.10.0) GpumemNotReadByHami: a nvidia.com/gpumem beyond int32, which HAMi drops with the whole request
+  (pkg/device/nvidia/device.go `GenerateResourceRequests` 531-543): gpulab cannot predict what follows;
 - NodeInsufficientDevice: a container asks for more cards than the node has (with several GPU nodes,
   than the node with the most cards has: a rule never refuses what some node can hold);
 - CardTypeMismatch / CardUuidMismatch: the pod's selectors leave no card at all (a type selector with
   non-ASCII letters is left to HAMi: it upper-cases with Unicode rules, the admission CEL cannot);
 - CardInsufficientMemory: a container asks more memory than the tenant's largest card holds
-  (including a percentage above 100);
+  (including, under v2.8.3, a percentage above 100);
 - InitContainerGpuRequest: an init container asks for a GPU resource (HAMi places app containers only);
 - PodGpuLimitExceeded: the pod's app containers together exceed the tenant's per-pod `gpus`,
   `gpumem` (a percentage counted on the tenant's largest card) or `gpucores`.
@@ -16,12 +21,12 @@ Two advisories (the admission policy warns, the pack notes): cores above 100 (HA
 100) and a memory percentage of 0 (v2.8.3 gives the container 0 MB, v2.10.0 the whole card).
 
 Each is judged with the tenant's HAMi release (hami/releases.py, `rules_for(inventory.hami_version)`): its
-requests (`resolve_request`: v2.10.0 reads a percentage of 0 as not given; a percentage above 100, which its
-scheduler clamps, is judged as asked, `as_admitted`), its selectors (v2.10.0 trims them, devices.go `CheckUUID`
-693-713, `CheckType` 719-738), and init containers, which v2.10.0 places (devices.go `Resourcereqs` 639-692;
-score.go `allocateInitContainers` 226-254): InitContainerGpuRequest is v2.8.3's only. v2.10.0 adds
-InvalidDeviceScoringWeights (a hami.io/device-scoring-weights it cannot parse fails the pod's filter: score.go
-`calcScoreWithOptions` 361-364). model/admission_policy.py writes the same rules per release (its `PolicyRules`).
+requests (`resolve_request`: v2.10.0 reads a percentage of 0 as not given and clamps one above 100, which its webhook
+has refused already), its selectors (v2.10.0 trims them, devices.go `CheckUUID` 693-713, `CheckType` 719-738), and
+init containers, which v2.10.0 places (devices.go `Resourcereqs` 639-692; score.go `allocateInitContainers`
+226-254): InitContainerGpuRequest is v2.8.3's only. v2.10.0 adds InvalidDeviceScoringWeights (a
+hami.io/device-scoring-weights it cannot parse fails the pod's filter: score.go `calcScoreWithOptions` 361-364).
+model/admission_policy.py writes the same rules per release (its `PolicyRules`).
 
 After these, before the placement: HAMi's webhook on the namespace quota at create (v2.9.0 and later;
 hami/webhook.py), then the API server's nvidia.com/gpu quota (a validating admission, after the mutating webhook).
@@ -31,15 +36,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hami.cards import ContainerRequest, PodRequest, _type_ok, _uuid_ok, resolve_request
+from hami.cards import ContainerRequest, PodRequest, _type_ok, _uuid_ok, gpumem_read, resolve_request
 from hami.cluster import counted_init_containers
 from hami.releases import V2_8_3, Rules, rules_for
-from hami.webhook import quota_refusal
+from hami.webhook import quota_refusal, webhook_denial
 from placement.inventory import TenantInventory
 from placement.verdicts import (
     BadScoringWeights,
     CardTooSmall,
     CoresAbove100,
+    GpumemNotRead,
     GpuQuotaExceeded,
     InitContainerAsks,
     NoCardMatches,
@@ -48,6 +54,7 @@ from placement.verdicts import (
     PodRefusal,
     PodVerdicts,
     RefusedAtCreate,
+    RefusedByWebhook,
     TooManyCards,
     ZeroMemory,
 )
@@ -57,15 +64,6 @@ from placement.workloads import Workload, workload_of
 def pod_memory_mb(containers: tuple[ContainerRequest, ...], largest_mb: int) -> int:
     """What a pod's containers may take in all: a percentage counted on the largest card."""
     return sum(c.nums * c.memory_for(largest_mb) for c in containers)
-
-
-def as_admitted(request: ContainerRequest, rules: Rules) -> ContainerRequest:
-    """A container's request as the per-pod rules judge it: the release's (`resolve_request`), except a
-    gpumem-percentage above 100, judged as asked. v2.10.0's webhook refuses that pod (pkg/device/nvidia/device.go
-    `MutateAdmission` 349-351, `validateMemoryPercentage` 389-396); `GenerateResourceRequests`' clamp to 100
-    (559-561) reaches only pods the webhook did not see (it was down: `failurePolicy: Ignore`). So it stays what
-    v2.8.3 makes of it: more memory than any card (CardInsufficientMemory), as the admission policy says."""
-    return request if request.mem_percentage > 100 else resolve_request(request, rules)
 
 
 def _non_ascii_type_selector(pod: PodRequest) -> bool:
@@ -82,6 +80,11 @@ def per_pod_refusals(inventory: TenantInventory, pod: PodRequest) -> list[PodRef
     cards = inventory.cards
     largest = max((card.memory_mb for card in cards), default=0)
     refusals: list[PodRefusal] = []
+    denial = webhook_denial(pod.admission, rules)
+    if denial is not None:
+        refusals.append(RefusedByWebhook(*denial))
+    every = (*pod.init_containers, *pod.containers)
+    refusals += [GpumemNotRead(c.name, c.memreq) for c in every if not gpumem_read(c, rules)]
     most = max((len(on_node) for _, on_node in inventory.node_cards()), default=0)
     refusals += [TooManyCards(c.name, c.nums, most) for c in pod.containers if c.nums > most]
     placed = pod.containers or counted_init_containers(pod, rules)  # v2.10.0 places a pod of init containers only
@@ -90,7 +93,7 @@ def per_pod_refusals(inventory: TenantInventory, pod: PodRequest) -> list[PodRef
     if cards and placed and not any(_uuid_ok(card, pod, rules) for card in cards):
         refusals.append(NoCardMatches("uuid"))
     for c in pod.containers:
-        memory = as_admitted(c, rules).memory_for(largest)
+        memory = resolve_request(c, rules).memory_for(largest)
         if cards and memory > largest:
             refusals.append(CardTooSmall(c.name, memory, tuple(cards)))
     if not rules.init_containers_counted:
@@ -99,7 +102,7 @@ def per_pod_refusals(inventory: TenantInventory, pod: PodRequest) -> list[PodRef
         refusals.append(BadScoringWeights(pod.scoring_weights_error))
     asked = {
         "gpus": sum(c.nums for c in pod.containers),
-        "gpumem": pod_memory_mb(tuple(as_admitted(c, rules) for c in pod.containers), largest),
+        "gpumem": pod_memory_mb(tuple(resolve_request(c, rules) for c in pod.containers), largest),
         "gpucores": sum(c.nums * c.fit_cores for c in pod.containers),
     }
     for key in ("gpus", "gpumem", "gpucores"):
@@ -177,13 +180,19 @@ def pod_level(
             if verdicts.refusals or verdicts.advisories:
                 per_workload.append(verdicts)
     refused = {verdicts.workload for verdicts in per_workload if verdicts.refusals}
+    # What the webhook refuses before the quota (`webhook_denial`) never reaches its quota check.
+    denied_first = {
+        verdicts.workload
+        for verdicts in per_workload
+        if any(isinstance(refusal, RefusedByWebhook) for refusal in verdicts.refusals)
+    }
     gpu_pods = [
         (w.label, pod) for w in workloads for pod in w.pods if pod.containers or counted_init_containers(pod, rules)
     ]
     # HAMi's webhook is a mutating admission webhook: the API server calls it before the validating admission policy
     # that holds the per-pod rules (Kubernetes' admission order: mutating, then validating), so a pod both refuse is
     # refused by the webhook, and the webhook is judged on every GPU pod (seen in the real differential, seed 7004).
-    at_create = refused_at_create(inventory, [pod for _, pod in gpu_pods])
+    at_create = refused_at_create(inventory, [pod for label, pod in gpu_pods if label not in denied_first])
     denied = {workload_of(refusal.pod) for refusal in at_create}
     pods = [pod for label, pod in gpu_pods if label not in refused and workload_of(pod) not in denied]
     return per_workload, gpu_count_quota(inventory, pods), pods, at_create

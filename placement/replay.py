@@ -8,7 +8,9 @@ placement would suit the manifest best), and says where HAMi would put the manif
 
 Each pod is created once the ones before it are placed, so under a release whose webhook checks the namespace
 quota at create (v2.10.0; hami/webhook.py) a pod over it is refused then (`Denied`): it never exists, holds no card
-and counts against no quota. Under v2.10.0 a pod's init containers are placed with it (hami/nodes.py)."""
+and counts against no quota; so is a pod that webhook refuses whatever runs (`webhook_denial`: a gpumem-percentage
+outside 0-100, a privileged container, spec.nodeName). Under v2.10.0 a pod's init containers are placed with it
+(hami/nodes.py)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from dataclasses import dataclass, replace
 
 from hami.cards import PodRequest
 from hami.cluster import NodeFailure, counted_init_containers
-from hami.webhook import quota_refusal
+from hami.webhook import quota_refusal, webhook_denial
 from placement.inventory import NamespaceUsage, TenantInventory
 from placement.workloads import Workload
 
@@ -58,7 +60,8 @@ def replay(inventory: TenantInventory, workloads: Sequence[Workload], one_node: 
     outcomes: list[Placed | NodeFailure | Denied] = []
     namespaces = dict(inventory.namespace_usage)
     for pod in pods:
-        denial = quota_refusal(pod, state.quota_in_use(pod.namespace), state.rules)
+        refused = webhook_denial(pod.admission, state.rules)
+        denial = refused[1] if refused else quota_refusal(pod, state.quota_in_use(pod.namespace), state.rules)
         if denial is not None:  # refused at create: it never exists
             outcomes.append(Denied(pod, denial))
             continue

@@ -34,6 +34,9 @@ EXCEEDING_RESOURCE_QUOTA = "ExceedingResourceQuota"
 # A pod's hami.io/device-scoring-weights that v2.10.0 cannot parse: its Filter fails (score.go
 # `calcScoreWithOptions` 361-364), so the pod is never scheduled; HAMi gives it no reason name.
 INVALID_SCORING_WEIGHTS = "InvalidDeviceScoringWeights"
+# A nvidia.com/gpumem v2.10.0 cannot read (beyond int32): its request becomes none (device.go
+# `GenerateResourceRequests` 531-543); what follows is not HAMi's placement, and gpulab cannot predict it.
+GPUMEM_NOT_READ = "GpumemNotReadByHami"
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,25 @@ class BadScoringWeights:
 
 
 @dataclass(frozen=True)
+class RefusedByWebhook:
+    """HAMi's admission webhook refuses the pod when it is created, whatever else runs (hami/webhook.py
+    `webhook_denial`; v2.10.0): a gpumem-percentage outside 0-100, a privileged container, spec.nodeName."""
+
+    reason: str  # gpulab's name for it (hami/webhook.py INVALID_PERCENTAGE, ...): HAMi gives none
+    message: str  # the API server's
+
+
+@dataclass(frozen=True)
+class GpumemNotRead:
+    """The tenant's release cannot read a container's nvidia.com/gpumem (v2.10.0: above int32) and drops its GPU
+    request: no card is allocated or accounted for it, and what the node then does gpulab cannot predict."""
+
+    container: str
+    gpumem: int
+    reason: ClassVar[str] = GPUMEM_NOT_READ
+
+
+@dataclass(frozen=True)
 class OverPodLimit:
     """The pod's app containers together ask more of `resource` than the tenant allows per pod."""
 
@@ -142,7 +164,16 @@ class RefusedAtCreate:
     reason: ClassVar[str] = EXCEEDING_RESOURCE_QUOTA
 
 
-PodRefusal = TooManyCards | NoCardMatches | CardTooSmall | InitContainerAsks | OverPodLimit | BadScoringWeights
+PodRefusal = (
+    RefusedByWebhook
+    | GpumemNotRead
+    | TooManyCards
+    | NoCardMatches
+    | CardTooSmall
+    | InitContainerAsks
+    | OverPodLimit
+    | BadScoringWeights
+)
 PodAdvisory = CoresAbove100 | ZeroMemory
 
 

@@ -27,6 +27,7 @@ from placement.verdicts import (
     BadScoringWeights,
     CardTooSmall,
     CoresAbove100,
+    GpumemNotRead,
     GpuQuotaExceeded,
     InitContainerAsks,
     NoCardMatches,
@@ -37,6 +38,7 @@ from placement.verdicts import (
     Question,
     Refused,
     RefusedAtCreate,
+    RefusedByWebhook,
     Stranded,
     TooManyCards,
     Undecided,
@@ -99,6 +101,18 @@ UNITS = {"gpus": " GPUs", "gpumem": " MB", "gpucores": "% cores"}
 def said(audience: Audience, verdict: PodRefusal | PodAdvisory) -> str:
     """A per-pod verdict's message: the admission policy says the same (model/admission_policy.py)."""
     match verdict:
+        case RefusedByWebhook():
+            return (
+                f"HAMi {audience.hami_version}'s admission webhook refuses the pod (each of a workload's pods) when it "
+                f"is created: {verdict.message}"
+            )
+        case GpumemNotRead():
+            return (
+                f"container {verdict.container} asks nvidia.com/gpumem {verdict.gpumem}, beyond int32: HAMi "
+                f"{audience.hami_version} reads no GPU request from that container at all (no card allocated or "
+                "accounted), and what its node then does is not HAMi's placement: gpulab cannot predict it; ask for "
+                "the MB as a plain number a card has"
+            )
         case TooManyCards():
             nodes = (
                 f"the largest of its {audience.listed_nodes} GPU nodes has"

@@ -21,6 +21,7 @@ from fractions import Fraction
 from typing import Any
 
 from hami.cards import NO_PERCENTAGE, WEIGHTS_ANNOTATION, ContainerRequest, PodRequest, parse_scoring_weights
+from hami.webhook import PodAdmission
 from model.catalog import (
     GPU_RESOURCE,
     GPUCORES_RESOURCE,
@@ -213,6 +214,53 @@ def container_request(container: Any, where: str) -> ContainerRequest | None:
     )
 
 
+def _given(limits: Mapping[str, Any], requests: Mapping[str, Any], key: str, where: str) -> int | None:
+    """A HAMi quantity as the webhook reads it (device.go `resourceValue` 452-463: the limit, else the request)."""
+    if key in limits:
+        return whole_quantity(limits[key], f"{where} limits {key}")
+    if key in requests:
+        return whole_quantity(requests[key], f"{where} requests {key}")
+    return None
+
+
+def _webhook_resource(limits: Mapping[str, Any], requests: Mapping[str, Any], where: str) -> bool:
+    """HAMi's webhook finds a GPU resource in the container (v2.10.0 device.go `MutateAdmission`'s `hasResource`):
+    any HAMi resource in its limits (`mutateContainerResource` 398-415, with the chart's defaultGPUNum 1), or a card
+    count request that `defaultExclusiveCoreIfNeeded` (417-450) makes exclusive: no gpucores, and a gpumem-percentage
+    of 100 or no memory asked at all."""
+    if any(key in limits for key in HAMI_RESOURCES):
+        return True
+    if GPU not in requests or GPUCORES in requests:
+        return False
+    percentage = _given(limits, requests, GPUMEM_PERCENTAGE, where)
+    return percentage == 100 if percentage is not None else GPUMEM not in requests
+
+
+def pod_admission(pod_spec: Mapping[str, Any], containers: Sequence[Any], where: str) -> PodAdmission:
+    """What HAMi's webhook reads of a pod besides its requests (hami/webhook.py `PodAdmission`), from `containers`:
+    the init containers, then the app containers, as the webhook walks them (webhook.go `Handle` 74-98), each already
+    read by `container_request` (so its quantities are whole)."""
+    percentages: list[tuple[str, int]] = []
+    privileged: str | None = None
+    has_resource = False
+    for container in containers:
+        name = container.get("name") if isinstance(container.get("name"), str) else "?"
+        here = f"{where} container {name}"
+        resources = _mapping(container.get("resources"), f"{here} resources")
+        limits = _mapping(resources.get("limits"), f"{here} resources.limits")
+        requests = _mapping(resources.get("requests"), f"{here} resources.requests")
+        percentage = _given(limits, requests, GPUMEM_PERCENTAGE, here)
+        if percentage is not None:
+            percentages.append((name, percentage))
+        # webhook.go `isPrivilegedContainer`; a malformed securityContext is the API server's to refuse, not read here.
+        security = container.get("securityContext")
+        if privileged is None and isinstance(security, Mapping) and security.get("privileged") is True:
+            privileged = name
+        has_resource = has_resource or _webhook_resource(limits, requests, here)
+    node = pod_spec.get("nodeName")
+    return PodAdmission(tuple(percentages), privileged, has_resource, node if isinstance(node, str) and node else None)
+
+
 def _selector(annotations: Mapping[str, str], key: str) -> tuple[str, ...] | None:
     """An annotation split as HAMi splits it (on ',', not trimmed); None when absent."""
     if key not in annotations:
@@ -270,6 +318,7 @@ def read_workload(kind: Any, obj: Any, default_namespace: str | None = None) -> 
         return Workload(kind, name, namespace, labels, replicas, ())
     policy = annotations.get(GPU_POLICY_ANNOTATION)
     weights, weights_error = _scoring_weights(annotations)
+    admission = pod_admission(pod_spec, [*init, *app], where)
     pods = tuple(
         PodRequest(
             workload=f"{kind}/{namespace or 'default'}/{name}" + (f"#{i + 1}" if replicas > 1 else ""),
@@ -284,6 +333,7 @@ def read_workload(kind: Any, obj: Any, default_namespace: str | None = None) -> 
             node_policy=annotations.get(NODE_POLICY_ANNOTATION),
             scoring_weights=weights,
             scoring_weights_error=weights_error,
+            admission=admission,
         )
         for i in range(replicas)
     )

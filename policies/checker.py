@@ -25,7 +25,7 @@ from model.names import TENANT_LABEL
 from model.workload_manifests import workload_manifest
 from placement.findings import Finding, printable
 from placement.inventory import TenantInventory, from_lab_config
-from placement.live import LiveError, current_usage, fetch_claim_list, fetch_pod_list
+from placement.live import LiveError, fetch_claim_list, fetch_pod_list, live_usage
 from placement.replay import Replay, replay
 from placement.wording import evaluate_tenant
 from placement.workloads import Workload, WorkloadError, read_workload, unit_suffix_notes
@@ -207,10 +207,10 @@ def _running_now(
         )
         return running.inventory, findings, [said, *describe_usage(running.inventory, "running")]
     try:
-        now = current_usage(inventory, _live_list(live, tenant, stack, fetch_pod_list))
+        now = live_usage(inventory, _live_list(live, tenant, stack, fetch_pod_list))
     except LiveError as error:
         raise BadInput(f"live usage: {error}") from None
-    return now, [], describe_usage(now, "now")
+    return now.inventory, [], [*describe_usage(now.inventory, "now"), *now.notes]
 
 
 def _judged_run(inventory: TenantInventory, workloads: list[Workload], node_name: str) -> tuple[list[Finding], Replay]:

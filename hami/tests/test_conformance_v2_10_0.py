@@ -382,7 +382,8 @@ NOT_MODELLED = {
     f"{DEVICE_TEST}::TestCheckType_AllocateMode": "nvidia.com/vgpu-mode: gpulab's cards are all hami-core and it reads "
     "no vgpu-mode annotation",
     f"{DEVICE_TEST}::TestGenerateResourceRequests (int32 overflow, decimal memory)": "a request HAMi rejects becomes "
-    "no request; placement/workloads.py refuses such quantities itself (the percentage cases are in "
+    "no request, which the engine does not place: it says so (GpumemNotReadByHami, hami/cards.py `gpumem_read`; the "
+    "vectors in tests/placement/test_hami_v2_10_0_webhook.py; the percentage cases in "
     "tests/placement/test_hami_release_rules.py)",
     f"{DEVICE_TEST}::TestCheckHealth, TestLockNode, TestNodeDeleted_*, Test_GetNodeDevices*": "registration, health "
     "and node lock: not placement",

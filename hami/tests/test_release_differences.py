@@ -21,11 +21,21 @@ from hami.cards import (
     NamespaceQuota,
     PodRequest,
     card_score,
+    gpumem_read,
 )
 from hami.cluster import Cluster, QuotaInUse, node_score
 from hami.nodes import CardKey, ContainerFailure, Node, rank_cards
 from hami.releases import RULES, V2_8_3, V2_10_0, Rules, rules_for
-from hami.webhook import QUOTA_DENIAL, quota_refusal
+from hami.webhook import (
+    INVALID_PERCENTAGE,
+    NODE_ASSIGNED,
+    PRIVILEGED_CONTAINER,
+    QUOTA_DENIAL,
+    PodAdmission,
+    denied,
+    quota_refusal,
+    webhook_denial,
+)
 
 A100 = "NVIDIA-A100-SXM4-80GB"
 L4 = "NVIDIA-L4"
@@ -145,6 +155,25 @@ SCENARIOS: dict[str, tuple[Callable[[Rules], object], object]] = {
         lambda r: quota_refusal(pod(ask(4000)), QuotaInUse("ns", NamespaceQuota(8000), 6000, 0), r),
         QUOTA_DENIAL,
     ),
+    # webhook.go `Handle`, what it refuses before the quota (hami/webhook.py `webhook_denial`).
+    "memory_percentage_range_checked": (
+        lambda r: webhook_denial(PodAdmission((("cuda", 101),), has_resource=True), r),
+        (
+            INVALID_PERCENTAGE,
+            denied(
+                "invalid nvidia.com/gpumem-percentage value 101 in container cuda: must be an integer between 0 and 100"
+            ),
+        ),
+    ),
+    "privileged_refused": (
+        lambda r: webhook_denial(PodAdmission(privileged="debug", has_resource=True), r),
+        (PRIVILEGED_CONTAINER, denied("container debug is privileged")),
+    ),
+    "node_assigned_refused": (
+        lambda r: webhook_denial(PodAdmission(has_resource=True, node_name="gpu-1"), r),
+        (NODE_ASSIGNED, denied("pod has node assigned")),
+    ),
+    "gpumem_beyond_int32_dropped": (lambda r: gpumem_read(ask(2**31), r), False),  # 2147483648 MB: no request at all
 }
 
 

@@ -12,7 +12,12 @@ Read at Project-HAMi/HAMi tag v2.10.0 (commit 4707fb02c91c):
 - above 100 the same function clamps to 100 (559-561), but the webhook refuses the pod first: device.go
   `MutateAdmission` 349-351 and `validateMemoryPercentage` 389-396 ("must be an integer between 0 and 100"), for
   init and app containers (pkg/scheduler/webhook.go `Handle` 74-98), returned as a denial, which the chart's
-  `failurePolicy: Ignore` (charts/hami/values.yaml 210) does not cover: no difference to v2.8.3's refusal;
+  `failurePolicy: Ignore` (charts/hami/values.yaml 210) does not cover: InvalidGpumemPercentage (v2.8.3: more memory
+  than any card, CardInsufficientMemory; an explicit 101 is "not given");
+- the webhook refuses a privileged container in a GPU pod (webhook.go `Handle` 71, 99-102; #2139) and a GPU pod
+  with spec.nodeName (104-112): PrivilegedContainer, PodHasNodeAssigned;
+- a gpumem beyond int32 is no request at all (device.go `GenerateResourceRequests` 531-543; #2285):
+  GpumemNotReadByHami;
 - selectors: devices.go `CheckUUID` 693-713 and `CheckType` 719-738 trim entries, skip empty ones, read a blank
   annotation as no constraint and apply use and nouse both (v2.8.3: untrimmed, use-gpuuuid wins);
 - hami.io/device-scoring-weights: pkg/util/device_scoring_weights.go `ParseDeviceScoringWeights` 57-102, read by
@@ -30,7 +35,7 @@ from unittest.mock import patch
 import pytest
 from cel_harness import admitted, run_policy
 
-from hami.cards import parse_scoring_weights, resolve_request
+from hami.cards import parse_scoring_weights
 from hami.releases import RULES, V2_10_0
 from model import admission_policy
 from model.admission_policy import DENY_POLICY, POLICY_RULES, WARN_POLICY, PolicyRules, policy_objects
@@ -135,20 +140,114 @@ def test_v2_10_0_places_gpu_init_containers_and_v2_8_3_refuses_them() -> None:
     assert run_policy(policy(new, init_containers_counted=False), unhandled).shown.startswith("InitContainerGpuRequest")
 
 
-def test_a_memory_percentage_above_100_stays_refused_under_v2_10_0(monkeypatch) -> None:
-    """Not a difference: v2.10.0's scheduler would clamp 150 % to 100, but its webhook refuses the pod first, so
-    the policy (and the pack) refuse it as v2.8.3's do. A pack that clamped would admit what HAMi refuses."""
+REFUSES = "HAMi v2.10.0's webhook refuses the pod (each of a workload's pods, at create)"
+
+
+def test_v2_10_0_refuses_a_memory_percentage_its_webhook_refuses() -> None:
+    """v2.10.0's scheduler would clamp 150 % to 100, but its webhook refuses the pod first, in HAMi's words: so does the
+    policy (the Deployment itself, whose pods the webhook would refuse one by one). v2.8.3 takes 150 % as asked: more
+    memory than any card. An explicit 101 (HAMi's own "not given") is refused by v2.10.0 only."""
+    old, new = both()
     over = gpu_pod({"nvidia.com/gpumem-percentage": 150})
-    for tenant in both():
-        for obj in (over, deployment(over)):
-            assert judged(tenant, obj) == ["CardInsufficientMemory"], tenant.hami_version
-    new = both()[1]
-    shown = run_policy(policy(new), admitted(over)).shown
-    assert shown == (
-        "CardInsufficientMemory: a container asks 36864 MB per card; the largest card of tenant tenant-b has 24576 MB"
+    sentinel = gpu_pod({"nvidia.com/gpumem": 1000, "nvidia.com/gpumem-percentage": 101})
+    for obj in (over, deployment(over)):
+        assert judged(old, obj) == ["CardInsufficientMemory"]
+        assert judged(new, obj) == ["InvalidGpumemPercentage"]
+        assert judged(new, obj, memory_percentage_range_checked=False) == [] != pack(new, obj), "clamped to 100 %"
+    for obj in (sentinel, deployment(sentinel)):
+        assert judged(old, obj) == []
+        assert judged(new, obj) == ["InvalidGpumemPercentage"]
+        assert judged(new, obj, memory_percentage_range_checked=False) == []
+    assert run_policy(policy(new), admitted(deployment(sentinel))).shown == (
+        f"InvalidGpumemPercentage: {REFUSES}: invalid nvidia.com/gpumem-percentage value 101 in container c: must be "
+        "an integer between 0 and 100"
     )
-    monkeypatch.setattr(per_pod, "as_admitted", resolve_request)  # the scheduler's clamp, taken for the webhook's
-    assert pack(new, over) == [] != vap_order(policy(new), over)
+    assert run_policy(policy(new), admitted(gpu_pod({"nvidia.com/gpumem-percentage": 100}))).failed == []
+
+
+def test_v2_10_0_judges_the_percentage_of_init_containers_first() -> None:
+    """webhook.go `Handle` walks the init containers first (74-85): the percentage it names is theirs."""
+    old, new = both()
+    pod = gpu_pod({"nvidia.com/gpumem-percentage": 200})
+    pod["spec"]["initContainers"] = [
+        {"name": "warmup", "image": "x", "resources": {"limits": {"nvidia.com/gpumem-percentage": 150}}}
+    ]
+    assert judged(old, pod) == ["CardInsufficientMemory", "InitContainerGpuRequest"]
+    assert judged(new, pod) == ["InvalidGpumemPercentage"]
+    assert run_policy(policy(new), admitted(deployment(pod))).shown == (
+        f"InvalidGpumemPercentage: {REFUSES}: invalid nvidia.com/gpumem-percentage value 150 in container warmup: "
+        "must be an integer between 0 and 100"
+    )
+
+
+def with_sidecar(pod: dict, **fields: object) -> dict:
+    pod["spec"]["containers"].append({"name": "debug", "image": "x", **fields})
+    return pod
+
+
+def test_v2_10_0_refuses_a_privileged_container_in_a_gpu_pod() -> None:
+    """webhook.go `Handle` 99-102 (#2139): any privileged container, GPU or not, in a pod with a GPU resource."""
+    old, new = both()
+    pod = with_sidecar(gpu_pod({"nvidia.com/gpumem": 1000}), securityContext={"privileged": True})
+    for obj in (pod, deployment(pod)):
+        assert judged(old, obj) == []
+        assert judged(new, obj) == ["PrivilegedContainer"]
+        assert judged(new, obj, privileged_refused=False) == [] != pack(new, obj)
+    assert run_policy(policy(new), admitted(deployment(pod))).shown == (
+        f"PrivilegedContainer: {REFUSES}: container debug is privileged"
+    )
+    unprivileged = with_sidecar(gpu_pod({"nvidia.com/gpumem": 1000}), securityContext={"privileged": False})
+    assert judged(new, unprivileged) == []
+    cpu_only = with_sidecar(gpu_pod({"cpu": "1"}), securityContext={"privileged": True})
+    assert vap_order(policy(new), cpu_only) == [], "no GPU resource: the webhook lets it through"
+
+
+def test_v2_10_0_refuses_a_gpu_pod_with_a_node_name() -> None:
+    """webhook.go `Handle` 104-112: "pod has node assigned" (a Deployment's pods would all be refused)."""
+    old, new = both()
+    pod = gpu_pod({"nvidia.com/gpumem": 1000}, nodeName="tenant-b-worker")
+    for obj in (pod, deployment(pod)):
+        assert judged(old, obj) == []
+        assert judged(new, obj) == ["PodHasNodeAssigned"]
+        assert judged(new, obj, node_assigned_refused=False) == [] != pack(new, obj)
+    assert run_policy(policy(new), admitted(pod)).shown == f"PodHasNodeAssigned: {REFUSES}: pod has node assigned"
+    assert vap_order(policy(new), gpu_pod({"cpu": "1"}, nodeName="n")) == []
+
+
+def test_v2_10_0_s_webhook_gives_one_refusal() -> None:
+    """A percentage, a privileged container and a node name: the webhook answers the first, in `Handle`'s order."""
+    new = both()[1]
+    pod = with_sidecar(
+        gpu_pod({"nvidia.com/gpumem-percentage": 120}, nodeName="n"), securityContext={"privileged": True}
+    )
+    assert judged(new, pod) == ["InvalidGpumemPercentage"]
+    pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem-percentage"] = 20
+    assert judged(new, pod) == ["PrivilegedContainer"]
+
+
+def test_v2_10_0_says_it_cannot_predict_a_gpumem_beyond_int32() -> None:
+    """device.go `GenerateResourceRequests` 531-543 (#2285): a gpumem above 2147483647 (MB) is no request at all:
+    HAMi allocates and accounts nothing for the container. The policy refuses it by that name, not as a card too
+    small; a gpumem of exactly 2147483647 is read (and is more than any card)."""
+    old, new = both()
+    beyond = gpu_pod({"nvidia.com/gpumem": 2**31})
+    for obj in (beyond, deployment(beyond)):
+        assert judged(old, obj)[:1] == ["CardInsufficientMemory"]
+        assert judged(new, obj)[:1] == ["GpumemNotReadByHami"]
+        assert "GpumemNotReadByHami" not in judged(new, obj, gpumem_beyond_int32_dropped=False) != pack(new, obj)
+    assert judged(new, gpu_pod({"nvidia.com/gpumem": 2**31 - 1}))[:1] == ["CardInsufficientMemory"]
+
+
+def test_v2_10_0_judges_an_update_that_makes_a_container_privileged_or_names_a_node() -> None:
+    before = deployment(gpu_pod({"nvidia.com/gpumem": 1000}))
+    privileged = json.loads(json.dumps(before))
+    privileged["spec"]["template"]["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    named = json.loads(json.dumps(before))
+    named["spec"]["template"]["spec"]["nodeName"] = "n"
+    for after in (privileged, named):
+        for tenant, matched in zip(both(), (False, True), strict=True):
+            outcome = run_policy(policy(tenant), admitted(after), old=admitted(before), operation="UPDATE")
+            assert outcome.matched is matched, tenant.hami_version
 
 
 def test_zero_percent_is_the_whole_card_under_v2_10_0_and_0_mb_under_v2_8_3() -> None:

@@ -242,14 +242,16 @@ def container(draw, name: str) -> dict:
     resources = {}
     for key, values in (
         ("nvidia.com/gpu", st.integers(0, 3)),
-        ("nvidia.com/gpumem", st.sampled_from([0, 1000, 20000, 24576, 30000, 81920, 90000])),
-        ("nvidia.com/gpumem-percentage", st.sampled_from([0, 10, 50, 100, 150])),
+        ("nvidia.com/gpumem", st.sampled_from([0, 1000, 20000, 24576, 30000, 81920, 90000, 2**31])),
+        ("nvidia.com/gpumem-percentage", st.sampled_from([0, 10, 50, 100, 101, 150])),
         ("nvidia.com/gpucores", st.sampled_from([0, 10, 30, 100, 120])),
     ):
         if draw(st.booleans()):
             resources[key] = draw(QUANTITY_FORMS).format(draw(values))
     where = draw(st.sampled_from(["limits", "limits", "both"]))
     spec: dict = {"name": name, "image": "x"}
+    if draw(st.integers(0, 5)) == 0:  # HAMi v2.10.0's webhook refuses a privileged container in a GPU pod
+        spec["securityContext"] = {"privileged": draw(st.booleans())}
     if resources:
         spec["resources"] = {"limits": resources} if where == "limits" else {"limits": resources, "requests": resources}
     return spec
@@ -270,6 +272,8 @@ def workloads(draw) -> dict:
     pod_spec = {"containers": [draw(container(f"c{i}")) for i in range(draw(st.integers(1, 3)))]}
     if draw(st.integers(0, 4)) == 0:
         pod_spec["initContainers"] = [draw(container("init"))]
+    if draw(st.integers(0, 6)) == 0:  # and a GPU pod with a node name
+        pod_spec["nodeName"] = "tenant-a-worker"
     kind = draw(st.sampled_from(["Pod", "Pod", "Deployment", "Job", "CronJob", "StatefulSet", "ReplicationController"]))
     template = {"metadata": {"annotations": annotations}, "spec": pod_spec}
     if kind == "Pod":

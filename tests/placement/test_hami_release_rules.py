@@ -164,20 +164,18 @@ def test_v2_8_3_keeps_the_percentage_as_given() -> None:
 
 def test_a_negative_percentage_never_reaches_hami() -> None:
     """TestGenerateResourceRequests "negative memory percentage — treated as unset": Kubernetes refuses a negative
-    extended-resource quantity, and so does gpulab's reader; HAMi's rule for it is not reached."""
+    extended-resource quantity (v2.10.0's webhook refuses it before, `validateMemoryPercentage`), and so does gpulab's
+    reader, as bad input; the scheduler's rule for it is not reached."""
     limits = {"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "-1"}
     with pytest.raises(WorkloadError, match="negative"):
         container_request({"name": "c", "resources": {"limits": limits}}, "Pod/p")
 
 
 NOT_MODELLED = {
-    f"{DEVICE_TEST}::TestGenerateResourceRequests::byte-scale memory quantity that overflows int32 is rejected": (
-        "v2.10.0 turns a gpumem beyond int32 (or not a plain integer) into an empty request (no device at all); "
-        "gpulab's reader keeps the number, which then fits no card"
-    ),
-    f"{DEVICE_TEST}::TestGenerateResourceRequests::decimal-form memory request is rejected, not treated as zero": (
-        "as above"
-    ),
+    f"{DEVICE_TEST}::TestGenerateResourceRequests::byte-scale memory quantity that overflows int32 is rejected, "
+    "decimal-form memory request is rejected, not treated as zero": "v2.10.0 turns a gpumem beyond int32 into no "
+    "request at all; gpulab's reader keeps the number and the engine says HAMi drops it (GpumemNotReadByHami): "
+    "tests/placement/test_hami_v2_10_0_webhook.py",
     f"{DEVICE_TEST}::TestGenerateResourceRequests_MemoryFactor, _DefaultMemory": "memoryFactor and defaultMemory "
     "(gpulab keeps 1 and 0)",
 }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import replace
 
 import pytest
 from lab_harness import LAB_PROJECT
@@ -11,7 +12,7 @@ from shared_data import ROOT
 
 from model.config import load_stack_file
 from placement.inventory import from_lab_config
-from placement.live import LiveError, current_usage, parse_allocation
+from placement.live import LiveError, current_usage, live_usage, parse_allocation
 from policies.checker import main
 
 LIVE = ROOT / "tests" / "manifests" / "live"
@@ -112,3 +113,94 @@ def test_the_gpu_count_quota_counts_a_pod_s_effective_request() -> None:
     }
     usage = current_usage(tenant_a(), {"items": [pod]}).namespace_usage
     assert usage["gpu-workloads"].gpus == 2
+
+
+# --- Init containers: how each release counts a pod's allocation annotation -----------------------------------------
+# v2.10.0 (tag v2.10.0) lists init containers first in hami.io/vgpu-devices-allocated (devices.go `Resourcereqs`
+# 639-692, `DecodePodDevices` 529-556) and counts a pod per card as the larger of their peak and the app containers'
+# sum (initContainer.go `CollapseInitContainerUsage` 36-113, on `onAddPod` 137-171), the app containers alone once
+# every init container has succeeded (scheduler.go `onUpdatePod` 204-222, `AppContainersOnlyDeviceUsage` 116-157).
+
+CARD = "GPU-MOCK-tenant-a-0"
+
+
+def with_init(annotation: str, init_containers: int = 1, succeeded: bool | None = None) -> dict:
+    """A Running pod of tenant-a with `init_containers` init containers (each 8000 MB / 20 % when it asks), one app
+    container, and HAMi's `annotation`; `succeeded`: their statuses (None: none reported yet)."""
+    pod: dict = {
+        "metadata": {
+            "name": "p",
+            "namespace": "gpu-workloads",
+            "annotations": {"hami.io/vgpu-devices-allocated": annotation},
+        },
+        "spec": {
+            "initContainers": [{"name": f"init-{i}"} for i in range(init_containers)],
+            "containers": [{"name": "cuda", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+        },
+        "status": {"phase": "Running"},
+    }
+    if succeeded is not None:
+        state = {"terminated": {"exitCode": 0 if succeeded else 1}}
+        pod["status"]["initContainerStatuses"] = [{"name": f"init-{i}", "state": state} for i in range(init_containers)]
+    return pod
+
+
+def used(version: str, *pods: dict) -> tuple[tuple[int, int, int], tuple[int, int]]:
+    inventory = replace(tenant_a(), hami_version=version)
+    now = current_usage(inventory, {"items": list(pods)})
+    (card,) = now.card_usage
+    held = now.namespace_usage.get("gpu-workloads")
+    return (card.slots, card.memory_mb, card.cores), ((held.memory_mb, held.cores) if held else (0, 0))
+
+
+INIT_AND_APP = f"{CARD},NVIDIA,8000,20:;{CARD},NVIDIA,2000,10:;"
+
+
+def test_v2_10_0_counts_a_running_init_container_s_peak_not_the_sum() -> None:
+    """One init container (8000 MB, 20 %) and one app container (2000 MB, 10 %) on the same card: HAMi v2.10.0 holds
+    8000 MB, 20 %, one slot there, and counts the same against the namespace quota; the sum (10000 MB, 30 %, two
+    slots) is what a pod of two app containers would hold."""
+    assert used("v2.10.0", with_init(INIT_AND_APP)) == ((1, 8000, 20), (8000, 20))
+    assert used("v2.10.0", with_init(INIT_AND_APP, succeeded=False)) == ((1, 8000, 20), (8000, 20))
+    # The app containers' sum when it is larger: two init containers run one after the other.
+    two = f"{CARD},NVIDIA,3000,5:;{CARD},NVIDIA,6000,40:;{CARD},NVIDIA,2000,10:;"
+    assert used("v2.10.0", with_init(two, init_containers=2)) == ((1, 6000, 40), (6000, 40))
+
+
+def test_v2_10_0_counts_the_app_containers_once_the_init_containers_succeeded() -> None:
+    now = live_usage(replace(tenant_a(), hami_version="v2.10.0"), {"items": [with_init(INIT_AND_APP, succeeded=True)]})
+    (card,) = now.inventory.card_usage
+    assert (card.slots, card.memory_mb, card.cores) == (1, 2000, 10)
+    (note,) = now.notes
+    assert note.startswith("note: pod gpu-workloads/p: its init containers have finished") and "restarted" in note
+    # Where both counts agree there is nothing to say: an init container without a card.
+    assert (
+        live_usage(
+            replace(tenant_a(), hami_version="v2.10.0"),
+            {"items": [with_init(f";{CARD},NVIDIA,2000,10:;", succeeded=True)]},
+        ).notes
+        == ()
+    )
+
+
+def test_an_entry_is_an_init_container_s_by_its_position() -> None:
+    """An init container without a card keeps its (empty) entry: the app container's entry is still the second."""
+    assert used("v2.10.0", with_init(f";{CARD},NVIDIA,2000,10:;")) == ((1, 2000, 10), (2000, 10))
+    assert used("v2.10.0", with_init(f"{CARD},NVIDIA,8000,20:;;")) == ((1, 8000, 20), (8000, 20))
+
+
+def test_v2_8_3_counts_every_entry_as_an_app_container_s() -> None:
+    """v2.8.3 allocates app containers only (its annotation has no init entries): every entry counts, a slot each,
+    as before."""
+    assert used("v2.8.3", with_init(INIT_AND_APP)) == ((2, 10000, 30), (10000, 30))
+
+
+def test_the_checker_says_what_a_restarted_hami_would_count(capsys, tmp_path) -> None:
+    path = tmp_path / "pods.json"
+    path.write_text(json.dumps({"items": [with_init(INIT_AND_APP, succeeded=True)]}))
+    code = main(["--tenant", "tenant-a", "--stack", "sim", "--project-dir", str(LAB_PROJECT), "--usage-from", str(path),
+                 str(MANIFESTS / "fourth-share.yaml")])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert f"now: {CARD} (NVIDIA-A100-SXM4-80GB): 1 of 10 slots, 2000 of 81920 MB, 10 of 100% cores in use" in out
+    assert "note: pod gpu-workloads/p: its init containers have finished" in out
