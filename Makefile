@@ -84,7 +84,7 @@ help:
 	@echo "make cache          fetch every chart, manifest, image, tool and plugin STACK takes from outside into its"
 	@echo "                    gpulab:sourceCache (or CACHE=dir), checked; make up then downloads nothing (docs/offline.md)"
 	@echo "make lab-images     the Docker lab's images of served programs without a registry: a kind node image (kubeadm's"
-	@echo "                    images inside) and MetalLB; needs root and Docker (docs/docker-lab.md)"
+	@echo "                    images inside), MetalLB and gpulab's HAMi device plugin; needs root and Docker (docs/docker-lab.md)"
 	@echo "make bench          benchmarks (program growth, policy checking, image pulls)"
 	@echo "make bench-scheduling  HAMi against kube-scheduler alone (and DRA) on KWOK nodes, performance.md's rows (the"
 	@echo "                    programs of make tools, GPULAB_HAMI_SCHEDULER_V2_10_0; an hour or more: docs/performance.md)"
@@ -296,13 +296,16 @@ cache: $(VENV)/.installed policies/venv/.installed
 	@$(PY) hack/source_cache.py fill --stack $(STACK) $(if $(CACHE),--dir "$(CACHE)")
 
 # The Docker lab's images of programs the Go module proxy serves (node-image/lab-images.sh): a kind node image with
-# kubeadm's images inside, and MetalLB's controller and speaker; their programs first (tools/programs.toml, group
-# lab-images, and kubernetes' own), unless GPULAB_BIN names a folder that has them.
+# kubeadm's images inside, and MetalLB's controller and speaker; and gpulab's HAMi device plugin as an image
+# (node-image/hami-plugin-image.sh, for devicePlugin: gpulab tenants); their programs first (tools/programs.toml, group
+# lab-images, and kubernetes' own, and gpulab-hami-plugin), unless GPULAB_BIN names a folder that has them.
 lab-images:
 	@if [ -z "$${GPULAB_BIN:-}" ]; then $(PYTHON_HOST) tools/build.py kube-apiserver kube-controller-manager \
-	  kube-scheduler kube-proxy kubelet kubeadm kubectl && $(PYTHON_HOST) tools/build.py --group lab-images; fi
+	  kube-scheduler kube-proxy kubelet kubeadm kubectl gpulab-hami-plugin && \
+	  $(PYTHON_HOST) tools/build.py --group lab-images; fi
 	@bash hack/docker-engine.sh start
 	@bash node-image/lab-images.sh
+	@bash node-image/hami-plugin-image.sh
 
 upstream-data:
 	$(PYTHON_HOST) tests/support/upstream_data.py

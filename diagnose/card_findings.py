@@ -10,13 +10,21 @@ from model.catalog import GPU_RESOURCE, GPUCORES_RESOURCE, GPUMEM_RESOURCE, REGI
 from model.quantity import QuantityError, parse_quantity
 
 # Who puts a GPU node's cards on it, and so what to look at when they are missing (diagnose/collect.py
-# tenant_expectations): the Docker lab's inventory script with the mock device plugin; gpulab's HAMi device plugin,
-# the node container's systemd unit on a real node (process_lab/hami_plugin.py); process mode's GpuInventory, a
-# patch of the node's annotation and status (process_lab/node_inventory.py).
+# tenant_expectations): the Docker lab's inventory script with the mock device plugin, or gpulab's HAMi device plugin
+# as a DaemonSet (devicePlugin: gpulab); gpulab's HAMi device plugin, the node container's systemd unit on a real
+# node (process_lab/hami_plugin.py); process mode's GpuInventory, a patch of the node's annotation and status
+# (process_lab/node_inventory.py).
 CARD_FIXES = {
     "docker-mock": (
         "HAMi sees no GPU on it: `make up` writes it once the node is Ready (apply-gpu-inventory); run it",
         "{source} sets it: see hami-mock-device-plugin above; `make up` re-applies the inventory",
+    ),
+    "plugin-daemonset": (
+        "gpulab's HAMi device plugin (DaemonSet kube-system/gpulab-hami-device-plugin, devicePlugin: gpulab) writes it "
+        "once the kubelet has registered it: its pod on {node} says why not (kubectl -n kube-system logs -l "
+        "app.kubernetes.io/name=gpulab-hami-device-plugin); `make up` makes it again",
+        "gpulab's HAMi device plugin registers it with the kubelet: see gpulab-hami-device-plugin above; `make up` "
+        "makes it again",
     ),
     "plugin-unit": (
         "gpulab's HAMi device plugin writes it once the kubelet has registered it: `docker exec {node} "

@@ -33,8 +33,11 @@ from diagnose.analyze import (
 )
 from diagnose.card_findings import gpu_node_findings
 from diagnose.dra_findings import dra_findings
+from model.hami_device_plugin import NAME as GPULAB_PLUGIN_NAME
 from model.names import HAMI_NAMESPACE, KAMAJI_DATASTORE, METALLB_NAMESPACE, POOL_NAME
 from model.stack_file import make_up
+
+GPULAB_PLUGIN = ("DaemonSet", GPULAB_PLUGIN_NAME)  # devicePlugin: gpulab (components/docker/hami_device_plugin.py)
 
 
 def pod_findings(cluster: Cluster) -> list[Finding]:
@@ -411,8 +414,9 @@ def tenant_findings(
     pods = pod_findings(cluster)
     covered = {f.component.split(" (")[0] for f in pods}
     expected = [] if process_mode else [(kind, HAMI_NAMESPACE, name) for kind, name in tenant_components(pod_network)]
-    if mock and not process_mode:
-        expected.append((MOCK_PLUGIN[0], HAMI_NAMESPACE, MOCK_PLUGIN[1]))
+    if mock and not process_mode:  # the Docker lab's device plugin: HAMi's chart's mock, or gpulab's (devicePlugin)
+        plugin = GPULAB_PLUGIN if cards_from == "plugin-daemonset" else MOCK_PLUGIN
+        expected.append((plugin[0], HAMI_NAMESPACE, plugin[1]))
     found = node_findings(cluster)
     found += pods
     found += workload_findings(cluster, {HAMI_NAMESPACE, *namespaces}, expected, covered)

@@ -24,6 +24,7 @@ from diagnose.analyze import Cluster, Finding
 from diagnose.runner import Result, Runner
 from model.catalog import totals
 from model.config import LabConfig, Tenant
+from model.config.hami import device_plugin
 from model.names import DENY_POLICY, WARN_POLICY
 from model.stack import make_up
 
@@ -340,7 +341,7 @@ def tenant_expectations(lab: LabConfig, tenant_name: str) -> dict[str, Any]:
 def cards_from(lab: LabConfig, tenant: Tenant) -> str:
     """What puts a HAMi tenant's cards on its nodes (cluster_findings.CARD_FIXES)."""
     if not lab.process_mode:
-        return "docker-mock"
+        return "plugin-daemonset" if device_plugin(lab, tenant) == "gpulab" else "docker-mock"
     return "plugin-unit" if lab.real_nodes and lab.runs_hami(tenant) else "inventory"
 
 

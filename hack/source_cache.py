@@ -137,6 +137,11 @@ class Filler:
 
     def pull_image(self, item: Item) -> None:
         ref = ImageRef.parse(item.key)
+        if ref.registry == "localhost":  # built on a host, served by no registry (gpulab's: `make lab-images`)
+            raise CacheError(
+                f"{ref.full} is built, not pulled: build it (gpulab's: make lab-images), then "
+                f"`hack/source_cache.py add {ref.full} --relaxed`"
+            )
         platform = node_platform()
         pulled = docker("pull", "--quiet", "--platform", platform, ref.full)
         if pulled.returncode != 0:

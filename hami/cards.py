@@ -30,24 +30,23 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING
 
+from hami.annotations import DEVICE_CORDON, DEVICE_SCORING_WEIGHTS
+from hami.reasons import (
+    CARD_COMPUTE_UNITS_EXHAUSTED,
+    CARD_CORDONED,
+    CARD_INSUFFICIENT_CORE,
+    CARD_INSUFFICIENT_MEMORY,
+    CARD_NOT_HEALTH,
+    CARD_TIME_SLICING_EXHAUSTED,
+    CARD_TYPE_MISMATCH,
+    CARD_UUID_MISMATCH,
+    EXCLUSIVE_DEVICE_ALLOCATE_CONFLICT,
+    RESOURCE_QUOTA_NOT_FIT,
+)
 from hami.releases import V2_8_3, Rules
 
 if TYPE_CHECKING:
     from hami.webhook import PodAdmission
-
-# HAMi reason names (pkg/device/common/common.go).
-CARD_NOT_HEALTH = "CardNotHealth"
-CARD_CORDONED = "CardCordoned"  # v2.10.0
-CARD_TYPE_MISMATCH = "CardTypeMismatch"
-CARD_UUID_MISMATCH = "CardUuidMismatch"
-CARD_TIME_SLICING_EXHAUSTED = "CardTimeSlicingExhausted"
-RESOURCE_QUOTA_NOT_FIT = "ResourceQuotaNotFit"
-CARD_INSUFFICIENT_MEMORY = "CardInsufficientMemory"
-CARD_INSUFFICIENT_CORE = "CardInsufficientCore"
-EXCLUSIVE_DEVICE_ALLOCATE_CONFLICT = "ExclusiveDeviceAllocateConflict"
-CARD_COMPUTE_UNITS_EXHAUSTED = "CardComputeUnitsExhausted"
-ALLOCATED_CARDS_INSUFFICIENT_REQUEST = "AllocatedCardsInsufficientRequest"
-NODE_INSUFFICIENT_DEVICE = "NodeInsufficientDevice"
 
 POLICIES = ("spread", "binpack")  # the card policies gpulab configures (and v2.8.3's rules accept from a pod)
 NO_PERCENTAGE = 101  # HAMi's MemPercentagereq when gpumem-percentage is not given
@@ -174,7 +173,7 @@ class NamespaceQuota:
     cores: int | None = None
 
 
-CORDON_ANNOTATION = "hami.io/device-cordon"  # a node annotation (v2.10.0)
+CORDON_ANNOTATION = DEVICE_CORDON  # a node annotation (v2.10.0)
 
 
 def cordoned_ids(annotation: str | None) -> frozenset[str]:
@@ -302,7 +301,7 @@ def reason_detail(card: CardSpec, use: CardUse, request: ContainerRequest, reaso
     memory = request.memory_on(card)
     return {
         CARD_NOT_HEALTH: "the card is unhealthy",
-        CARD_CORDONED: "the card is cordoned (hami.io/device-cordon)",
+        CARD_CORDONED: f"the card is cordoned ({CORDON_ANNOTATION})",
         CARD_TYPE_MISMATCH: f"type {card.type} is not selected",
         CARD_UUID_MISMATCH: f"card {card.id} is not selected",
         CARD_TIME_SLICING_EXHAUSTED: f"all {card.split_count} slots in use",
@@ -374,7 +373,7 @@ def card_score(
     return _f32(10.0 * weighted)
 
 
-WEIGHTS_ANNOTATION = "hami.io/device-scoring-weights"
+WEIGHTS_ANNOTATION = DEVICE_SCORING_WEIGHTS
 _GO_INT = re.compile(r"[+-]?[0-9]+")
 
 

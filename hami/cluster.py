@@ -34,8 +34,9 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
-from hami.cards import NODE_INSUFFICIENT_DEVICE, ContainerRequest, NamespaceQuota, PodRequest, _f32, resolve_request
+from hami.cards import ContainerRequest, NamespaceQuota, PodRequest, _f32, resolve_request
 from hami.nodes import ContainerFailure, Entry, Node
+from hami.reasons import NODE_INSUFFICIENT_DEVICE
 from hami.releases import Rules
 
 WEIGHT = 10  # pkg/util/types.go `Weight`

@@ -37,9 +37,7 @@ from functools import cmp_to_key
 from typing import NamedTuple
 
 from hami.cards import (
-    ALLOCATED_CARDS_INSUFFICIENT_REQUEST,
     MUTEX,
-    NODE_INSUFFICIENT_DEVICE,
     CardSpec,
     CardUse,
     ContainerRequest,
@@ -51,6 +49,7 @@ from hami.cards import (
     reason_detail,
     resolve_request,
 )
+from hami.reasons import ALLOCATED_CARDS_INSUFFICIENT_REQUEST, NODE_INSUFFICIENT_DEVICE
 from hami.releases import V2_8_3, Rules
 
 

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hami.cards import PodRequest
+from hami.reasons import INVALID_GPUMEM_PERCENTAGE, POD_HAS_NODE_ASSIGNED, PRIVILEGED_CONTAINER
 from hami.releases import Rules
 
 if TYPE_CHECKING:
@@ -52,10 +53,6 @@ if TYPE_CHECKING:
 
 WEBHOOK_NAME = "vgpu.hami.io"  # charts/hami/templates/scheduler/webhook.yaml
 PERCENTAGE_RESOURCE = "nvidia.com/gpumem-percentage"  # the chart's resourceMemoryPercentage
-# gpulab's names for the webhook's refusals (HAMi gives them none), from its own words.
-INVALID_PERCENTAGE = "InvalidGpumemPercentage"
-PRIVILEGED_CONTAINER = "PrivilegedContainer"
-NODE_ASSIGNED = "PodHasNodeAssigned"
 
 
 def denied(text: str) -> str:
@@ -97,13 +94,13 @@ def webhook_denial(admission: PodAdmission | None, rules: Rules) -> tuple[str, s
     if rules.memory_percentage_range_checked:
         for container, value in admission.percentages:
             if not 0 <= value <= 100:
-                return INVALID_PERCENTAGE, percentage_denial(container, value)
+                return INVALID_GPUMEM_PERCENTAGE, percentage_denial(container, value)
     if not admission.has_resource:
         return None
     if rules.privileged_refused and admission.privileged is not None:
         return PRIVILEGED_CONTAINER, denied(f"container {admission.privileged} is privileged")
     if rules.node_assigned_refused and admission.node_name:
-        return NODE_ASSIGNED, denied("pod has node assigned")
+        return POD_HAS_NODE_ASSIGNED, denied("pod has node assigned")
     return None
 
 

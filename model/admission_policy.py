@@ -47,6 +47,19 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from hami.annotations import GPU_SCHEDULER_POLICY
+from hami.reasons import (
+    CARD_INSUFFICIENT_MEMORY,
+    CARD_TYPE_MISMATCH,
+    CARD_UUID_MISMATCH,
+    CORES_ABOVE_100,
+    GPU_QUANTITY_OUT_OF_RANGE,
+    INIT_CONTAINER_GPU_REQUEST,
+    INVALID_DEVICE_SCORING_WEIGHTS,
+    NODE_INSUFFICIENT_DEVICE,
+    POD_GPU_LIMIT_EXCEEDED,
+    ZERO_MEMORY_PERCENTAGE,
+)
 from model.admission_v2_10_0 import WEIGHTS, webhook_signature, webhook_validations, webhook_variables, weights_parse
 from model.catalog import (
     GPU_RESOURCE,
@@ -79,8 +92,9 @@ HAMI_KEYS = (GPU_RESOURCE, GPUMEM_RESOURCE, GPUMEM_PERCENTAGE_RESOURCE, GPUCORES
 @dataclass(frozen=True)
 class PolicyRules:
     """What the policy asks differently per HAMi release: the fields of hami/releases.py `Rules` (cited there) that
-    placement/per_pod.py's questions read; model/ may not import hami/, so the values are repeated here and
-    tests/model/test_admission_policy_releases.py holds them to that table."""
+    placement/per_pod.py's questions read; of hami/, model/ imports only its names (hami/reasons.py,
+    hami/annotations.py), so the values are repeated here and tests/model/test_admission_policy_releases.py holds
+    them to that table."""
 
     version: str
     init_containers_counted: bool  # no InitContainerGpuRequest; GPU init containers make a GPU pod
@@ -219,7 +233,7 @@ def _selector_leaves_a_card(values: list[str], use: str, nouse: str, exact: bool
 
 TEMPLATE = "{o}.kind == 'Pod' ? {o} : ({o}.kind == 'CronJob' ? {o}.spec.jobTemplate.spec.template : {o}.spec.template)"
 # What HAMi reads from a pod template: its selector and policy annotations, and each container's requests.
-READ_ANNOTATIONS = (USE_TYPE, NOUSE_TYPE, USE_UUID, NOUSE_UUID, "hami.io/gpu-scheduler-policy")
+READ_ANNOTATIONS = (USE_TYPE, NOUSE_TYPE, USE_UUID, NOUSE_UUID, GPU_SCHEDULER_POLICY)
 
 
 def _gpu_signature(obj: str, read: tuple[str, ...] = READ_ANNOTATIONS, webhook: bool = False) -> str:
@@ -323,7 +337,7 @@ def deny_validations(tenant: Tenant, hami: bool = True) -> list[dict]:
         {
             "expression": "size(variables.beyondInt64) == 0",
             "reason": "Forbidden",
-            "messageExpression": "'GpuQuantityOutOfRange: container ' + variables.beyondInt64[0] + ' asks a "
+            "messageExpression": f"'{GPU_QUANTITY_OUT_OF_RANGE}: container ' + variables.beyondInt64[0] + ' asks a "
             f"{GPU_RESOURCE}, gpumem, gpumem-percentage or gpucores quantity above {INT64_MAX}, which neither HAMi "
             "nor a ResourceQuota can count; ask for at most what a card has'",
         },
@@ -331,26 +345,26 @@ def deny_validations(tenant: Tenant, hami: bool = True) -> list[dict]:
         {
             "expression": f"variables.gpu.all(r, r.nums <= {most})",
             "reason": "Forbidden",
-            "message": f"NodeInsufficientDevice: a container asks for more cards than tenant {tenant.name}{has}",
+            "message": f"{NODE_INSUFFICIENT_DEVICE}: a container asks for more cards than tenant {tenant.name}{has}",
         },
         {
             "expression": f"{no_gpu} || "
             + _selector_leaves_a_card(sorted({c.type.upper() for c in cards}), USE_TYPE, NOUSE_TYPE, False, trimmed),
             "reason": "Forbidden",
-            "message": f"CardTypeMismatch: no card of tenant {tenant.name} matches the pod's {USE_TYPE} / "
+            "message": f"{CARD_TYPE_MISMATCH}: no card of tenant {tenant.name} matches the pod's {USE_TYPE} / "
             f"{NOUSE_TYPE} (its cards: {', '.join(sorted({c.type for c in cards}))})",
         },
         {
             "expression": f"{no_gpu} || "
             + _selector_leaves_a_card([c.id for c in cards], USE_UUID, NOUSE_UUID, True, trimmed),
             "reason": "Forbidden",
-            "message": f"CardUuidMismatch: no card of tenant {tenant.name} matches the pod's {USE_UUID} / "
+            "message": f"{CARD_UUID_MISMATCH}: no card of tenant {tenant.name} matches the pod's {USE_UUID} / "
             f"{NOUSE_UUID} (its cards: {', '.join(c.id for c in cards)})",
         },
         {
             "expression": f"variables.perCard.all(p, p.mem <= {largest})",
             "reason": "Forbidden",
-            "messageExpression": "'CardInsufficientMemory: a container asks ' + "
+            "messageExpression": f"'{CARD_INSUFFICIENT_MEMORY}: a container asks ' + "
             "string(variables.perCard.map(p, p.mem).max()) + ' MB per card; the largest card of tenant "
             f"{tenant.name} has {largest} MB'",
         },
@@ -360,7 +374,7 @@ def deny_validations(tenant: Tenant, hami: bool = True) -> list[dict]:
             {
                 "expression": "size(variables.initGpu) == 0",
                 "reason": "Forbidden",
-                "message": "InitContainerGpuRequest: an init container asks for GPU resources, but HAMi assigns cards "
+                "message": f"{INIT_CONTAINER_GPU_REQUEST}: an init container asks for GPU resources, but HAMi assigns cards "
                 "to app containers only; move the GPU work into an app container",
             }
         )
@@ -369,7 +383,7 @@ def deny_validations(tenant: Tenant, hami: bool = True) -> list[dict]:
             {
                 "expression": f"!({_q(WEIGHTS)} in variables.annotations) || {no_gpu} || {weights_parse()}",
                 "reason": "Forbidden",
-                "message": f"InvalidDeviceScoringWeights: HAMi {rules.version}'s scheduler cannot read the pod's "
+                "message": f"{INVALID_DEVICE_SCORING_WEIGHTS}: HAMi {rules.version}'s scheduler cannot read the pod's "
                 f"{WEIGHTS} (it takes slot=N,core=N,memory=N: each once, integers from 0, one above 0) and fails "
                 "its filter on every node: the pod would stay Pending; fix or remove the annotation",
             }
@@ -384,7 +398,7 @@ def deny_validations(tenant: Tenant, hami: bool = True) -> list[dict]:
             {
                 "expression": f"{total} <= {limit}",
                 "reason": "Forbidden",
-                "messageExpression": f"'PodGpuLimitExceeded: each pod asks ' + ({clamped} ? 'more than {SUM_CAP}' : "
+                "messageExpression": f"'{POD_GPU_LIMIT_EXCEEDED}: each pod asks ' + ({clamped} ? 'more than {SUM_CAP}' : "
                 f"string({total})) + '{unit} in total; tenant {tenant.name} allows {limit}{unit} per pod'",
             }
         )
@@ -416,11 +430,11 @@ def warn_validations(rules: PolicyRules = POLICY_RULES["v2.8.3"]) -> list[dict]:
     return [
         {
             "expression": "variables.gpu.all(r, r.cores <= 100)",
-            "message": "CoresAbove100: a container asks more than 100% of a card's cores; HAMi clamps it to 100",
+            "message": f"{CORES_ABOVE_100}: a container asks more than 100% of a card's cores; HAMi clamps it to 100",
         },
         {
             "expression": "variables.gpu.all(r, !(r.memreq == 0 && r.pct == 0))",
-            "message": f"ZeroMemoryPercentage: a container asks 0% of the card's memory; {zero}",
+            "message": f"{ZERO_MEMORY_PERCENTAGE}: a container asks 0% of the card's memory; {zero}",
         },
     ]
 

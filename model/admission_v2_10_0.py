@@ -31,12 +31,14 @@ from __future__ import annotations
 import json
 from typing import Protocol
 
+from hami.annotations import DEVICE_SCORING_WEIGHTS
+from hami.reasons import GPUMEM_NOT_READ_BY_HAMI, INVALID_GPUMEM_PERCENTAGE, POD_HAS_NODE_ASSIGNED, PRIVILEGED_CONTAINER
 from model.catalog import GPU_RESOURCE, GPUCORES_RESOURCE, GPUMEM_PERCENTAGE_RESOURCE, GPUMEM_RESOURCE
 
 HAMI_KEYS = (GPU_RESOURCE, GPUMEM_RESOURCE, GPUMEM_PERCENTAGE_RESOURCE, GPUCORES_RESOURCE)
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
-WEIGHTS = "hami.io/device-scoring-weights"  # v2.10.0: pkg/util/types.go DeviceScoringWeightsAnnotationKey
+WEIGHTS = DEVICE_SCORING_WEIGHTS  # v2.10.0: pkg/util/types.go DeviceScoringWeightsAnnotationKey
 WEIGHT_KEYS = ("slot", "core", "memory")
 PERCENT_SHOWN_CAP = 2**53  # a percentage shown as its integer below this, else as the API server holds it
 CONTAINERS = (
@@ -115,7 +117,7 @@ def webhook_validations(rules: WebhookRules, no_gpu: str) -> list[dict]:
             {
                 "expression": f"{no_gpu} || size(variables.badPercentage) == 0",
                 "reason": "Forbidden",
-                "messageExpression": f"{_q(f'InvalidGpumemPercentage: {refuses}: ')} + variables.badPercentage[0]",
+                "messageExpression": f"{_q(f'{INVALID_GPUMEM_PERCENTAGE}: {refuses}: ')} + variables.badPercentage[0]",
             }
         )
         earlier.append("size(variables.badPercentage) > 0")
@@ -126,7 +128,7 @@ def webhook_validations(rules: WebhookRules, no_gpu: str) -> list[dict]:
                     [no_gpu, *earlier, "!variables.webhookResource", "size(variables.privileged) == 0"]
                 ),
                 "reason": "Forbidden",
-                "messageExpression": f"{_q(f'PrivilegedContainer: {refuses}: container ')} + "
+                "messageExpression": f"{_q(f'{PRIVILEGED_CONTAINER}: {refuses}: container ')} + "
                 "variables.privileged[0] + ' is privileged'",
             }
         )
@@ -139,7 +141,7 @@ def webhook_validations(rules: WebhookRules, no_gpu: str) -> list[dict]:
                     [no_gpu, *earlier, "!variables.webhookResource", f"!has({node_name})", f"{node_name} == ''"]
                 ),
                 "reason": "Forbidden",
-                "message": f"PodHasNodeAssigned: {refuses}: pod has node assigned",
+                "message": f"{POD_HAS_NODE_ASSIGNED}: {refuses}: pod has node assigned",
             }
         )
     if rules.gpumem_beyond_int32_dropped:
@@ -147,7 +149,7 @@ def webhook_validations(rules: WebhookRules, no_gpu: str) -> list[dict]:
             {
                 "expression": f"(variables.gpu + variables.initGpu).all(r, r.memreq <= {INT32_MAX})",
                 "reason": "Forbidden",
-                "message": f"GpumemNotReadByHami: a container asks {GPUMEM_RESOURCE} above {INT32_MAX} (MB): HAMi "
+                "message": f"{GPUMEM_NOT_READ_BY_HAMI}: a container asks {GPUMEM_RESOURCE} above {INT32_MAX} (MB): HAMi "
                 f"{rules.version} then reads no GPU request from it at all (no card allocated or accounted), and "
                 "what its node does is not HAMi's placement, which gpulab cannot predict; ask for the MB as a plain "
                 "number a card has",

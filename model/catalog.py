@@ -8,8 +8,9 @@ numbers as JSON numbers, `health: true`, `mode: hami-core`, a unique `id`, and a
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
+
+from hami.annotations import REGISTER, RegisteredDevice, format_register
 
 # HAMi's default deviceSplitCount (chart values.yaml): at most this many containers share one card (v2.8.3
 # pkg/device/nvidia/device.go `Fit`, CardTimeSlicingExhausted).
@@ -22,7 +23,7 @@ MAX_SPLIT_COUNT = 100
 MAX_REPLICAS = 10_000
 MAX_TENANTS = 100
 
-REGISTER_ANNOTATION = "hami.io/node-nvidia-register"
+REGISTER_ANNOTATION = REGISTER  # hami/annotations.py: its key, reader and writer
 GPU_RESOURCE = "nvidia.com/gpu"
 GPUMEM_RESOURCE = "nvidia.com/gpumem"
 GPUMEM_PERCENTAGE_RESOURCE = "nvidia.com/gpumem-percentage"
@@ -80,22 +81,15 @@ def expand_cards(tenant: str, models: list[tuple[str, int]], split_count: int = 
 
 
 def register_annotation(cards: list[Card]) -> str:
-    """The value of `hami.io/node-nvidia-register`: compact JSON, fixed key order, so it is byte-stable."""
-    devices = [
-        {
-            "id": card.id,
-            "index": card.index,
-            "count": card.split_count,
-            "devmem": card.memory_mb,
-            "devcore": card.cores,
-            "type": card.type,
-            "numa": 0,
-            "mode": "hami-core",
-            "health": True,
-        }
-        for card in cards
-    ]
-    return json.dumps(devices, separators=(",", ":"))
+    """The value of `hami.io/node-nvidia-register`: compact JSON, fixed key order, so it is byte-stable
+    (hami/annotations.py `format_register`)."""
+    return format_register(
+        [
+            RegisteredDevice(card.id, card.index, card.split_count, card.memory_mb, card.cores, card.type, 0,
+                             "hami-core", True)
+            for card in cards
+        ]
+    )  # fmt: skip
 
 
 def gpu_capacity(cards: list[Card]) -> int:

@@ -52,12 +52,17 @@ RELEASES: dict[str, HamiRelease] = {
 DEFAULT_VERSION = "v2.10.0"
 KNOWN_VERSIONS = tuple(RELEASES)
 # A tenant that does not say: process mode (KWOK nodes and real nodes) runs v2.10.0. The Docker lab keeps v2.8.3
-# for now: its mock device plugin is mock-device-plugin's only tag (1.0.1), which cannot read chart 2.10's
-# device config, and the fix (its PR #18) is in no tag; until the Docker lab runs gpulab's own device plugin, a
-# Docker-lab tenant runs v2.10.0 only when the stack says so and names a plugin image that reads it.
+# for now: its default device plugin is mock-device-plugin's only tag (1.0.1), which cannot read chart 2.10's
+# device config, and the fix (its PR #18) is in no tag. A Docker-lab tenant runs v2.10.0 when the stack says so,
+# with gpulab's own plugin (tenants[].devicePlugin: gpulab) or a mock plugin image that reads its config; the default
+# stays until the full Docker lab has run live with gpulab's plugin (docs/hami-device-plugin.md).
 DOCKER_LAB_DEFAULT_VERSION = "v2.8.3"
-# The upstream mock plugin's repository: every tag of it (1.0.0, 1.0.1) predates PR #18.
+# The upstream mock plugin, however a reference spells it: its repository path (on Docker Hub, under any of Docker
+# Hub's names, or under a mirror's or proxy's prefix), whatever the tag or digest, since every tag of it (1.0.0,
+# 1.0.1) predates PR #18 and `latest` moves; and a copy of one of those tags under another repository of that name.
 UPSTREAM_MOCK_REPOSITORY = "docker.io/projecthami/mock-device-plugin"
+UPSTREAM_MOCK_PATH = "projecthami/mock-device-plugin"
+UPSTREAM_MOCK_NAME = "mock-device-plugin"
 UPSTREAM_MOCK_TAGS = ("1.0.0", "1.0.1")
 
 

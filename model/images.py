@@ -6,7 +6,8 @@ once and loads them into the nodes that run them; the tests render the pinned ch
 and fail if anything they would run is missing here (tests/model/test_images.py).
 
 Where each list comes from:
-- pins: model/versions.py (node images, Kamaji, the kamaji-etcd kubectl job, mock plugin, workloads);
+- pins: model/versions.py (node images, Kamaji, the kamaji-etcd kubectl job, the tenant's device plugin: HAMi's
+  mock or gpulab's, which `make lab-images` builds; workloads);
 - charts and manifests: what the pinned cert-manager, MetalLB, Kamaji (+ kamaji-etcd v0.17.0), Calico and
   HAMi releases run with the values gpulab passes (their images, rendered offline; proven by render in tests);
 - Kamaji itself: per TenantControlPlane, kube-apiserver/controller-manager/scheduler at the tenant version and
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from model.config import LabConfig, Tenant
+from model.config.hami import device_plugin
 from model.image_ref import ImageRef
 from model.kube_proxy import kube_proxy_image
 from model.versions import image_tag, parse_kubernetes_version
@@ -140,8 +142,11 @@ def tenant_images(lab: LabConfig, tenant: Tenant) -> list[ImageUse]:
         _use(part, HAMI_CERTGEN_IMAGE, f"chart hami {hami_chart}"),
         _use(part, f"registry.k8s.io/kube-scheduler:{version}", "HAMi scheduler (tenant version)", container),
     ]
-    if tenant.gpu_mode == "mock":
+    plugin = device_plugin(lab, tenant)
+    if plugin == "mock":
         uses.append(_use(part, versions.mock_device_plugin_image, "pin versions.mockDevicePluginImage"))
+    elif plugin == "gpulab":  # built by `make lab-images`, loaded from the host's engine like any other
+        uses.append(_use(part, versions.hami_device_plugin_image, "pin versions.hamiDevicePluginImage (lab-images)"))
     if tenant.workloads or container:  # also the image of `make verify`'s and users' first pods on a node
         uses.append(_use(part, versions.workload_image, "pin versions.workloadImage"))
     return uses

@@ -83,6 +83,12 @@ class CliTool(BaseModel):
     sha256_linux_amd64: str = Field(default="", alias="sha256LinuxAmd64", pattern=SHA256.pattern)
 
 
+# gpulab-hami-plugin (tools/gpulab-hami-plugin) as an image, which `make lab-images` builds from make tools' static
+# binary (node-image/hami-plugin-image.sh reads this line): no registry serves it, and `localhost/` keeps a missing
+# image from being looked for on Docker Hub. Its tag is the k8s.io/kubelet device plugin API it is built with (its
+# go.mod's pin; the binary's --version line names it), as gpulab/kind-node's is its Kubernetes version.
+HAMI_DEVICE_PLUGIN_IMAGE = "localhost/gpulab/hami-device-plugin:v0.36.4"
+
 # make up installs these into ./bin from the pins here (hack/prereqs.sh, before any stack is read), and
 # the Pulumi CLI must match the SDK in requirements.txt: a stack cannot change them, so it may not set them.
 HOST_TOOLS = ("kind", "kubectl", "pulumi")
@@ -162,6 +168,8 @@ class Versions(BaseModel):
     mock_device_plugin_image: str = Field(
         default="docker.io/projecthami/mock-device-plugin:1.0.1", alias="mockDevicePluginImage"
     )
+    # gpulab's own HAMi device plugin for the Docker lab's `devicePlugin: gpulab` tenants (HAMI_DEVICE_PLUGIN_IMAGE).
+    hami_device_plugin_image: str = Field(default=HAMI_DEVICE_PLUGIN_IMAGE, alias="hamiDevicePluginImage")
     # Image for the GPU workloads declared in config (they only sleep: the mock has no CUDA).
     workload_image: str = Field(default="docker.io/library/busybox:1.37.0", alias="workloadImage")
 

@@ -1,40 +1,27 @@
 """What a tenant's cards already hold, read from HAMi's allocation annotation on the tenant's pods.
 
-HAMi records each placed pod's cards in `hami.io/vgpu-devices-allocated` (`hami.io/vgpu-devices-to-allocate`
-while it is being bound): `UUID,NVIDIA,<MB>,<cores>:` per card and `;` per container
-(HAMi v2.8.3 pkg/device/devices.go `EncodePodSingleDevice`). A finished pod (Succeeded or
-Failed) no longer counts. The native `requests.nvidia.com/gpu` quota counts every non-terminal pod's
-nvidia.com/gpu request, placed or not.
-
-How the release counts one pod's entries (`pod_use`):
-- v2.8.3 allocates app containers only, one entry each: every entry counts, a slot each.
-- v2.10.0 (tag v2.10.0, commit 4707fb02c91c) allocates init containers too and lists them first, one entry per
-  container, empty ones kept (pkg/device/devices.go `Resourcereqs` 639-692, `DecodePodDevices` 529-556): the first
-  len(spec.initContainers) entries are init containers'. When it rebuilds its usage from the annotation
-  (pkg/scheduler/scheduler.go `onAddPod` 137-171) it counts per card the larger of the init containers' peak and the
-  app containers' sum, for memory, cores and slots each (pkg/device/initContainer.go `CollapseInitContainerUsage`
-  36-113; `getNodesUsage` 776-785 adds the slots), and so does its namespace quota (pkg/device/quota.go `AddUsage`
-  119-134, `countPodDevices` 97-117). Once every init container has succeeded it counts the app containers only
-  (`onUpdatePod` 204-222, `AppContainersOnlyDeviceUsage` 116-157; pkg/util/util.go `AllInitContainersSucceeded`
-  162-172), but only from the pod's next change after it saw them: a scheduler restarted since reads the peak again
-  (`onAddPod`), up to the pod's next update or the informer's hourly resync (scheduler.go `defaultResync`). gpulab
-  counts the app containers then, and says so where the two differ (`LiveUsage.notes`).
+HAMi's scheduler counts each placed pod's cards from `hami.io/vgpu-devices-allocated` (read by
+hami/annotations.py, the one reader of it; scheduler.go `onAddPod` decodes that annotation only, not
+`-to-allocate`), per release as hami/usage.py `pod_use` counts them: v2.10.0 a running pod's init containers at
+their peak. A finished pod (Succeeded or Failed) no longer counts. The native `requests.nvidia.com/gpu` quota counts
+every non-terminal pod's nvidia.com/gpu request, placed or not. Where a restarted HAMi scheduler would count a pod
+otherwise (v2.10.0, its init containers finished), gpulab counts the app containers, as the running one does, and
+says so (`LiveUsage.notes`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from hami.annotations import ALLOCATED, AnnotationError, annotations_of
 from hami.cards import CardUse
-from hami.nodes import collapsed_use
 from hami.releases import rules_for
+from hami.usage import pod_use, read_allocation
 from placement.inventory import NamespaceUsage, TenantInventory
 from placement.workloads import GPU, WorkloadError, whole_quantity
 
-ALLOCATED = "hami.io/vgpu-devices-allocated"
-TO_ALLOCATE = "hami.io/vgpu-devices-to-allocate"
 FINISHED = ("Succeeded", "Failed")
 REQUEST_TIMEOUT = 20  # seconds per API call: a hung API server cannot hang the checker
 
@@ -43,62 +30,8 @@ class LiveError(ValueError):
     """The live data cannot be read; the message says what and where."""
 
 
-@dataclass(frozen=True)
-class Allocation:
-    pod: str  # namespace/name
-    card: str
-    memory_mb: int
-    cores: int
-    container: int = 0  # the entry's position in the annotation (v2.10.0: init containers first)
-
-
-def parse_allocation(text: str, pod: str) -> list[Allocation]:
-    """HAMi's device annotation as one Allocation per (container, card)."""
-    found = []
-    for position, container in enumerate(text.split(";")):
-        for device in container.split(":"):
-            if not device.strip():
-                continue
-            fields = device.split(",")
-            if len(fields) < 4:
-                raise LiveError(f"pod {pod}: {ALLOCATED} entry {device!r} is not UUID,TYPE,MB,CORES")
-            try:
-                memory, cores = int(fields[2]), int(fields[3])
-            except ValueError:
-                raise LiveError(f"pod {pod}: {ALLOCATED} entry {device!r} has non-numeric MB or cores") from None
-            found.append(Allocation(pod, fields[0], memory, cores, position))
-    return found
-
-
-def init_containers_succeeded(pod: Mapping[str, Any]) -> bool:
-    """v2.10.0 pkg/util/util.go `AllInitContainersSucceeded` (162-172): some init container status, and every one
-    terminated with exit code 0."""
-    statuses = (pod.get("status") or {}).get("initContainerStatuses") or []
-    return bool(statuses) and all(
-        isinstance(s, Mapping)
-        and isinstance((terminated := (s.get("state") or {}).get("terminated")), Mapping)
-        and terminated.get("exitCode") == 0
-        for s in statuses
-    )
-
-
-def pod_use(
-    pod: Mapping[str, Any], allocations: Sequence[Allocation], init_counted: bool
-) -> tuple[dict[Hashable, tuple[int, int, int]], str | None]:
-    """What the release counts of one pod, per card (slots, MB, cores), and a note when a restarted HAMi scheduler
-    would count otherwise (the module's docstring). `init_counted`: the release allocates init containers (v2.10.0's
-    `Rules.init_containers_counted`); else every entry is an app container's, as v2.8.3 writes them."""
-    init = len((pod.get("spec") or {}).get("initContainers") or []) if init_counted else 0
-    entries = [(a.container < init, a.card, a.memory_mb, a.cores) for a in allocations]
-    peak = collapsed_use(entries)
-    if not init or not init_containers_succeeded(pod):
-        return peak, None
-    apps = collapsed_use([entry for entry in entries if not entry[0]])
-    if apps == peak:
-        return apps, None
-    metadata = pod.get("metadata") or {}
-    name = f"{metadata.get('namespace', 'default')}/{metadata.get('name', '?')}"
-    return apps, (
+def restarted_note(name: str) -> str:
+    return (
         f"note: pod {name}: its init containers have finished, so HAMi counts its app containers' cards only "
         "(scheduler.go onUpdatePod); a HAMi scheduler restarted since counts their peak again until the pod next "
         "changes (at most its hourly resync): counted here as app containers only"
@@ -128,7 +61,7 @@ def _container_gpus(container: Mapping[str, Any], where: str) -> int:
 @dataclass(frozen=True)
 class LiveUsage:
     inventory: TenantInventory  # with `card_usage` and `namespace_usage` as HAMi counts them now
-    notes: tuple[str, ...] = ()  # where a restarted HAMi scheduler would count otherwise (`pod_use`)
+    notes: tuple[str, ...] = ()  # where a restarted HAMi scheduler would count otherwise (`restarted_note`)
 
 
 def current_usage(inventory: TenantInventory, pod_list: Mapping[str, Any]) -> TenantInventory:
@@ -137,8 +70,8 @@ def current_usage(inventory: TenantInventory, pod_list: Mapping[str, Any]) -> Te
 
 
 def live_usage(inventory: TenantInventory, pod_list: Mapping[str, Any]) -> LiveUsage:
-    """`current_usage`, with the notes on what it could not know (`pod_use`)."""
-    init_counted = rules_for(inventory.hami_version).init_containers_counted
+    """`current_usage`, with the notes on what it could not know (hami/usage.py `PodUse.after_restart`)."""
+    rules = rules_for(inventory.hami_version)
     notes: list[str] = []
     if not isinstance(pod_list, Mapping) or not isinstance(pod_list.get("items"), list):
         raise LiveError("expected a PodList (`kubectl get pods -A -o json`): an object with `items`")
@@ -154,24 +87,27 @@ def live_usage(inventory: TenantInventory, pod_list: Mapping[str, Any]) -> LiveU
             continue
         namespace = str(metadata.get("namespace", "default"))
         held = NamespaceUsage(gpus=_gpu_request(pod, f"pod {name}"))
-        annotations = metadata.get("annotations") or {}
-        text = annotations.get(ALLOCATED) or annotations.get(TO_ALLOCATE)
-        allocations = parse_allocation(str(text), name) if text else []
-        for allocation in allocations:
-            if allocation.card not in index:
-                known = ", ".join(index) or "none"
-                raise LiveError(
-                    f"pod {name} holds card {allocation.card}, which tenant {inventory.name} does not declare "
-                    f"(declared: {known}); is this the right tenant and stack?"
-                )
-        per_card, note = pod_use(pod, allocations, init_counted)
-        notes += [note] if note else []
-        for card, (slots, memory, cores) in per_card.items():
-            use = cards[index[str(card)]]
-            use.slots += slots
-            use.memory_mb += memory
-            use.cores += cores
-            held += NamespaceUsage(memory, cores)
+        text = annotations_of(pod).get(ALLOCATED)
+        if text:
+            try:
+                allocation = read_allocation(pod, str(text), rules)
+            except AnnotationError as error:
+                raise LiveError(f"pod {name}: {error}") from None
+            for card in allocation.cards():
+                if card not in index:
+                    known = ", ".join(index) or "none"
+                    raise LiveError(
+                        f"pod {name} holds card {card}, which tenant {inventory.name} does not declare "
+                        f"(declared: {known}); is this the right tenant and stack?"
+                    )
+            use = pod_use(pod, allocation)
+            notes += [restarted_note(name)] if use.after_restart is not None else []
+            for card, (slots, memory, cores) in use.cards.items():
+                on_card = cards[index[card]]
+                on_card.slots += slots
+                on_card.memory_mb += memory
+                on_card.cores += cores
+                held += NamespaceUsage(memory, cores)
         namespaces[namespace] = namespaces.get(namespace, NamespaceUsage()) + held
     usage = {ns: held for ns, held in namespaces.items() if held != NamespaceUsage()}
     return LiveUsage(replace(inventory, card_usage=tuple(cards), namespace_usage=usage), tuple(notes))

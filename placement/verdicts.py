@@ -12,31 +12,22 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import ClassVar, Literal
 
-from hami.cards import (
+from hami.cards import CardSpec, ContainerRequest, PodRequest
+from hami.cluster import NodeFailure, QuotaInUse
+from hami.reasons import (
     CARD_INSUFFICIENT_MEMORY,
     CARD_TYPE_MISMATCH,
     CARD_UUID_MISMATCH,
+    CORES_ABOVE_100,
+    EXCEEDED_QUOTA,
+    EXCEEDING_RESOURCE_QUOTA,
+    GPUMEM_NOT_READ_BY_HAMI,
+    INIT_CONTAINER_GPU_REQUEST,
+    INVALID_DEVICE_SCORING_WEIGHTS,
     NODE_INSUFFICIENT_DEVICE,
-    CardSpec,
-    ContainerRequest,
-    PodRequest,
+    POD_GPU_LIMIT_EXCEEDED,
+    ZERO_MEMORY_PERCENTAGE,
 )
-from hami.cluster import NodeFailure, QuotaInUse
-
-POD_LIMIT_EXCEEDED = "PodGpuLimitExceeded"
-INIT_CONTAINER_GPU = "InitContainerGpuRequest"
-CORES_CLAMPED = "CoresAbove100"
-ZERO_MEMORY = "ZeroMemoryPercentage"
-EXCEEDED_QUOTA = "ExceededQuota"  # kube-apiserver's ResourceQuota admission
-# HAMi's admission webhook refusing a pod over its namespace's HAMi quota at create (from v2.9.0; v2.10.0
-# pkg/scheduler/webhook.go `Handle` 114-116: `exceeding resource quota`); HAMi gives it no reason name.
-EXCEEDING_RESOURCE_QUOTA = "ExceedingResourceQuota"
-# A pod's hami.io/device-scoring-weights that v2.10.0 cannot parse: its Filter fails (score.go
-# `calcScoreWithOptions` 361-364), so the pod is never scheduled; HAMi gives it no reason name.
-INVALID_SCORING_WEIGHTS = "InvalidDeviceScoringWeights"
-# A nvidia.com/gpumem v2.10.0 cannot read (beyond int32): its request becomes none (device.go
-# `GenerateResourceRequests` 531-543); what follows is not HAMi's placement, and gpulab cannot predict it.
-GPUMEM_NOT_READ = "GpumemNotReadByHami"
 
 
 @dataclass(frozen=True)
@@ -80,7 +71,7 @@ class InitContainerAsks:
     only (v2.8.3: `Resourcereqs` reads spec.containers; v2.10.0 places init containers, and this is never said)."""
 
     container: ContainerRequest
-    reason: ClassVar[str] = INIT_CONTAINER_GPU
+    reason: ClassVar[str] = INIT_CONTAINER_GPU_REQUEST
 
 
 @dataclass(frozen=True)
@@ -89,7 +80,7 @@ class BadScoringWeights:
     scheduler fails the pod's filter with `error`, so it stays Pending."""
 
     error: str
-    reason: ClassVar[str] = INVALID_SCORING_WEIGHTS
+    reason: ClassVar[str] = INVALID_DEVICE_SCORING_WEIGHTS
 
 
 @dataclass(frozen=True)
@@ -97,7 +88,7 @@ class RefusedByWebhook:
     """HAMi's admission webhook refuses the pod when it is created, whatever else runs (hami/webhook.py
     `webhook_denial`; v2.10.0): a gpumem-percentage outside 0-100, a privileged container, spec.nodeName."""
 
-    reason: str  # gpulab's name for it (hami/webhook.py INVALID_PERCENTAGE, ...): HAMi gives none
+    reason: str  # gpulab's name for it (hami/reasons.py INVALID_GPUMEM_PERCENTAGE, ...): HAMi gives none
     message: str  # the API server's
 
 
@@ -108,7 +99,7 @@ class GpumemNotRead:
 
     container: str
     gpumem: int
-    reason: ClassVar[str] = GPUMEM_NOT_READ
+    reason: ClassVar[str] = GPUMEM_NOT_READ_BY_HAMI
 
 
 @dataclass(frozen=True)
@@ -118,7 +109,7 @@ class OverPodLimit:
     resource: Literal["gpus", "gpumem", "gpucores"]
     asked: int
     limit: int
-    reason: ClassVar[str] = POD_LIMIT_EXCEEDED
+    reason: ClassVar[str] = POD_GPU_LIMIT_EXCEEDED
 
 
 @dataclass(frozen=True)
@@ -127,7 +118,7 @@ class CoresAbove100:
 
     container: str
     cores: int
-    reason: ClassVar[str] = CORES_CLAMPED
+    reason: ClassVar[str] = CORES_ABOVE_100
 
 
 @dataclass(frozen=True)
@@ -138,7 +129,7 @@ class ZeroMemory:
 
     container: str
     whole_card: bool = False
-    reason: ClassVar[str] = ZERO_MEMORY
+    reason: ClassVar[str] = ZERO_MEMORY_PERCENTAGE
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from hami.cards import RESOURCE_QUOTA_NOT_FIT, PodRequest
+from hami.cards import PodRequest
 from hami.cluster import MAX_TIE_RUNS, NodeFailure, QuotaInUse
 from hami.nodes import ContainerFailure
+from hami.reasons import EXCEEDING_RESOURCE_QUOTA, RESOURCE_QUOTA_NOT_FIT
 from hami.webhook import quota_request
 from placement.evaluate import judge_tenant
 from placement.findings import NO_PLACEMENT, ORDER_DEPENDENT, UNDECIDED, Finding
@@ -23,7 +24,6 @@ from placement.inventory import TenantInventory
 from placement.orders import MAX_ORDER_STATES
 from placement.search import SEARCH_BUDGET
 from placement.verdicts import (
-    EXCEEDING_RESOURCE_QUOTA,
     BadScoringWeights,
     CardTooSmall,
     CoresAbove100,

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from hami.annotations import GPU_SCHEDULER_POLICY, NODE_SCHEDULER_POLICY
 from hami.cards import NO_PERCENTAGE, WEIGHTS_ANNOTATION, ContainerRequest, PodRequest, parse_scoring_weights
 from hami.webhook import PodAdmission
 from model.catalog import (
@@ -37,8 +38,7 @@ USE_GPUTYPE = "nvidia.com/use-gputype"
 NOUSE_GPUTYPE = "nvidia.com/nouse-gputype"
 USE_GPUUUID = "nvidia.com/use-gpuuuid"
 NOUSE_GPUUUID = "nvidia.com/nouse-gpuuuid"
-GPU_POLICY_ANNOTATION = "hami.io/gpu-scheduler-policy"
-NODE_POLICY_ANNOTATION = "hami.io/node-scheduler-policy"  # pkg/util/types.go NodeSchedulerPolicyAnnotationKey
+GPU_POLICY_ANNOTATION, NODE_POLICY_ANNOTATION = GPU_SCHEDULER_POLICY, NODE_SCHEDULER_POLICY
 MAX_CONTAINERS = 100  # per pod; far above real pods
 
 # kind -> path from the object to its pod spec and pod metadata (the pod template for controllers).

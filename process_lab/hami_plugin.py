@@ -30,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from hami.annotations import AnnotationError, parse_register
 from model.catalog import (
     GPU_RESOURCE,
     GPUCORES_RESOURCE,
@@ -290,18 +291,16 @@ def _card_type(kind: str) -> str:
 
 
 def registered_cards(annotation: str | None) -> list[tuple] | None:
-    """The cards of a register annotation, (id, index, count, devmem, devcore, type) each in order; None when it is
-    absent or does not parse. HAMi's JSON omits zero values (omitempty), so a missing index is 0."""
+    """The cards of a register annotation, (id, index, count, devmem, devcore, type) each in order, as HAMi reads
+    them (hami/annotations.py `parse_register`: HAMi's JSON omits zero values, so an absent field is 0); None when
+    it is absent or not HAMi's JSON."""
     if not annotation:
         return None
     try:
-        devices = json.loads(annotation)
-        return [
-            (str(d["id"]), int(d.get("index", 0)), int(d["count"]), int(d["devmem"]), int(d["devcore"]), str(d["type"]))
-            for d in devices
-        ]
-    except (ValueError, KeyError, TypeError, AttributeError):
+        devices = parse_register(annotation)
+    except AnnotationError:
         return None
+    return [(d.id, d.index, d.count, d.devmem, d.devcore, d.type) for d in devices]
 
 
 def wanted_cards(plugin: NodePlugin) -> list[tuple]:

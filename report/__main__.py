@@ -1,7 +1,7 @@
 """`python -m report [--stack dev] [--png reports/allocation.png]`: per-card GPU use of every tenant.
 
 Reads the tenant kubeconfigs from the stack outputs (the Pulumi CLI), then each tenant's nodes and
-pods with the Kubernetes Python client.
+pods with the Kubernetes Python client; each tenant's HAMi release (its hamiVersion) from the stack's config.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from model.stack import StackError, tenant_kubeconfigs
+from model.stack import StackError, stack_config, tenant_kubeconfigs
 from report.dra import dra_report
 from report.model import tenant_report
 from report.render import render_png, render_text
@@ -39,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         kubeconfigs = tenant_kubeconfigs(args.stack)
+        # Each tenant's pods are counted as its HAMi release counts them (report/model.py).
+        releases = {tenant.name: tenant.hami_version for tenant in stack_config(args.stack).tenants}
     except StackError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -57,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
             reports.append(shared)
             continue
         nodes = [as_api_object(node) for node in api.list_node().items]
-        reports.append(tenant_report(tenant, nodes, pods))
+        reports.append(tenant_report(tenant, nodes, pods, releases[tenant]))
     print(render_text(reports))
     if args.png:
         print(f"chart saved to {render_png(reports, args.png)}")

@@ -10,8 +10,7 @@ from typing import Any
 
 from model import dra
 from model.quantity import QuantityError, parse_quantity
-from report.annotations import RegisteredCard
-from report.model import CardUsage, TenantReport
+from report.model import CardUsage, RegisteredCard, TenantReport
 
 
 def _whole(value: Any) -> int:

@@ -37,6 +37,7 @@ def render_text(reports: list[TenantReport]) -> str:
                 lines.extend(indent + line for line in _card_lines(usage, with_node=len(nodes) == 1))
         if report.pending:
             lines.append(f"  not placed by {report.placed_by}: {', '.join(report.pending)}")
+        lines.extend(f"  unreadable: {what}" for what in report.unreadable)
         lines.append("")
     return "\n".join(lines)
 

@@ -1,9 +1,12 @@
-"""Is a mock GPU node usable through HAMi? Decided from real node and EndpointSlice objects.
+"""Is a mock GPU node usable through HAMi? Decided from real node, EndpointSlice and Pod objects.
 
 `scripts/wait-gpu-node.sh` polls `kubectl get node -o json` and the hami-scheduler EndpointSlices
 and asks this module; it exits 0 only when the node's allocatable equals the declared totals and
 HAMi's webhook Service has a ready endpoint (without one the webhook fails open and GPU pods land
-on default-scheduler: the chart's failurePolicy is Ignore, HAMi v2.8.3 charts/hami/values.yaml). Standard
+on default-scheduler: the chart's failurePolicy is Ignore, HAMi v2.8.3 charts/hami/values.yaml). Where gpulab's
+device plugin registers the node (`devicePlugin: gpulab`), it also waits for the register annotation the plugin
+writes to hold the declared cards (`--register`), may leave HAMi's webhook out (`--endpoints` not given: the wait
+before HAMi is installed) and names the plugin pod's state while it waits (`--pods`). Standard
 library only: it runs under whatever Python runs the Pulumi program.
 """
 
@@ -15,7 +18,8 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from model.quantity import QuantityError, parse_quantity  # standard library only, like this module
+from model.catalog import REGISTER_ANNOTATION  # standard library only, like this module
+from model.quantity import QuantityError, parse_quantity
 
 
 def _quantity(value: Any) -> int | None:
@@ -51,21 +55,90 @@ def ready_endpoints(endpoint_slices: Mapping[str, Any]) -> list[str]:
     return addresses
 
 
-def problems(node: Mapping[str, Any], endpoint_slices: Mapping[str, Any], expect: Mapping[str, int]) -> list[str]:
-    found = allocatable_problems(node, expect)
-    if not ready_endpoints(endpoint_slices):
-        found.append("Service hami-scheduler has no ready endpoint yet: HAMi's webhook would fail open")
+def _cards(devices: Any) -> list[tuple] | None:
+    """(id, index, count, devmem, devcore, type) of each card of a register annotation (HAMi's `[]*DeviceInfo` JSON,
+    pkg/device/devices.go; zero values may be left out, omitempty), None when it is not that JSON."""
+    try:
+        return [
+            (str(d["id"]), int(d.get("index", 0)), int(d["count"]), int(d["devmem"]), int(d["devcore"]), str(d["type"]))
+            for d in devices
+        ]
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
+def register_problems(node: Mapping[str, Any], register: str) -> list[str]:
+    """The node's register annotation holds the cards of `register` (what gpulab declares), in order. Compared by
+    the fields HAMi's scheduler reads, since each HAMi release's plugin writes its own extra keys
+    (v2.8.3: devicepairscore)."""
+    name = node.get("metadata", {}).get("name", "?")
+    written = (node.get("metadata", {}).get("annotations") or {}).get(REGISTER_ANNOTATION)
+    if not written:
+        return [f"node {name}: {REGISTER_ANNOTATION} not written yet (the device plugin writes it)"]
+    try:
+        found = _cards(json.loads(written))
+    except ValueError:
+        found = None
+    wanted = _cards(json.loads(register))
+    if found != wanted:
+        ids = ", ".join(card[0] for card in found or []) or "none readable"
+        return [f"node {name}: {REGISTER_ANNOTATION} holds other cards ({ids}), declared {len(wanted or [])}"]
+    return []
+
+
+def pod_problems(pods: Mapping[str, Any], node_name: str) -> list[str]:
+    """Why the device plugin's pod on the node does not run yet, as its status says (waiting reason and message,
+    ErrImageNeverPull or CrashLoopBackOff say what to fix); nothing for a pod that runs."""
+    found = []
+    on_node = [pod for pod in pods.get("items") or [] if (pod.get("spec") or {}).get("nodeName") == node_name]
+    if not on_node:
+        return [f"no device plugin pod on node {node_name} yet"]
+    for pod in on_node:
+        name = pod.get("metadata", {}).get("name", "?")
+        for status in (pod.get("status") or {}).get("containerStatuses") or []:
+            waiting = (status.get("state") or {}).get("waiting")
+            if waiting:
+                said = f"{waiting.get('reason', 'waiting')}: {waiting.get('message', '')}".rstrip(": ")
+                found.append(f"pod {name}: {said} (restarts: {status.get('restartCount', 0)})")
     return found
+
+
+def problems(
+    node: Mapping[str, Any],
+    endpoint_slices: Mapping[str, Any] | None,
+    expect: Mapping[str, int],
+    register: str | None = None,
+    pods: Mapping[str, Any] | None = None,
+) -> list[str]:
+    found = allocatable_problems(node, expect)
+    if register is not None:
+        found += register_problems(node, register)
+    if endpoint_slices is not None and not ready_endpoints(endpoint_slices):
+        found.append("Service hami-scheduler has no ready endpoint yet: HAMi's webhook would fail open")
+    if found and pods is not None:
+        found += pod_problems(pods, node.get("metadata", {}).get("name", "?"))
+    return found
+
+
+def _read(path: str | None) -> Any:
+    if not path:
+        return None
+    with open(path) as file:
+        return json.load(file)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--expect", required=True, help="JSON object: resource name -> declared total")
     parser.add_argument("--node", required=True, help="file with `kubectl get node NAME -o json`")
-    parser.add_argument("--endpoints", required=True, help="file with the hami-scheduler EndpointSlice list")
+    parser.add_argument("--endpoints", help="file with the hami-scheduler EndpointSlice list (none: not checked)")
+    parser.add_argument("--register", help="the declared register annotation (JSON) the device plugin writes")
+    parser.add_argument("--pods", help="file with the device plugin's pods, whose state is named while waiting")
     args = parser.parse_args(argv)
-    with open(args.node) as node_file, open(args.endpoints) as endpoints_file:
-        found = problems(json.load(node_file), json.load(endpoints_file), json.loads(args.expect))
+    with open(args.node) as node_file:
+        node = json.load(node_file)
+    endpoints = _read(args.endpoints)
+    found = problems(node, endpoints, json.loads(args.expect), args.register, _read(args.pods))
     for problem in found:
         print(problem, file=sys.stderr)
     return 1 if found else 0

@@ -2,7 +2,8 @@
 # Pulls one image into the host's Docker, once: the user's `docker login` and proxy settings apply
 # (kind nodes' containerd pulls anonymously), and the host cache outlives `make down`.
 # An image already present is not pulled again. A digest-pinned image is pulled by digest and then
-# tagged, because nodes look images up by tag.
+# tagged, because nodes look images up by tag. An image under localhost/ is built on this host (no registry serves
+# it): missing, it is an error naming how to build it, never a pull.
 # With a source cache (gpulab:sourceCache) nothing is pulled: the image is loaded from the cache's archive, and
 # must then be the image the cache's index records (its id pins every layer; the cache checked it against the
 # pinned digest when it was filled: hack/source_cache.py).
@@ -32,6 +33,11 @@ if bounded 60 docker image inspect "$IMAGE" >/dev/null 2>&1 && bounded 60 docker
   log "already on the host: $IMAGE"
   exit 0
 fi
+case $IMAGE in
+localhost/*) # built on this host (gpulab's: make lab-images, make node-image), served by no registry
+  die "$IMAGE is not on the host, and no registry serves it: it is built here (gpulab's images under localhost/gpulab:" \
+    "\`make lab-images\`), then make up loads it from the host's engine" ;;
+esac
 answer="$GPULAB_RUN_DIR/pull-output"
 log "pulling $IMAGE ($PLATFORM)"
 if ! bounded "${PULL_TIMEOUT:-1800}" docker pull --quiet --platform "$PLATFORM" "$IMAGE" >/dev/null 2>"$answer"; then

@@ -29,7 +29,9 @@ PACKAGES = (
 # import each other; process_lab (local programs: no SDK) sits below the components that drive it.
 ALLOWED = {
     "hami": set(),  # HAMi's semantics: nothing of gpulab's
-    "model": set(),
+    # Of hami/, only its names: the keys and readers of HAMi's annotations and the reason names, which the admission
+    # policy's messages are built from (test_the_model_takes_of_hami_only_its_names).
+    "model": {"hami"},
     "placement": {"model", "hami"},  # the engine: HAMi's rules walked over pods, orders and nodes
     "policies": {"model", "hami", "placement"},  # the pack and `make check`
     "process_lab": {"model", "placement", "hami"},  # the differential asks the engine what HAMi would do
@@ -39,7 +41,7 @@ ALLOWED = {
     # `make tools` runs with the host's python3, before ./venv: standard library only, and of the model only
     # bounded_run (standard library too; test_tools_takes_of_the_model_only_what_the_host_python_has)
     "tools": {"model"},
-    "report": {"model"},
+    "report": {"model", "hami"},  # HAMi's annotations, counted as the tenant's release counts them
     "preview": {"model", "policies", "placement", "hami", "process_lab"},  # runs the program and the pack
     "diagnose": {"model", "components", "process_lab"},  # the components' names; process mode's processes
     "benchmarks": {"model", "placement", "hami", "process_lab"},  # the engine, never the pack
@@ -294,3 +296,72 @@ def test_every_project_root_a_module_computes_is_the_project() -> None:
                 if isinstance(value, Path) and value.resolve() != ROOT.resolve():
                     wrong.append(f"{path.relative_to(ROOT)}: {name} = {value}")
     assert not wrong, wrong
+
+
+# --- one definition of each of HAMi's annotations and of each reason name ------------------------------------------
+HAMI_NAMES = ("hami.reasons", "hami.annotations")  # what model/ may take of hami/: modules that import nothing
+# Modules owned elsewhere that still spell keys or reason names of their own, each with what it should take from
+# hami/annotations.py or hami/reasons.py instead; each leaves this list once it does.
+NOT_YET = {
+    "diagnose/analyze.py": "NODE_LOCK_ANNOTATION (NODE_LOCK, parse_node_lock), HAMI_REASONS (reasons.HAMI_REASONS)",
+    "process_lab/device_plugin.py": "BIND_PHASE, NODE_LOCK, ALLOCATING, SUCCESS",
+    "process_lab/control_plane.py": "KWOK_PATCHES: BIND_PHASE=ALLOCATING",
+    "benchmarks/hami_filter.py": "ASSIGNED_NODE, ASSIGNED_TIME, TO_ALLOCATE, ALLOCATED; its devices: format_allocation",
+}
+
+
+def test_the_model_takes_of_hami_only_its_names() -> None:
+    """model/ imports of hami/ only HAMI_NAMES, and those import the standard library only: the model knows HAMi's
+    annotations and reason names, none of its scheduling semantics."""
+    import sys
+
+    wrong = set()
+    for path in sources("model"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            taken = [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else []
+            taken += [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            wrong |= {f"{path.relative_to(ROOT)} imports {name}" for name in taken if name.split(".")[0] == "hami"}
+            wrong -= {f"{path.relative_to(ROOT)} imports {name}" for name in HAMI_NAMES}
+    for name in HAMI_NAMES:
+        outside = imports(ROOT / f"{name.replace('.', '/')}.py") - set(sys.stdlib_module_names) - {"__future__"}
+        wrong |= {f"{name} imports {other}" for other in outside}
+    assert not wrong, sorted(wrong)
+
+
+def spelled(path: Path, words: set[str]) -> set[str]:
+    """The `words` a module's string literals (docstrings aside) spell, each as a whole word."""
+    tree = ast.parse(path.read_text())
+    documented = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    texts = [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in documented
+    ]
+    return {word for word in words if any(re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", t) for t in texts)}
+
+
+def test_each_hami_annotation_key_and_reason_name_is_spelled_once() -> None:
+    """hami/annotations.py spells HAMi's annotation keys (and reads their values), hami/reasons.py the reason names;
+    every other module takes them from there, so that the engine, the pack, the admission policy's messages, the
+    report and diagnose cannot disagree."""
+    from hami import annotations, reasons
+
+    keys = {value for value in vars(annotations).values() if isinstance(value, str) and value.startswith("hami.io/")}
+    names = {value for key, value in vars(reasons).items() if key.isupper() and isinstance(value, str)}
+    assert len(keys) >= 8 and len(names) >= 30
+    homes = {ROOT / "hami" / "annotations.py": names, ROOT / "hami" / "reasons.py": keys}
+    found = {}
+    for package in PACKAGES:
+        for path in sources(package):
+            if "tests" in path.relative_to(ROOT).parts:
+                continue
+            if str(path.relative_to(ROOT)) not in NOT_YET and (extra := spelled(path, homes.get(path, keys | names))):
+                found[str(path.relative_to(ROOT))] = sorted(extra)
+    assert not found, found

@@ -1,13 +1,16 @@
 """HAMi's chart in a tenant, shared by the Docker lab's GPU node components (MockGpuNode, RealGpuNode): the values,
-its Release, the wait until a GPU node is usable through HAMi, and the base both components build on.
+its Release, the wait until a GPU node is usable through HAMi, and the base both components build on. A mock tenant's
+device plugin is the chart's mock plugin (devicePlugin: mock) or gpulab's (devicePlugin: gpulab: the chart's mock
+plugin off, hami_device_plugin.py's DaemonSet instead).
 Every choice below follows Project-HAMi/HAMi at tag v2.8.3 (its files named in comments), and holds at tag v2.10.0
-too (every value set here exists in both charts' values.yaml: tests/components/test_mock_gpu_node.py); the chart
-is the tenant's release's (hamiVersion, model/hami_releases.py)."""
+too (every value set here exists in both charts' values.yaml: tests/components/test_mock_gpu_node.py and
+test_hami_device_plugin.py); the chart is the tenant's release's (hamiVersion, model/hami_releases.py)."""
 
 from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 
 import pulumi
 import pulumi_command as command
@@ -20,6 +23,8 @@ from components.parts import gpu_node_prefixes
 from components.shell import script_command
 from model.catalog import Card, register_annotation, totals
 from model.config import LabConfig, NodeCards, Tenant
+from model.config.hami import device_plugin
+from model.hami_device_plugin import CARDS_HASH_ANNOTATION, cards_data, cards_hash
 from model.names import HAMI_NAMESPACE
 
 HAMI_RELEASE = "hami"  # fullname `hami`: Deployment hami-scheduler, ConfigMap hami-scheduler-device
@@ -55,7 +60,16 @@ def hami_values(tenant: Tenant, lab: LabConfig) -> dict:
     }
     # The chart's own extraArgs are `--debug -v=4`; the lab sets its client's rate and the verbosity for either mode.
     scheduler["extender"] = {"extraArgs": ["--debug", *scheduling.hami_flags()]}
-    if tenant.gpu_mode == "mock":
+    plugin = device_plugin(lab, tenant)
+    if plugin == "gpulab":
+        # gpulab-hami-plugin releases the node lock itself (its Allocate, as HAMi's plugin): no lock timeout. HAMi
+        # v2.8.3 reads a node's register annotation again only when its nvidia.com/gpu count changes (pkg/device/
+        # nvidia/device.go CheckHealth; v2.10.0 also when the annotation changes): the cards' hash on the scheduler's
+        # pod (the plugin pods' own) restarts it when they change, after the plugin wrote them (mock_gpu_node.py).
+        nodes = {node.name: node.cards for node in tenant.gpu_nodes()}
+        scheduler["podAnnotations"] = {CARDS_HASH_ANNOTATION: cards_hash(cards_data(nodes))}
+        values["mockDevicePlugin"] = {"enabled": False}  # the chart's default, said: gpulab's plugin instead
+    if plugin == "mock":
         # The mock plugin never releases HAMi's node lock, so every bind after the first would wait
         # 5 minutes. `nodeLockExpire` is ignored (HAMi #2790); this flag works (cmd/scheduler/main.go). Real plugins
         # release the lock themselves, and a short timeout there risks swapped allocations (HAMi #3096).
@@ -93,10 +107,13 @@ def gpu_node_ready(
     expect: dict[str, int],
     control_plane: TenantControlPlane,
     opts: pulumi.ResourceOptions,
+    plugin: dict[str, str] | None = None,
+    suffix: str = "ready",
 ) -> command.local.Command:
-    """Waits until the node advertises `expect` and HAMi's webhook serves (wait-gpu-node.sh)."""
+    """Waits until the node advertises `expect` and HAMi's webhook serves (wait-gpu-node.sh). `plugin`: what the
+    wait also asks where gpulab's device plugin registers the node (REGISTER_JSON, PLUGIN_SELECTOR, WEBHOOK)."""
     return script_command(
-        f"{prefix}-ready",
+        f"{prefix}-{suffix}",
         "wait-gpu-node.sh",
         stdin=control_plane.kubeconfig,
         environment={
@@ -105,6 +122,7 @@ def gpu_node_ready(
             "PYTHON": sys.executable,
             "HAMI_NAMESPACE": HAMI_NAMESPACE,
             "TIMEOUT": "600",
+            **(plugin or {}),
         },
         opts=opts,
     )
@@ -132,14 +150,18 @@ class HamiGpuNode(pulumi.ComponentResource):
         control_plane: TenantControlPlane,
         worker: TenantWorker,
         opts: pulumi.ResourceOptions | None,
+        hami_after: Callable[[], list[pulumi.Resource]] | None = None,
     ) -> None:
+        """`hami_after`: what HAMi's release waits for besides the worker, made (as this component's children) before
+        it."""
         super().__init__(type_, name, None, opts)
         self.resource_name = name
         self.cards = tenant.cards()
         self.advertised = totals(self.cards)
         self.register_annotation = register_annotation(self.cards)
         self.readies = []
-        after_worker = pulumi.ResourceOptions(parent=self, provider=control_plane.provider, depends_on=[worker.ready])
+        after = [worker.ready, *(hami_after() if hami_after else [])]
+        after_worker = pulumi.ResourceOptions(parent=self, provider=control_plane.provider, depends_on=after)
         self.hami = hami_release(name, tenant, lab, control_plane, after_worker)
 
     def _node_prefixes(self, tenant: Tenant) -> list[tuple[str, NodeCards]]:

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import pytest
 
+from hami.reasons import INVALID_GPUMEM_PERCENTAGE, POD_HAS_NODE_ASSIGNED, PRIVILEGED_CONTAINER
 from hami.releases import V2_8_3, V2_10_0
 from hami.tests.test_conformance_v2_10_0 import DEVICE_TEST, WEBHOOK_TEST
 from hami.webhook import (
-    INVALID_PERCENTAGE,
-    NODE_ASSIGNED,
-    PRIVILEGED_CONTAINER,
     PodAdmission,
     denied,
     percentage_denial,
@@ -40,7 +38,7 @@ PERCENTAGE = [
 )
 def test_memory_percentage_validation(case: str, pct: int, want_err: bool) -> None:
     admission = PodAdmission((("test", pct),), has_resource=True)
-    want = (INVALID_PERCENTAGE, percentage_denial("test", pct)) if want_err else None
+    want = (INVALID_GPUMEM_PERCENTAGE, percentage_denial("test", pct)) if want_err else None
     assert webhook_denial(admission, V2_10_0) == want
     assert webhook_denial(admission, V2_8_3) is None, "v2.8.3's MutateAdmission validates no percentage"
 
@@ -70,7 +68,10 @@ def test_handle(test: str, admission: PodAdmission, want_denied: bool) -> None:
     denial = webhook_denial(admission, V2_10_0)
     assert (denial is not None) is want_denied
     if want_denied:
-        assert denial == (NODE_ASSIGNED, 'admission webhook "vgpu.hami.io" denied the request: pod has node assigned')
+        assert denial == (
+            POD_HAS_NODE_ASSIGNED,
+            'admission webhook "vgpu.hami.io" denied the request: pod has node assigned',
+        )
 
 
 # --- webhook.go `Handle` 71-113 (no HAMi test): privileged containers, and which refusal comes first ---------------
@@ -90,11 +91,11 @@ def test_the_first_refusal_in_handle_s_order_is_the_one_given() -> None:
     """Percentages are validated while the containers are walked (74-98), before the privileged check (99-102) and
     the node name (104-112); init containers come first (74-85), so their percentage is the one named."""
     everything = PodAdmission((("init", 150), ("app", 200)), privileged="debug", has_resource=True, node_name="n")
-    assert webhook_denial(everything, V2_10_0) == (INVALID_PERCENTAGE, percentage_denial("init", 150))
+    assert webhook_denial(everything, V2_10_0) == (INVALID_GPUMEM_PERCENTAGE, percentage_denial("init", 150))
     no_percentage = PodAdmission((("app", 50),), privileged="debug", has_resource=True, node_name="n")
     assert webhook_denial(no_percentage, V2_10_0) == (PRIVILEGED_CONTAINER, denied("container debug is privileged"))
     assert webhook_denial(PodAdmission(has_resource=True, node_name="n"), V2_10_0) == (
-        NODE_ASSIGNED,
+        POD_HAS_NODE_ASSIGNED,
         denied("pod has node assigned"),
     )
 
@@ -102,7 +103,7 @@ def test_the_first_refusal_in_handle_s_order_is_the_one_given() -> None:
 def test_a_percentage_is_validated_in_every_container_even_without_a_gpu_resource() -> None:
     """`validateMemoryPercentage` runs first in `MutateAdmission` (349-351), for every container of the pod."""
     assert webhook_denial(PodAdmission((("sidecar", 101),)), V2_10_0) == (
-        INVALID_PERCENTAGE,
+        INVALID_GPUMEM_PERCENTAGE,
         percentage_denial("sidecar", 101),
     )
 

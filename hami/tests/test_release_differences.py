@@ -25,11 +25,9 @@ from hami.cards import (
 )
 from hami.cluster import Cluster, QuotaInUse, node_score
 from hami.nodes import CardKey, ContainerFailure, Node, rank_cards
+from hami.reasons import INVALID_GPUMEM_PERCENTAGE, POD_HAS_NODE_ASSIGNED, PRIVILEGED_CONTAINER
 from hami.releases import RULES, V2_8_3, V2_10_0, Rules, rules_for
 from hami.webhook import (
-    INVALID_PERCENTAGE,
-    NODE_ASSIGNED,
-    PRIVILEGED_CONTAINER,
     QUOTA_DENIAL,
     PodAdmission,
     denied,
@@ -159,7 +157,7 @@ SCENARIOS: dict[str, tuple[Callable[[Rules], object], object]] = {
     "memory_percentage_range_checked": (
         lambda r: webhook_denial(PodAdmission((("cuda", 101),), has_resource=True), r),
         (
-            INVALID_PERCENTAGE,
+            INVALID_GPUMEM_PERCENTAGE,
             denied(
                 "invalid nvidia.com/gpumem-percentage value 101 in container cuda: must be an integer between 0 and 100"
             ),
@@ -171,7 +169,7 @@ SCENARIOS: dict[str, tuple[Callable[[Rules], object], object]] = {
     ),
     "node_assigned_refused": (
         lambda r: webhook_denial(PodAdmission(has_resource=True, node_name="gpu-1"), r),
-        (NODE_ASSIGNED, denied("pod has node assigned")),
+        (POD_HAS_NODE_ASSIGNED, denied("pod has node assigned")),
     ),
     "gpumem_beyond_int32_dropped": (lambda r: gpumem_read(ask(2**31), r), False),  # 2147483648 MB: no request at all
 }

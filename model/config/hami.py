@@ -1,26 +1,57 @@
-"""The rules between a tenant's HAMi release (hamiVersion) and the rest of a Docker-lab stack."""
+"""The rules between a tenant's HAMi release (hamiVersion), its device plugin (devicePlugin) and the rest of a stack."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
-from model.hami_releases import PLUGIN_MAX_NODE_MEMORY_MB, RELEASES, UPSTREAM_MOCK_REPOSITORY, UPSTREAM_MOCK_TAGS
+from model.hami_releases import (
+    PLUGIN_MAX_NODE_MEMORY_MB,
+    RELEASES,
+    UPSTREAM_MOCK_NAME,
+    UPSTREAM_MOCK_PATH,
+    UPSTREAM_MOCK_TAGS,
+)
 from model.image_ref import ImageRef
 
 if TYPE_CHECKING:
     from model.config.lab import LabConfig
+    from model.config.tenant import Tenant
+
+Problem = tuple[str, object, str]
 
 
-def docker_lab_hami_problems(lab: LabConfig) -> list[tuple[str, object, str]]:
+def upstream_mock(image: str) -> bool:
+    """Whether an image reference is HAMi's upstream mock plugin, which cannot read chart 2.9+'s device config.
+
+    Read from the parsed reference (ImageRef: registry, repository path, tag, digest), not from its spelling: the
+    upstream repository's path on any registry name (docker.io, index.docker.io, registry-1.docker.io, a mirror such
+    as mirror.gcr.io) or under a proxy's prefix (`harbor.example/hub/projecthami/mock-device-plugin`), with any tag,
+    a digest or both: every tag predates the fix (PR #18), `latest` moves, and a digest cannot be told apart offline.
+    And a copy of an upstream tag under another repository named mock-device-plugin."""
+    ref = ImageRef.parse(image)
+    if ref.repository == UPSTREAM_MOCK_PATH or ref.repository.endswith(f"/{UPSTREAM_MOCK_PATH}"):
+        return True
+    return ref.repository.rsplit("/", 1)[-1] == UPSTREAM_MOCK_NAME and ref.tag in UPSTREAM_MOCK_TAGS
+
+
+def device_plugin(lab: LabConfig, tenant: Tenant) -> Literal["gpulab", "mock"] | None:
+    """The device plugin the Docker lab runs for a tenant's simulated cards: its devicePlugin, `mock` (HAMi's chart's
+    mock plugin) when unset; None where the Docker lab runs none of its own (real GPUs: HAMi's NVIDIA plugin) and in
+    process mode (KWOK nodes have the bind-time role, real nodes gpulab-hami-plugin as a systemd unit)."""
+    if lab.process_mode or tenant.gpu_mode != "mock":
+        return None
+    return tenant.device_plugin or "mock"
+
+
+def docker_lab_hami_problems(lab: LabConfig) -> list[Problem]:
     """The Docker lab installs the chart of each tenant's HAMi release. A stack that sets versions.hami pins that
-    chart for every tenant, so it must be the chart of the release each HAMi tenant names; and a mock tenant on a
+    chart for every tenant, so it must be the chart of the release each HAMi tenant names; a mock tenant on a
     release whose device config the upstream mock plugin cannot read (chart >= 2.9.0 makes `vnpus` a mapping, and
-    mock-device-plugin 1.0.1 exits on it) needs another plugin image."""
-    problems: list[tuple[str, object, str]] = []
+    mock-device-plugin 1.0.1 exits on it) needs gpulab's plugin or another mock image; and gpulab's plugin has the
+    limits of its kubelet message and of an image no registry serves."""
+    problems: list[Problem] = []
     pinned = "hami" in lab.versions.model_fields_set  # the stack set versions.hami
     mock_image = lab.versions.mock_device_plugin_image
-    mock = ImageRef.parse(mock_image)
-    upstream_mock = mock.name == UPSTREAM_MOCK_REPOSITORY and mock.tag in UPSTREAM_MOCK_TAGS
     for i, tenant in enumerate(lab.tenants):
         if not lab.runs_hami(tenant):
             continue
@@ -32,34 +63,84 @@ def docker_lab_hami_problems(lab: LabConfig) -> list[tuple[str, object, str]]:
                 "tenant: remove versions.hami.version (each tenant's hamiVersion picks its chart)"
             )
             problems.append((key, tenant.hami_version, message))
-        if tenant.gpu_mode == "mock" and upstream_mock and not release.upstream_mock_reads_config:
+        if tenant.device_plugin is not None and tenant.gpu_mode != "mock":
+            message = (
+                "chooses the plugin of simulated cards; a gpuMode: real tenant runs HAMi's NVIDIA device plugin: "
+                "remove it"
+            )
+            problems.append((f"tenants[{i}].devicePlugin", tenant.device_plugin, message))
+        plugin = device_plugin(lab, tenant)
+        if plugin == "mock" and upstream_mock(mock_image) and not release.upstream_mock_reads_config:
             message = (
                 f"needs a device plugin that reads HAMi chart {release.chart}'s device config, and "
-                f"versions.mockDevicePluginImage ({mock_image}) cannot: every mock-device-plugin tag predates its "
-                "fix (PR #18). Use hamiVersion: v2.8.3 in the Docker lab, or set versions.mockDevicePluginImage to "
-                "a plugin image built after that fix"
+                f"versions.mockDevicePluginImage ({mock_image}) is the upstream mock plugin, which cannot: every "
+                f"mock-device-plugin tag predates its fix (PR #18). Set tenants[{i}].devicePlugin: gpulab (the "
+                "plugin of gpulab, whose image `make lab-images` builds), or use hamiVersion: v2.8.3 in the Docker "
+                "lab, or set versions.mockDevicePluginImage to a plugin image built after that fix, under a "
+                "repository of your own"
             )
             problems.append((key, tenant.hami_version, message))
+        if plugin == "gpulab":
+            problems += gpulab_plugin_problems(lab, i, tenant)
     return problems
 
 
-def real_node_plugin_problems(lab: LabConfig) -> list[tuple[str, object, str]]:
-    """A HAMi tenant's real node runs gpulab-hami-plugin, which registers one gpumem device per MB with the kubelet
-    (model/hami_releases.py PLUGIN_MAX_NODE_MEMORY_MB): a node of more card memory than one message holds would need
-    a memory factor that HAMi, pods and gpulab all share, which gpulab does not do. Refused, with the fix."""
+def gpulab_plugin_problems(lab: LabConfig, i: int, tenant: Tenant) -> list[Problem]:
+    """A Docker-lab tenant that runs gpulab-hami-plugin: its nodes must fit the kubelet's message at memory factor
+    1, and SSH machines, which pull their images themselves, cannot pull an image only this host has."""
+    problems = [
+        (f"tenants[{i}].{key}", name, message)
+        for key, name, message in _plugin_memory_problems(tenant, "node", "or spread them over several nodes (nodes)")
+    ]
+    image = lab.versions.hami_device_plugin_image
+    if tenant.worker_mode == "ssh" and ImageRef.parse(image).registry == "localhost":
+        message = (
+            f"runs the device plugin of gpulab on SSH machines, which pull their images themselves, and "
+            f"versions.hamiDevicePluginImage ({image}) is an image `make lab-images` builds on this host, which no "
+            "registry serves: push it to a registry the machines reach and set versions.hamiDevicePluginImage to that "
+            "reference, or use devicePlugin: mock"
+        )
+        problems.append((f"tenants[{i}].devicePlugin", tenant.device_plugin, message))
+    return problems
+
+
+def _plugin_memory_problems(tenant: Tenant, what: str, alternative: str) -> list[Problem]:
+    """gpulab-hami-plugin registers one gpumem device per MB with the kubelet (model/hami_releases.py
+    PLUGIN_MAX_NODE_MEMORY_MB): a node of more card memory than one message holds would need a memory factor that
+    HAMi, pods and gpulab all share, which gpulab does not do. Keyed relative to the tenant."""
+    problems: list[Problem] = []
+    for node in tenant.gpu_nodes():
+        memory = sum(card.memory_mb for card in node.cards)
+        if memory > PLUGIN_MAX_NODE_MEMORY_MB:
+            key = "nodes" if tenant.nodes is not None else "workers" if tenant.worker_mode == "ssh" else "gpus"
+            message = (
+                f"puts {memory} MB of cards on {what} {node.name}; HAMi's device plugin registers at most "
+                f"{PLUGIN_MAX_NODE_MEMORY_MB} MB per node: give it fewer or smaller cards, {alternative}"
+            )
+            problems.append((key, node.name, message))
+    return problems
+
+
+def real_node_plugin_problems(lab: LabConfig) -> list[Problem]:
+    """Process mode: a HAMi tenant's real node runs gpulab-hami-plugin (its memory limit, as above); and a tenant's
+    devicePlugin, which is the Docker lab's choice, is refused (process mode picks its own)."""
+    problems: list[Problem] = [
+        (
+            f"tenants[{i}].devicePlugin",
+            tenant.device_plugin,
+            "is a choice of the Docker lab; process mode picks its own (KWOK nodes: the bind-time role of HAMi; real "
+            "nodes: gpulab-hami-plugin in the node image): remove it",
+        )
+        for i, tenant in enumerate(lab.tenants)
+        if tenant.device_plugin is not None
+    ]
     if not lab.real_nodes:
-        return []
-    problems: list[tuple[str, object, str]] = []
+        return problems
     for i, tenant in enumerate(lab.tenants):
         if not lab.runs_hami(tenant):
             continue
-        for node in tenant.gpu_nodes():
-            memory = sum(card.memory_mb for card in node.cards)
-            if memory > PLUGIN_MAX_NODE_MEMORY_MB:
-                key = f"tenants[{i}].gpus"  # real nodes: one node per tenant, its cards under gpus
-                message = (
-                    f"puts {memory} MB of cards on real node {node.name}; HAMi's device plugin registers at most "
-                    f"{PLUGIN_MAX_NODE_MEMORY_MB} MB per node: give it fewer or smaller cards, or use workers: kwok"
-                )
-                problems.append((key, node.name, message))
+        problems += [
+            (f"tenants[{i}].{key}", name, message)
+            for key, name, message in _plugin_memory_problems(tenant, "real node", "or use workers: kwok")
+        ]
     return problems

@@ -76,6 +76,10 @@ class Tenant(ConfigModel):
     # The HAMi release the tenant runs (model/hami_releases.py): its chart, scheduler, device plugin behaviour and
     # the placement rules the policy pack judges with. v2.10.0 is what the seed's `helm install` took.
     hami_version: str = DEFAULT_HAMI_VERSION
+    # The Docker lab's device plugin of a mock tenant: mock (HAMi's chart's mock-device-plugin,
+    # versions.mockDevicePluginImage; what unset means) or gpulab (gpulab-hami-plugin as a DaemonSet,
+    # versions.hamiDevicePluginImage, which `make lab-images` builds). Process mode picks its own: model/config/hami.py.
+    device_plugin: Literal["gpulab", "mock"] | None = None
 
     @field_validator("name")
     @classmethod

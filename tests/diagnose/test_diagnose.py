@@ -1463,3 +1463,35 @@ def test_a_gpu_node_without_its_cards_is_fixed_where_its_runtime_puts_them(stack
     )
     [missing] = [f for f in found if f.reason == "no hami.io/node-nvidia-register annotation"]
     assert names in missing.fix, missing.fix
+
+
+def test_a_tenant_of_gpulabs_plugin_needs_its_daemon_set_and_its_missing_cards_name_it() -> None:
+    """devicePlugin: gpulab in the Docker lab: gpulab's DaemonSet is what must run (not the chart's mock), and a node
+    without its cards is fixed at the pod of that plugin (it writes the annotation and registers the resources)."""
+    from diagnose.collect import tenant_expectations
+
+    config = lab_config()
+    config["tenants"][0].update(hamiVersion="v2.10.0", devicePlugin="gpulab")
+    lab = parse_config(config)
+    expectations = tenant_expectations(lab, "tenant-a")
+    assert expectations["cards_from"] == "plugin-daemonset"
+    assert tenant_expectations(lab, "tenant-b")["cards_from"] == "docker-mock"
+    objects = healthy_tenant("tenant-a")
+    mock = analyze.MOCK_PLUGIN[1]
+    objects["pods"] = [p for p in objects["pods"] if mock not in p["metadata"]["name"]]
+    objects["workloads"] = [w for w in objects["workloads"] if w["metadata"]["name"] != mock]
+    found = cluster_findings.tenant_findings(Cluster("tenant-a", objects=objects), **expectations, now=NOW,
+                                             lock_timeout_seconds=2)  # fmt: skip
+    [missing] = [f for f in found if f.component == "kube-system/gpulab-hami-device-plugin"]
+    assert not [f for f in found if mock in f.component], "the chart's mock is not expected for this tenant"
+    objects["workloads"].append(workload("DaemonSet", "kube-system", "gpulab-hami-device-plugin"))
+    objects["pods"].append(
+        pod("kube-system", "gpulab-hami-device-plugin-x2v9k", ("DaemonSet", "gpulab-hami-device-plugin"))
+    )
+    node = objects["nodes"][0]
+    node["metadata"]["annotations"].pop("hami.io/node-nvidia-register")
+    found = cluster_findings.tenant_findings(Cluster("tenant-a", objects=objects), **expectations, now=NOW,
+                                             lock_timeout_seconds=2)  # fmt: skip
+    assert not [f for f in found if f.component.removeprefix("kube-system/") == "gpulab-hami-device-plugin"]
+    [annotation] = [f for f in found if f.reason == "no hami.io/node-nvidia-register annotation"]
+    assert "DaemonSet kube-system/gpulab-hami-device-plugin" in annotation.fix and missing.reason

@@ -329,3 +329,16 @@ def test_list_names_as_missing_exactly_what_check_refuses(
     else:
         assert missing == tools and checked == 1
         assert all(key in refused for key in tools)
+
+
+def test_an_image_built_on_a_host_is_never_pulled_into_the_cache(filler, monkeypatch: pytest.MonkeyPatch) -> None:
+    """gpulab's plugin image (devicePlugin: gpulab) is `make lab-images`' build: no registry serves localhost/."""
+    from model.sources import image_item
+    from model.versions import HAMI_DEVICE_PLUGIN_IMAGE
+
+    calls: list[tuple] = []
+    monkeypatch.setattr(source_cache, "docker", lambda *args, **kw: calls.append(args))
+    said = r"is built, not pulled: build it \(gpulab.s: make lab-images\), then `hack/source_cache.py add localhost/"
+    with pytest.raises(source_cache.CacheError, match=said):
+        filler.pull_image(image_item(HAMI_DEVICE_PLUGIN_IMAGE))
+    assert calls == []

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from hami.cards import NO_PERCENTAGE, CardSpec, CardUse, ContainerRequest, NamespaceQuota, PodRequest
 from hami.cluster import Cluster
 from hami.nodes import Node
+from hami.reasons import EXCEEDING_RESOURCE_QUOTA, INVALID_DEVICE_SCORING_WEIGHTS, ZERO_MEMORY_PERCENTAGE
 from hami.releases import V2_8_3, V2_10_0
 from hami.webhook import QUOTA_DENIAL
 from model.config import GpuQuota, PodLimits
@@ -30,7 +31,6 @@ from placement.orders import cannot_strand, distinct_orders, find_stranding, ord
 from placement.per_pod import per_pod_refusals
 from placement.replay import Denied, replay
 from placement.search import Budget, Fit, _Searcher, first_fit, search_placement
-from placement.verdicts import EXCEEDING_RESOURCE_QUOTA, INVALID_SCORING_WEIGHTS, ZERO_MEMORY
 from placement.wording import evaluate_tenant
 from placement.workloads import read_workload
 
@@ -107,7 +107,7 @@ def test_a_percentage_above_100_is_refused_by_either_release(version: str, reaso
 )
 def test_the_zero_memory_advice_says_what_the_release_does(version: str, said: str) -> None:
     workload = gpu_pod("p", {"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "0", "nvidia.com/gpucores": "5"})
-    (advice,) = [f for f in evaluate_tenant(inventory(version), [workload]) if f.reason == ZERO_MEMORY]
+    (advice,) = [f for f in evaluate_tenant(inventory(version), [workload]) if f.reason == ZERO_MEMORY_PERCENTAGE]
     assert said in advice.message
     assert advice.severity == "warning"
 
@@ -128,7 +128,7 @@ def test_scoring_weights_are_read_into_the_pod() -> None:
 def test_unreadable_scoring_weights_fail_the_pod_only_where_the_release_reads_them(version: str, refused: bool) -> None:
     """v2.10.0's calcScore returns the parse error (score.go `calcScoreWithOptions` 361-364): never scheduled."""
     workload = gpu_pod("p", {"nvidia.com/gpu": "1"}, annotations={"hami.io/device-scoring-weights": "slot=-1"})
-    assert (INVALID_SCORING_WEIGHTS in reasons(version, workload)) is refused
+    assert (INVALID_DEVICE_SCORING_WEIGHTS in reasons(version, workload)) is refused
 
 
 @pytest.mark.parametrize(("version", "card"), [("v2.8.3", "GPU-A100-0"), ("v2.10.0", "GPU-A100-1")])

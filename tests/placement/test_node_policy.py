@@ -10,9 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hami.cards import (
-    CARD_INSUFFICIENT_MEMORY,
-    NODE_INSUFFICIENT_DEVICE,
-    RESOURCE_QUOTA_NOT_FIT,
     CardSpec,
     ContainerRequest,
     NamespaceQuota,
@@ -20,6 +17,7 @@ from hami.cards import (
 )
 from hami.cluster import Cluster
 from hami.nodes import Node
+from hami.reasons import CARD_INSUFFICIENT_MEMORY, NODE_INSUFFICIENT_DEVICE, RESOURCE_QUOTA_NOT_FIT
 from model.config import GpuQuota, PodLimits
 from placement.findings import ORDER_DEPENDENT
 from placement.inventory import TenantInventory

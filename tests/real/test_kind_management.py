@@ -4,6 +4,11 @@ v0.16.1 (its controller and speaker built from its module) gives a LoadBalancer 
 lab computes, which a container on that network reaches. Nothing is pulled: every image is in the node or loaded by
 the lab's loader, and a pull could not leave the network anyway.
 
+The same node's kubelet then runs gpulab's HAMi device plugin from `make lab-images`' image, as the Docker lab's
+`devicePlugin: gpulab` tenants run it (the DaemonSet, RBAC and cards of model/hami_device_plugin.py, applied as they
+are built): the node's allocatable gets nvidia.com/gpu, gpumem, gpucores and gpumem-percentage from the plugin, and
+its register annotation appears, as the lab's own wait (wait-gpu-node.sh) asks.
+
 Boundaries: kind's CLI and its node contract (kind-create.sh, kind-kubeconfig.sh, kind-delete.sh as the Command
 runs them: record on stdout, the record handed back to the delete); the real kube-apiserver, kubelet, containerd
 and kube-proxy of the node; MetalLB's webhook and its L2 answers on a Docker bridge; `docker network inspect`'s
@@ -16,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,9 +32,13 @@ import yaml
 from upstream_data import upstream_path
 
 from components.docker.management_cluster import l2_advertisement_spec, metallb_pool_spec
-from model.names import METALLB_NAMESPACE, POOL_NAME
+from model.catalog import expand_cards, register_annotation, totals
+from model.hami_device_plugin import NAME as PLUGIN_NAME
+from model.hami_device_plugin import plugin_objects
+from model.names import HAMI_NAMESPACE, METALLB_NAMESPACE, POOL_NAME
 from model.network import metallb_range
 from model.node_contract import gpulab_kind_node
+from model.versions import HAMI_DEVICE_PLUGIN_IMAGE
 from tests.acceptance.helpers import wait_until
 from tests.real.cluster import bin_dir
 from tests.real.host import docker, unavailable
@@ -65,8 +75,9 @@ def script(
     name: str, env: dict[str, str], stdin: str | None = None, timeout: float = 1200
 ) -> subprocess.CompletedProcess:
     return subprocess.run(
-        ["bash", str(ROOT / "scripts" / name)], input=stdin, capture_output=True, text=True, timeout=timeout, env=env
-    )
+        ["bash", str(ROOT / "scripts" / name)],
+        input=stdin, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT,  # python -m scripts.*
+    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -262,3 +273,67 @@ def test_metallb_gives_a_load_balancer_an_address_a_container_on_the_network_rea
 
     assert wait_until(fetched, WAIT, f"a container on {management.network} to reach {ip}", interval=3) == "gpulab-hello"
     assert subnet  # the pool came from the network's own IPv4 subnet
+
+
+@pytest.mark.parametrize("hami_version", ["v2.10.0", "v2.8.3"])
+def test_gpulab_hami_plugin_as_a_daemon_set_registers_the_nodes_cards_with_its_kubelet(
+    management: Management, hami_version: str
+) -> None:
+    """The plugin's objects as components/docker/hami_device_plugin.py creates them (imagePullPolicy Never: the image
+    loaded by the lab's loader), on the kind node's real kubelet: the kubelet takes its four resources into the node's
+    allocatable, and the plugin writes the register annotation of its HAMi release, which the lab's wait reads."""
+    if docker("image", "inspect", HAMI_DEVICE_PLUGIN_IMAGE, check=False).returncode != 0:
+        unavailable(f"{HAMI_DEVICE_PLUGIN_IMAGE} is not in the engine: `make lab-images` builds it")
+    node = f"{management.name}-control-plane"
+    loaded = script(
+        "load-images.sh",
+        {**management.env, "NODE": node, "IMAGES": HAMI_DEVICE_PLUGIN_IMAGE, "PLATFORM": "linux/amd64"},
+        timeout=600,
+    )
+    assert loaded.returncode == 0, loaded.stderr
+    # Two cards, as tenant-b's, under the node's own name (the DaemonSet's affinity and the cards file's key).
+    cards = expand_cards("tenant-b", [("L4", 2)])
+    objects = plugin_objects(HAMI_DEVICE_PLUGIN_IMAGE, hami_version, {node: cards}, pull_policy="Never")
+    management.apply(objects)
+    try:
+        waited = script(
+            "wait-gpu-node.sh",
+            {
+                **management.env,
+                "NODE_NAME": node,
+                "EXPECT_JSON": json.dumps(totals(cards)),
+                "REGISTER_JSON": register_annotation(cards),
+                "PLUGIN_SELECTOR": f"app.kubernetes.io/name={PLUGIN_NAME}",
+                "WEBHOOK": "no",
+                "HAMI_NAMESPACE": HAMI_NAMESPACE,
+                "PYTHON": sys.executable,
+                "TIMEOUT": str(WAIT),
+            },
+            stdin=management.kubeconfig.read_text(),
+            timeout=WAIT + 60,
+        )
+        pods = management.kubectl("-n", HAMI_NAMESPACE, "get", "pods", "-l", f"app.kubernetes.io/name={PLUGIN_NAME}",
+                                  "-o", "json", check=False).stdout  # fmt: skip
+        assert waited.returncode == 0, (waited.stderr[-3000:], pods[-3000:])
+        found = json.loads(management.kubectl("get", "node", node, "-o", "json").stdout)
+        allocatable = found["status"]["allocatable"]
+        assert {key: allocatable[key] for key in totals(cards)} == {
+            "nvidia.com/gpu": "20",
+            "nvidia.com/gpumem": "49152",
+            "nvidia.com/gpucores": "200",
+            "nvidia.com/gpumem-percentage": "200",
+        }
+        written = json.loads(found["metadata"]["annotations"]["hami.io/node-nvidia-register"])
+        assert [card["id"] for card in written] == ["GPU-MOCK-tenant-b-0", "GPU-MOCK-tenant-b-1"]
+        # Each release's own shape (tools/gpulab-hami-plugin hami.go): v2.8.3's devices carry a pair score.
+        assert all(("devicepairscore" in card) == (hami_version == "v2.8.3") for card in written)
+        [pod] = json.loads(pods)["items"]
+        assert pod["spec"]["nodeName"] == node and pod["status"]["phase"] == "Running"
+        assert pod["status"]["containerStatuses"][0]["restartCount"] == 0
+        events = management.kubectl("get", "events", "-n", HAMI_NAMESPACE, "-o", "json").stdout
+        assert "Pulling image" not in events
+    finally:
+        # Foreground: the plugin's pod is gone before the annotation it may still write is taken off.
+        management.kubectl("delete", "-f", "-", "--cascade=foreground", "--wait=true", "--timeout=120s",
+                           stdin=yaml.safe_dump_all(objects), check=False)  # fmt: skip
+        management.kubectl("annotate", "node", node, "hami.io/node-nvidia-register-", check=False)

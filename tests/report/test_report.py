@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 from lab_harness import lab_config
 
+from hami.annotations import AnnotationError
 from model.catalog import expand_cards, register_annotation
 from model.config import parse_config
 from model.dra import DRIVER as DRA_DRIVER
 from model.dra import resource_slice
-from report.annotations import AnnotationError, parse_allocation, parse_register
 from report.dra import dra_report
-from report.model import tenant_report
+from report.model import registered_cards, tenant_report
 from report.render import render_png, render_text
 
 LAB = parse_config(lab_config())
@@ -21,35 +21,8 @@ TENANT_A = LAB.tenants[0]
 CARD = "GPU-MOCK-tenant-a-0"
 
 
-def test_single_container_single_card() -> None:
-    (allocation,) = parse_allocation("GPU-MOCK-0,NVIDIA,20000,30:;")
-    assert (allocation.container, allocation.card_id, allocation.vendor) == (0, "GPU-MOCK-0", "NVIDIA")
-    assert (allocation.memory_mb, allocation.cores) == (20000, 30)
-
-
-def test_one_container_on_two_cards() -> None:
-    allocations = parse_allocation("GPU-A,NVIDIA,10000,40:GPU-B,NVIDIA,10000,40:;")
-    assert [(a.container, a.card_id) for a in allocations] == [(0, "GPU-A"), (0, "GPU-B")]
-
-
-def test_two_containers() -> None:
-    allocations = parse_allocation("GPU-A,NVIDIA,100,10:;GPU-A,NVIDIA,200,20:;")
-    assert [(a.container, a.memory_mb) for a in allocations] == [(0, 100), (1, 200)]
-
-
-def test_container_without_gpu_in_between() -> None:
-    allocations = parse_allocation(";GPU-A,NVIDIA,100,10:;")
-    assert [(a.container, a.card_id) for a in allocations] == [(1, "GPU-A")]
-
-
-@pytest.mark.parametrize("bad", ["GPU-A,NVIDIA,100:;", "GPU-A,NVIDIA,lots,10:;"])
-def test_malformed_allocation(bad: str) -> None:
-    with pytest.raises(AnnotationError):
-        parse_allocation(bad)
-
-
 def test_register_annotation_round_trip() -> None:
-    (card,) = parse_register(register_annotation(TENANT_A.cards()))
+    (card,) = registered_cards(register_annotation(TENANT_A.cards()))
     assert (card.id, card.type, card.memory_mb, card.cores, card.split_count) == (
         CARD,
         "NVIDIA-A100-SXM4-80GB",
@@ -58,7 +31,7 @@ def test_register_annotation_round_trip() -> None:
         10,
     )
     with pytest.raises(AnnotationError):
-        parse_register("GPU-0,10,81920,100,NVIDIA,0,true:")  # the pre-2.8 colon format
+        registered_cards("GPU-0,10,81920,100,NVIDIA,0,true:")  # the pre-2.8 colon format
 
 
 def node() -> dict:

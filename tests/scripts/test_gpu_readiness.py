@@ -101,3 +101,96 @@ def test_totals_in_the_api_servers_canonical_form() -> None:
     assert problems(node({**canonical, "nvidia.com/gpucores": "900"}), slices(True), expect) == [
         "node tenant-a-worker: nvidia.com/gpucores advertises 900, declared 1000"
     ]
+
+
+# --- where gpulab's device plugin registers the node (devicePlugin: gpulab) ------------------------------------
+
+# What gpulab-hami-plugin writes for tenant-a's A100 as HAMi v2.8.3's plugin (tools/gpulab-hami-plugin
+# register_test.go: zero index left out, every device ending with "devicepairscore":{}) and as v2.10.0's (no pair
+# score, numa 0 left out).
+WRITTEN_V2_8_3 = (
+    '[{"id":"GPU-MOCK-tenant-a-0","count":10,"devmem":81920,"devcore":100,"type":"NVIDIA-A100-SXM4-80GB",'
+    '"mode":"hami-core","health":true,"devicepairscore":{}}]'
+)
+WRITTEN_V2_10_0 = (
+    '[{"id":"GPU-MOCK-tenant-a-0","count":10,"devmem":81920,"devcore":100,"type":"NVIDIA-A100-SXM4-80GB",'
+    '"mode":"hami-core","health":true}]'
+)
+
+
+def declared() -> str:
+    from model.catalog import expand_cards, register_annotation
+
+    return register_annotation(expand_cards("tenant-a", [("A100-80GB", 1)]))
+
+
+def registered(annotation: str | None) -> dict:
+    found = node(ALL_THERE)
+    found["metadata"]["annotations"] = {} if annotation is None else {"hami.io/node-nvidia-register": annotation}
+    return found
+
+
+def plugin_pods(waiting: dict | None, node_name: str = "tenant-a-worker") -> dict:
+    state = {"waiting": waiting} if waiting else {"running": {"startedAt": "2026-12-04T05:31:00Z"}}
+    return {
+        "items": [
+            {
+                "metadata": {"name": "gpulab-hami-device-plugin-x2v9k"},
+                "spec": {"nodeName": node_name},
+                "status": {"containerStatuses": [{"name": "plugin", "state": state, "restartCount": 3}]},
+            }
+        ]
+    }
+
+
+def test_the_plugins_annotation_of_either_release_is_the_declared_cards() -> None:
+    for written in (WRITTEN_V2_8_3, WRITTEN_V2_10_0):
+        assert problems(registered(written), slices(True), EXPECT, declared()) == []
+        assert problems(registered(written), None, EXPECT, declared()) == [], "before HAMi: no webhook asked"
+
+
+def test_no_annotation_or_other_cards_keep_waiting() -> None:
+    assert problems(registered(None), None, EXPECT, declared()) == [
+        "node tenant-a-worker: hami.io/node-nvidia-register not written yet (the device plugin writes it)"
+    ]
+    other = WRITTEN_V2_10_0.replace("81920", "40960")
+    assert problems(registered(other), None, EXPECT, declared()) == [
+        "node tenant-a-worker: hami.io/node-nvidia-register holds other cards (GPU-MOCK-tenant-a-0), declared 1"
+    ]
+    assert "holds other cards (none readable)" in problems(registered("[...]"), None, EXPECT, declared())[0]
+
+
+def test_while_waiting_the_plugin_pods_state_is_named() -> None:
+    image = {"reason": "ErrImageNeverPull", "message": 'Container image "localhost/gpulab/hami-device-plugin:v0.36.4"'}
+    found = problems(registered(None), None, EXPECT, declared(), plugin_pods(image))
+    assert found[-1] == (
+        'pod gpulab-hami-device-plugin-x2v9k: ErrImageNeverPull: Container image "localhost/gpulab/hami-device-'
+        'plugin:v0.36.4" (restarts: 3)'
+    )
+    assert problems(registered(None), None, EXPECT, declared(), plugin_pods(None, "elsewhere"))[-1] == (
+        "no device plugin pod on node tenant-a-worker yet"
+    )
+    assert problems(registered(WRITTEN_V2_10_0), None, EXPECT, declared(), plugin_pods(image)) == [], (
+        "a node that carries it all is ready"
+    )
+
+
+def test_cli_without_endpoints_and_with_the_register_and_pods(tmp_path, capsys) -> None:
+    node_file, pods_file = tmp_path / "node.json", tmp_path / "pods.json"
+    node_file.write_text(json.dumps(registered(None)))
+    pods_file.write_text(json.dumps(plugin_pods({"reason": "CrashLoopBackOff", "message": "back-off 40s"})))
+    args = [
+        "--expect",
+        json.dumps(EXPECT),
+        "--node",
+        str(node_file),
+        "--register",
+        declared(),
+        "--pods",
+        str(pods_file),
+    ]
+    assert main(args) == 1
+    said = capsys.readouterr().err
+    assert "not written yet" in said and "CrashLoopBackOff: back-off 40s (restarts: 3)" in said
+    node_file.write_text(json.dumps(registered(WRITTEN_V2_8_3)))
+    assert main(args) == 0

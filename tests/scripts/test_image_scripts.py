@@ -137,3 +137,17 @@ def test_an_image_neither_the_node_nor_the_host_holds_stops_the_node_naming_it(t
     with pytest.raises(ProcessLabError) as refused:
         node_containers.load_images("tenant-a-worker", ["localhost/mine:1"], interval=0)
     assert "loading localhost/mine:1 into tenant-a-worker failed (is it on the host?" in str(refused.value)
+
+
+def test_an_image_built_on_this_host_is_never_pulled_and_its_absence_says_how_to_build_it(tmp_path: Path) -> None:
+    """localhost/ images (gpulab's plugin image of `make lab-images`) have no registry: missing, the error names the
+    build, and no `docker pull` is tried."""
+    image = "localhost/gpulab/hami-device-plugin:v0.36.4"
+    docker = 'case "$1 $2" in "image inspect") exit 1;; esac; exit 0'
+    result, calls = run(tmp_path, "pull-image.sh", docker, PLATFORM="linux/amd64", IMAGE=image, TAGGED=image)
+    assert result.returncode == 1
+    assert "no registry serves it" in result.stderr and "`make lab-images`" in result.stderr
+    assert not any(call.startswith("docker pull") for call in calls)
+    (tmp_path / "calls").unlink()
+    present, calls = run(tmp_path, "pull-image.sh", "exit 0", PLATFORM="linux/amd64", IMAGE=image, TAGGED=image)
+    assert present.returncode == 0 and not any(call.startswith("docker pull") for call in calls)
