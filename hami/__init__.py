@@ -5,7 +5,9 @@ The card rules (hami.cards: fit, reasons, score and card policy, the namespace q
 webhook's refusals at create (hami.webhook: the namespace quota; under v2.10.0 also a bad gpumem-percentage, a
 privileged container, spec.nodeName) of the HAMi releases gpulab follows, v2.8.3 and v2.10.0, each
 written from its source and checked against its own unit-test vectors (hami/tests); what differs between them is
-one `Rules` record per release (hami.releases), which the engine takes (v2.8.3's when none is given). Nothing here
+one `Rules` record per release (hami.releases), which the engine takes (v2.8.3's when none is given). HAMi's
+annotations have one reader each (hami.annotations), a placed pod's cards are counted as its release counts them
+(hami.usage), and every reason name gpulab reports is defined once (hami.reasons). Nothing here
 imports Pulumi, gpulab's policy pack or its components: the policy pack, the offline checker and the process-mode
 differential (process_lab/differential.py, which judges it against the real HAMi) build on it.
 """

@@ -15,11 +15,10 @@ that means for it (the checker: bad input; the report: a line saying what it cou
   (nvidia/device.go `PatchAnnotations`): `UUID,TYPE,MB,CORES:` per card and `;` after each container
   (devices.go `EncodeContainerDevices`, `EncodePodSingleDevice`). `DecodeContainerDevices` skips a part without a
   comma (gpulab refuses one that is not blank: HAMi never writes it) and refuses one of fewer than four fields
-  (more are read); `DecodePodDevices` splits at `;`. v2.10.0 lists
-  init containers first and keeps every container's part, empty ones too, so a part's position is its container's
-  (devices.go `Resourcereqs` 639-692, `DecodePodDevices` 529-556); v2.8.3 lists app containers only. A number that
-  is not a base-10 int32 is an error at v2.10.0 (`strconv.ParseInt(_, 10, 32)`) and silently 0 at v2.8.3: gpulab
-  refuses to guess at either.
+  (more are read); `DecodePodDevices` splits at `;`. v2.10.0 lists init containers first and keeps every
+  container's part, empty ones too, so a part's position is its container's (devices.go `Resourcereqs` 639-692,
+  `DecodePodDevices` 529-556); v2.8.3 lists app containers only. A number that is not a base-10 int32 is an error
+  at v2.10.0 (`strconv.ParseInt(_, 10, 32)`) and silently 0 at v2.8.3: gpulab refuses to guess at either.
 - pod `hami.io/bind-phase`: `allocating` (the scheduler's Bind), then `success` or `failed` (the device plugin's
   Allocate); `hami.io/bind-time`: the Bind's Unix seconds; `hami.io/vgpu-node`: the node HAMi chose
   (pkg/util/types.go).

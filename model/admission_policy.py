@@ -92,9 +92,8 @@ HAMI_KEYS = (GPU_RESOURCE, GPUMEM_RESOURCE, GPUMEM_PERCENTAGE_RESOURCE, GPUCORES
 @dataclass(frozen=True)
 class PolicyRules:
     """What the policy asks differently per HAMi release: the fields of hami/releases.py `Rules` (cited there) that
-    placement/per_pod.py's questions read; of hami/, model/ imports only its names (hami/reasons.py,
-    hami/annotations.py), so the values are repeated here and tests/model/test_admission_policy_releases.py holds
-    them to that table."""
+    placement/per_pod.py's questions read; model/ takes only names of hami/ (tests/test_layout.py), so the values
+    are repeated here and tests/model/test_admission_policy_releases.py holds them to that table."""
 
     version: str
     init_containers_counted: bool  # no InitContainerGpuRequest; GPU init containers make a GPU pod
@@ -374,8 +373,8 @@ def deny_validations(tenant: Tenant, hami: bool = True) -> list[dict]:
             {
                 "expression": "size(variables.initGpu) == 0",
                 "reason": "Forbidden",
-                "message": f"{INIT_CONTAINER_GPU_REQUEST}: an init container asks for GPU resources, but HAMi assigns cards "
-                "to app containers only; move the GPU work into an app container",
+                "message": f"{INIT_CONTAINER_GPU_REQUEST}: an init container asks for GPU resources, but HAMi assigns "
+                "cards to app containers only; move the GPU work into an app container",
             }
         )
     if rules.scoring_weights:
@@ -398,8 +397,9 @@ def deny_validations(tenant: Tenant, hami: bool = True) -> list[dict]:
             {
                 "expression": f"{total} <= {limit}",
                 "reason": "Forbidden",
-                "messageExpression": f"'{POD_GPU_LIMIT_EXCEEDED}: each pod asks ' + ({clamped} ? 'more than {SUM_CAP}' : "
-                f"string({total})) + '{unit} in total; tenant {tenant.name} allows {limit}{unit} per pod'",
+                "messageExpression": f"'{POD_GPU_LIMIT_EXCEEDED}: each pod asks ' + ({clamped} ? "
+                f"'more than {SUM_CAP}' : string({total})) + '{unit} in total; tenant {tenant.name} allows "
+                f"{limit}{unit} per pod'",
             }
         )
     if not hami:  # kube-scheduler alone places GPU pods (scheduling.scheduler): no HAMi to bypass

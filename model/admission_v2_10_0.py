@@ -149,8 +149,8 @@ def webhook_validations(rules: WebhookRules, no_gpu: str) -> list[dict]:
             {
                 "expression": f"(variables.gpu + variables.initGpu).all(r, r.memreq <= {INT32_MAX})",
                 "reason": "Forbidden",
-                "message": f"{GPUMEM_NOT_READ_BY_HAMI}: a container asks {GPUMEM_RESOURCE} above {INT32_MAX} (MB): HAMi "
-                f"{rules.version} then reads no GPU request from it at all (no card allocated or accounted), and "
+                "message": f"{GPUMEM_NOT_READ_BY_HAMI}: a container asks {GPUMEM_RESOURCE} above {INT32_MAX} (MB): "
+                f"HAMi {rules.version} then reads no GPU request from it at all (no card allocated or accounted), and "
                 "what its node does is not HAMi's placement, which gpulab cannot predict; ask for the MB as a plain "
                 "number a card has",
             }

@@ -320,8 +320,8 @@ def test_the_model_takes_of_hami_only_its_names() -> None:
         for node in ast.walk(ast.parse(path.read_text())):
             taken = [node.module] if isinstance(node, ast.ImportFrom) and node.module and node.level == 0 else []
             taken += [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
-            wrong |= {f"{path.relative_to(ROOT)} imports {name}" for name in taken if name.split(".")[0] == "hami"}
-            wrong -= {f"{path.relative_to(ROOT)} imports {name}" for name in HAMI_NAMES}
+            hami = [name for name in taken if name.split(".")[0] == "hami" and name not in HAMI_NAMES]
+            wrong |= {f"{path.relative_to(ROOT)} imports {name}" for name in hami}
     for name in HAMI_NAMES:
         outside = imports(ROOT / f"{name.replace('.', '/')}.py") - set(sys.stdlib_module_names) - {"__future__"}
         wrong |= {f"{name} imports {other}" for other in outside}
@@ -365,3 +365,5 @@ def test_each_hami_annotation_key_and_reason_name_is_spelled_once() -> None:
             if str(path.relative_to(ROOT)) not in NOT_YET and (extra := spelled(path, homes.get(path, keys | names))):
                 found[str(path.relative_to(ROOT))] = sorted(extra)
     assert not found, found
+    done = [path for path in NOT_YET if not spelled(ROOT / path, keys | names)]
+    assert not done, f"{done} spell none of them any more: take them off NOT_YET"

@@ -35,6 +35,7 @@ from unittest.mock import patch
 import pytest
 from cel_harness import admitted, run_policy
 
+from hami import reasons
 from hami.cards import parse_scoring_weights
 from hami.releases import RULES, V2_10_0
 from model import admission_policy
@@ -68,12 +69,26 @@ def test_the_v2_8_3_policies_of_the_reference_stack_are_unchanged(tenant: str, h
 
 
 def test_the_policy_rules_are_the_releases_rules() -> None:
-    """model/ may not import hami/: the policy's table repeats the fields of hami/releases.py it reads."""
+    """model/ takes only names of hami/: the policy's table repeats the fields of hami/releases.py it reads."""
     assert set(POLICY_RULES) == set(RULES)
     for version, rules in RULES.items():
         for field in dataclasses.fields(PolicyRules):
             assert getattr(POLICY_RULES[version], field.name) == getattr(rules, field.name), (version, field.name)
     assert {tenant.hami_version for tenant in JUDGED.values()} == set(RULES), "the agreement runs for each"
+
+
+@pytest.mark.parametrize("name", sorted(JUDGED))
+def test_every_refusal_and_advice_begins_with_a_reason_name_of_hami_reasons(name: str) -> None:
+    """The messages are built from hami/reasons.py, the names the pack and the engine give the same refusals; the
+    one message without a name is the schedulerName rule's, which only the policy asks."""
+    said = []
+    for obj in policy_objects(JUDGED[name]):
+        if obj["kind"] == "ValidatingAdmissionPolicy":
+            said += [v.get("message") or v["messageExpression"] for v in obj["spec"]["validations"]]
+    first = [text.lstrip("'\"").partition(":")[0] for text in said]
+    unnamed = [word for word in first if " " in word]
+    assert [word.startswith("a GPU pod must be scheduled by") for word in unnamed] == [True], first
+    assert set(first) - set(unnamed) <= set(reasons.GPULAB_REASONS) | set(reasons.HAMI_REASONS), first
 
 
 def policy(tenant: Tenant, name: str = DENY_POLICY, **without: bool) -> dict:

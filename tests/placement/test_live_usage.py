@@ -12,7 +12,7 @@ from shared_data import ROOT
 
 from model.config import load_stack_file
 from placement.inventory import from_lab_config
-from placement.live import LiveError, current_usage, live_usage, parse_allocation
+from placement.live import LiveError, current_usage, live_usage
 from policies.checker import main
 
 LIVE = ROOT / "tests" / "manifests" / "live"
@@ -30,13 +30,16 @@ def check(capsys, *args: str) -> tuple[int, str, str]:
     return code, captured.out, captured.err
 
 
-def test_allocation_annotation_is_read_per_card_and_container() -> None:
-    found = parse_allocation("GPU-0,NVIDIA,20000,30:GPU-1,NVIDIA,20000,30:;GPU-0,NVIDIA,1000,5:;", "ns/p")
-    assert [(a.card, a.memory_mb, a.cores) for a in found] == [
-        ("GPU-0", 20000, 30),
-        ("GPU-1", 20000, 30),
-        ("GPU-0", 1000, 5),
-    ]
+def test_only_the_annotation_hamis_scheduler_counts_is_read() -> None:
+    """The scheduler rebuilds its usage from hami.io/vgpu-devices-allocated alone (scheduler.go `onAddPod`: it decodes
+    `SupportDevices`), not from -to-allocate, which the device plugin reads; the checker once fell back to it."""
+    recorded = json.loads(RECORDED.read_text())
+    for pod in recorded["items"]:
+        annotations = pod["metadata"].get("annotations") or {}
+        if "hami.io/vgpu-devices-allocated" in annotations:
+            annotations["hami.io/vgpu-devices-to-allocate"] = annotations.pop("hami.io/vgpu-devices-allocated")
+    (use,) = current_usage(tenant_a(), recorded).card_usage
+    assert (use.slots, use.memory_mb, use.cores) == (0, 0, 0)
 
 
 def test_usage_counts_running_pods_only() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,99 @@ def test_text_is_readable_at_a_glance() -> None:
     assert "cores  [##################..]     90 / 100 %" in text
     assert "pods   3 / 10: gpu-workloads/trainer-1, gpu-workloads/trainer-2, gpu-workloads/trainer-3" in text
     assert "not placed by HAMi: gpu-workloads/trainer-4" in text
+
+
+# --- a pod's cards, counted as the tenant's release counts them (hami/usage.py), as the checker's live usage does ----
+INIT_AND_APP = f"{CARD},NVIDIA,8000,20:;{CARD},NVIDIA,2000,10:;"  # v2.10.0: the init container's entry first
+
+
+def with_init(name: str, allocated: str, succeeded: bool | None = None) -> dict:
+    """A Running pod with one init container and one app container on tenant-a's card (`succeeded`: the init
+    container's status; None: none reported yet)."""
+    found = pod(name, allocated)
+    found["spec"]["initContainers"] = [{"name": "prepare", "resources": {"limits": {"nvidia.com/gpumem": "8000"}}}]
+    if succeeded is not None:
+        state = {"terminated": {"exitCode": 0 if succeeded else 1}}
+        found["status"]["initContainerStatuses"] = [{"name": "prepare", "state": state}]
+    return found
+
+
+def card_use(version: str, *pods: dict) -> tuple[int, int]:
+    (usage,) = tenant_report("tenant-a", [node()], list(pods), version).cards
+    return usage.memory_mb, usage.cores
+
+
+def test_a_v2_10_0_pods_init_containers_count_at_their_peak_not_added_to_its_app_containers() -> None:
+    """HAMi v2.10.0 lists a pod's init containers first and holds, per card, the larger of their peak and the app
+    containers' sum (pkg/device/initContainer.go `CollapseInitContainerUsage`): 8000 MB / 20 %, not the 10000 MB /
+    30 % the report once added up. v2.8.3 writes app containers only: every entry adds up, as before."""
+    assert card_use("v2.10.0", with_init("p", INIT_AND_APP)) == (8000, 20)
+    assert card_use("v2.10.0", with_init("p", INIT_AND_APP, succeeded=False)) == (8000, 20)
+    # Once the init container has succeeded, HAMi counts the app container alone (scheduler.go `onUpdatePod`).
+    assert card_use("v2.10.0", with_init("p", INIT_AND_APP, succeeded=True)) == (2000, 10)
+    assert card_use("v2.8.3", with_init("p", INIT_AND_APP)) == (10000, 30)
+
+
+@pytest.mark.parametrize("version", ["v2.8.3", "v2.10.0"])
+def test_the_report_counts_a_card_as_the_checkers_live_usage_does(version: str) -> None:
+    from placement.inventory import from_tenant
+    from placement.live import current_usage
+
+    pods = [*RECORDED_PODS, with_init("i1", INIT_AND_APP), with_init("i2", INIT_AND_APP, succeeded=True)]
+    (live,) = current_usage(replace(from_tenant(TENANT_A), hami_version=version), {"items": pods}).card_usage
+    assert card_use(version, *pods) == (live.memory_mb, live.cores)
+
+
+def test_an_entry_of_more_than_four_fields_is_read_as_hami_reads_it() -> None:
+    """devices.go `DecodeContainerDevices` refuses fewer than four fields, not more (the report once wanted exactly
+    four)."""
+    assert card_use("v2.8.3", pod("p", f"{CARD},NVIDIA,20000,30,extra:;")) == (20000, 30)
+
+
+def test_an_annotation_hami_did_not_write_is_a_line_of_the_report_not_a_crash() -> None:
+    bad_node = node()
+    bad_node["metadata"]["name"] = "other-worker"
+    bad_node["metadata"]["annotations"]["hami.io/node-nvidia-register"] = "GPU-0,10,81920,100,NVIDIA,0,true:"
+    pods = [*RECORDED_PODS, pod("broken", f"{CARD},NVIDIA,lots,30:;")]
+    report = tenant_report("tenant-a", [node(), bad_node], pods, "v2.10.0")
+    (usage,) = report.cards
+    assert (usage.memory_mb, usage.cores) == (60000, 90), "the other pods are counted"
+    broken, register = sorted(report.unreadable, reverse=True)
+    assert broken.startswith(f"pod gpu-workloads/broken: hami.io/vgpu-devices-allocated '{CARD},NVIDIA,lots,30:;': ")
+    assert "non-numeric MB or cores" in broken and broken.endswith("(not counted)")
+    assert register.startswith("node other-worker: hami.io/node-nvidia-register 'GPU-0,10,81920,100,NVIDIA,0,true:'")
+    assert "not JSON" in register and register.endswith("(its cards are not shown)")
+    text = render_text([report])
+    assert f"  unreadable: {broken}" in text.splitlines()
+
+
+def test_make_report_counts_each_tenant_as_its_hami_release_does(monkeypatch, capsys) -> None:
+    """`python -m report` takes each tenant's hamiVersion from the stack's config."""
+    from types import SimpleNamespace
+
+    from kubernetes import client
+
+    import report.__main__ as entry
+
+    lab = SimpleNamespace(tenants=[SimpleNamespace(name="tenant-a", hami_version="v2.10.0")])
+    monkeypatch.setattr(entry, "tenant_kubeconfigs", lambda stack: {"tenant-a": {}})
+    monkeypatch.setattr(entry, "stack_config", lambda stack: lab)
+    monkeypatch.setattr(entry, "dra_objects", lambda api_client: ([], []))
+    monkeypatch.setattr("model.kube_client.api_client", lambda kubeconfig: None)
+
+    class Api:
+        def __init__(self, api_client: object) -> None:
+            self.api_client = SimpleNamespace(sanitize_for_serialization=lambda obj: obj)
+
+        def list_pod_for_all_namespaces(self) -> SimpleNamespace:
+            return SimpleNamespace(items=[with_init("p", INIT_AND_APP)])
+
+        def list_node(self) -> SimpleNamespace:
+            return SimpleNamespace(items=[node()])
+
+    monkeypatch.setattr(client, "CoreV1Api", Api)
+    assert entry.main([]) == 0
+    assert "memory [##..................]   8000 / 81920 MB" in capsys.readouterr().out
 
 
 @pytest.mark.integration  # matplotlib runs fc-list where it has no font cache yet (a first run)
