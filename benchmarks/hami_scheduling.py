@@ -86,17 +86,17 @@ TENANT = "tenant-a"  # the tenant of Pulumi.dev.yaml the benchmark's lab is
 DRA_TEMPLATE = "bench-gpu"
 
 
-def node_cards(n: int) -> list[Card]:
-    return [Card(f"GPU-bench-n{n}-{i}", i, A100.type, A100.memory_mb) for i in range(CARDS_PER_NODE)]
+def node_cards(n: int, cards: int = CARDS_PER_NODE) -> list[Card]:
+    return [Card(f"GPU-bench-n{n}-{i}", i, A100.type, A100.memory_mb) for i in range(cards)]
 
 
-def gpu_nodes(count: int, as_devices: bool = False) -> list[dict]:
-    """The KWOK nodes with their cards as capacity and HAMi's annotation, or (`as_devices`) without: a DRA tenant's
-    cards are in its slices (dra_objects)."""
+def gpu_nodes(count: int, as_devices: bool = False, cards: int = CARDS_PER_NODE) -> list[dict]:
+    """The KWOK nodes with their `cards` A100s as capacity and HAMi's annotation, or (`as_devices`) without: a DRA
+    tenant's cards are in its slices (dra_objects)."""
     return [
         {
-            **node_object(f"bench-n{n}", [] if as_devices else node_cards(n)),
-            **node_status([] if as_devices else node_cards(n)),
+            **node_object(f"bench-n{n}", [] if as_devices else node_cards(n, cards)),
+            **node_status([] if as_devices else node_cards(n, cards)),
         }
         for n in range(count)
     ]
@@ -210,12 +210,12 @@ class BindWatch:
             self.process.wait(10)
 
 
-def add_nodes(lab: TenantLab, nodes: int, as_devices: bool = False) -> None:
-    """Only the benchmark's nodes (tenant-a's own deleted), each Ready, untainted and seen by HAMi if it runs; with
-    `as_devices`, their cards in ResourceSlices."""
+def add_nodes(lab: TenantLab, nodes: int, as_devices: bool = False, cards: int = CARDS_PER_NODE) -> None:
+    """Only the benchmark's nodes of `cards` cards (tenant-a's own deleted), each Ready, untainted and seen by HAMi
+    if it runs; with `as_devices`, their cards in ResourceSlices."""
     plane = lab.control_plane
     plane.kubectl("delete", "node", "--all", timeout=60)
-    created = gpu_nodes(nodes, as_devices) + (dra_objects(nodes) if as_devices else [])
+    created = gpu_nodes(nodes, as_devices, cards) + (dra_objects(nodes) if as_devices else [])
     for start in range(0, len(created), 100):  # server-side apply in lists of 100 objects
         plane.apply(created[start : start + 100])
     if lab.hami is not None:
