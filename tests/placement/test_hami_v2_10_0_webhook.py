@@ -173,6 +173,21 @@ def test_a_gpu_pod_with_a_node_name_is_refused_at_create() -> None:
     assert findings("v2.8.3", workload) == []
 
 
+def test_a_bound_pod_read_back_from_the_api_server_is_not_taken_for_one_created_with_a_node_name() -> None:
+    """Boundary: a Pod as the API server holds it after its binding (uid, spec.nodeName, status), as the stack
+    policies get it from the engine (its outputs) on a second `make up`: HAMi's webhook admitted it before the
+    scheduler bound it, so its nodeName is no refusal. Seen live: a second `make up` of a v2.10.0 process-mode stack
+    was refused for the three bound trainer pods until this. A template's nodeName, a creator's, still is."""
+    body = {"containers": [ctr(gpu=1, gpumem=1000)], "nodeName": "tenant-b-worker", "schedulerName": "hami-scheduler"}
+    metadata = {"name": "trainer-1", "namespace": "ns", "uid": "7d2c0f9e-4b1a-4f7e-9a55-0c1d2e3f4a5b"}
+    bound = read_workload("Pod", {"metadata": metadata, "spec": body, "status": {"phase": "Running"}})
+    assert findings("v2.10.0", bound) == []
+    created = read_workload("Pod", {"metadata": {"name": "trainer-1", "namespace": "ns"}, "spec": body})
+    assert [reason for reason, _ in findings("v2.10.0", created)] == ["PodHasNodeAssigned"]
+    template = pod(ctr(gpu=1, gpumem=1000), kind="Deployment", nodeName="tenant-b-worker")
+    assert [reason for reason, _ in findings("v2.10.0", template)] == ["PodHasNodeAssigned"]
+
+
 def test_the_webhook_answers_its_first_refusal_only() -> None:
     workload = pod(ctr(gpu=1, gpumem_percentage=150, privileged=True), nodeName="n")
     assert [reason for reason, _ in findings("v2.10.0", workload)] == ["InvalidGpumemPercentage"]
