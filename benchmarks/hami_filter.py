@@ -53,6 +53,8 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.hami_scheduling import A100, LIMITS, NAMESPACE, add_nodes, create_pods, pods  # noqa: E402
 from benchmarks.scheduling_rows import SETTINGS, header  # noqa: E402
+from hami.annotations import ALLOCATED, ASSIGNED_NODE, ASSIGNED_TIME, TO_ALLOCATE, CardShare, format_allocation  # noqa: E402
+from hami.cards import NVIDIA  # noqa: E402
 from model.config import LabConfig  # noqa: E402
 from model.config.loading import load_stack_file  # noqa: E402
 from model.hami_releases import KNOWN_VERSIONS  # noqa: E402
@@ -64,10 +66,6 @@ from process_lab.preflight import bin_dir  # noqa: E402
 from process_lab.tenant import TenantLab  # noqa: E402
 
 GATE = "gpulab.io/filter-benchmark"  # a scheduling gate no one lifts: kube-scheduler leaves the pods alone
-# HAMi pkg/util/types.go AssignedNodeAnnotations and AssignedTimeAnnotations; pkg/device/nvidia: the devices
-# annotations (InRequestDevices, SupportDevices) and the device type.
-ASSIGNED_NODE, ASSIGNED_TIME = "hami.io/vgpu-node", "hami.io/vgpu-time"
-TO_ALLOCATE, ALLOCATED, NVIDIA = "hami.io/vgpu-devices-to-allocate", "hami.io/vgpu-devices-allocated", "NVIDIA"
 # The per-card count of pods in HAMi's metrics: v2.10.0's name, v2.8.3's (v2.10.0 writes it only with
 # --legacy-metrics, which the lab does not pass).
 SHARED_COUNT = re.compile(r"^(?:hami_gpu_shared_count|GPUDeviceSharedNum)\{[^}]*\} (\S+)$", re.M)
@@ -135,9 +133,13 @@ def gated_pods(count: int, prefix: str = "p") -> list[dict]:
 def placement(j: int, nodes: int, cards: int) -> dict[str, str]:
     """The annotations HAMi's Filter writes on the j-th placed pod, its card chosen round robin: node j mod N, then
     the next card of that node (HAMi pkg/scheduler/scheduler.go Filter, pkg/device/devices.go EncodePodDevices:
-    "UUID,NVIDIA,MB,CORES:" a device, ";" a container). The card names are hami_scheduling.node_cards'."""
+    "UUID,NVIDIA,MB,CORES:" a device, ";" a container; hami/annotations.py `format_allocation`). The card names are
+    hami_scheduling.node_cards'."""
     node, card = j % nodes, (j // nodes) % cards
-    devices = f"GPU-bench-n{node}-{card},{NVIDIA},{LIMITS['nvidia.com/gpumem']},{LIMITS['nvidia.com/gpucores']}:;"
+    share = CardShare(
+        f"GPU-bench-n{node}-{card}", NVIDIA, int(LIMITS["nvidia.com/gpumem"]), int(LIMITS["nvidia.com/gpucores"])
+    )
+    devices = format_allocation([[share]])
     return {ASSIGNED_NODE: f"bench-n{node}", ASSIGNED_TIME: "0", TO_ALLOCATE: devices, ALLOCATED: devices}
 
 

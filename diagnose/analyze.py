@@ -9,15 +9,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from hami import reasons
 from model.names import CERT_MANAGER_NAMESPACE, KAMAJI_NAMESPACE, METALLB_NAMESPACE
 
-NODE_LOCK_ANNOTATION = "hami.io/mutex.lock"  # value `<RFC3339>,<ns>,<pod>` (HAMi pkg/util/nodelock/nodelock.go)
 # pods of a TenantControlPlane (Kamaji internal/builders/controlplane/deployment.go)
 TCP_POD_LABEL = "kamaji.clastix.io/name"
-HAMI_REASONS = re.compile(
-    r"\b(CardNotHealth|CardCordoned|CardTypeMismatch|NumaNotFit|CardUuidMismatch|CardTimeSlicingExhausted|"
-    r"ExclusiveDeviceAllocateConflict|ResourceQuotaNotFit|CardInsufficientMemory|CardInsufficientCore|"
-    r"CardComputeUnitsExhausted|AllocatedCardsInsufficientRequest|NodeInsufficientDevice|NodeUnfitPod)\b"
+# HAMi's reasons why a pod does not fit (hami/reasons.py), found in its FilteringFailed events and its scheduler's
+# log: every one but NodeFitPod, which HAMi logs for a node that fits (v2.8.3 and v2.10.0 pkg/scheduler/score.go).
+UNFIT_REASONS = re.compile(
+    r"\b(" + "|".join(re.escape(name) for name in reasons.HAMI_REASONS if name != reasons.NODE_FIT_POD) + r")\b"
 )
 # What every tenant runs (kube-system): Kamaji's soot addons, the Calico manifest, the HAMi chart.
 TENANT_COMPONENTS = [
@@ -117,7 +117,7 @@ def known_cause(reason: str, texts: list[str]) -> tuple[str, str]:
         )
     if reason == "CrashLoopBackOff":
         return "CrashLoopBackOff", "the container keeps exiting; its last log line says why (logs in the archive)"
-    hami = HAMI_REASONS.findall(text)
+    hami = UNFIT_REASONS.findall(text)
     if hami:
         return f"GPU request does not fit ({', '.join(sorted(set(hami)))})", (
             "free card capacity or ask for less; `make report` shows what each card holds"

@@ -11,7 +11,6 @@ from datetime import datetime
 from diagnose.analyze import (
     MANAGEMENT_NAMESPACES,
     MOCK_PLUGIN,
-    NODE_LOCK_ANNOTATION,
     NODE_LOCKED,
     TCP_POD_LABEL,
     Cluster,
@@ -33,6 +32,7 @@ from diagnose.analyze import (
 )
 from diagnose.card_findings import gpu_node_findings
 from diagnose.dra_findings import dra_findings
+from hami.annotations import NODE_LOCK, AnnotationError, parse_node_lock
 from model.hami_device_plugin import NAME as GPULAB_PLUGIN_NAME
 from model.names import HAMI_NAMESPACE, KAMAJI_DATASTORE, METALLB_NAMESPACE, POOL_NAME
 from model.stack_file import make_up
@@ -302,33 +302,37 @@ def management_findings(cluster: Cluster, installs: dict[str, bool]) -> list[Fin
 
 
 def node_lock_findings(cluster: Cluster, now: datetime, timeout_seconds: float) -> list[Finding]:
-    """HAMi's node lock (hami.io/mutex.lock) held past its timeout while GPU pods wait, or named by a
+    """HAMi's node lock (hami.io/mutex.lock) held past its timeout, or unreadable, while GPU pods wait, or named by a
     bind failure (`node X has been locked within 5m0s`)."""
     findings = []
     waiting = [p for p in cluster.items("pods") if _requests_gpu(p) and not pod_ready(p)]
     lock_events = [e for e in cluster.items("events") if NODE_LOCKED.search(e.get("message") or "")]
     for node in cluster.items("nodes"):
         name = _meta(node).get("name", "?")
-        value = (_meta(node).get("annotations") or {}).get(NODE_LOCK_ANNOTATION)
+        value = (_meta(node).get("annotations") or {}).get(NODE_LOCK)
         if not value:
             continue
-        stamp, _, holder = value.partition(",")
         try:
-            age = (now - datetime.fromisoformat(stamp.replace("Z", "+00:00"))).total_seconds()
-        except ValueError:
-            age = None
+            lock = parse_node_lock(value)
+        except AnnotationError as error:
+            # HAMi cannot read it either: every Bind on the node fails, and it never expires (v2.8.3 and v2.10.0
+            # pkg/util/nodelock/nodelock.go LockNode returns ParseNodeLock's error).
+            age, holder = None, f", unreadable: {error.problem}"
+        else:
+            age = (now - lock.taken).total_seconds()
+            holder = f" by {lock.namespace}/{lock.pod}" if lock.namespace or lock.pod else " by an unknown pod"
         mentioned = [e for e in lock_events if name in (e.get("message") or "")]
-        if not mentioned and not (waiting and age is not None and age > timeout_seconds):
+        if not mentioned and not (waiting and (age is None or age > timeout_seconds)):
             continue
         held = f"held {age:.0f}s" if age is not None else "held"
         findings.append(
             Finding(
                 cluster.where,
                 f"node {name}",
-                f"HAMi node lock {held} by {holder.replace(',', '/') or 'an unknown pod'}",
+                f"HAMi node lock {held}{holder}",
                 _event_line(mentioned[-1]) if mentioned else f"{len(waiting)} GPU pod(s) waiting",
                 f"the mock device plugin never releases it; gpulab sets --node-lock-timeout (nodeLockTimeout). "
-                f"If it stays: kubectl annotate node {name} {NODE_LOCK_ANNOTATION}-",
+                f"If it stays: kubectl annotate node {name} {NODE_LOCK}-",
                 "HAMi node lock held",
             )
         )

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hami.annotations import ALLOCATING, BIND_PHASE
 from model.kube_client import self_contained
 from process_lab.commands import ProcessLabError, free_port, is_ours, lasting, run, zombie
 
@@ -98,7 +99,7 @@ JOINABLE_PATCHES = {
 # tenants beside other work, and nothing started them again). `--leader-elect` is honoured with or without a
 # scheduler configuration file (kubernetes v1.36.4 cmd/kube-scheduler/app/options/options.go ApplyLeaderElectionTo).
 KWOK_PATCHES = {
-    "kwok-controller": [("disregard-status-with-annotation-selector", "hami.io/bind-phase=allocating")],
+    "kwok-controller": [("disregard-status-with-annotation-selector", f"{BIND_PHASE}={ALLOCATING}")],
     "kube-controller-manager": [("leader-elect", "false")],
     "kube-scheduler": [("leader-elect", "false")],
 }

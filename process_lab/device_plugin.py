@@ -39,12 +39,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from hami.annotations import ALLOCATING, BIND_PHASE, NODE_LOCK, SUCCESS
 from process_lab.api_connection import ApiConnection
 from process_lab.commands import ProcessLabError
 from process_lab.control_plane import ControlPlane
 
-BIND_PHASE = "hami.io/bind-phase"
-NODE_LOCK = "hami.io/mutex.lock"
 PODS = "/api/v1/pods"  # every namespace's; the list answers with its resourceVersion (kubectl get -o json does not)
 WATCH_SECONDS = 60  # the API server ends each watch after this; the fresh list that follows is a resync too
 GRACE = 10.0  # seconds past a watch's end before kubectl gives up on it, and as much again before it is killed
@@ -87,7 +86,7 @@ def pod_to_finish(pod: dict) -> tuple[str, str, str] | None:
     metadata = pod.get("metadata") or {}
     annotations = metadata.get("annotations") or {}
     node = (pod.get("spec") or {}).get("nodeName")
-    if annotations.get(BIND_PHASE) == "allocating" and node:
+    if annotations.get(BIND_PHASE) == ALLOCATING and node:
         return metadata["namespace"], metadata["name"], node
     return None
 
@@ -192,7 +191,7 @@ class BindTimeRole:
         # KWOK_PATCHES), so a running pod means its lock is gone, as a kubelet starts it only after Allocate has
         # done both. A pod or node deleted since (TenantLab.renew) needs no finishing.
         released = self._annotate(f"/api/v1/nodes/{node}", {NODE_LOCK: None})
-        if released and self._annotate(f"/api/v1/namespaces/{namespace}/pods/{name}", {BIND_PHASE: "success"}):
+        if released and self._annotate(f"/api/v1/namespaces/{namespace}/pods/{name}", {BIND_PHASE: SUCCESS}):
             self.finished.append(f"{namespace}/{name}")
         self._finished_keys.add(pod_key(event.object))
 

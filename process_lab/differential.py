@@ -15,10 +15,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from hami.annotations import ALLOCATED
+from hami.reasons import EXCEEDED_QUOTA, EXCEEDING_RESOURCE_QUOTA
 from hami.webhook import QUOTA_DENIAL
 from model.catalog import GPU_CATALOG, GPU_RESOURCE, GPUCORES_RESOURCE, GPUMEM_PERCENTAGE_RESOURCE, GPUMEM_RESOURCE
-from placement.live import ALLOCATED
-from placement.verdicts import EXCEEDED_QUOTA, EXCEEDING_RESOURCE_QUOTA
 from placement.workloads import (
     GPU_POLICY_ANNOTATION,
     NODE_POLICY_ANNOTATION,

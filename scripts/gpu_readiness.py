@@ -18,7 +18,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from model.catalog import REGISTER_ANNOTATION  # standard library only, like this module
+from hami.annotations import REGISTER, AnnotationError, parse_register  # standard library only, like this module
 from model.quantity import QuantityError, parse_quantity
 
 
@@ -55,16 +55,10 @@ def ready_endpoints(endpoint_slices: Mapping[str, Any]) -> list[str]:
     return addresses
 
 
-def _cards(devices: Any) -> list[tuple] | None:
-    """(id, index, count, devmem, devcore, type) of each card of a register annotation (HAMi's `[]*DeviceInfo` JSON,
-    pkg/device/devices.go; zero values may be left out, omitempty), None when it is not that JSON."""
-    try:
-        return [
-            (str(d["id"]), int(d.get("index", 0)), int(d["count"]), int(d["devmem"]), int(d["devcore"]), str(d["type"]))
-            for d in devices
-        ]
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return None
+def _cards(register: str) -> list[tuple]:
+    """(id, index, count, devmem, devcore, type) of each card of a register annotation, as HAMi reads it
+    (hami/annotations.py `parse_register`: AnnotationError where HAMi cannot read it)."""
+    return [(d.id, d.index, d.count, d.devmem, d.devcore, d.type) for d in parse_register(register)]
 
 
 def register_problems(node: Mapping[str, Any], register: str) -> list[str]:
@@ -72,17 +66,17 @@ def register_problems(node: Mapping[str, Any], register: str) -> list[str]:
     the fields HAMi's scheduler reads, since each HAMi release's plugin writes its own extra keys
     (v2.8.3: devicepairscore)."""
     name = node.get("metadata", {}).get("name", "?")
-    written = (node.get("metadata", {}).get("annotations") or {}).get(REGISTER_ANNOTATION)
+    written = (node.get("metadata", {}).get("annotations") or {}).get(REGISTER)
     if not written:
-        return [f"node {name}: {REGISTER_ANNOTATION} not written yet (the device plugin writes it)"]
+        return [f"node {name}: {REGISTER} not written yet (the device plugin writes it)"]
     try:
-        found = _cards(json.loads(written))
-    except ValueError:
+        found: list[tuple] | None = _cards(written)
+    except AnnotationError:
         found = None
-    wanted = _cards(json.loads(register))
+    wanted = _cards(register)  # gpulab's own (model/catalog.py register_annotation): an error here is a bug
     if found != wanted:
         ids = ", ".join(card[0] for card in found or []) or "none readable"
-        return [f"node {name}: {REGISTER_ANNOTATION} holds other cards ({ids}), declared {len(wanted or [])}"]
+        return [f"node {name}: {REGISTER} holds other cards ({ids}), declared {len(wanted)}"]
     return []
 
 

@@ -36,14 +36,15 @@ ALLOWED = {
     "policies": {"model", "hami", "placement"},  # the pack and `make check`
     "process_lab": {"model", "placement", "hami"},  # the differential asks the engine what HAMi would do
     "components": {"model", "process_lab"},
-    "scripts": {"model"},
+    "scripts": {"model", "hami"},  # hami.annotations: the register annotation's reader (standard library only)
     "hack": {"model"},
     # `make tools` runs with the host's python3, before ./venv: standard library only, and of the model only
     # bounded_run (standard library too; test_tools_takes_of_the_model_only_what_the_host_python_has)
     "tools": {"model"},
     "report": {"model", "hami"},  # HAMi's annotations, counted as the tenant's release counts them
     "preview": {"model", "policies", "placement", "hami", "process_lab"},  # runs the program and the pack
-    "diagnose": {"model", "components", "process_lab"},  # the components' names; process mode's processes
+    # the components' names; process mode's processes; HAMi's node lock and reason names
+    "diagnose": {"model", "components", "process_lab", "hami"},
     "benchmarks": {"model", "placement", "hami", "process_lab"},  # the engine, never the pack
 }
 # Each runtime's components in a folder of its own (kind's pkg/cluster/internal/providers/<runtime>): __main__.py
@@ -302,12 +303,7 @@ def test_every_project_root_a_module_computes_is_the_project() -> None:
 HAMI_NAMES = ("hami.reasons", "hami.annotations")  # what model/ may take of hami/: modules that import nothing
 # Modules owned elsewhere that still spell keys or reason names of their own, each with what it should take from
 # hami/annotations.py or hami/reasons.py instead; each leaves this list once it does.
-NOT_YET = {
-    "diagnose/analyze.py": "NODE_LOCK_ANNOTATION (NODE_LOCK, parse_node_lock), HAMI_REASONS (reasons.HAMI_REASONS)",
-    "process_lab/device_plugin.py": "BIND_PHASE, NODE_LOCK, ALLOCATING, SUCCESS",
-    "process_lab/control_plane.py": "KWOK_PATCHES: BIND_PHASE=ALLOCATING",
-    "benchmarks/hami_filter.py": "ASSIGNED_NODE, ASSIGNED_TIME, TO_ALLOCATE, ALLOCATED; its devices: format_allocation",
-}
+NOT_YET: dict[str, str] = {}
 
 
 def test_the_model_takes_of_hami_only_its_names() -> None:

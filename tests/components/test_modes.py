@@ -438,26 +438,40 @@ def test_ssh_worker_resources_name_the_node_once() -> None:
     assert "JOIN_CONFIG_RESOURCE=tenant-a-worker-0-join-config" in join.inputs["create"]
 
 
+# As HAMi's plugin writes them (pkg/device/devices.go DeviceInfo: every field omitempty, so zero index left out).
 L4_REGISTERED = [
-    {"id": "GPU-8f1c", "index": 0, "count": 10, "devmem": 23034, "devcore": 100, "type": "NVIDIA-L4", "health": True},
+    {"id": "GPU-8f1c", "count": 10, "devmem": 23034, "devcore": 100, "type": "NVIDIA-L4", "health": True},
     {"id": "GPU-77a2", "index": 1, "count": 10, "devmem": 23034, "devcore": 100, "type": "NVIDIA-L4", "health": True},
 ]
 L4_DECLARED = [{"type": "NVIDIA-L4", "memoryMb": 24576}, {"type": "NVIDIA-L4", "memoryMb": 24576}]
 
 
+def registered(devices: list[dict]) -> tuple:
+    """The devices as model/gpu_expectation.py reads them from the annotation (hami/annotations.py)."""
+    from hami.annotations import parse_register
+
+    return parse_register(json.dumps(devices))
+
+
+def expectation_cli(tmp_path: Path, annotation: str) -> int:
+    node = tmp_path / "node.json"
+    node.write_text(json.dumps({"metadata": {"annotations": {"hami.io/node-nvidia-register": annotation}}}))
+    return expectation_main(["--expect", json.dumps(L4_DECLARED), "--node", str(node)])
+
+
 def test_expectation_matches_real_shaped_registration() -> None:
-    assert mismatches(L4_DECLARED, L4_REGISTERED) == []
+    assert mismatches(L4_DECLARED, registered(L4_REGISTERED)) == []
 
 
 def test_expectation_reports_a_missing_card() -> None:
-    (problem,) = mismatches(L4_DECLARED, L4_REGISTERED[:1])
+    (problem,) = mismatches(L4_DECLARED, registered(L4_REGISTERED[:1]))
     assert "declared 2 x NVIDIA-L4 (24576 MB), but the node registers 1 x NVIDIA-L4 (23034 MB)" in problem
     assert "not found: 1 x NVIDIA-L4 (24576 MB)" in problem
 
 
 def test_expectation_reports_a_different_model_and_unhealthy_cards() -> None:
     t4 = [{**L4_REGISTERED[0], "type": "NVIDIA-Tesla-T4", "devmem": 15360, "health": False}, L4_REGISTERED[1]]
-    problems = mismatches(L4_DECLARED, t4)
+    problems = mismatches(L4_DECLARED, registered(t4))
     assert any("unhealthy devices: ['GPU-8f1c']" in p for p in problems)
     assert any("not declared: 1 x NVIDIA-Tesla-T4 (15360 MB)" in p for p in problems)
 
@@ -466,10 +480,23 @@ def test_expectation_cli_waits_while_nothing_is_registered(tmp_path: Path) -> No
     node = tmp_path / "node.json"
     node.write_text(json.dumps({"metadata": {"name": "gpu-1", "annotations": {}}}))
     assert expectation_main(["--expect", json.dumps(L4_DECLARED), "--node", str(node)]) == 3
-    node.write_text(
-        json.dumps({"metadata": {"annotations": {"hami.io/node-nvidia-register": json.dumps(L4_REGISTERED)}}})
-    )
-    assert expectation_main(["--expect", json.dumps(L4_DECLARED), "--node", str(node)]) == 0
+    assert expectation_cli(tmp_path, json.dumps(L4_REGISTERED)) == 0
+
+
+def test_expectation_reads_an_unhealthy_card_as_hami_writes_it(tmp_path: Path, capsys) -> None:
+    """HAMi leaves `health` out when it is false (omitempty): the check once took such a card for a healthy one."""
+    unhealthy = [{key: value for key, value in L4_REGISTERED[0].items() if key != "health"}, L4_REGISTERED[1]]
+    assert expectation_cli(tmp_path, json.dumps(unhealthy)) == 1
+    assert "HAMi reports unhealthy devices: ['GPU-8f1c']" in capsys.readouterr().err
+
+
+def test_expectation_names_an_annotation_hami_cannot_read(tmp_path: Path, capsys) -> None:
+    """Read as HAMi's decoder reads it: a memory as a string is no card HAMi knows (the check once took it for one),
+    and text that is no JSON is said in a line, not a traceback."""
+    assert expectation_cli(tmp_path, json.dumps([{**L4_REGISTERED[0], "devmem": "23034"}, L4_REGISTERED[1]])) == 1
+    assert "HAMi cannot read the node's hami.io/node-nvidia-register" in capsys.readouterr().err
+    assert expectation_cli(tmp_path, "[{") == 1
+    assert "not JSON" in capsys.readouterr().err
 
 
 @pytest.mark.integration

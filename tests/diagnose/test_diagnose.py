@@ -511,6 +511,38 @@ def test_hami_node_lock_held() -> None:
     assert [f for f in tenant_verdicts(objects) if f.cause == "HAMi node lock held"]
 
 
+def test_a_lock_hami_cannot_read_is_held_for_good() -> None:
+    """HAMi reads the lock as hami/annotations.py `parse_node_lock` does; one it cannot read fails every Bind on the
+    node and never expires, so it is a finding while GPU pods wait, whatever its age. A time without a zone (Go's
+    RFC 3339 refuses it) once stopped diagnose with a TypeError."""
+    objects = healthy_tenant("tenant-a")
+    annotations = objects["nodes"][0]["metadata"]["annotations"]
+    objects["pods"].append(pod("gpu-workloads", "trainer-2", statuses=[], phase="Pending", gpu=True))
+    for value, problem in (
+        (f"{stamp(1)[:-1]},gpu-workloads,trainer-1", f"{stamp(1)[:-1]!r} is no RFC 3339 time"),
+        (f"{stamp(1)},trainer-1", "2 comma-separated parts"),
+    ):
+        annotations["hami.io/mutex.lock"] = value
+        [found] = [f for f in tenant_verdicts(objects) if f.cause == "HAMi node lock held"]
+        assert found.reason == f"HAMi node lock held, unreadable: {problem}"
+        assert "hami.io/mutex.lock-" in found.fix
+    # The older form, the time alone, is HAMi's too.
+    annotations["hami.io/mutex.lock"] = stamp(400)
+    [found] = [f for f in tenant_verdicts(objects) if f.cause == "HAMi node lock held"]
+    assert found.reason == "HAMi node lock held 400s by an unknown pod"
+
+
+def test_every_reason_hami_gives_for_a_pod_that_does_not_fit_is_known() -> None:
+    """hami/reasons.py's HAMI_REASONS, v2.10.0's too (CardMigTopologyInfeasible, ModeNotFit, CardCordoned), but not
+    NodeFitPod: HAMi logs it for a node that fits."""
+    from hami import reasons
+
+    for name in reasons.HAMI_REASONS:
+        cause = analyze.known_cause("Unschedulable", [f"0/1 nodes are available: 1 nodes {name}(tenant-a-worker)"])[0]
+        assert cause == ("" if name == reasons.NODE_FIT_POD else f"GPU request does not fit ({name})"), name
+    assert analyze.known_cause("Unschedulable", ["1 nodes CardCordonedX"]) == ("", "")
+
+
 def test_a_tenant_api_that_does_not_answer_is_one_finding() -> None:
     cluster = Cluster("tenant-b", answered=False, error="no answer within 20s (stopped)")
     [found] = cluster_findings.tenant_findings(

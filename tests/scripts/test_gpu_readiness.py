@@ -194,3 +194,15 @@ def test_cli_without_endpoints_and_with_the_register_and_pods(tmp_path, capsys) 
     assert "not written yet" in said and "CrashLoopBackOff: back-off 40s (restarts: 3)" in said
     node_file.write_text(json.dumps(registered(WRITTEN_V2_8_3)))
     assert main(args) == 0
+
+
+def test_an_annotation_hamis_decoder_refuses_is_not_the_declared_cards() -> None:
+    """Read as HAMi reads it (hami/annotations.py `parse_register`, Go's decoder): a number as a string, or not a
+    whole one, makes the whole annotation unreadable, so HAMi's scheduler sees no cards on the node. The wait once
+    read `"81920"` as 81920 and called such a node ready."""
+    for wrong in (WRITTEN_V2_10_0.replace("81920", '"81920"'), WRITTEN_V2_10_0.replace('"count":10', '"count":10.0')):
+        assert problems(registered(wrong), None, EXPECT, declared()) == [
+            "node tenant-a-worker: hami.io/node-nvidia-register holds other cards (none readable), declared 1"
+        ], wrong
+    # Go matches a key whatever its case: still the declared cards (the wait once read no `ID` as none readable).
+    assert problems(registered(WRITTEN_V2_10_0.replace('"id"', '"ID"')), None, EXPECT, declared()) == []
