@@ -5,7 +5,7 @@ plugin: one pod per GPU node, from the image `make lab-images` builds (versions.
 the node image's systemd unit is on real nodes (node-image/files/etc/systemd/system/gpulab-hami-plugin.service,
 process_lab/hami_plugin.py), as Kubernetes objects:
 
-- a ServiceAccount with a ClusterRole of exactly the plugin's calls (RULES, process_lab/hami_plugin.py's: the
+- a ServiceAccount with a ClusterRole of exactly the plugin's calls (RULES, which real nodes use too: the
   kubelet's credentials may not patch a pod's annotations), bound to it; the plugin takes the pod's in-cluster
   credentials (main.go: `--kubeconfig` empty);
 - a ConfigMap with each GPU node's cards, one key per node (`<node>.json`), in the file format the plugin reads
@@ -38,7 +38,7 @@ PROGRAM = "/usr/bin/gpulab-hami-plugin"  # where the image has it, as gpulab's n
 CARDS_DIR = "/etc/gpulab/hami/cards"  # the ConfigMap, mounted: one file per GPU node
 SOCKET_DIR = "/var/lib/kubelet/device-plugins"  # the kubelet's device plugin folder (main.go --socket-dir)
 # The plugin's calls (tools/gpulab-hami-plugin kube.go and register.go, through client-go's CoreV1): pods get, list
-# (every namespace) and patch; nodes get and patch. process_lab/hami_plugin.py RULES, held equal by a test.
+# (every namespace) and patch; nodes get and patch. Real nodes use the same (process_lab/hami_plugin.py).
 RULES = (
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "patch"]},
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]},

@@ -16,7 +16,7 @@ from typing import Any
 from model import dra
 from model.quantity import parse_quantity
 from process_lab.commands import ProcessLabError
-from process_lab.node_containers import docker, running
+from process_lab.node_containers import node_exec, running, unit_report, unit_state
 from process_lab.stack import TenantProcesses
 
 DEVICES_FILE = "/etc/gpulab/dra/devices.json"  # the unit's ConditionPathExists and --devices
@@ -41,10 +41,6 @@ class NodePlugin:
     @property
     def selector(self) -> str:
         return f"spec.nodeName={self.node},spec.driver={dra.DRIVER}"
-
-
-def _exec(node: str, *argv: str, what: str, stdin: str | None = None, check: bool = True, timeout: float = 30):
-    return docker("exec", "-i", node, *argv, what=what, stdin=stdin, check=check, timeout=timeout)
 
 
 Devices = list[tuple[str, int, int]]  # (name, memory MB, cores %) of each device, sorted by name
@@ -90,32 +86,23 @@ def _delete_slices(plugin: NodePlugin) -> None:
         control_plane.kubectl("delete", "resourceslices", *selected, check=False, timeout=20)
 
 
-def _unit_report(node: str) -> str:
-    """The unit's state and its last lines, for an error a user can act on."""
-    state = _exec(node, "systemctl", "is-active", UNIT, what=f"asking {node}'s systemd", check=False).stdout.strip()
-    journal = _exec(
-        node, "journalctl", "-u", UNIT, "-n", "8", "--no-pager", "-o", "cat", what=f"{node}'s journal", check=False
-    ).stdout.strip()
-    return f"{UNIT} is {state or 'unknown'}; its last lines:\n{journal or '(none)'}"
-
-
 def start(plugin: NodePlugin, timeout: float = START_TIMEOUT, interval: float = 1.0) -> None:
     """The devices file written, the unit (re)started, then the wait until the node's slice holds every device."""
     node = plugin.node
     if not running(node):
         raise ProcessLabError(f"the node container {node} is not running (docker ps -a): `make up` makes it again")
-    if _exec(node, "test", "-x", PROGRAM, what=f"looking for {PROGRAM} in {node}", check=False).returncode != 0:
+    if node_exec(node, "test", "-x", PROGRAM, what=f"looking for {PROGRAM} in {node}", check=False).returncode != 0:
         raise ProcessLabError(
             f"{node}'s image has no {PROGRAM}, which a gpuSharing: dra tenant's real node runs: `make tools` builds "
             "it and `make node-image` puts it in the node image; then `make up` again"
         )
     text = json.dumps(plugin.devices, indent=2, sort_keys=True)
-    _exec(node, "sh", "-c", f"mkdir -p {DEVICES_FILE.rsplit('/', 1)[0]} && cat > {DEVICES_FILE}", stdin=text,
+    node_exec(node, "sh", "-c", f"mkdir -p {DEVICES_FILE.rsplit('/', 1)[0]} && cat > {DEVICES_FILE}", stdin=text,
           what=f"writing {node}'s DRA devices")  # fmt: skip
-    _exec(node, "systemctl", "stop", UNIT, what=f"stopping {UNIT} on {node}", check=False)
+    node_exec(node, "systemctl", "stop", UNIT, what=f"stopping {UNIT} on {node}", check=False)
     _delete_slices(plugin)
     # Enabled, so that a node container started again runs it at boot (the kubelet deletes the slices it starts with).
-    _exec(node, "systemctl", "enable", "--now", UNIT, what=f"starting {UNIT} on {node}")
+    node_exec(node, "systemctl", "enable", "--now", UNIT, what=f"starting {UNIT} on {node}")
     deadline = time.monotonic() + timeout
     wanted = _wanted(plugin)
     while (found := published(plugin)) != wanted:
@@ -124,7 +111,7 @@ def start(plugin: NodePlugin, timeout: float = START_TIMEOUT, interval: float = 
             seen = ", ".join(name for name, _, _ in found or []) or "none"
             raise ProcessLabError(
                 f"{node}: the node's ResourceSlice of {dra.DRIVER} did not hold {said} within {timeout:.0f} s "
-                f"(found: {seen}). {_unit_report(node)}"
+                f"(found: {seen}). {unit_report(node, UNIT)}"
             )
         time.sleep(interval)
 
@@ -134,8 +121,7 @@ def serving(plugin: NodePlugin) -> bool | None:
     the tenant's API server does not answer now (a refresh then keeps the resource as it was)."""
     if not running(plugin.node):
         return False
-    active = _exec(plugin.node, "systemctl", "is-active", UNIT, what=f"asking {plugin.node}'s systemd", check=False)
-    if active.stdout.strip() != "active":
+    if unit_state(plugin.node, UNIT) != "active":
         return False
     found = published(plugin)
     return None if found is None else found == _wanted(plugin)
@@ -145,6 +131,8 @@ def stop(plugin: NodePlugin) -> None:
     """The unit stopped and disabled and its devices file gone (where the node container still runs), then the
     node's slices deleted where the API server answers: the kubelet would remove them only after its grace period."""
     if running(plugin.node):
-        _exec(plugin.node, "systemctl", "disable", "--now", UNIT, what=f"stopping {UNIT} on {plugin.node}", check=False)
-        _exec(plugin.node, "rm", "-f", DEVICES_FILE, what=f"removing {plugin.node}'s DRA devices", check=False)
+        node_exec(
+            plugin.node, "systemctl", "disable", "--now", UNIT, what=f"stopping {UNIT} on {plugin.node}", check=False
+        )
+        node_exec(plugin.node, "rm", "-f", DEVICES_FILE, what=f"removing {plugin.node}'s DRA devices", check=False)
     _delete_slices(plugin)

@@ -38,10 +38,15 @@ from model.catalog import (
     GPUMEM_RESOURCE,
     REGISTER_ANNOTATION,
 )
+
+# The plugin's identity and RBAC (exactly its calls: model/hami_device_plugin.py RULES) and its cards file's keys are
+# the Docker lab's DaemonSet's too: one definition for both runtimes.
+from model.hami_device_plugin import CARD_KEYS, NAMESPACE, rbac_objects
+from model.hami_device_plugin import NAME as SERVICE_ACCOUNT
 from model.quantity import parse_quantity
 from process_lab.commands import ProcessLabError
 from process_lab.hami_scheduler import wait_for_registered
-from process_lab.node_containers import docker, running
+from process_lab.node_containers import node_exec, running, unit_report, unit_state
 from process_lab.stack import TenantProcesses
 
 CONFIG_DIR = "/etc/gpulab/hami"
@@ -52,15 +57,6 @@ UNIT = "gpulab-hami-plugin.service"
 PROGRAM = "/usr/bin/gpulab-hami-plugin"
 KUBELET_CONF = "/etc/kubernetes/kubelet.conf"  # kubeadm join's: the API server and CA as the kubelet sees them
 
-SERVICE_ACCOUNT = "gpulab-hami-device-plugin"
-NAMESPACE = "kube-system"
-# What the plugin's code calls (tools/gpulab-hami-plugin kube.go and register.go, through client-go's CoreV1):
-# Pods(namespace).Get and .Patch, Pods("").List (every namespace: a ClusterRole); Nodes().Get and .Patch. No watch,
-# no update, no node list: tests/process_lab/test_hami_plugin_node.py reads the calls from the Go source.
-RULES = (
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "patch"]},
-    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]},
-)
 TOKEN_SECONDS = 30 * 24 * 3600  # asked of the API server (it may give less); a refresh renews it a day ahead
 RENEW_BEFORE = 24 * 3600
 START_TIMEOUT = 120  # seconds from the unit's start to the node carrying the plugin's resources and cards
@@ -108,7 +104,6 @@ class NodePlugin:
         return advertised(self.cards)
 
 
-CARD_KEYS = ("id", "index", "type", "memory_mb", "cores", "split_count")  # config.go Card, in its order
 WHOLE = ("index", "memory_mb", "cores", "split_count")
 
 
@@ -120,31 +115,6 @@ def _card(card: dict[str, Any]) -> dict[str, Any]:
             raise ProcessLabError(f"card {found['id']!r}: {key} {value!r} is not a whole number")
         found[key] = int(value)
     return found
-
-
-def rbac_objects() -> list[dict[str, Any]]:
-    """The plugin's ServiceAccount, and a ClusterRole with exactly what it calls, bound to it."""
-    labels = {"app.kubernetes.io/name": SERVICE_ACCOUNT, "app.kubernetes.io/managed-by": "gpulab"}
-    return [
-        {
-            "apiVersion": "v1",
-            "kind": "ServiceAccount",
-            "metadata": {"name": SERVICE_ACCOUNT, "namespace": NAMESPACE, "labels": labels},
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": {"name": SERVICE_ACCOUNT, "labels": labels},
-            "rules": [dict(rule) for rule in RULES],
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": SERVICE_ACCOUNT, "labels": labels},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": SERVICE_ACCOUNT},
-            "subjects": [{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}],
-        },
-    ]
 
 
 # --- the plugin's arithmetic --------------------------------------------------------------------------------
@@ -196,22 +166,18 @@ def memory_factor(cards: list[dict[str, Any]]) -> int:
 # --- the node ------------------------------------------------------------------------------------------------
 
 
-def _exec(node: str, *argv: str, what: str, stdin: str | None = None, check: bool = True, timeout: float = 30):
-    return docker("exec", "-i", node, *argv, what=what, stdin=stdin, check=check, timeout=timeout)
-
-
 def _write(node: str, path: str, text: str, what: str) -> None:
     """A file of the node written from stdin, readable by root only (it may hold the token)."""
     folder = path.rsplit("/", 1)[0]
     script = f"umask 077; mkdir -p {folder} && cat > {path}"
-    written = _exec(node, "sh", "-c", script, stdin=text, what=f"writing {what} on {node}", check=False)
+    written = node_exec(node, "sh", "-c", script, stdin=text, what=f"writing {what} on {node}", check=False)
     if written.returncode != 0:  # the error only: the text written is never echoed
         raise ProcessLabError(f"writing {what} ({path}) on {node} failed: {written.stderr.strip()[-300:]}")
 
 
 def kubelet_view(node: str) -> tuple[str, str]:
     """(the API server's address, its CA as base64 PEM) from the node's kubelet.conf, as its kubelet talks to it."""
-    text = _exec(node, "cat", KUBELET_CONF, what=f"reading {node}'s {KUBELET_CONF}", check=False)
+    text = node_exec(node, "cat", KUBELET_CONF, what=f"reading {node}'s {KUBELET_CONF}", check=False)
     if text.returncode != 0:
         raise ProcessLabError(f"{node} has no readable {KUBELET_CONF} (has it joined?): {text.stderr.strip()[-300:]}")
     config = yaml.safe_load(text.stdout) or {}
@@ -221,7 +187,7 @@ def kubelet_view(node: str) -> tuple[str, str]:
     cluster = clusters.get(context.get("cluster")) or next(iter(clusters.values()), {})
     server, ca = cluster.get("server"), cluster.get("certificate-authority-data")
     if not ca and cluster.get("certificate-authority"):
-        pem = _exec(node, "cat", cluster["certificate-authority"], what=f"reading {node}'s CA", check=False)
+        pem = node_exec(node, "cat", cluster["certificate-authority"], what=f"reading {node}'s CA", check=False)
         ca = base64.b64encode(pem.stdout.encode()).decode() if pem.returncode == 0 else None
     if not server or not ca:
         raise ProcessLabError(f"{node}'s {KUBELET_CONF} names no API server and CA (server {server!r})")
@@ -354,20 +320,11 @@ def _take_annotation_off(plugin: NodePlugin) -> None:
         control_plane.kubectl("annotate", "node", plugin.node, f"{REGISTER_ANNOTATION}-", check=False, timeout=20)
 
 
-def _unit_report(node: str) -> str:
-    """The unit's state and its last lines, for an error a user can act on."""
-    state = _exec(node, "systemctl", "is-active", UNIT, what=f"asking {node}'s systemd", check=False).stdout.strip()
-    journal = _exec(
-        node, "journalctl", "-u", UNIT, "-n", "8", "--no-pager", "-o", "cat", what=f"{node}'s journal", check=False
-    ).stdout.strip()
-    return f"{UNIT} is {state or 'unknown'}; its last lines:\n{journal or '(none)'}"
-
-
 def _restarts(node: str) -> int:
     """How many times systemd restarted the unit (a plugin that exits on its input does so every 2 s:
     RestartSec)."""
-    shown = _exec(node, "systemctl", "show", "--property=NRestarts", "--value", UNIT, what=f"asking {node}'s systemd",
-                  check=False).stdout.strip()  # fmt: skip
+    argv = ("systemctl", "show", "--property=NRestarts", "--value", UNIT)
+    shown = node_exec(node, *argv, what=f"asking {node}'s systemd", check=False).stdout.strip()
     return int(shown) if shown.isdigit() else 0
 
 
@@ -403,13 +360,13 @@ def start_on_node(plugin: NodePlugin, timeout: float = START_TIMEOUT, interval: 
     node = plugin.node
     if not running(node):
         raise ProcessLabError(f"the node container {node} is not running (docker ps -a): `make up` makes it again")
-    if _exec(node, "test", "-x", PROGRAM, what=f"looking for {PROGRAM} in {node}", check=False).returncode != 0:
+    if node_exec(node, "test", "-x", PROGRAM, what=f"looking for {PROGRAM} in {node}", check=False).returncode != 0:
         raise ProcessLabError(
             f"{node} runs an image without {PROGRAM}, HAMi's device plugin on a HAMi tenant's real node (a node "
             "container made before the plugin was in gpulab's node image): `make tools node-image`, then "
             "`make down` and `make up` (a running node container keeps the image it was made from)"
         )
-    _exec(node, "systemctl", "stop", UNIT, what=f"stopping {UNIT} on {node}", check=False)
+    node_exec(node, "systemctl", "stop", UNIT, what=f"stopping {UNIT} on {node}", check=False)
     # A former plugin's annotation must not pass for this one's: only a plugin registered with the kubelet writes it.
     _take_annotation_off(plugin)
     expires = _credentials(plugin)
@@ -419,7 +376,7 @@ def start_on_node(plugin: NodePlugin, timeout: float = START_TIMEOUT, interval: 
     # start): the count the wait judges is the one since this start.
     before = _restarts(node)
     # Enabled, so that a node container started again runs it at boot.
-    _exec(node, "systemctl", "enable", "--now", UNIT, what=f"starting {UNIT} on {node}")
+    node_exec(node, "systemctl", "enable", "--now", UNIT, what=f"starting {UNIT} on {node}")
     deadline = time.monotonic() + timeout
     wanted = ", ".join(f"{key}={value}" for key, value in plugin.wanted().items())
     while (found := seen(plugin)) is None or not carries(plugin, found):
@@ -428,7 +385,7 @@ def start_on_node(plugin: NodePlugin, timeout: float = START_TIMEOUT, interval: 
             raise ProcessLabError(
                 f"{node}: gpulab-hami-plugin {ended}: waited for allocatable "
                 f"{wanted} and {REGISTER_ANNOTATION} holding {len(plugin.cards)} card(s); found "
-                f"{_describe(plugin, found)}. {_unit_report(node)}"
+                f"{_describe(plugin, found)}. {unit_report(node, UNIT)}"
             )
         time.sleep(interval)
     return expires
@@ -439,8 +396,7 @@ def serving(plugin: NodePlugin, now: float | None = None) -> bool | None:
     registers; None when the tenant's API server does not answer now (a refresh then keeps the resource)."""
     if not running(plugin.node):
         return False
-    active = _exec(plugin.node, "systemctl", "is-active", UNIT, what=f"asking {plugin.node}'s systemd", check=False)
-    if active.stdout.strip() != "active":
+    if unit_state(plugin.node, UNIT) != "active":
         return False
     now = time.time() if now is None else now
     if plugin.token_expires is not None and plugin.token_expires - RENEW_BEFORE <= now:
@@ -456,7 +412,9 @@ def stop(plugin: NodePlugin) -> None:
     register annotation removed where the API server answers. The ServiceAccount and its RBAC stay: they are the
     tenant's, removed with its control plane."""
     if running(plugin.node):
-        _exec(plugin.node, "systemctl", "disable", "--now", UNIT, what=f"stopping {UNIT} on {plugin.node}", check=False)
+        node_exec(
+            plugin.node, "systemctl", "disable", "--now", UNIT, what=f"stopping {UNIT} on {plugin.node}", check=False
+        )
         remove = ("rm", "-f", CARDS_FILE, ENV_FILE, KUBECONFIG_FILE)
-        _exec(plugin.node, *remove, what=f"removing {plugin.node}'s HAMi plugin files", check=False)
+        node_exec(plugin.node, *remove, what=f"removing {plugin.node}'s HAMi plugin files", check=False)
     _take_annotation_off(plugin)

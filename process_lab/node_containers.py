@@ -247,3 +247,24 @@ def tear_down(node: JoiningNode) -> None:
     """The Node object gone from its tenant (where it answers), then the container with its /var."""
     leave(node.processes.control_plane, node.container.name)
     remove_node(node.container.name, str(node.processes.folder))
+
+
+# --- a systemd unit of a node container (gpulab's device plugins run as units of the node image) ------------------
+
+
+def node_exec(node: str, *argv: str, what: str, stdin: str | None = None, check: bool = True, timeout: float = 30):
+    """A command in the node container, its stdin given (never its argv) where it carries a secret."""
+    return docker("exec", "-i", node, *argv, what=what, stdin=stdin, check=check, timeout=timeout)
+
+
+def unit_state(node: str, unit: str) -> str:
+    """`systemctl is-active` of the unit on the node ("active", "failed", ...; "" when the node does not answer)."""
+    return node_exec(node, "systemctl", "is-active", unit, what=f"asking {node}'s systemd", check=False).stdout.strip()
+
+
+def unit_report(node: str, unit: str) -> str:
+    """The unit's state and its last lines, for an error a user can act on."""
+    journal = node_exec(
+        node, "journalctl", "-u", unit, "-n", "8", "--no-pager", "-o", "cat", what=f"{node}'s journal", check=False
+    ).stdout.strip()
+    return f"{unit} is {unit_state(node, unit) or 'unknown'}; its last lines:\n{journal or '(none)'}"

@@ -17,7 +17,7 @@ from process_lab.commands import ProcessLabError
 from process_lab.gpu_nodes import write_inventory
 from process_lab.hami_plugin import UNIT as PLUGIN_UNIT
 from process_lab.hami_scheduler import wait_for_registered
-from process_lab.node_containers import docker, running
+from process_lab.node_containers import running, unit_state
 from process_lab.stack import TenantProcesses
 
 
@@ -96,8 +96,7 @@ def plugin_runs(node: str) -> bool:
     """Whether the real node's container runs HAMi's device plugin now (process_lab/hami_plugin.py UNIT)."""
     if not running(node):
         return False
-    active = docker("exec", node, "systemctl", "is-active", PLUGIN_UNIT, what=f"asking {node}'s systemd", check=False)
-    return active.stdout.strip() == "active"
+    return unit_state(node, PLUGIN_UNIT) == "active"
 
 
 def same_quantity(found: str | None, expected: int | str) -> bool:

@@ -18,7 +18,7 @@ import pytest
 
 from model import dra
 from model.catalog import Card
-from process_lab import dra_plugin
+from process_lab import dra_plugin, node_containers
 from process_lab.commands import ProcessLabError
 from process_lab.control_plane import ControlPlane
 from process_lab.dra_plugin import NodePlugin
@@ -91,7 +91,7 @@ class Lab:
 @pytest.fixture
 def lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Lab:
     found = Lab(tmp_path)
-    monkeypatch.setattr(dra_plugin, "docker", found.docker)
+    monkeypatch.setattr(node_containers, "docker", found.docker)  # node_exec and the unit helpers call it
     monkeypatch.setattr(dra_plugin, "running", lambda node: found.running)
     monkeypatch.setattr(ControlPlane, "kubectl", lambda plane, *a, **k: found.kubectl(plane, *a, **k))
     monkeypatch.setattr(dra_plugin.time, "sleep", lambda _s: None)

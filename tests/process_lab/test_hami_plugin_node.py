@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from model.catalog import Card, expand_cards
-from process_lab import hami_plugin
+from process_lab import hami_plugin, node_containers
 from process_lab.commands import ProcessLabError
 from process_lab.control_plane import ControlPlane
 from process_lab.hami_plugin import NodePlugin
@@ -174,7 +174,7 @@ class Lab:
 @pytest.fixture
 def lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Lab:
     found = Lab(tmp_path, [CARD])
-    monkeypatch.setattr(hami_plugin, "docker", found.docker)
+    monkeypatch.setattr(node_containers, "docker", found.docker)  # node_exec and the unit helpers call it
     monkeypatch.setattr(hami_plugin, "running", lambda node: found.running)
     monkeypatch.setattr(ControlPlane, "kubectl", lambda plane, *a, **k: found.kubectl(plane, *a, **k))
     monkeypatch.setattr(hami_plugin.time, "sleep", lambda _s: None)
