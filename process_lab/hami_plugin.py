@@ -367,7 +367,8 @@ def start_on_node(plugin: NodePlugin, timeout: float = START_TIMEOUT, interval: 
             "`make down` and `make up` (a running node container keeps the image it was made from)"
         )
     node_exec(node, "systemctl", "stop", UNIT, what=f"stopping {UNIT} on {node}", check=False)
-    # A former plugin's annotation must not pass for this one's: only a plugin registered with the kubelet writes it.
+    # A former plugin's annotation must not pass for this one's: a plugin writes it only once the kubelet has its
+    # devices (each resource's first list), which the node's allocatable, still showing a former plugin's, cannot say.
     _take_annotation_off(plugin)
     expires = _credentials(plugin)
     _write(node, ENV_FILE, env_file(plugin), "the HAMi plugin's settings")

@@ -30,7 +30,7 @@ from model.stack import stack_name
 from process_lab import hami_plugin
 from process_lab.hami_plugin import NodePlugin
 from process_lab.stack import ProcessStack
-from tests.acceptance.helpers import IDLE_COMMAND, disposable_namespace, tenants_sharing, wait_until
+from tests.acceptance.helpers import IDLE_COMMAND, disposable_namespace, pod_events, tenants_sharing, wait_until
 
 LOCK = "hami.io/mutex.lock"
 SHARE = {"memory": 20000, "cores": 30}
@@ -63,6 +63,17 @@ def container_env(node: str, namespace: str, pod: str) -> dict[str, str]:
         env = ((info.get("Spec") or {}).get("process") or {}).get("env") or []
         return dict(line.split("=", 1) for line in env)
     return {}
+
+
+def running(api, namespace: str) -> bool:
+    """Whether the pod runs; a pod the kubelet refused (Failed: UnexpectedAdmissionError when Allocate or the
+    device manager said no) fails the test at once with the kubelet's words and the pod's events."""
+    pod = api.read_namespaced_pod(POD, namespace)
+    if pod.status.phase == "Failed":
+        events = pod_events(api, namespace, POD)
+        raise AssertionError(f"the kubelet refused {namespace}/{POD}: {pod.status.reason}: {pod.status.message}; "
+                             f"events: {events}")  # fmt: skip
+    return pod.status.phase == "Running"
 
 
 def bound_pod(node: str, namespace: str, card: str, image: str) -> dict:
@@ -109,7 +120,7 @@ def test_tc19_the_hami_plugin_registers_with_a_real_kubelet_and_allocates_as_ham
                 namespace, bound_pod(node, namespace, card.id, lab.config.versions.workload_image)
             )
             wait_until(
-                lambda: api.read_namespaced_pod(POD, namespace).status.phase == "Running",
+                lambda: running(api, namespace),
                 120,
                 f"pod {namespace}/{POD} to be admitted by {node}'s kubelet (the plugin's Allocate) and Running",
             )

@@ -56,6 +56,7 @@ type gpuPlugin struct {
 	hookPath string
 	newUUID  func() string
 	stop     <-chan struct{}
+	listed   *listSent
 	// mu serialises Allocate, as v2.10.0's plugin.applyMutex does; v2.8.3 takes no lock, and needs none with a
 	// kubelet that admits one container at a time, so both are serialised here.
 	mu sync.Mutex
@@ -70,7 +71,7 @@ func (p *gpuPlugin) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*
 
 // ListAndWatch sends the devices once; none of them ever turns unhealthy (no NVML events to watch).
 func (p *gpuPlugin) ListAndWatch(_ *pluginapi.Empty, stream pluginapi.DevicePlugin_ListAndWatchServer) error {
-	return listAndWatch(p.devices, p.stop, stream)
+	return listAndWatch(p.devices, p.stop, p.listed, stream)
 }
 
 // PreStartContainer is not asked for (the registration does not request it).
@@ -352,6 +353,7 @@ type countedPlugin struct {
 	pluginapi.UnimplementedDevicePluginServer
 	devices []*pluginapi.Device
 	stop    <-chan struct{}
+	listed  *listSent
 }
 
 func (p *countedPlugin) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*pluginapi.DevicePluginOptions, error) {
@@ -359,7 +361,7 @@ func (p *countedPlugin) GetDevicePluginOptions(context.Context, *pluginapi.Empty
 }
 
 func (p *countedPlugin) ListAndWatch(_ *pluginapi.Empty, stream pluginapi.DevicePlugin_ListAndWatchServer) error {
-	return listAndWatch(p.devices, p.stop, stream)
+	return listAndWatch(p.devices, p.stop, p.listed, stream)
 }
 
 func (p *countedPlugin) GetPreferredAllocation(context.Context, *pluginapi.PreferredAllocationRequest) (*pluginapi.PreferredAllocationResponse, error) {
@@ -378,11 +380,13 @@ func (p *countedPlugin) PreStartContainer(context.Context, *pluginapi.PreStartCo
 	return &pluginapi.PreStartContainerResponse{}, nil
 }
 
-// listAndWatch sends the list and holds the stream open until the plugin stops or the kubelet goes.
-func listAndWatch(devices []*pluginapi.Device, stop <-chan struct{}, stream pluginapi.DevicePlugin_ListAndWatchServer) error {
+// listAndWatch sends the list, marks it received (`listed`, which may be nil), and holds the stream open until the
+// plugin stops or the kubelet goes.
+func listAndWatch(devices []*pluginapi.Device, stop <-chan struct{}, listed *listSent, stream pluginapi.DevicePlugin_ListAndWatchServer) error {
 	if err := stream.Send(&pluginapi.ListAndWatchResponse{Devices: devices}); err != nil {
 		return err
 	}
+	listed.mark()
 	select {
 	case <-stop:
 	case <-stream.Context().Done():
@@ -391,3 +395,34 @@ func listAndWatch(devices []*pluginapi.Device, stop <-chan struct{}, stream plug
 }
 
 func newUUID() string { return uuid.New().String() }
+
+// listSent is closed once the kubelet has been sent a resource's device list: from then on its device manager
+// holds the devices, and a pod's admission finds them (the kubelet's endpoint callback sets its healthy devices
+// from each ListAndWatch answer: kubernetes v1.36.4 pkg/kubelet/cm/devicemanager/manager.go
+// genericDeviceUpdateCallback). A registration alone is not that: until the first list, a pod bound to the node
+// is refused at admission (UnexpectedAdmissionError), whatever the node's allocatable still shows of a former
+// plugin.
+type listSent struct {
+	once sync.Once
+	done chan struct{}
+}
+
+func newListSent() *listSent { return &listSent{done: make(chan struct{})} }
+
+func (l *listSent) mark() {
+	if l != nil {
+		l.once.Do(func() { close(l.done) })
+	}
+}
+
+// allListed waits until each list was sent (true) or ctx ends (false).
+func allListed(ctx context.Context, lists []*listSent) bool {
+	for _, list := range lists {
+		select {
+		case <-list.done:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
+}

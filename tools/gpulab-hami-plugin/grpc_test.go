@@ -128,6 +128,11 @@ func TestTheKubeletsSideOverGRPC(t *testing.T) {
 			}()
 
 			eventually(t, "four registrations", func() bool { return len(kubelet.registered()) == 4 })
+			// Registered is not listed: until the kubelet has each resource's devices, a pod's admission would not
+			// find them, so the annotation HAMi places by is not there yet (the gpu resource registered first).
+			if value, ok := getNode(t, client).Annotations[annoRegister]; ok {
+				t.Fatalf("the register annotation before the kubelet listed any device: %s", value)
+			}
 			wantCount := map[string]string{
 				ResourceGPU: "20", ResourceGPUMem: "81920", ResourceGPUCores: "200", ResourceGPUMemPercentage: "200",
 			}
@@ -179,6 +184,15 @@ func TestTheKubeletsSideOverGRPC(t *testing.T) {
 			}
 			kubelet = startKubelet(t, dir)
 			eventually(t, "four registrations again", func() bool { return len(kubelet.registered()) == 4 })
+			for name, request := range kubelet.registered() {
+				if name == ResourceGPUMem {
+					continue
+				}
+				firstList(t, dialPlugin(t, dir, request.Endpoint))
+			}
+			if value, ok := getNode(t, client).Annotations[annoRegister]; ok {
+				t.Fatalf("the register annotation before the kubelet listed %s: %s", ResourceGPUMem, value)
+			}
 			devices := firstList(t, dialPlugin(t, dir, kubelet.registered()[ResourceGPUMem].Endpoint))
 			if len(devices) != 81920 {
 				t.Fatalf("%d gpumem devices after the restart", len(devices))

@@ -47,25 +47,29 @@ func NewPlugin(config Config, client kubernetes.Interface) *Plugin {
 		RegisterPeriod: registerPeriod, RegisterRetry: registerRetryAfter, newUUID: newUUID}
 }
 
-// served is one served resource: its name, socket file and gRPC service.
+// served is one served resource: its name, socket file, gRPC service, and whether the kubelet has its list.
 type served struct {
 	name    string
 	socket  string
 	service pluginapi.DevicePluginServer
+	listed  *listSent
 }
 
 // resources builds the four plugins, fresh for each start (as HAMi's plugins are made anew on a restart).
 // The socket of nvidia.com/gpu is HAMi's ("nvidia-" + the resource's name, plugin/server.go); the others follow it.
 func (p *Plugin) resources(stop <-chan struct{}) []served {
 	cards := p.Config.Cards
+	lists := []*listSent{newListSent(), newListSent(), newListSent(), newListSent()}
 	gpu := &gpuPlugin{version: p.Config.Version, api: newHamiAPI(p.Config.Version, p.Config.Node, p.Client),
-		devices: gpuDevices(cards), hookPath: p.Config.HookPath, newUUID: p.newUUID, stop: stop}
+		devices: gpuDevices(cards), hookPath: p.Config.HookPath, newUUID: p.newUUID, stop: stop, listed: lists[0]}
+	counted := func(devices []*pluginapi.Device, listed *listSent) *countedPlugin {
+		return &countedPlugin{devices: devices, stop: stop, listed: listed}
+	}
 	return []served{
-		{ResourceGPU, "nvidia-gpu.sock", gpu},
-		{ResourceGPUMem, "nvidia-gpumem.sock", &countedPlugin{devices: gpumemDevices(cards, p.Config.MemoryFactor), stop: stop}},
-		{ResourceGPUCores, "nvidia-gpucores.sock", &countedPlugin{devices: gpucoresDevices(cards), stop: stop}},
-		{ResourceGPUMemPercentage, "nvidia-gpumem-percentage.sock",
-			&countedPlugin{devices: gpumemPercentageDevices(cards), stop: stop}},
+		{ResourceGPU, "nvidia-gpu.sock", gpu, lists[0]},
+		{ResourceGPUMem, "nvidia-gpumem.sock", counted(gpumemDevices(cards, p.Config.MemoryFactor), lists[1]), lists[1]},
+		{ResourceGPUCores, "nvidia-gpucores.sock", counted(gpucoresDevices(cards), lists[2]), lists[2]},
+		{ResourceGPUMemPercentage, "nvidia-gpumem-percentage.sock", counted(gpumemPercentageDevices(cards), lists[3]), lists[3]},
 	}
 }
 
@@ -94,10 +98,19 @@ func (r *running) close() {
 	}
 }
 
-// start serves and registers the three resources, then starts the registrar; on an error it undoes what it did.
+// start serves and registers the four resources, then starts the registrar; on an error it undoes what it did.
+// The registrar writes the node's register annotation only once the kubelet has every resource's first list, so
+// that the annotation HAMi's scheduler places by (and gpulab's start waits for) never stands for devices a pod's
+// admission would not find. HAMi's plugin writes it right after its registration (plugin/server.go
+// WatchAndRegister at both tags); the gate narrows that window and changes nothing else HAMi sees.
 func (p *Plugin) start(ctx context.Context) (*running, error) {
 	r := &running{stop: make(chan struct{})}
 	kubelet := filepath.Join(p.Config.SocketDir, kubeletSocketName)
+	annotation, err := RegisterAnnotation(p.Config.Version, p.Config.Cards)
+	if err != nil {
+		return nil, err
+	}
+	var lists []*listSent
 	for _, res := range p.resources(r.stop) {
 		socket := filepath.Join(p.Config.SocketDir, res.socket)
 		if err := os.Remove(socket); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -123,22 +136,19 @@ func (p *Plugin) start(ctx context.Context) (*running, error) {
 			return nil, fmt.Errorf("registering %s with the kubelet at %s: %w", res.name, kubelet, err)
 		}
 		klog.InfoS("registered with the kubelet", "resource", res.name, "socket", socket)
-		if res.name == ResourceGPU {
-			annotation, err := RegisterAnnotation(p.Config.Version, p.Config.Cards)
-			if err != nil {
-				r.close()
-				return nil, err
-			}
-			reg := &registrar{node: p.Config.Node, client: p.Client, annotation: annotation,
-				period: p.RegisterPeriod, retry: p.RegisterRetry}
-			registering, cancel := context.WithCancel(ctx)
-			r.cancel, r.finished = cancel, make(chan struct{})
-			go func() {
-				defer close(r.finished)
-				reg.run(registering)
-			}()
-		}
+		lists = append(lists, res.listed)
 	}
+	reg := &registrar{node: p.Config.Node, client: p.Client, annotation: annotation,
+		period: p.RegisterPeriod, retry: p.RegisterRetry}
+	registering, cancel := context.WithCancel(ctx)
+	r.cancel, r.finished = cancel, make(chan struct{})
+	go func() {
+		defer close(r.finished)
+		if allListed(registering, lists) {
+			klog.InfoS("the kubelet has every resource's devices: registering the node's cards")
+			reg.run(registering)
+		}
+	}()
 	return r, nil
 }
 
