@@ -44,6 +44,9 @@ UP_OPTIONS := $() --refresh --policy-pack policies/analyzer
 # A control plane whose processes stopped is started on its own data before the engine looks at it
 # (process_lab/resume.py says why it cannot wait for pulumi up).
 RESUME := $(PY) -m process_lab.resume
+# A state that names process mode's providers by a path they left is rewritten to today's, once, before the engine
+# loads them (process_lab/state_upgrade.py).
+STATE_UPGRADE := $(PY) -m process_lab.state_upgrade
 export PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION := true
 else
 TOOLS := prereqs
@@ -53,6 +56,7 @@ TOOLS := prereqs
 export PULUMI_IGNORE_AMBIENT_PLUGINS := true
 UP_OPTIONS := $() --policy-pack policies
 RESUME := true
+STATE_UPGRADE := true
 endif
 # A stack with a source cache (gpulab:sourceCache): the engine installs no plugin by itself, so a missing one is
 # named at once instead of a download that cannot succeed.
@@ -172,6 +176,7 @@ process-tools: $(VENV)/.installed
 deploy: $(TOOLS) policy-venv stack
 	@$(PYTHON_HOST) hack/secrets_check.py $(STACK)
 	@$(PYTHON_HOST) hack/stack_lock.py $(STACK)
+	@$(STATE_UPGRADE) $(STACK)
 	@$(RESUME) $(STACK)
 	@# A stack with a source cache: its Pulumi plugins from there, and the engine never downloads one.
 	@$(PY) hack/source_cache.py plugins --stack $(STACK)
@@ -190,6 +195,7 @@ destroy:
 ifeq ($(RUNTIME),process)
 	@$(MAKE) --no-print-directory --silent $(VENV)/.installed  # silent: no "is up to date" line
 	@$(PY) -m process_lab.preflight --destroy --stack $(STACK)
+	@$(STATE_UPGRADE) $(STACK)
 	@# A tenant's stopped programs first, on its data: a foreground deletion waits for its garbage collector.
 	@$(RESUME) $(STACK)
 else

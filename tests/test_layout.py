@@ -48,10 +48,9 @@ ALLOWED = {
     "benchmarks": {"model", "placement", "hami", "process_lab"},  # the engine, never the pack
 }
 # Each runtime's components in a folder of its own (kind's pkg/cluster/internal/providers/<runtime>): __main__.py
-# picks one; neither folder imports the other, and what both share (components/*.py) imports neither. Two modules
-# at components/ only re-export providers for stacks made before the folders (STATE_PATHS).
+# picks one; neither folder imports the other, and what both share (components/*.py) imports neither. A state made
+# before the folders is upgraded by process_lab/state_upgrade.py: no module stays at the old paths.
 RUNTIME_FOLDERS = ("docker", "process")
-STATE_PATHS = {"process_resources", "node_container_workers"}
 SDKS = ("pulumi", "pulumi_kubernetes", "pulumi_docker", "pulumi_command", "kubernetes", "docker")
 MAX_LINES = 500
 
@@ -116,10 +115,8 @@ def test_each_component_belongs_to_one_runtime_or_to_all() -> None:
         module = ".".join(path.relative_to(ROOT / "components").with_suffix("").parts)
         runtime = runtime_of(module)
         reached = {runtime_of(other) for other in component_imports(path)} - {runtime, "shared"}
-        if module in STATE_PATHS:  # a re-export of process mode's providers, for older states
-            reached -= {"process"}
         wrong += [f"components/{module} imports components/{other}" for other in sorted(reached)]
-        if runtime != "process" and module not in STATE_PATHS and "process_lab" in imports(path):
+        if runtime != "process" and "process_lab" in imports(path):
             wrong.append(f"components/{module} imports process_lab")
         if runtime == "process":
             wrong += [
@@ -151,26 +148,41 @@ RECORDS_BEFORE_THE_FOLDERS = {
 
 
 @pytest.mark.parametrize("name", RECORDS_BEFORE_THE_FOLDERS)
-def test_a_provider_an_older_state_records_loads_as_todays(name: str) -> None:
-    """The engine's Python provider host loads a resource's `__provider` with dill (pulumi/dynamic/__main__.py,
-    get_provider) for its refresh, diff and delete; an unchanged resource keeps the record it was made with."""
+def test_an_older_states_provider_record_is_upgraded_to_todays(name: str) -> None:
+    """process_lab/state_upgrade.py turns each record an older state holds into the one the engine writes today
+    for the same provider (serialize_provider of today's class), with no module left at the old paths."""
     import base64
+    import importlib
+    import importlib.util
 
-    import dill
+    from pulumi.dynamic.dynamic import serialize_provider
 
-    from components.process import control_plane, gpu_node, kwok_workers, node_container_workers
+    from process_lab import state_upgrade
 
-    today = {module.__name__: module for module in (control_plane, gpu_node, kwok_workers, node_container_workers)}
-    provider = dill.loads(base64.b64decode(RECORDS_BEFORE_THE_FOLDERS[name]))
-    assert type(provider).__name__ == name
-    assert getattr(today[type(provider).__module__], name) is type(provider)
+    old = RECORDS_BEFORE_THE_FOLDERS[name]
+    assert state_upgrade.stale(old)
+    (old_module, _), today = next((key, module) for key, module in state_upgrade.MOVED.items() if key[1] == name)
+    assert importlib.util.find_spec(old_module) is None, f"{old_module} is back: the upgrade makes it unneeded"
+    new = state_upgrade.upgraded(old)
+    assert new == serialize_provider(getattr(importlib.import_module(today), name)())
+    assert not state_upgrade.stale(new) and today.encode() in base64.b64decode(new)
 
 
-def test_the_modules_older_states_name_only_hand_on_providers() -> None:
-    """The modules at the paths before components/process/ define nothing of their own."""
-    for name in STATE_PATHS:
-        tree = ast.parse((ROOT / "components" / f"{name}.py").read_text())
-        assert not [node for node in tree.body if isinstance(node, ast.FunctionDef | ast.ClassDef)], name
+def test_every_dynamic_provider_says_its_path_is_in_the_state() -> None:
+    """A provider class's module path is part of every state that holds one of its resources: each says so where a
+    mover reads it, and every class a move left behind has its entry in the upgrade's table."""
+    from process_lab import state_upgrade
+
+    silent = []
+    for path in sorted((ROOT / "components").rglob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            provider = isinstance(node, ast.ClassDef) and any(
+                getattr(b, "id", "") == "ResourceProvider" for b in node.bases
+            )
+            if provider and "state_upgrade" not in (ast.get_docstring(node) or ""):
+                silent.append(f"{path.relative_to(ROOT)}: {node.name}")
+    assert not silent, f"say in each class docstring that its path is in the state (state_upgrade.py): {silent}"
+    assert {name for _, name in state_upgrade.MOVED} == set(RECORDS_BEFORE_THE_FOLDERS)
 
 
 def test_the_runtime_is_chosen_once_in_the_program() -> None:
@@ -285,6 +297,7 @@ def test_every_project_root_a_module_computes_is_the_project() -> None:
     """A module that finds the project from its own path (`Path(__file__)...`) must land on it at the depth it has now:
     components/docker/sources.py, moved one folder down, once put a relative source cache under components/."""
     import importlib
+    import importlib.util
 
     wrong = []
     for package in PACKAGES:

@@ -66,7 +66,8 @@ def process_stack(stack: str, hami_versions: tuple[str, ...] = ()) -> ProcessSta
 class ControlPlaneProvider(ResourceProvider):
     """A tenant's control plane by kwokctl (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
     kwok-controller), with HAMi's extender in its kube-scheduler; the order of its bring-up is
-    process_lab/tenant_control_plane.py's."""
+    process_lab/tenant_control_plane.py's.
+    Its module path and name are part of every state holding one (process_lab/state_upgrade.py says why)."""
 
     KEYS = ("cluster", "bin_dir", "folder", "bind_address", "join", "without_hami", "running")
 

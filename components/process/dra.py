@@ -39,7 +39,8 @@ def _object(name: str, manifest: dict, opts: pulumi.ResourceOptions) -> k8s.apie
 
 
 class DraPluginProvider(ResourceProvider):
-    """gpulab's DRA kubelet plugin on one real node, serving and its slice published (process_lab/dra_plugin.py)."""
+    """gpulab's DRA kubelet plugin on one real node, serving and its slice published (process_lab/dra_plugin.py).
+    Its module path and name are part of every state holding one (process_lab/state_upgrade.py says why)."""
 
     KEYS = ("cluster", "bin_dir", "folder", "control_plane", "node", "devices", "worker", "running")
 

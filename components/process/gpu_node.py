@@ -47,7 +47,8 @@ TYPE = "gpulab:index:MockGpuNode"
 class HamiProvider(ResourceProvider):
     """hami-scheduler (extender and webhook) and, unless `without_bind_time_role` (real nodes, whose device plugin
     plays it), the device plugin's bind-time part, as local processes, and HAMi's MutatingWebhookConfiguration by
-    URL (process_lab.hami_scheduler)."""
+    URL (process_lab.hami_scheduler).
+    Its module path and name are part of every state holding one (process_lab/state_upgrade.py says why)."""
 
     KEYS = (
         "cluster",
@@ -114,7 +115,8 @@ class HamiProcesses(pulumi.dynamic.Resource):
 
 
 class GpuInventoryProvider(ResourceProvider):
-    """One GPU node's cards (process_lab/node_inventory.py), then the wait until HAMi has taken them in."""
+    """One GPU node's cards (process_lab/node_inventory.py), then the wait until HAMi has taken them in.
+    Its module path and name are part of every state holding one (process_lab/state_upgrade.py says why)."""
 
     KEYS = (
         *("cluster", "bin_dir", "folder", "control_plane", "node", "register", "capacity"),

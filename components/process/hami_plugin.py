@@ -23,7 +23,8 @@ from process_lab.stack import TenantProcesses
 
 
 class HamiPluginProvider(ResourceProvider):
-    """gpulab-hami-plugin on one real node, registered with its kubelet, its cards on the node, taken in by HAMi."""
+    """gpulab-hami-plugin on one real node, registered with its kubelet, its cards on the node, taken in by HAMi.
+    Its module path and name are part of every state holding one (process_lab/state_upgrade.py says why)."""
 
     KEYS = ("cluster", "bin_dir", "folder", "control_plane", "node", "cards", "hami_version", "worker", "running")
 

@@ -21,7 +21,8 @@ TYPE = "gpulab:index:TenantWorker"  # the Docker lab's workers' type: an existin
 
 
 class KwokNodesProvider(ResourceProvider):
-    """A tenant's worker nodes as KWOK nodes (kwok-controller manages every node: its heartbeats, its pods)."""
+    """A tenant's worker nodes as KWOK nodes (kwok-controller manages every node: its heartbeats, its pods).
+    Its module path and name are part of every state holding one (process_lab/state_upgrade.py says why)."""
 
     KEYS = ("cluster", "bin_dir", "folder", "control_plane", "nodes", "running")
 

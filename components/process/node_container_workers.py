@@ -24,6 +24,9 @@ TYPE = "gpulab:index:TenantWorker"  # one concept whatever runs it
 
 
 class LabNetworkProvider(ResourceProvider):
+    """The lab's --internal Docker network of node containers.
+    Its module path and name are part of every state holding one (process_lab/state_upgrade.py says why)."""
+
     KEYS = ("name", "owner", "running")
 
     def create(self, props: dict[str, Any]) -> CreateResult:
@@ -56,7 +59,8 @@ class LabNetwork(pulumi.dynamic.Resource):
 
 
 class NodeContainerProvider(ResourceProvider):
-    """One node container, joined and Ready; deleted: its Node object left, the container and its /var gone."""
+    """One node container, joined and Ready; deleted: its Node object left, the container and its /var gone.
+    Its module path and name are part of every state holding one (process_lab/state_upgrade.py says why)."""
 
     KEYS = (
         "cluster",
