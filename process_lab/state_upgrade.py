@@ -6,7 +6,12 @@ the resource's refresh, diff and delete; an unchanged resource keeps the record 
 of a provider class is part of every state that holds one. A state made before components/process/ (3844687) names
 `components.process_resources` and `components.node_container_workers`; this rewrites each such record to today's
 path, as the engine itself would write it (`serialize_provider` of the provider loaded through the table below),
-with `pulumi stack export` and `pulumi stack import`, and leaves every other byte of the state as it was.
+with `pulumi stack export` and `pulumi stack import`, and leaves every other value of the state as it was.
+
+The engine keeps a record as a secret (pulumi.dynamic marks `__provider` secret), so the checkpoint holds it as
+ciphertext: it is read from `pulumi stack export --show-secrets`, and the deployment goes back by `pulumi stack
+import` on its standard input, where the CLI encrypts every plaintext secret again. The deployment, kubeconfigs
+included, stays in this process's memory and the two pipes: no file holds it.
 
 `make up` and `make down` run it before the engine (a destroy loads the providers as well). It says one line when
 it upgraded something and nothing otherwise. A later move of a provider class adds its old path to MOVED.
@@ -21,7 +26,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -70,8 +74,35 @@ def _names(record: str) -> set[str]:
     return found
 
 
+SECRET_SIGNATURE = "4dabf18193072939515e22adb298388d"  # pulumi sdk/go/common/resource/properties.go SecretSig
+
+
+def _plain(record: Any) -> str | None:
+    """A record's base64 text: a plain string, or an exported secret's `plaintext` (its value as JSON)."""
+    if isinstance(record, str):
+        return record
+    if isinstance(record, dict) and SECRET_SIGNATURE in record and isinstance(record.get("plaintext"), str):
+        try:
+            value = json.loads(record["plaintext"])
+        except ValueError:
+            return None
+        return value if isinstance(value, str) else None
+    return None
+
+
 def stale(record: Any) -> bool:
-    return isinstance(record, str) and bool(_names(record) & OLD_MODULES)
+    """Whether a record (plain or an exported secret) names a module a provider left."""
+    text = _plain(record)
+    return text is not None and bool(_names(text) & OLD_MODULES)
+
+
+def _rewritten(record: Any) -> Any:
+    """The record with today's path, in the form it came in (a secret stays a secret)."""
+    text = _plain(record)
+    assert text is not None
+    if isinstance(record, str):
+        return upgraded(text)
+    return {**record, "plaintext": json.dumps(upgraded(text))}
 
 
 class _MovedUnpickler(dill.Unpickler):
@@ -104,22 +135,24 @@ def upgrade_deployment(deployment: dict[str, Any]) -> list[str]:
         touched = False
         for values, key in _records(resource):
             if stale(values[key]):
-                values[key] = upgraded(values[key])
+                values[key] = _rewritten(values[key])
                 touched = True
         if touched:
             changed.append(resource.get("urn", "?"))
     return changed
 
 
-def checkpoint_is_stale(stack: str, backend: Path | None) -> bool | None:
-    """From the file backend's checkpoint, without the CLI: whether a record names an old path; None when there is
-    no file backend to read (the export then tells)."""
+def may_be_stale(stack: str, backend: Path | None) -> bool:
+    """From the file backend's checkpoint, without the CLI: False when no record can name an old path (no stack,
+    or every record a plain string naming today's); True when one does or is a secret (ciphertext: the export
+    tells). With no file backend to read, True."""
     if backend is None:
-        return None
+        return True
     path = pulumi_state.checkpoint_file(backend, PROJECT, stack)
     if path is None:
         return False
-    return any(stale(values[key]) for resource in pulumi_state.resources(path) for values, key in _records(resource))
+    records = [values[key] for resource in pulumi_state.resources(path) for values, key in _records(resource)]
+    return any(not isinstance(record, str) or stale(record) for record in records)
 
 
 Run = Callable[..., subprocess.CompletedProcess]
@@ -128,25 +161,25 @@ Run = Callable[..., subprocess.CompletedProcess]
 def upgrade(stack: str, cwd: Path = ROOT, run: Run = subprocess.run, backend: Path | None = None) -> list[str]:
     """Export, rewrite and import the stack's state when it names an old path; the URNs upgraded."""
     backend = pulumi_state.local_backend() if backend is None else backend
-    if checkpoint_is_stale(stack, backend) is False:
+    if not may_be_stale(stack, backend):
         return []
-    with tempfile.TemporaryDirectory(prefix="gpulab-state.") as folder:
-        exported = Path(folder) / "state.json"  # secrets stay ciphertext: export without --show-secrets
-        _pulumi(run, cwd, "stack", "export", "--stack", stack, "--file", str(exported))
-        deployment = json.loads(exported.read_text())
-        changed = upgrade_deployment(deployment)
-        if not changed:
-            return []
-        exported.write_text(json.dumps(deployment))
-        _pulumi(run, cwd, "stack", "import", "--stack", stack, "--file", str(exported))
+    exported = _pulumi(run, cwd, None, "stack", "export", "--stack", stack, "--show-secrets")
+    deployment = json.loads(exported)
+    changed = upgrade_deployment(deployment)
+    if changed:
+        _pulumi(run, cwd, json.dumps(deployment), "stack", "import", "--stack", stack)
     return changed
 
 
-def _pulumi(run: Run, cwd: Path, *args: str) -> None:
-    done = run(["pulumi", *args], cwd=cwd, capture_output=True, text=True, env=os.environ.copy(), timeout=300)
+def _pulumi(run: Run, cwd: Path, given: str | None, *args: str) -> str:
+    """The CLI's standard output; its last line in the error when it fails (never the deployment itself)."""
+    done = run(
+        ["pulumi", *args], cwd=cwd, input=given, capture_output=True, text=True, env=os.environ.copy(), timeout=300
+    )
     if done.returncode != 0:
-        last = (done.stderr or done.stdout or "").strip().splitlines()[-1:] or ["no output"]
+        last = (done.stderr or "").strip().splitlines()[-1:] or ["no message"]
         raise StateUpgradeError(f"`pulumi {' '.join(args[:2])}` exited {done.returncode}: {last[0]}")
+    return done.stdout
 
 
 def main(argv: list[str]) -> int:
