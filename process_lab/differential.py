@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from hami.annotations import ALLOCATED
+from hami.annotations import ALLOCATED, AnnotationError, parse_allocation
 from hami.reasons import EXCEEDED_QUOTA, EXCEEDING_RESOURCE_QUOTA
 from hami.webhook import QUOTA_DENIAL
 from model.catalog import GPU_CATALOG, GPU_RESOURCE, GPUCORES_RESOURCE, GPUMEM_PERCENTAGE_RESOURCE, GPUMEM_RESOURCE
@@ -35,6 +35,8 @@ POLICIES = ("spread", "binpack")
 FILTER_REASON = re.compile(r"^\d+ nodes (\w+)\(")
 # A ValidatingAdmissionPolicy's message starts with the reason name (model/admission_policy.py).
 DENIED = re.compile(r"denied request: (\w+):")
+# The differential's own outcome (no reason gpulab reports): a Running pod whose allocation hami/annotations.py refuses.
+UNREADABLE_ALLOCATION = "UnreadableAllocation"
 
 
 @dataclass
@@ -185,13 +187,18 @@ def predicted(document: dict[str, Any]) -> Outcome:
     return Outcome(True, entry["node"], cards, tied=frozenset(entry.get("tiedNodes", ())))
 
 
-def allocated_cards(annotation: str) -> list[list[str]]:
-    """Card ids per container from HAMi's `UUID,NVIDIA,MB,cores:` / `;` annotation (every container, even
-    one without GPU, has its `;`-separated entry)."""
-    return [
-        [device.split(",")[0] for device in container.split(":") if device.strip()]
-        for container in annotation.split(";")[:-1]
-    ]
+def running(node: str | None, annotation: str) -> Outcome:
+    """A Running pod's outcome: its node and each container's card ids, from HAMi's allocation annotation as
+    hami/annotations.py reads it (every container, even one without GPU, has its part; the `;` HAMi writes after
+    the last leaves an empty part that is no container's). A value that reader refuses is no placement to compare:
+    the run goes on and says so."""
+    try:
+        parts = parse_allocation(annotation)
+    except AnnotationError as error:
+        return Outcome(False, reasons=frozenset({UNREADABLE_ALLOCATION}), detail=str(error))
+    if parts and not parts[-1]:
+        parts = parts[:-1]
+    return Outcome(True, node, [[share.card for share in part] for part in parts])
 
 
 def denial(stderr: str) -> Outcome:
@@ -218,7 +225,7 @@ def observe(control_plane: ControlPlane, name: str, timeout: float = 30) -> Outc
         pod = control_plane.get("pod", "-n", NAMESPACE, name)
         annotation = (pod["metadata"].get("annotations") or {}).get(ALLOCATED)
         if pod["status"].get("phase") == "Running" and annotation:
-            return Outcome(True, pod["spec"].get("nodeName"), allocated_cards(annotation))
+            return running(pod["spec"].get("nodeName"), annotation)
         # By uid: a pod of the same name from an earlier scenario on this control plane left its events.
         selector = f"involvedObject.uid={pod['metadata']['uid']},reason=FilteringFailed"
         events = control_plane.get("events", "-n", NAMESPACE, "--field-selector", selector)["items"]

@@ -13,13 +13,14 @@ from model.config import ConfigError, load_stack_file
 from model.hami_releases import DEFAULT_VERSION, KNOWN_VERSIONS
 from policies.checker import main as check
 from process_lab.differential import (
+    UNREADABLE_ALLOCATION,
     Outcome,
-    allocated_cards,
     compare,
     denial,
     filtering_reasons,
     predicted,
     random_scenario,
+    running,
 )
 
 
@@ -66,10 +67,8 @@ def test_the_checkers_json_is_read_as_the_cli_writes_it(tmp_path: Path, capsys) 
 
 
 def test_hamis_annotation_and_events_and_the_api_servers_denials() -> None:
-    assert allocated_cards("GPU-A,NVIDIA,20000,30:;GPU-B,NVIDIA,100,0:GPU-C,NVIDIA,100,0:;") == [
-        ["GPU-A"],
-        ["GPU-B", "GPU-C"],
-    ]
+    placed = running("n1", "GPU-A,NVIDIA,20000,30:;GPU-B,NVIDIA,100,0:GPU-C,NVIDIA,100,0:;")
+    assert placed.placed and placed.node == "n1" and placed.cards == [["GPU-A"], ["GPU-B", "GPU-C"]]
     events = [
         {"message": "1 nodes CardTypeMismatch(tenant-d-worker-1)"},
         {"message": "2 nodes ResourceQuotaNotFit(tenant-d-worker-0,tenant-d-worker-1)"},
@@ -102,3 +101,19 @@ def test_what_counts_as_agreement() -> None:
     assert compare(placed, Outcome(True, "n2", [["GPU-9"]])) is None  # a tie HAMi breaks either way
     assert compare(placed, Outcome(True, "n1", [["GPU-2"]])) is not None
     assert compare(placed, Outcome(False, reasons=frozenset({"CardInsufficientCore"}))) is not None
+
+
+def test_the_allocation_is_read_by_hamis_one_reader() -> None:
+    """hami/annotations.py `parse_allocation` reads it (values written here, not copied): what the differential's
+    own parser took (a container without cards keeps its empty part; an entry of more than four fields, which HAMi's
+    decoder reads, gives its first field), and what that reader refuses is an outcome that never agrees, not a crash
+    of the run."""
+    assert running("n", "GPU-A,NVIDIA,1000,10:;;").cards == [["GPU-A"], []]
+    assert running("n", ";GPU-B,NVIDIA,0,100:;").cards == [[], ["GPU-B"]]
+    assert running("n", "GPU-A,NVIDIA,1000,10,extra:GPU-B,NVIDIA-T4,0,0,x,y:;").cards == [["GPU-A", "GPU-B"]]
+    assert running("n", "GPU-A,NVIDIA,1000,10:").cards == [["GPU-A"]]  # no last `;` (HAMi writes one): kept
+    for bad in ("GPU-A:;", "GPU-A,NVIDIA:;", "GPU-A,NVIDIA,lots,10:;"):  # the old parser read each as GPU-A
+        unread = running("n", bad)
+        assert not unread.placed and unread.reasons == {UNREADABLE_ALLOCATION}, bad
+        assert "hami.io/vgpu-devices-allocated" in unread.detail
+        assert compare(Outcome(True, "n", [["GPU-A"]]), unread) is not None
