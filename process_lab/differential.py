@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hami.annotations import ALLOCATED, AnnotationError, parse_allocation
-from hami.reasons import EXCEEDED_QUOTA, EXCEEDING_RESOURCE_QUOTA
-from hami.webhook import QUOTA_DENIAL
+from hami.reasons import EXCEEDED_QUOTA
+from hami.webhook import refusal_reason
 from model.catalog import GPU_CATALOG, GPU_RESOURCE, GPUCORES_RESOURCE, GPUMEM_PERCENTAGE_RESOURCE, GPUMEM_RESOURCE
 from placement.workloads import (
     GPU_POLICY_ANNOTATION,
@@ -161,8 +161,9 @@ class Outcome:
     cards: list[list[str]] = field(default_factory=list)
     reasons: frozenset[str] = frozenset()
     tied: frozenset[str] = frozenset()  # the checker's: nodes tied in HAMi's node score
-    # The API server reports only the first validation that denies (k8s.io/apiserver v0.36.4
-    # pkg/admission/plugin/policy/validating/dispatcher.go: `deniedDecisions[0]`).
+    # Refused at create: the API server reports only the first validation that denies (k8s.io/apiserver v0.36.4
+    # pkg/admission/plugin/policy/validating/dispatcher.go: `deniedDecisions[0]`), and HAMi's webhook only its first
+    # refusal (hami/webhook.py), so one of the checker's reasons is agreement.
     first_only: bool = False
     detail: str = ""
 
@@ -203,12 +204,13 @@ def running(node: str | None, annotation: str) -> Outcome:
 
 def denial(stderr: str) -> Outcome:
     """The API server's refusal of a create: gpulab's admission policy, the native ResourceQuota, or HAMi v2.10.0's
-    webhook over the namespace's HAMi quota (its message, which the checker names ExceedingResourceQuota)."""
+    webhook (hami/webhook.py `refusal_reason` names its words as the checker does: InvalidGpumemPercentage,
+    PrivilegedContainer, PodHasNodeAssigned, ExceedingResourceQuota)."""
     reasons = set(DENIED.findall(stderr))
     if "exceeded quota" in stderr:
         reasons.add(EXCEEDED_QUOTA)
-    if QUOTA_DENIAL in stderr:
-        reasons.add(EXCEEDING_RESOURCE_QUOTA)
+    if webhook := refusal_reason(stderr):
+        reasons.add(webhook)
     return Outcome(False, reasons=frozenset(reasons or {"Denied"}), first_only=True, detail=stderr.strip())
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from hami.webhook import QUOTA_DENIAL, denied, percentage_denial
 from model.config import ConfigError, load_stack_file
 from model.hami_releases import DEFAULT_VERSION, KNOWN_VERSIONS
 from policies.checker import main as check
@@ -117,3 +118,27 @@ def test_the_allocation_is_read_by_hamis_one_reader() -> None:
         assert not unread.placed and unread.reasons == {UNREADABLE_ALLOCATION}, bad
         assert "hami.io/vgpu-devices-allocated" in unread.detail
         assert compare(Outcome(True, "n", [["GPU-A"]]), unread) is not None
+
+
+WEBHOOK_REFUSALS = {
+    # kubectl's stderr around each refusal of HAMi v2.10.0's webhook, as hami/webhook.py words it
+    "InvalidGpumemPercentage": percentage_denial("c0", 150),
+    "PrivilegedContainer": denied("container c1 is privileged"),
+    "PodHasNodeAssigned": denied("pod has node assigned"),
+    "ExceedingResourceQuota": QUOTA_DENIAL,
+}
+
+
+@pytest.mark.parametrize("reason", WEBHOOK_REFUSALS)
+def test_a_refusal_at_create_is_compared_with_the_checkers_verdict(reason: str) -> None:
+    """HAMi's webhook refuses at create, so only its first refusal is shown: the checker agrees when it names it
+    among its reasons, and disagrees when it names others or places the pod; a refusal on the checker's side
+    only disagrees too."""
+    stderr = f'Error from server (Forbidden): error when creating "w.json": {WEBHOOK_REFUSALS[reason]}\n'
+    real = denial(stderr)
+    assert real.reasons == {reason} and real.first_only and not real.placed
+    assert compare(Outcome(False, reasons=frozenset({reason})), real) is None
+    assert compare(Outcome(False, reasons=frozenset({reason, "PodGpuLimitExceeded"})), real) is None
+    assert compare(Outcome(False, reasons=frozenset({"CardInsufficientMemory"})), real) is not None
+    assert compare(Outcome(True, "tenant-d-worker-0", [["GPU-A"]]), real) is not None
+    assert compare(Outcome(False, reasons=frozenset({reason})), Outcome(True, "n", [["GPU-A"]])) is not None
