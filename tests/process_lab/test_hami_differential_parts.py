@@ -97,6 +97,19 @@ def test_hamis_annotation_and_events_and_the_api_servers_denials() -> None:
         "request: exceeding resource quota"
     )
     assert webhook.reasons == {"ExceedingResourceQuota"}
+    # Its other refusals, as kubectl printed them in the real differential (2026-12-07, seeds 1691, 1692, 1694 on
+    # v2.10.0; the file's path shortened).
+    printed = {
+        'Error from server (Forbidden): error when creating "w-node-name.json": admission webhook "vgpu.hami.io" '
+        "denied the request: pod has node assigned": "PodHasNodeAssigned",
+        'Error from server (Forbidden): error when creating "w-privileged.json": admission webhook "vgpu.hami.io" '
+        "denied the request: container c0 is privileged": "PrivilegedContainer",
+        'Error from server: error when creating "w-percentage.json": admission webhook "vgpu.hami.io" denied the '
+        "request: invalid nvidia.com/gpumem-percentage value 200 in container c0: must be an integer between 0 and "
+        "100": "InvalidGpumemPercentage",
+    }
+    for stderr, reason in printed.items():
+        assert denial(stderr).reasons == {reason}, stderr
 
 
 def test_what_counts_as_agreement() -> None:
