@@ -41,11 +41,17 @@ the webhook's words); the memoryFactor (gpulab keeps 1) and other device vendors
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hami.cards import PodRequest
-from hami.reasons import INVALID_GPUMEM_PERCENTAGE, POD_HAS_NODE_ASSIGNED, PRIVILEGED_CONTAINER
+from hami.reasons import (
+    EXCEEDING_RESOURCE_QUOTA,
+    INVALID_GPUMEM_PERCENTAGE,
+    POD_HAS_NODE_ASSIGNED,
+    PRIVILEGED_CONTAINER,
+)
 from hami.releases import Rules
 
 if TYPE_CHECKING:
@@ -55,19 +61,43 @@ WEBHOOK_NAME = "vgpu.hami.io"  # charts/hami/templates/scheduler/webhook.yaml
 PERCENTAGE_RESOURCE = "nvidia.com/gpumem-percentage"  # the chart's resourceMemoryPercentage
 
 
+# What `Handle` answers for each refusal, by gpulab's name for it ({container}: a container's name, {value}: the
+# percentage as an integer); the writers below and `refusal_reason`, their reader, share these words.
+WORDS = {
+    # device.go `validateMemoryPercentage` 389-396
+    INVALID_GPUMEM_PERCENTAGE: f"invalid {PERCENTAGE_RESOURCE} value {{value}} in container {{container}}: "
+    "must be an integer between 0 and 100",
+    PRIVILEGED_CONTAINER: "container {container} is privileged",  # Handle 99-102
+    POD_HAS_NODE_ASSIGNED: "pod has node assigned",  # Handle 107-112
+    EXCEEDING_RESOURCE_QUOTA: "exceeding resource quota",  # Handle 114-116
+}
+
+
 def denied(text: str) -> str:
     """The API server's message for the webhook's refusal `text` (apiserver webhook errors.go `ToStatusErr`)."""
     return f'admission webhook "{WEBHOOK_NAME}" denied the request: {text}'
 
 
-QUOTA_DENIAL = denied("exceeding resource quota")
+QUOTA_DENIAL = denied(WORDS[EXCEEDING_RESOURCE_QUOTA])
 
 
 def percentage_denial(container: str, value: int) -> str:
     """device.go `validateMemoryPercentage` 389-396, as the API server shows it."""
-    return denied(
-        f"invalid {PERCENTAGE_RESOURCE} value {value} in container {container}: must be an integer between 0 and 100"
-    )
+    return denied(WORDS[INVALID_GPUMEM_PERCENTAGE].format(value=value, container=container))
+
+
+def _pattern(words: str) -> re.Pattern[str]:
+    """`denied(words)`, each {field} read as any text without a space (a container's name is a DNS label)."""
+    return re.compile(r"\S+".join(re.escape(part) for part in re.split(r"\{\w+\}", denied(words))))
+
+
+_READ = {reason: _pattern(words) for reason, words in WORDS.items()}
+
+
+def refusal_reason(text: str) -> str | None:
+    """gpulab's reason name for the webhook's refusal shown in `text` (the API server's message, e.g. in kubectl's
+    stderr), as `webhook_denial` and `quota_refusal` word it; None when `text` shows none of them."""
+    return next((reason for reason, pattern in _READ.items() if pattern.search(text)), None)
 
 
 @dataclass(frozen=True)
@@ -98,9 +128,9 @@ def webhook_denial(admission: PodAdmission | None, rules: Rules) -> tuple[str, s
     if not admission.has_resource:
         return None
     if rules.privileged_refused and admission.privileged is not None:
-        return PRIVILEGED_CONTAINER, denied(f"container {admission.privileged} is privileged")
+        return PRIVILEGED_CONTAINER, denied(WORDS[PRIVILEGED_CONTAINER].format(container=admission.privileged))
     if rules.node_assigned_refused and admission.node_name:
-        return POD_HAS_NODE_ASSIGNED, denied("pod has node assigned")
+        return POD_HAS_NODE_ASSIGNED, denied(WORDS[POD_HAS_NODE_ASSIGNED])
     return None
 
 

@@ -1,9 +1,10 @@
 """A differential of gpulab's checker (`python -m policies check --live`) against the real HAMi.
 
 Three parts, each usable alone: `random_scenario` draws a tenant (GPU nodes with catalog cards, scheduler
-policies, per-pod limits, a quota) and its GPU pods from a seed; `observe` reads what the real cluster did
-with one pod (admission denial, HAMi's FilteringFailed reasons, or the node and cards of
-`hami.io/vgpu-devices-allocated` once Running); `compare` says whether the checker's JSON answer agrees.
+policies, per-pod limits, a quota) and its GPU pods from a seed, now and then one that HAMi's webhook refuses at
+create; `observe` and `denial` read what the real cluster did with one pod (the API server's refusal at create,
+HAMi's FilteringFailed reasons, or the node and cards of `hami.io/vgpu-devices-allocated` once Running), through
+hami/'s readers and names; `compare` says whether the checker's JSON answer agrees.
 """
 
 from __future__ import annotations
@@ -15,10 +16,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from hami.annotations import ALLOCATED
-from hami.reasons import EXCEEDED_QUOTA, EXCEEDING_RESOURCE_QUOTA
-from hami.webhook import QUOTA_DENIAL
+from hami.annotations import ALLOCATED, AnnotationError, parse_allocation
+from hami.cards import NO_PERCENTAGE
+from hami.reasons import EXCEEDED_QUOTA
+from hami.releases import Rules, rules_for
+from hami.webhook import refusal_reason
 from model.catalog import GPU_CATALOG, GPU_RESOURCE, GPUCORES_RESOURCE, GPUMEM_PERCENTAGE_RESOURCE, GPUMEM_RESOURCE
+from model.hami_releases import DEFAULT_VERSION
 from placement.workloads import (
     GPU_POLICY_ANNOTATION,
     NODE_POLICY_ANNOTATION,
@@ -35,6 +39,12 @@ POLICIES = ("spread", "binpack")
 FILTER_REASON = re.compile(r"^\d+ nodes (\w+)\(")
 # A ValidatingAdmissionPolicy's message starts with the reason name (model/admission_policy.py).
 DENIED = re.compile(r"denied request: (\w+):")
+# What HAMi v2.10.0's webhook refuses at create besides the quota (hami/webhook.py `webhook_denial`), made now and then
+# (WEBHOOK_ODDS per scenario) as one more pod, `w-<case>`.
+WEBHOOK_CASES = ("percentage", "privileged", "node-name")
+WEBHOOK_ODDS = 0.2
+# The differential's own outcome (no reason gpulab reports): a Running pod whose allocation hami/annotations.py refuses.
+UNREADABLE_ALLOCATION = "UnreadableAllocation"
 
 
 @dataclass
@@ -80,10 +90,50 @@ def _annotations(rng: random.Random, models: list[str], card_ids: list[str]) -> 
     return annotations
 
 
+def _refused_at_create(
+    seed: int, rules: Rules, most_cards: int, node_names: list[str], pods: int
+) -> tuple[int, dict[str, Any]] | None:
+    """Now and then a pod HAMi's webhook refuses at create, and its place among the scenario's `pods` (refused, it
+    never exists: the pods after it meet the same cluster). Drawn from a stream of its own, so the scenario's other
+    draws are those of the generator without it, and alike on every release. A GPU pod with a gpumem-percentage
+    above 100, with a privileged container, or with spec.nodeName, made only where the release refuses it at create:
+    v2.10.0 each (its webhook); v2.8.3 a percentage above 101 (its webhook lets it through, gpulab's admission policy
+    refuses it as CardInsufficientMemory; 101 is HAMi's "not given", the whole card), neither of the others (its
+    webhook mutates around a privileged container and refuses a nodeName, neither modelled). A negative percentage
+    is not made: gpulab's reader refuses it as bad input, not as the webhook's reason."""
+    rng = random.Random(f"webhook-{seed}")
+    if rng.random() >= WEBHOOK_ODDS:
+        return None
+    case = rng.choice(WEBHOOK_CASES)
+    containers = [_container(rng, i, most_cards) for i in range(rng.choice([1, 1, 1, 2]))]
+    target = rng.choice(containers)
+    spec: dict[str, Any] = {"containers": containers}
+    percentage = rng.choice([101, 150, 200])  # drawn whatever the case: one stream for every case
+    if case == "percentage":
+        limits = target["resources"]["limits"]
+        limits.pop(GPUMEM_RESOURCE, None)  # v2.8.3 reads a gpumem before the percentage
+        limits[GPUMEM_PERCENTAGE_RESOURCE] = str(percentage)
+    elif case == "privileged":
+        target["securityContext"] = {"privileged": True}
+    else:
+        spec["nodeName"] = rng.choice(node_names)
+    position = rng.randint(0, pods)
+    refused = {
+        "percentage": rules.memory_percentage_range_checked or percentage > NO_PERCENTAGE,
+        "privileged": rules.privileged_refused,
+        "node-name": rules.node_assigned_refused,
+    }
+    if not refused[case]:
+        return None
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"w-{case}", "namespace": NAMESPACE}, "spec": spec}
+    return position, pod
+
+
 def random_scenario(seed: int, hami_version: str | None = None) -> Scenario:
-    """One tenant with 1-4 GPU nodes and 1-12 GPU pods (1-2 containers each), all drawn from `seed`; on HAMi
-    `hami_version` (the tenant's hamiVersion; None: the runtime's default). The release draws nothing from the
-    seed, so one seed is the same scenario on either release."""
+    """One tenant with 1-4 GPU nodes and 1-12 GPU pods (1-2 containers each), all drawn from `seed`, and now and
+    then one more that HAMi's webhook refuses at create (`_refused_at_create`); on HAMi `hami_version` (the
+    tenant's hamiVersion; None: the process runtime's default). The release draws nothing from the seed, so one
+    seed is the same scenario on either release, but for a refused pod of a kind only one release refuses."""
     rng = random.Random(seed)
     models = list(GPU_CATALOG)
     nodes = [
@@ -147,6 +197,9 @@ def random_scenario(seed: int, hami_version: str | None = None) -> Scenario:
         if annotations:
             metadata["annotations"] = annotations
         pods.append({"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": {"containers": containers}})
+    rules = rules_for(hami_version or DEFAULT_VERSION)
+    if refused := _refused_at_create(seed, rules, most_cards, node_names, len(pods)):
+        pods.insert(*refused)
     return Scenario(seed, config, pods)
 
 
@@ -159,8 +212,9 @@ class Outcome:
     cards: list[list[str]] = field(default_factory=list)
     reasons: frozenset[str] = frozenset()
     tied: frozenset[str] = frozenset()  # the checker's: nodes tied in HAMi's node score
-    # The API server reports only the first validation that denies (k8s.io/apiserver v0.36.4
-    # pkg/admission/plugin/policy/validating/dispatcher.go: `deniedDecisions[0]`).
+    # Refused at create: the API server reports only the first validation that denies (k8s.io/apiserver v0.36.4
+    # pkg/admission/plugin/policy/validating/dispatcher.go: `deniedDecisions[0]`), and HAMi's webhook only its first
+    # refusal (hami/webhook.py), so one of the checker's reasons is agreement.
     first_only: bool = False
     detail: str = ""
 
@@ -185,23 +239,29 @@ def predicted(document: dict[str, Any]) -> Outcome:
     return Outcome(True, entry["node"], cards, tied=frozenset(entry.get("tiedNodes", ())))
 
 
-def allocated_cards(annotation: str) -> list[list[str]]:
-    """Card ids per container from HAMi's `UUID,NVIDIA,MB,cores:` / `;` annotation (every container, even
-    one without GPU, has its `;`-separated entry)."""
-    return [
-        [device.split(",")[0] for device in container.split(":") if device.strip()]
-        for container in annotation.split(";")[:-1]
-    ]
+def running(node: str | None, annotation: str) -> Outcome:
+    """A Running pod's outcome: its node and each container's card ids, from HAMi's allocation annotation as
+    hami/annotations.py reads it (every container, even one without GPU, has its part; the `;` HAMi writes after
+    the last leaves an empty part that is no container's). A value that reader refuses is no placement to compare:
+    the run goes on and says so."""
+    try:
+        parts = parse_allocation(annotation)
+    except AnnotationError as error:
+        return Outcome(False, reasons=frozenset({UNREADABLE_ALLOCATION}), detail=str(error))
+    if parts and not parts[-1]:
+        parts = parts[:-1]
+    return Outcome(True, node, [[share.card for share in part] for part in parts])
 
 
 def denial(stderr: str) -> Outcome:
     """The API server's refusal of a create: gpulab's admission policy, the native ResourceQuota, or HAMi v2.10.0's
-    webhook over the namespace's HAMi quota (its message, which the checker names ExceedingResourceQuota)."""
+    webhook (hami/webhook.py `refusal_reason` names its words as the checker does: InvalidGpumemPercentage,
+    PrivilegedContainer, PodHasNodeAssigned, ExceedingResourceQuota)."""
     reasons = set(DENIED.findall(stderr))
     if "exceeded quota" in stderr:
         reasons.add(EXCEEDED_QUOTA)
-    if QUOTA_DENIAL in stderr:
-        reasons.add(EXCEEDING_RESOURCE_QUOTA)
+    if webhook := refusal_reason(stderr):
+        reasons.add(webhook)
     return Outcome(False, reasons=frozenset(reasons or {"Denied"}), first_only=True, detail=stderr.strip())
 
 
@@ -218,7 +278,7 @@ def observe(control_plane: ControlPlane, name: str, timeout: float = 30) -> Outc
         pod = control_plane.get("pod", "-n", NAMESPACE, name)
         annotation = (pod["metadata"].get("annotations") or {}).get(ALLOCATED)
         if pod["status"].get("phase") == "Running" and annotation:
-            return Outcome(True, pod["spec"].get("nodeName"), allocated_cards(annotation))
+            return running(pod["spec"].get("nodeName"), annotation)
         # By uid: a pod of the same name from an earlier scenario on this control plane left its events.
         selector = f"involvedObject.uid={pod['metadata']['uid']},reason=FilteringFailed"
         events = control_plane.get("events", "-n", NAMESPACE, "--field-selector", selector)["items"]

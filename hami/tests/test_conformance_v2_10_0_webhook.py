@@ -10,13 +10,20 @@ from __future__ import annotations
 
 import pytest
 
-from hami.reasons import INVALID_GPUMEM_PERCENTAGE, POD_HAS_NODE_ASSIGNED, PRIVILEGED_CONTAINER
+from hami.reasons import (
+    EXCEEDING_RESOURCE_QUOTA,
+    INVALID_GPUMEM_PERCENTAGE,
+    POD_HAS_NODE_ASSIGNED,
+    PRIVILEGED_CONTAINER,
+)
 from hami.releases import V2_8_3, V2_10_0
 from hami.tests.test_conformance_v2_10_0 import DEVICE_TEST, WEBHOOK_TEST
 from hami.webhook import (
+    QUOTA_DENIAL,
     PodAdmission,
     denied,
     percentage_denial,
+    refusal_reason,
     webhook_denial,
 )
 
@@ -110,6 +117,32 @@ def test_a_percentage_is_validated_in_every_container_even_without_a_gpu_resourc
 
 def test_an_unread_pod_is_never_refused() -> None:
     assert webhook_denial(None, V2_10_0) is None
+
+
+def test_each_refusal_is_read_back_by_its_name() -> None:
+    """`refusal_reason` reads what `webhook_denial` and `quota_refusal` write, inside kubectl's words too (the
+    quota's as kubectl printed it in the real differential, docs/process-lab.md); another webhook answer, or
+    gpulab's admission policy's, is none of them."""
+    refused = [
+        webhook_denial(PodAdmission((("init-0", 150),)), V2_10_0),
+        webhook_denial(PodAdmission((("c1", -5),)), V2_10_0),
+        webhook_denial(PodAdmission(privileged="c0", has_resource=True), V2_10_0),
+        webhook_denial(PodAdmission(has_resource=True, node_name="n"), V2_10_0),
+        (EXCEEDING_RESOURCE_QUOTA, QUOTA_DENIAL),
+    ]
+    assert [name for name, _ in filter(None, refused)] == [
+        INVALID_GPUMEM_PERCENTAGE,
+        INVALID_GPUMEM_PERCENTAGE,
+        PRIVILEGED_CONTAINER,
+        POD_HAS_NODE_ASSIGNED,
+        EXCEEDING_RESOURCE_QUOTA,
+    ]
+    for reason, message in filter(None, refused):
+        assert refusal_reason(message) == reason, message
+        assert refusal_reason(f'Error from server (Forbidden): error when creating "p1.json": {message}\n') == reason
+    assert refusal_reason(denied("pod has no containers")) is None
+    policy = "ValidatingAdmissionPolicy 'gpulab-gpu-requests' with binding 'x' denied request: PrivilegedContainer: ..."
+    assert refusal_reason(policy) is None
 
 
 # --- What the engine does not express -----------------------------------------------------------------------------
