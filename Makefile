@@ -282,13 +282,13 @@ test-real: $(VENV)/.installed
 
 # The real programs, from the wrapper Go modules in tools/ (programs.toml): a second run builds nothing.
 tools:
-	@$(PYTHON_HOST) tools/build.py
+	@$(PYTHON_HOST) -m tools.build
 
 # gpulab's node image (node-image/build.sh): kubelet, kubeadm, kubectl, gpulab-dra-plugin and gpulab-hami-plugin of make tools (unless
 # GPULAB_BIN names another folder), an engine (hack/docker-engine.sh starts Debian's where none answers), then the image; a second
 # run with nothing changed ends in seconds.
 node-image:
-	@if [ -z "$${GPULAB_BIN:-}" ]; then $(PYTHON_HOST) tools/build.py kubelet kubeadm kubectl gpulab-dra-plugin gpulab-hami-plugin; fi
+	@if [ -z "$${GPULAB_BIN:-}" ]; then $(PYTHON_HOST) -m tools.build kubelet kubeadm kubectl gpulab-dra-plugin gpulab-hami-plugin; fi
 	@bash hack/docker-engine.sh start
 	@bash node-image/build.sh
 
@@ -303,9 +303,9 @@ cache: $(VENV)/.installed policies/venv/.installed
 # (node-image/hami-plugin-image.sh, for devicePlugin: gpulab tenants); their programs first (tools/programs.toml, group
 # lab-images, and kubernetes' own, and gpulab-hami-plugin), unless GPULAB_BIN names a folder that has them.
 lab-images:
-	@if [ -z "$${GPULAB_BIN:-}" ]; then $(PYTHON_HOST) tools/build.py kube-apiserver kube-controller-manager \
+	@if [ -z "$${GPULAB_BIN:-}" ]; then $(PYTHON_HOST) -m tools.build kube-apiserver kube-controller-manager \
 	  kube-scheduler kube-proxy kubelet kubeadm kubectl gpulab-hami-plugin && \
-	  $(PYTHON_HOST) tools/build.py --group lab-images; fi
+	  $(PYTHON_HOST) -m tools.build --group lab-images; fi
 	@bash hack/docker-engine.sh start
 	@bash node-image/lab-images.sh
 	@bash node-image/hami-plugin-image.sh
