@@ -313,20 +313,21 @@ lab-images:
 upstream-data:
 	$(PYTHON_HOST) tests/support/upstream_data.py
 
-# -u: each line as it is measured, not all of them at the end.
+# -u: each line as it is measured, not all of them at the end. The program benchmark borrows the tests' harness
+# (tests/support/lab_harness.py): tests/support on its path, as pytest puts it.
 bench: $(VENV)/.installed
 	@echo "[gpulab] bench 1/3: the program under mocks for 2, 10 and 50 tenants" >&2
-	$(PY) -u benchmarks/program_under_mocks.py
+	PYTHONPATH=tests/support$${PYTHONPATH:+:$$PYTHONPATH} $(PY) -u -m benchmarks.program_under_mocks
 	@echo "[gpulab] bench 2/3: policy checking, today's code against the baseline commit" >&2
-	$(PY) -u benchmarks/policy_check.py
+	$(PY) -u -m benchmarks.policy_check
 	@echo "[gpulab] bench 3/3: registry pulls with and without pre-loading" >&2
-	$(PY) -u benchmarks/image_pulls.py
+	$(PY) -u -m benchmarks.image_pulls
 
 # Real control planes and HAMi (not part of make bench: it needs make tools and a HAMi binary, and takes an hour or
 # more, the chart's rows running to their deadline). Each row: HAMi at the chart's and the lab's setting, and
 # kube-scheduler alone at its own client rate and unthrottled.
 bench-scheduling: $(VENV)/.installed
-	$(PY) -u benchmarks/hami_scheduling.py --rows goal --settings chart lab ceiling ceiling-unthrottled dra
+	$(PY) -u -m benchmarks.hami_scheduling --rows goal --settings chart lab ceiling ceiling-unthrottled dra
 
 # .cache/sources stays: a source cache (make cache) may have been filled on another machine.
 clean:
