@@ -375,6 +375,9 @@ PATH_EDITS_KEPT = {
     # The Pulumi CLI runs the pack by its path from policies/, with policies/venv (`python -u -m pulumi.policy ENGINE
     # .`, which runpy.run_path's this file): no `-m` of gpulab's, and no .pth in a venv the CLI may make itself.
     "policies/__main__.py": 1,
+    # A fake the code under test runs by its path as `kubectl` (a control plane's bin folder), from any folder; it
+    # shares tests/support/fake_kube_api.py's store with the fake API server.
+    "tests/fakes/kube-api/kubectl": 1,
 }
 # An insert, append or extend on the path, a slice or item assigned into it, or the path replaced or added to; and
 # site.addsitedir, which adds a folder the same way.
@@ -384,12 +387,24 @@ PATH_EDIT = re.compile(
 NOT_THE_PROJECT = {"venv", ".venv", "node_modules", "__pycache__"}  # and every hidden folder (.cache, .git)
 
 
+def is_python(path: Path) -> bool:
+    """A .py file, or a program whose first line asks for python (the fakes, hack/runc-without-sys-resource)."""
+    if path.suffix == ".py":
+        return True
+    try:
+        with path.open("rb") as file:
+            first = file.readline(200)
+    except OSError:
+        return False
+    return first.startswith(b"#!") and b"python" in first
+
+
 def python_files() -> list[Path]:
     """Every Python file of the project, tests included: not the venvs, nor what .cache holds."""
     found = []
     for folder, folders, files in os.walk(ROOT):
         folders[:] = [name for name in folders if name not in NOT_THE_PROJECT and not name.startswith(".")]
-        found += [Path(folder) / name for name in files if name.endswith(".py")]
+        found += [path for name in files if is_python(path := Path(folder) / name)]
     return sorted(found)
 
 
@@ -428,7 +443,7 @@ def test_no_file_edits_the_import_path_but_the_ones_kept() -> None:
     """Run as modules, no entry point needs an edit: one puts a folder first on the path, where a module of it can
     shadow a package of the same name (benchmarks/process_lab.py and the process_lab package)."""
     files = python_files()
-    assert len(files) > 300 and ROOT / "tests" / "test_layout.py" in files, len(files)
+    assert len(files) > 300 and ROOT / "tests" / "fakes" / "kube-api" / "kubectl" in files, len(files)
     found = {str(path.relative_to(ROOT)): edits for path in files if (edits := path_edits(path))}
     unexpected = [edit for name, edits in found.items() if name not in PATH_EDITS_KEPT for edit in edits]
     assert not unexpected, f"run it as a module (python -m package.module) instead: {unexpected}"
