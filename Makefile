@@ -27,6 +27,9 @@ else ifeq ($(PULUMI_CONFIG_PASSPHRASE),)
 unexport PULUMI_CONFIG_PASSPHRASE
 endif
 export PULUMI_SKIP_UPDATE_CHECK := true
+# gpulab's entry points run as modules from here (python3 -m hack.stack_state): with PYTHONSAFEPATH set, python -m
+# would not look in the current folder for them.
+unexport PYTHONSAFEPATH
 # GPULAB_HOST_TOOLS=DIR: your own kind, kubectl and Pulumi CLI, first on PATH and used as they are (prereqs.sh).
 export PATH := $(if $(GPULAB_HOST_TOOLS),$(abspath $(GPULAB_HOST_TOOLS)):)$(CURDIR)/bin:$(VENV)/bin:$(PATH)
 # The stack's runtime: docker, or process (`gpulab:runtime: process`, e.g. STACK=sim), whose programs are the ones
@@ -139,7 +142,7 @@ policy-venv: policies/venv/.installed
 stack: $(TOOLS)
 	mkdir -p -m 700 .state
 	@echo "pulumi stack select --create $(STACK)"
-	@$(PYTHON_HOST) hack/up_outcome.py --setup $(STACK) pulumi stack select --create $(STACK)
+	@$(PYTHON_HOST) -m hack.up_outcome --setup $(STACK) pulumi stack select --create $(STACK)
 
 # When the acceptance suite fails on a lab: one line pointing at make diagnose, and the step's own exit code
 # (pulumi up's is hack/up_outcome.py's). Not before: a failed preflight, venv or download says itself what
@@ -161,11 +164,11 @@ ifeq ($(RUNTIME),process)
 	@$(MAKE) --no-print-directory deploy
 else
 	@PYTHON_HOST=$(PYTHON_HOST) STACK=$(STACK) VENV=$(VENV) bash hack/preflight.sh
-	@$(PYTHON_HOST) hack/secrets_check.py $(STACK)
+	@$(PYTHON_HOST) -m hack.secrets_check $(STACK)
 	@$(MAKE) --no-print-directory --silent $(VENV)/.installed  # silent: no "is up to date" line
 	@$(PY) -m preview --stack "$(STACK)" --validate >/dev/null
 	@# With a source cache: everything the stack needs is in it (each missing item named), before any download.
-	@if $(PY) -m model.sources --stack "$(STACK)" >/dev/null; then $(PY) hack/source_cache.py check --stack $(STACK); fi
+	@if $(PY) -m model.sources --stack "$(STACK)" >/dev/null; then $(PY) -m hack.source_cache check --stack $(STACK); fi
 	@$(MAKE) --no-print-directory deploy
 endif
 
@@ -174,21 +177,21 @@ process-tools: $(VENV)/.installed
 	@$(PY) -m process_lab.preflight --stack $(STACK)
 
 deploy: $(TOOLS) policy-venv stack
-	@$(PYTHON_HOST) hack/secrets_check.py $(STACK)
-	@$(PYTHON_HOST) hack/stack_lock.py $(STACK)
+	@$(PYTHON_HOST) -m hack.secrets_check $(STACK)
+	@$(PYTHON_HOST) -m hack.stack_lock $(STACK)
 	@$(STATE_UPGRADE) $(STACK)
 	@$(RESUME) $(STACK)
 	@# A stack with a source cache: its Pulumi plugins from there, and the engine never downloads one.
-	@$(PY) hack/source_cache.py plugins --stack $(STACK)
+	@$(PY) -m hack.source_cache plugins --stack $(STACK)
 	@echo "pulumi up --yes --stack $(STACK)$(UP_OPTIONS)"
 	@# Its output as it comes; a failure's last line fits it: a policy refusal, Ctrl-C, a wrong passphrase, or
 	@# the diagnose hint. Ctrl-C reaches pulumi from the terminal itself (hack/up_outcome.py). Its TMPDIR is a
 	@# private folder removed afterwards: the Kubernetes provider leaves a kubeconfig file there per provider.
-	@$(OFFLINE_ENV) $(PYTHON_HOST) hack/up_outcome.py $(STACK) pulumi up --yes --stack $(STACK)$(UP_OPTIONS)
+	@$(OFFLINE_ENV) $(PYTHON_HOST) -m hack.up_outcome $(STACK) pulumi up --yes --stack $(STACK)$(UP_OPTIONS)
 
 # Nothing deployed: say so, download nothing. Otherwise Docker must answer before pulumi destroy runs.
 down:
-	@$(PYTHON_HOST) hack/stack_state.py $(STACK) && $(MAKE) --no-print-directory destroy || [ $$? = 3 ]
+	@$(PYTHON_HOST) -m hack.stack_state $(STACK) && $(MAKE) --no-print-directory destroy || [ $$? = 3 ]
 
 # The secrets check reads the stack with ./venv's loader, so it runs once prereqs has made ./venv.
 destroy:
@@ -202,26 +205,26 @@ else
 	bash hack/preflight.sh --docker-only
 	@$(MAKE) --no-print-directory prereqs
 endif
-	@$(PYTHON_HOST) hack/secrets_check.py $(STACK)
+	@$(PYTHON_HOST) -m hack.secrets_check $(STACK)
 	@# --refresh first drops from the state what was deleted by hand: a worker container (the Docker provider
 	@# stops a container before removing it and fails on one that is gone) and, through deleteUnreachable,
 	@# the objects of a kind cluster or tenant that no longer answers.
-	@$(PYTHON_HOST) hack/stack_lock.py $(STACK)
+	@$(PYTHON_HOST) -m hack.stack_lock $(STACK)
 	@echo "pulumi destroy --yes --refresh --stack $(STACK)"
 	@# With a private TMPDIR that goes with it: the Kubernetes provider leaves a kubeconfig file there per
 	@# provider it configures (hack/up_outcome.py). pulumi keeps the terminal (--passthrough).
-	@$(PYTHON_HOST) hack/up_outcome.py --passthrough $(STACK) pulumi destroy --yes --refresh --stack $(STACK)
+	@$(PYTHON_HOST) -m hack.up_outcome --passthrough $(STACK) pulumi destroy --yes --refresh --stack $(STACK)
 
 # GNU make exits 2 whenever a recipe fails, so through make a policy refusal and an invalid stack both
 # exit 2; the preview's last line (before make's own Error line) says which. Scripts that need the difference run the preview itself:
 # `./venv/bin/python -m preview --stack NAME` exits 1 for a policy refusal and 2 for an invalid stack.
 plan: stack-file $(VENV)/.installed
-	@$(PY) hack/secrets_check.py $(STACK)
+	@$(PY) -m hack.secrets_check $(STACK)
 	$(PY) -m preview --stack $(STACK)
 
 # A lab exists only after `make up`: without one, say so in one line before installing ./venv (0.8 GB).
 lab-exists:
-	@status=0; $(PYTHON_HOST) hack/stack_state.py $(STACK) 2>/dev/null || status=$$?; \
+	@status=0; $(PYTHON_HOST) -m hack.stack_state $(STACK) 2>/dev/null || status=$$?; \
 	if [ "$$status" = 3 ]; then \
 	  echo "[gpulab] no lab: stack '$(STACK)' has nothing deployed in $${PULUMI_BACKEND_URL#file://}; run \`make up$(if $(filter-out dev,$(STACK)), STACK=$(STACK))\` first" >&2; \
 	  exit 1; \
@@ -285,13 +288,13 @@ test-real: $(VENV)/.installed
 
 # The real programs, from the wrapper Go modules in tools/ (programs.toml): a second run builds nothing.
 tools:
-	@$(PYTHON_HOST) tools/build.py
+	@$(PYTHON_HOST) -m tools.build
 
 # gpulab's node image (node-image/build.sh): kubelet, kubeadm, kubectl, gpulab-dra-plugin and gpulab-hami-plugin of make tools (unless
 # GPULAB_BIN names another folder), an engine (hack/docker-engine.sh starts Debian's where none answers), then the image; a second
 # run with nothing changed ends in seconds.
 node-image:
-	@if [ -z "$${GPULAB_BIN:-}" ]; then $(PYTHON_HOST) tools/build.py kubelet kubeadm kubectl gpulab-dra-plugin gpulab-hami-plugin; fi
+	@if [ -z "$${GPULAB_BIN:-}" ]; then $(PYTHON_HOST) -m tools.build kubelet kubeadm kubectl gpulab-dra-plugin gpulab-hami-plugin; fi
 	@bash hack/docker-engine.sh start
 	@bash node-image/build.sh
 
@@ -299,16 +302,16 @@ node-image:
 # plugin STACK takes from outside, fetched once and checked, into the stack's gpulab:sourceCache (or CACHE=dir).
 # The policy pack's venv too: after make cache, make up on this host needs nothing from PyPI either.
 cache: $(VENV)/.installed policies/venv/.installed
-	@$(PY) hack/source_cache.py fill --stack $(STACK) $(if $(CACHE),--dir "$(CACHE)")
+	@$(PY) -m hack.source_cache fill --stack $(STACK) $(if $(CACHE),--dir "$(CACHE)")
 
 # The Docker lab's images of programs the Go module proxy serves (node-image/lab-images.sh): a kind node image with
 # kubeadm's images inside, and MetalLB's controller and speaker; and gpulab's HAMi device plugin as an image
 # (node-image/hami-plugin-image.sh, for devicePlugin: gpulab tenants); their programs first (tools/programs.toml, group
 # lab-images, and kubernetes' own, and gpulab-hami-plugin), unless GPULAB_BIN names a folder that has them.
 lab-images:
-	@if [ -z "$${GPULAB_BIN:-}" ]; then $(PYTHON_HOST) tools/build.py kube-apiserver kube-controller-manager \
+	@if [ -z "$${GPULAB_BIN:-}" ]; then $(PYTHON_HOST) -m tools.build kube-apiserver kube-controller-manager \
 	  kube-scheduler kube-proxy kubelet kubeadm kubectl gpulab-hami-plugin && \
-	  $(PYTHON_HOST) tools/build.py --group lab-images; fi
+	  $(PYTHON_HOST) -m tools.build --group lab-images; fi
 	@bash hack/docker-engine.sh start
 	@bash node-image/lab-images.sh
 	@bash node-image/hami-plugin-image.sh
@@ -316,20 +319,21 @@ lab-images:
 upstream-data:
 	$(PYTHON_HOST) tests/support/upstream_data.py
 
-# -u: each line as it is measured, not all of them at the end.
+# -u: each line as it is measured, not all of them at the end. The program benchmark borrows the tests' harness
+# (tests/support/lab_harness.py): tests/support on its path, as pytest puts it.
 bench: $(VENV)/.installed
 	@echo "[gpulab] bench 1/3: the program under mocks for 2, 10 and 50 tenants" >&2
-	$(PY) -u benchmarks/program_under_mocks.py
+	PYTHONPATH=tests/support$${PYTHONPATH:+:$$PYTHONPATH} $(PY) -u -m benchmarks.program_under_mocks
 	@echo "[gpulab] bench 2/3: policy checking, today's code against the baseline commit" >&2
-	$(PY) -u benchmarks/policy_check.py
+	$(PY) -u -m benchmarks.policy_check
 	@echo "[gpulab] bench 3/3: registry pulls with and without pre-loading" >&2
-	$(PY) -u benchmarks/image_pulls.py
+	$(PY) -u -m benchmarks.image_pulls
 
 # Real control planes and HAMi (not part of make bench: it needs make tools and a HAMi binary, and takes an hour or
 # more, the chart's rows running to their deadline). Each row: HAMi at the chart's and the lab's setting, and
 # kube-scheduler alone at its own client rate and unthrottled.
 bench-scheduling: $(VENV)/.installed
-	$(PY) -u benchmarks/hami_scheduling.py --rows goal --settings chart lab ceiling ceiling-unthrottled dra
+	$(PY) -u -m benchmarks.hami_scheduling --rows goal --settings chart lab ceiling ceiling-unthrottled dra
 
 # .cache/sources stays: a source cache (make cache) may have been filled on another machine.
 clean:

@@ -6,7 +6,7 @@ for: `its reaped children`), and per program the processes still running in the 
 etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok-controller, hami-scheduler, bind-time role).
 A process started detached that ended before the second sample is not counted (none of the lab's should).
 
-Usage: venv/bin/python benchmarks/command_cpu.py --folder .state/process/many -- make up STACK=many
+Usage: venv/bin/python -m benchmarks.command_cpu --folder .state/process/many -- make up STACK=many
 """
 
 from __future__ import annotations
@@ -17,10 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from benchmarks import cpu  # noqa: E402
+from benchmarks import cpu
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -24,7 +24,7 @@ Also per call, from HAMi's log (klog's microseconds): from its "Starting schedul
 "Scheduling pod to node", i.e. getNodesUsage, calcScore and the sort, before the patch; and HAMi's log bytes a call.
 
 Needs `make tools` and each release's hami-scheduler (GPULAB_HAMI_SCHEDULER_V2_10_0, ..._V2_8_3). Usage:
-  venv/bin/python benchmarks/hami_filter.py [--rows issue-3021 | 50x8:1000 ...] [--hami-versions v2.10.0 v2.8.3]
+  venv/bin/python -m benchmarks.hami_filter [--rows issue-3021 | 50x8:1000 ...] [--hami-versions v2.10.0 v2.8.3]
       [--repeats 3] [--calls 100] [--setting lab] [--hami-verbosity N]
 """
 
@@ -48,22 +48,21 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchmarks.hami_scheduling import A100, LIMITS, NAMESPACE, add_nodes, create_pods, pods
+from benchmarks.scheduling_rows import SETTINGS, header
+from hami.annotations import ALLOCATED, ASSIGNED_NODE, ASSIGNED_TIME, TO_ALLOCATE, CardShare, format_allocation
+from hami.cards import NVIDIA
+from model.config import LabConfig
+from model.config.loading import load_stack_file
+from model.hami_releases import KNOWN_VERSIONS
+from process_lab import hami_binary
+from process_lab.control_plane import missing_programs
+from process_lab.hami_binary import binary_release
+from process_lab.hami_scheduler import SCHEDULER_NAME
+from process_lab.preflight import bin_dir
+from process_lab.tenant import TenantLab
 
-from benchmarks.hami_scheduling import A100, LIMITS, NAMESPACE, add_nodes, create_pods, pods  # noqa: E402
-from benchmarks.scheduling_rows import SETTINGS, header  # noqa: E402
-from hami.annotations import ALLOCATED, ASSIGNED_NODE, ASSIGNED_TIME, TO_ALLOCATE, CardShare, format_allocation  # noqa: E402
-from hami.cards import NVIDIA  # noqa: E402
-from model.config import LabConfig  # noqa: E402
-from model.config.loading import load_stack_file  # noqa: E402
-from model.hami_releases import KNOWN_VERSIONS  # noqa: E402
-from process_lab import hami_binary  # noqa: E402
-from process_lab.control_plane import missing_programs  # noqa: E402
-from process_lab.hami_binary import binary_release  # noqa: E402
-from process_lab.hami_scheduler import SCHEDULER_NAME  # noqa: E402
-from process_lab.preflight import bin_dir  # noqa: E402
-from process_lab.tenant import TenantLab  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 GATE = "gpulab.io/filter-benchmark"  # a scheduling gate no one lifts: kube-scheduler leaves the pods alone
 # The per-card count of pods in HAMi's metrics: v2.10.0's name, v2.8.3's (v2.10.0 writes it only with
@@ -362,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     flags = dict(SETTINGS[args.setting].hami or {})
     if args.hami_verbosity is not None:
         flags["hami_log_verbosity"] = args.hami_verbosity
-    command = shlex.join(["venv/bin/python", "benchmarks/hami_filter.py", *(sys.argv[1:] if argv is None else argv)])
+    command = shlex.join(["venv/bin/python", "-m", "benchmarks.hami_filter", *(sys.argv[1:] if argv is None else argv)])
     programs = "; ".join(f"HAMi {v}: {p} ({binary_release(p) or 'release unknown'})" for v, p in binaries.items())
     for text in header(command, programs):
         print(text)

@@ -21,7 +21,7 @@ the ceiling's; the run ends with a Markdown table of every row.
 Needs `make tools` and, for HAMi's settings, that release's hami-scheduler (GPULAB_HAMI_SCHEDULER_V2_10_0 ...);
 GPULAB_BENCH_KEEP_LOG=FILE keeps the last
 HAMi log. Usage (`make bench-scheduling` runs the goal rows, preset `goal`):
-  venv/bin/python benchmarks/hami_scheduling.py [--rows goal | 100x1000:spread 10x100:binpack ...]
+  venv/bin/python -m benchmarks.hami_scheduling [--rows goal | 100x1000:spread 10x100:binpack ...]
       [--nodes 10 100 1000 --pods 200 --node-policy spread] [--settings chart lab ceiling ...]
 """
 
@@ -41,12 +41,9 @@ import time
 import urllib.parse
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from benchmarks import cpu  # noqa: E402
-from benchmarks.multinode_check import inventory  # noqa: E402
-from benchmarks.scheduling_rows import (  # noqa: E402
+from benchmarks import cpu
+from benchmarks.multinode_check import inventory
+from benchmarks.scheduling_rows import (
     SETTINGS,
     Result,
     Row,
@@ -61,21 +58,23 @@ from benchmarks.scheduling_rows import (  # noqa: E402
     unready_nodes,
     watched_binding,
 )
-from model import dra  # noqa: E402
-from model.bounded_run import run_text  # noqa: E402
-from model.catalog import GPU_CATALOG, Card  # noqa: E402
-from model.config import LabConfig  # noqa: E402
-from model.config.loading import load_stack_file  # noqa: E402
-from model.hami_releases import DEFAULT_VERSION, KNOWN_VERSIONS  # noqa: E402
-from placement.wording import evaluate_tenant  # noqa: E402
-from placement.workloads import read_workload  # noqa: E402
-from process_lab import hami_binary  # noqa: E402
-from process_lab.control_plane import ControlPlane, missing_programs  # noqa: E402
-from process_lab.gpu_nodes import node_object, node_status  # noqa: E402
-from process_lab.hami_binary import binary_release  # noqa: E402
-from process_lab.hami_scheduler import SCHEDULER_NAME  # noqa: E402
-from process_lab.preflight import bin_dir  # noqa: E402
-from process_lab.tenant import TenantLab  # noqa: E402
+from model import dra
+from model.bounded_run import run_text
+from model.catalog import GPU_CATALOG, Card
+from model.config import LabConfig
+from model.config.loading import load_stack_file
+from model.hami_releases import DEFAULT_VERSION, KNOWN_VERSIONS
+from placement.wording import evaluate_tenant
+from placement.workloads import read_workload
+from process_lab import hami_binary
+from process_lab.control_plane import ControlPlane, missing_programs
+from process_lab.gpu_nodes import node_object, node_status
+from process_lab.hami_binary import binary_release
+from process_lab.hami_scheduler import SCHEDULER_NAME
+from process_lab.preflight import bin_dir
+from process_lab.tenant import TenantLab
+
+ROOT = Path(__file__).resolve().parent.parent
 
 CARDS_PER_NODE = 8
 NAMESPACE = "bench"
@@ -369,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     tenant = lab_config.tenants[0].model_copy(update={"hami_version": args.hami_version})
     lab_config = lab_config.model_copy(update={"tenants": [tenant, *lab_config.tenants[1:]]})
     command = shlex.join(
-        ["venv/bin/python", "benchmarks/hami_scheduling.py", *(sys.argv[1:] if argv is None else argv)]
+        ["venv/bin/python", "-m", "benchmarks.hami_scheduling", *(sys.argv[1:] if argv is None else argv)]
     )
     for text in header(command, program_versions(tools, hami)):
         print(text)

@@ -4,11 +4,6 @@ inventory, offline; docker.io pulls are the ones Docker Hub rate-limits (10 per 
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
 from model.config import parse_config
 from model.images import to_load
 

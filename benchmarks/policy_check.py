@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import atexit
 import importlib
+import importlib.util
 import random
 import shutil
 import sys
@@ -29,16 +30,15 @@ import time
 from pathlib import Path
 from types import ModuleType
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchmarks import multinode_check
+from benchmarks.multinode_check import pod
+from hami.cards import CardSpec
+from model.bounded_run import run_text
+from model.config import GpuQuota, PodLimits
+from placement.findings import UNDECIDED
+from placement.inventory import TenantInventory
 
-from benchmarks import multinode_check  # noqa: E402
-from benchmarks.multinode_check import pod  # noqa: E402
-from hami.cards import CardSpec  # noqa: E402
-from model.bounded_run import run_text  # noqa: E402
-from model.config import GpuQuota, PodLimits  # noqa: E402
-from placement.findings import UNDECIDED  # noqa: E402
-from placement.inventory import TenantInventory  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 BASELINE = "57a5746"  # the last commit of the first placement engine (policies 700 us/pod)
 BASELINE_MODULES = ("gpu_fit", "inventory", "workloads", "evaluate")
@@ -81,7 +81,15 @@ def baseline_package() -> dict[str, ModuleType] | str:
         source = shown.stdout.replace("from policies.", "from policies_baseline.")
         source = source.replace("from components.", "from model.")
         (package / f"{module}.py").write_text(source)
-    sys.path.insert(0, str(directory))
+    # The package from its folder, under its own name (no sys.path entry): its modules import each other as
+    # policies_baseline.X, which the package's __path__ finds.
+    spec = importlib.util.spec_from_file_location(
+        "policies_baseline", package / "__init__.py", submodule_search_locations=[str(package)]
+    )
+    if spec is None or spec.loader is None:
+        return f"baseline {BASELINE}: its package at {package} cannot be loaded"
+    sys.modules["policies_baseline"] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sys.modules["policies_baseline"])
     return {module: importlib.import_module(f"policies_baseline.{module}") for module in BASELINE_MODULES}
 
 

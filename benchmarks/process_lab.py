@@ -1,7 +1,7 @@
 """The process lab's cost: time to start and stop N tenants of the reference stack, and memory per tenant.
 
 Needs `make tools` (./bin, or GPULAB_BIN); with GPULAB_HAMI_SCHEDULER set, each tenant also runs HAMi.
-Usage: venv/bin/python benchmarks/process_lab.py [--tenants 1 2 5]
+Usage: venv/bin/python -m benchmarks.process_lab [--tenants 1 2 5]
 
 Memory, read once every tenant is up (a steady lab, not a peak), per program of a tenant: its resident set (RSS)
 and its proportional set (PSS, shared pages divided among their sharers: benchmarks/memory.py); and the machine's
@@ -17,15 +17,14 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from benchmarks.memory import available_kb, by_program, table
+from model.config.loading import load_stack_file
+from model.hami_releases import DEFAULT_VERSION as DEFAULT_HAMI_VERSION
+from process_lab import hami_binary
+from process_lab.control_plane import missing_programs
+from process_lab.tenant import TenantLab
 
-from benchmarks.memory import available_kb, by_program, table  # noqa: E402
-from model.config.loading import load_stack_file  # noqa: E402
-from model.hami_releases import DEFAULT_VERSION as DEFAULT_HAMI_VERSION  # noqa: E402
-from process_lab import hami_binary  # noqa: E402
-from process_lab.control_plane import missing_programs  # noqa: E402
-from process_lab.tenant import TenantLab  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def measure(count: int, bin_dir: Path, hami: Path | None) -> None:

@@ -2,7 +2,7 @@
 processes (any command line naming its state folder, zombies aside: they hold nothing) and its state folder.
 One line per leftover; exit 1 if there is any. CI runs it after `make down STACK=...` (.ci/run).
 
-Usage: python3 hack/lab_leftovers.py STACK
+Usage: python3 -m hack.lab_leftovers STACK   (from the project folder; .ci/run, with the host's python3)
 """
 
 from __future__ import annotations
@@ -11,11 +11,10 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # run as a file by .ci/run, with the host's python3
+from model.bounded_run import run_bounded
+from model.names import OWNER_LABEL
 
-from model.bounded_run import run_bounded  # noqa: E402
-from model.names import OWNER_LABEL  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 DOCKER_TIMEOUT = 60  # seconds for one docker command: an engine that answers does in well under one
 

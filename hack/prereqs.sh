@@ -38,7 +38,8 @@ fi
 get() {
   local cached=""
   if [ -n "${SOURCE_CACHE:-}" ]; then
-    cached=$("${PYTHON:-python3}" "$root/hack/source_cache.py" path --stack "${STACK:-dev}" "$1") ||
+    # As a module from the project folder, where python -m finds gpulab's packages (the subshell's cd only).
+    cached=$(cd "$root" && "${PYTHON:-python3}" -m hack.source_cache path --stack "${STACK:-dev}" "$1") ||
       die "the source cache $SOURCE_CACHE cannot serve $1 (above)"
     [ -n "$cached" ] || die "the source cache $SOURCE_CACHE has no $1: make cache STACK=${STACK:-dev} fills it"
   fi

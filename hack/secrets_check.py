@@ -16,7 +16,7 @@ The passphrase is found as the Pulumi CLI finds it (pulumi pkg/secrets/passphras
 PULUMI_CONFIG_PASSPHRASE when it is in the environment at all, even empty; otherwise the contents of
 PULUMI_CONFIG_PASSPHRASE_FILE, surrounding whitespace trimmed, and an error if it cannot be read.
 
-usage: python3 hack/secrets_check.py STACK [PROJECT_DIR]; exit 0 fine, 2 refused (one line why).
+usage: python3 -m hack.secrets_check STACK [PROJECT_DIR]; exit 0 fine, 2 refused (one line why).
 """
 
 from __future__ import annotations
@@ -84,13 +84,12 @@ def main(argv: list[str], environ: dict[str, str] | None = None) -> int:
         return 2
     if not stack_file.is_file():
         return 0  # nothing typed in yet; the commands that need the file say so themselves
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))  # run as a file: gpulab's packages are beside hack/
     try:
         from model.config import ConfigError
     except ImportError:  # the host's python3, without gpulab's packages
         if VENV_PYTHON.is_file() and Path(sys.prefix).resolve() != VENV_PYTHON.parent.parent.resolve():
-            os.execv(VENV_PYTHON, [str(VENV_PYTHON), __file__, *argv])
+            # The same module from the same folder (`-m` finds it there), with the same arguments.
+            os.execv(VENV_PYTHON, [str(VENV_PYTHON), "-m", "hack.secrets_check", *argv])
         return 0  # no ./venv yet: make up and make down check again once it exists, before any pulumi command
     try:
         keys, provider = typed_secrets(stack_file)

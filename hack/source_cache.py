@@ -1,12 +1,12 @@
 """`make cache`: the Docker lab's source cache (model/sources.py says what it holds and why).
 
-    python hack/source_cache.py list    --stack S   every item the stack takes from outside, and the cache's state
-    python hack/source_cache.py fill    --stack S   fetch what is missing, online, each checked (make cache)
-    python hack/source_cache.py add     --stack S KEY [FILE] [--relaxed]
+    python -m hack.source_cache list    --stack S   every item the stack takes from outside, and the cache's state
+    python -m hack.source_cache fill    --stack S   fetch what is missing, online, each checked (make cache)
+    python -m hack.source_cache add     --stack S KEY [FILE] [--relaxed]
                                                        put one item in by hand: a file, or an image from the engine
-    python hack/source_cache.py check   --stack S   exit 1, naming each item, unless the cache serves the stack
-    python hack/source_cache.py path    --stack S URL   the cached file of a tool's URL (hack/prereqs.sh)
-    python hack/source_cache.py plugins --stack S   install the cached Pulumi plugins into the CLI's plugin folder
+    python -m hack.source_cache check   --stack S   exit 1, naming each item, unless the cache serves the stack
+    python -m hack.source_cache path    --stack S URL   the cached file of a tool's URL (hack/prereqs.sh)
+    python -m hack.source_cache plugins --stack S   install the cached Pulumi plugins into the CLI's plugin folder
 
 The cache folder is the stack's `gpulab:sourceCache`, or `--dir`. Downloads go to `GPULAB_SOURCE_MIRROR/<host>/<path>`
 when that is set (a mirror of the upstream sites), give up on a host that does not answer within
@@ -28,17 +28,14 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from model import downloads  # noqa: E402
-from model.bounded_run import Unfinished, run_text  # noqa: E402
-from model.config import ConfigError, LabConfig  # noqa: E402
-from model.config.loading import load_stack_file  # noqa: E402
-from model.image_ref import ImageRef  # noqa: E402
-from model.node_container import node_platform  # noqa: E402
-from model.safe_yaml import load as load_yaml  # noqa: E402
-from model.sources import (  # noqa: E402
+from model import downloads
+from model.bounded_run import Unfinished, run_text
+from model.config import ConfigError, LabConfig
+from model.config.loading import load_stack_file
+from model.image_ref import ImageRef
+from model.node_container import node_platform
+from model.safe_yaml import load as load_yaml
+from model.sources import (
     Entry,
     Item,
     SourceCache,
@@ -48,6 +45,8 @@ from model.sources import (  # noqa: E402
     needed,
     sha256_of,
 )
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 class CacheError(Exception):
@@ -140,7 +139,7 @@ class Filler:
         if ref.registry == "localhost":  # built on a host, served by no registry (gpulab's: `make lab-images`)
             raise CacheError(
                 f"{ref.full} is built, not pulled: build it (gpulab's: make lab-images), then "
-                f"`hack/source_cache.py add {ref.full} --relaxed`"
+                f"`venv/bin/python -m hack.source_cache add {ref.full} --relaxed`"
             )
         platform = node_platform()
         pulled = docker("pull", "--quiet", "--platform", platform, ref.full)
@@ -189,7 +188,7 @@ def open_cache(args: argparse.Namespace, lab: LabConfig) -> SourceCache | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="hack/source_cache.py", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m hack.source_cache", description=__doc__.splitlines()[0])
     parser.add_argument("action", choices=["list", "fill", "add", "check", "path", "plugins"])
     parser.add_argument("rest", nargs="*", help="add: KEY [FILE]; path: URL")
     parser.add_argument("--stack", default="dev")

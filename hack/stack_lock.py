@@ -7,7 +7,7 @@ pkg/backend/diy/lock.go). A `pulumi up` killed with KILL, or by a reboot, leaves
 that another host made, is never touched. With a stale lock gone, the plugins the killed CLI left (its
 language host and providers, in this directory, serving an engine address nothing answers any more) are
 stopped too. Standard library only (run before ./venv exists); prints one line per lock removed.
-Usage: python3 hack/stack_lock.py STACK (exit 0; 2 on bad usage).
+Usage: python3 -m hack.stack_lock STACK (exit 0; 2 on bad usage).
 """
 
 from __future__ import annotations
@@ -22,11 +22,9 @@ import sys
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # run as a file: gpulab's packages are beside hack/
+from model.kube_client import pid_running  # standard library only at import time
 
-from model.kube_client import pid_running  # noqa: E402 (standard library only at import time)
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def stale_locks(backend: Path, stack: str, project: str = "gpulab") -> list[Path]:
@@ -75,7 +73,7 @@ def orphaned_plugins(project: Path) -> list[int]:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python3 hack/stack_lock.py STACK", file=sys.stderr)
+        print("usage: python3 -m hack.stack_lock STACK", file=sys.stderr)
         return 2
     url = os.environ.get("PULUMI_BACKEND_URL", "")
     if not url.startswith("file://"):

@@ -1,17 +1,14 @@
 """Does a stack in gpulab's local state hold any resources? `make down` asks before it installs anything.
 
-Standard library only (it runs before ./venv exists). Reads the file backend's checkpoint
-(`<backend>/.pulumi/stacks/<project>/<stack>.json`, or `.json.gz`), which lists resources in the
-clear (only secret values are encrypted). Exit 0: the stack has resources, or the backend is not a
-local one and only the Pulumi CLI can tell; 3: nothing to destroy (no such stack, or empty); 2: usage.
+Standard library only: it runs before ./venv exists, as `python3 -m hack.stack_state` from the project folder.
+Reads the file backend's checkpoint (`<backend>/.pulumi/stacks/<project>/<stack>.json`, or `.json.gz`), which
+lists resources in the clear (only secret values are encrypted). Exit 0: the stack has resources, or the backend
+is not a local one and only the Pulumi CLI can tell; 3: nothing to destroy (no such stack, or empty); 2: usage.
 """
 
 from __future__ import annotations
 
 import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a file, before ./venv exists
 
 from model.pulumi_state import checkpoint_file, local_backend, resources
 
@@ -20,7 +17,7 @@ NOTHING = 3
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python3 hack/stack_state.py STACK", file=sys.stderr)
+        print("usage: python3 -m hack.stack_state STACK", file=sys.stderr)
         return 2
     stack = argv[0]
     backend = local_backend()

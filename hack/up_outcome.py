@@ -27,7 +27,7 @@ the folder the user had, for what must outlive the run (scripts/lib.sh's run rec
 mode's programs: process_lab/commands.py lasting). A folder left by a wrapper killed with KILL goes at the next run.
 
 Standard library only (the Makefile runs it with the host's python3).
-Usage: python3 hack/up_outcome.py [--setup | --passthrough] STACK PULUMI_ARGV...   (--setup: a step before the
+Usage: python3 -m hack.up_outcome [--setup | --passthrough] STACK PULUMI_ARGV...   (--setup: a step before the
 update, e.g. `pulumi stack select --create`; only a passphrase mismatch gets a line there, the rest says itself what
 failed. --passthrough: pulumi keeps the terminal, as `pulumi destroy` does, and nothing is added to its output.)
 """
@@ -49,12 +49,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # run as a file: gpulab's packages are beside hack/
+from model.kube_client import remove_stale_private_dirs  # standard library only at import time
+from model.stack_file import make_up  # standard library only
 
-from model.kube_client import remove_stale_private_dirs  # noqa: E402 (standard library only at import time)
-from model.stack_file import make_up  # noqa: E402 (standard library only)
+ROOT = Path(__file__).resolve().parents[1]
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # pkg/backend/display/diff.go renderDiffPolicyViolationEvent, as printPolicies indents it.
@@ -257,7 +255,7 @@ def main(args: list[str]) -> int:
     passthrough = bool(args) and args[0] == "--passthrough"
     args = args[1:] if setup or passthrough else args
     if len(args) < 2:
-        print("usage: python3 hack/up_outcome.py [--setup | --passthrough] STACK PULUMI_ARGV...", file=sys.stderr)
+        print("usage: python3 -m hack.up_outcome [--setup | --passthrough] STACK PULUMI_ARGV...", file=sys.stderr)
         return 2
     return run(args[0], args[1:], setup, passthrough)
 

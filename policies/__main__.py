@@ -11,7 +11,7 @@ Anything else is the command line: `check` runs the same rules on plain manifest
 import sys
 from pathlib import Path
 
-# The pack imports gpulab's config models; make the project root importable however this is started.
+# Kept: the Pulumi CLI runs this file from policies/ in policies/venv, where gpulab's packages are on no path.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 USAGE = """\

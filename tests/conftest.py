@@ -1,11 +1,12 @@
-"""Test setup: the project root and tests/ on sys.path, so tests import gpulab as the program does."""
+"""Test setup: hypothesis's profiles, the tiers' hooks, a short basetemp and the garbage collector. The project root,
+tests/ and tests/support are on sys.path by pytest's own `pythonpath` (pyproject.toml), so tests import gpulab as the
+program does."""
 
 from __future__ import annotations
 
 import gc
 import os
 import shutil
-import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -20,9 +21,6 @@ import pytest
 gc.set_threshold(10_000, 10, 10)
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "tests" / "support"))  # the helpers every folder of tests imports
 
 # Property tests explore new examples on every developer run; CI replays a fixed set so a landing
 # never depends on luck (a failure found locally becomes a named regression test).

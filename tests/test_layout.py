@@ -4,6 +4,7 @@ and the policy pack beside each other on it, the tools on top. Checked on the im
 from __future__ import annotations
 
 import ast
+import os
 import re
 from pathlib import Path
 
@@ -376,3 +377,88 @@ def test_each_hami_annotation_key_and_reason_name_is_spelled_once() -> None:
     assert not found, found
     done = [path for path in NOT_YET if not spelled(ROOT / path, keys | names)]
     assert not done, f"{done} spell none of them any more: take them off NOT_YET"
+
+
+# --- entry points run as modules: no edit of the import path ---------------------------------------------------------
+# Every Python entry point runs as a module from the project folder (`python3 -m hack.stack_state`, `python -m
+# benchmarks.hami_filter`, `python3 -m tools.build`), and the tests find gpulab's packages and their helpers by
+# pytest's `pythonpath` (pyproject.toml). An edit of the path stays only where neither reaches, each file here with
+# why and how many edits it holds.
+PATH_EDITS_KEPT = {
+    # The Pulumi CLI runs the pack by its path from policies/, with policies/venv (`python -u -m pulumi.policy ENGINE
+    # .`, which runpy.run_path's this file): no `-m` of gpulab's, and no .pth in a venv the CLI may make itself.
+    "policies/__main__.py": 1,
+    # A fake the code under test runs by its path as `kubectl` (a control plane's bin folder), from any folder; it
+    # shares tests/support/fake_kube_api.py's store with the fake API server.
+    "tests/fakes/kube-api/kubectl": 1,
+}
+# An insert, append or extend on the path, a slice or item assigned into it, or the path replaced or added to; and
+# site.addsitedir, which adds a folder the same way.
+PATH_EDIT = re.compile(
+    r"\bsys\.path\s*(?:\.\s*(?:insert|append|extend)\s*\(|\[[^\]]*\]\s*=(?!=)|\+=|=(?!=))|\bsite\.addsitedir\s*\("
+)
+NOT_THE_PROJECT = {"venv", ".venv", "node_modules", "__pycache__"}  # and every hidden folder (.cache, .git)
+
+
+def is_python(path: Path) -> bool:
+    """A .py file, or a program whose first line asks for python (the fakes, hack/runc-without-sys-resource)."""
+    if path.suffix == ".py":
+        return True
+    try:
+        with path.open("rb") as file:
+            first = file.readline(200)
+    except OSError:
+        return False
+    return first.startswith(b"#!") and b"python" in first
+
+
+def python_files() -> list[Path]:
+    """Every Python file of the project, tests included: not the venvs, nor what .cache holds."""
+    found = []
+    for folder, folders, files in os.walk(ROOT):
+        folders[:] = [name for name in folders if name not in NOT_THE_PROJECT and not name.startswith(".")]
+        found += [path for name in files if is_python(path := Path(folder) / name)]
+    return sorted(found)
+
+
+def path_edits(path: Path) -> list[str]:
+    return [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
+        if PATH_EDIT.search(line)
+    ]
+
+
+SYS_PATH = "sys" + ".path"  # spelled apart: the examples below are no edit of this file's own
+
+
+@pytest.mark.parametrize(
+    ("line", "edits"),
+    [
+        (f"{SYS_PATH}.insert(0, str(ROOT))", True),
+        (f"{SYS_PATH}.append(folder)", True),
+        (f"{SYS_PATH} . extend([a, b])", True),
+        (f"{SYS_PATH}[:0] = [str(ROOT)]", True),
+        (f"{SYS_PATH} = [ROOT, *sys.path]", True),
+        (f"{SYS_PATH} += [ROOT]", True),
+        (f'"import sys; {SYS_PATH}.insert(0, sys.argv[1])"', True),  # a child's script, as a string
+        ("site" + ".addsitedir(folder)", True),
+        (f"if str(ROOT) not in {SYS_PATH}:", False),
+        (f"assert {SYS_PATH}[0] == str(ROOT)", False),
+        (f"print({SYS_PATH})", False),
+    ],
+)
+def test_the_path_edit_pattern_knows_an_edit_from_a_read(line: str, edits: bool) -> None:
+    assert bool(PATH_EDIT.search(line)) is edits
+
+
+def test_no_file_edits_the_import_path_but_the_ones_kept() -> None:
+    """Run as modules, no entry point needs an edit: one puts a folder first on the path, where a module of it can
+    shadow a package of the same name (benchmarks/process_lab.py and the process_lab package)."""
+    files = python_files()
+    assert len(files) > 300 and ROOT / "tests" / "fakes" / "kube-api" / "kubectl" in files, len(files)
+    found = {str(path.relative_to(ROOT)): edits for path in files if (edits := path_edits(path))}
+    unexpected = [edit for name, edits in found.items() if name not in PATH_EDITS_KEPT for edit in edits]
+    assert not unexpected, f"run it as a module (python -m package.module) instead: {unexpected}"
+    counts = {name: len(found.get(name, [])) for name in PATH_EDITS_KEPT}
+    assert counts == PATH_EDITS_KEPT, f"a kept edit changed or went: update PATH_EDITS_KEPT ({counts})"

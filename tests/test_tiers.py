@@ -79,7 +79,8 @@ def test_what_an_earlier_test_started_is_not_the_next_ones() -> None:
 
 def test_the_suites_conftest_puts_the_line_in_force(tmp_path: Path) -> None:
     """End to end, as pytest loads it: tests/conftest.py (here as a plugin, -p tests.conftest) registers the hooks,
-    so an unmarked test that starts a process errors at teardown and a marked one passes."""
+    so an unmarked test that starts a process errors at teardown and a marked one passes. The run has no ini file:
+    -o gives it the helpers' folder that pyproject.toml's `pythonpath` gives the suite."""
     (tmp_path / "test_two.py").write_text(
         "import subprocess\nimport pytest\n\n\n"
         "def test_unmarked():\n    subprocess.run(['true', 'unmarked-start'], check=True)\n\n\n"
@@ -88,7 +89,8 @@ def test_the_suites_conftest_puts_the_line_in_force(tmp_path: Path) -> None:
     env = {key: value for key, value in os.environ.items() if not key.startswith(("PYTEST_", "GPULAB_"))}
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "tests.conftest", "-p", "no:xdist", "-p", "no:cacheprovider", "-q",
-         "-o", "markers=integration", "--rootdir", str(tmp_path), str(tmp_path / "test_two.py")],
+         "-o", "markers=integration", "-o", f"pythonpath={ROOT / 'tests' / 'support'}", "--rootdir", str(tmp_path),
+         str(tmp_path / "test_two.py")],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert "2 passed, 1 error" in result.stdout, result.stdout + result.stderr

@@ -27,12 +27,10 @@ import time
 import zipfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-from model.bounded_run import run_text  # noqa: E402  (standard library only, as this file: no ./venv yet)
-from model.downloads import connect_timeout, download_timeout  # noqa: E402
-from tools import releases  # noqa: E402
-from tools.manifest import (  # noqa: E402
+from model.bounded_run import run_text  # standard library only, as this file: no ./venv yet
+from model.downloads import connect_timeout, download_timeout
+from tools import releases
+from tools.manifest import (
     ModuleFile,
     Program,
     go_line,
@@ -42,6 +40,7 @@ from tools.manifest import (  # noqa: E402
     required_version,
 )
 
+ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ROOT / "tools"
 CACHE = ROOT / ".cache" / "tools"
 GO_CACHES = ("GOMODCACHE", "GOCACHE")

@@ -16,17 +16,9 @@ import yaml
 from cel_harness import admitted, run_policy
 from shared_data import ROOT
 
-from model.admission_policy import DENY_POLICY
-from model.config.loading import load_stack_file
-from process_lab.control_plane import kwokctl_configuration
-from process_lab.tenant import TenantLab
-
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-import policy_check
-import program_under_mocks
-from hami_scheduling import claim_template, dra_objects, gpu_nodes, pods
-from scheduling_rows import (
+from benchmarks import policy_check, program_under_mocks
+from benchmarks.hami_scheduling import claim_template, dra_objects, gpu_nodes, pods
+from benchmarks.scheduling_rows import (
     SETTINGS,
     UNTHROTTLED_CLIENT,
     Result,
@@ -40,6 +32,10 @@ from scheduling_rows import (
     unready_nodes,
     watched_binding,
 )
+from model.admission_policy import DENY_POLICY
+from model.config.loading import load_stack_file
+from process_lab.control_plane import kwokctl_configuration
+from process_lab.tenant import TenantLab
 
 
 def test_program_benchmark_runs(capsys) -> None:
@@ -63,7 +59,7 @@ def test_policy_benchmark_runs(capsys) -> None:
 
 
 def test_image_pull_benchmark_runs(capsys) -> None:
-    import image_pulls
+    from benchmarks import image_pulls
 
     image_pulls.main()
     lines = capsys.readouterr().out.splitlines()
@@ -88,7 +84,7 @@ def fake_proc(root, processes: dict[int, tuple[list[str], int, int]]):
 
 
 def test_memory_is_summed_per_program_of_the_tenant_and_nothing_else(tmp_path) -> None:
-    import memory
+    from benchmarks import memory
 
     folder = tmp_path / "lab" / "t0"
     proc = fake_proc(
@@ -226,12 +222,12 @@ def test_a_runs_header_names_its_date_machine_command_and_programs(tmp_path) -> 
 
     (tmp_path / "cpuinfo").write_text("processor\t: 0\nmodel name\t: AMD EPYC 7B13\n\nprocessor\t: 1\n")
     (tmp_path / "meminfo").write_text("MemTotal:       24576000 kB\nMemFree:  1 kB\n")
-    lines = header("venv/bin/python benchmarks/hami_scheduling.py --rows issue41", "kube-scheduler v1.36.4", tmp_path)
+    lines = header("venv/bin/python -m benchmarks.hami_scheduling --rows issue41", "kube-scheduler v1.36.4", tmp_path)
     assert re.fullmatch(r"# date: \d{4}-\d\d-\d\d \d\d:\d\d UTC", lines[0]), lines[0]
     cpus = len(os.sched_getaffinity(0))
     assert lines[1] == f"# machine: {cpus} CPUs (AMD EPYC 7B13), 23.4 GiB, {platform.system()} {platform.release()}"
     assert lines[2:] == [
-        "# command: venv/bin/python benchmarks/hami_scheduling.py --rows issue41",
+        "# command: venv/bin/python -m benchmarks.hami_scheduling --rows issue41",
         "# programs: kube-scheduler v1.36.4",
     ]
 
@@ -271,7 +267,7 @@ def test_a_tenant_without_hami_admits_the_ceilings_gpu_pods_and_starts_kube_sche
 def test_the_many_tenants_stack_passes_the_stacks_own_validation(tmp_path):
     """Boundary: gpulab's config validation (model/config), the same `make up` runs first: the written stack of
     20 tenants loads, every range its own, so `make up STACK=many` is refused for nothing but a real lack."""
-    import many_tenants_stack
+    from benchmarks import many_tenants_stack
 
     path = tmp_path / "Pulumi.many.yaml"
     path.write_text(many_tenants_stack.stack_file(20))
@@ -327,7 +323,7 @@ def test_the_dra_setting_shares_the_same_cards_as_devices_and_is_divided_by_the_
 def test_the_dra_setting_runs_a_tenant_without_hami_with_its_scheduler_config_and_claims(monkeypatch, tmp_path) -> None:
     """run_one for `dra`: the tenant is made without HAMi, kube-scheduler is started with the DRA configuration, and
     the measurement is asked for claim pods on nodes whose cards are slices (not HAMi's pods)."""
-    import hami_scheduling
+    from benchmarks import hami_scheduling
 
     made: dict = {}
 

@@ -6,14 +6,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 import pytest
-from shared_data import ROOT
 
-sys.path.insert(0, str(ROOT / "benchmarks"))
-
-from hami_filter import (
+from benchmarks.hami_filter import (
     ALLOCATED,
     ASSIGNED_NODE,
     GATE,
@@ -32,7 +28,7 @@ from hami_filter import (
     shared_count,
     table,
 )
-from hami_scheduling import node_cards
+from benchmarks.hami_scheduling import node_cards
 
 
 def test_rows_parse_presets_and_nodes_by_cards_with_pods_placed() -> None:

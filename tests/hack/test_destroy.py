@@ -21,7 +21,7 @@ def test_destroy_refreshes_first() -> None:
     dry = subprocess.run(["make", "-n", "destroy"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     destroy = [line for line in dry.stdout.splitlines() if "pulumi destroy" in line and not line.startswith("echo")]
     # Through up_outcome.py: with a private TMPDIR removed afterwards (test_up_outcome.py).
-    assert destroy == ["python3 hack/up_outcome.py --passthrough dev pulumi destroy --yes --refresh --stack dev"], (
+    assert destroy == ["python3 -m hack.up_outcome --passthrough dev pulumi destroy --yes --refresh --stack dev"], (
         dry.stdout
     )
 

@@ -207,7 +207,8 @@ def checkpoint(backend: Path, stack: str, resources: list, gz: bool = False) -> 
 
 def stack_state(backend: str, stack: str = "dev") -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, str(ROOT / "hack" / "stack_state.py"), stack],
+        [sys.executable, "-m", "hack.stack_state", stack],
+        cwd=ROOT,  # as make runs it: a module, from the project folder
         capture_output=True,
         text=True,
         env={**os.environ, "PULUMI_BACKEND_URL": backend},

@@ -14,7 +14,6 @@ from shared_data import ROOT
 
 from hack import secrets_check
 
-SCRIPT = ROOT / "hack" / "secrets_check.py"
 WITH_SECRET = """config:
   gpulab:tenants:
     - name: tenant-a
@@ -24,7 +23,7 @@ WITH_SECRET = """config:
 
 
 def check(tmp_path: Path, text: str | None, **env: str) -> subprocess.CompletedProcess:
-    """The script's main() in this process (the Makefile runs the same main() as a file: see
+    """The script's main() in this process (the Makefile runs the same main() as a module: see
     test_the_hosts_python_hands_the_check_to_the_venv for that boundary)."""
     if text is not None:
         (tmp_path / "Pulumi.dev.yaml").write_text(text)
@@ -139,7 +138,7 @@ def test_make_up_and_plan_run_the_check_before_anything_is_deployed_or_planned()
     for target in ("up", "plan", "deploy", "destroy"):
         dry = subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True, text=True, timeout=60)
         lines = [line for line in dry.stdout.splitlines() if line.strip()]
-        first = next(i for i, line in enumerate(lines) if "secrets_check.py" in line)
+        first = next(i for i, line in enumerate(lines) if "-m hack.secrets_check" in line)
         # A plan or a deployment; `preview --validate` (make up, before any download) only reads the config.
         actions = ("pulumi up", "pulumi destroy", "-m preview")
         action = next(
@@ -199,7 +198,8 @@ def test_the_hosts_python_hands_the_check_to_the_venv(tmp_path: Path) -> None:
     (tmp_path / "Pulumi.dev.yaml").write_text(WITH_SECRET)
     environment = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_CONFIG_PASSPHRASE")}
     result = subprocess.run(
-        [str(host_python), "-S", str(SCRIPT), "dev", str(tmp_path)],
+        [str(host_python), "-S", "-m", "hack.secrets_check", "dev", str(tmp_path)],
+        cwd=ROOT,  # as make runs it: a module, from the project folder
         capture_output=True,
         text=True,
         env={**environment, "PULUMI_CONFIG_PASSPHRASE": ""},
@@ -214,5 +214,5 @@ def test_make_down_checks_once_the_venv_exists() -> None:
     stack, so the check runs after prereqs has made ./venv, and before pulumi destroy."""
     dry = subprocess.run(["make", "-n", "destroy"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     lines = dry.stdout.splitlines()
-    order = [next(i for i, line in enumerate(lines) if word in line) for word in ("prereqs.sh", "secrets_check.py")]
+    order = [next(i for i, line in enumerate(lines) if word in line) for word in ("prereqs.sh", "hack.secrets_check")]
     assert order == sorted(order), lines

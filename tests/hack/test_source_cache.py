@@ -338,7 +338,8 @@ def test_an_image_built_on_a_host_is_never_pulled_into_the_cache(filler, monkeyp
 
     calls: list[tuple] = []
     monkeypatch.setattr(source_cache, "docker", lambda *args, **kw: calls.append(args))
-    said = r"is built, not pulled: build it \(gpulab.s: make lab-images\), then `hack/source_cache.py add localhost/"
+    said = r"is built, not pulled: build it \(gpulab.s: make lab-images\), then "
+    said += r"`venv/bin/python -m hack.source_cache add localhost/"
     with pytest.raises(source_cache.CacheError, match=said):
         filler.pull_image(image_item(HAMI_DEVICE_PLUGIN_IMAGE))
     assert calls == []

@@ -45,7 +45,7 @@ def test_only_the_lock_of_a_pulumi_no_longer_running_here_is_removed(tmp_path: P
     other_stack = lock(tmp_path, "other", ended.pid, stack="dev")
     (tmp_path / ".pulumi" / "locks" / "organization" / "gpulab" / "sim" / "broken.json").write_text("{")
     result = subprocess.run(
-        [sys.executable, "hack/stack_lock.py", "sim"],
+        [sys.executable, "-m", "hack.stack_lock", "sim"],
         cwd=ROOT,
         env={**os.environ, "PULUMI_BACKEND_URL": f"file://{tmp_path}"},
         capture_output=True,

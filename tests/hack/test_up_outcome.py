@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 from shared_data import ROOT
 
-WRAPPER = ROOT / "hack" / "up_outcome.py"
+# As make runs it: a module, from the project folder (each call below passes cwd=ROOT).
+WRAPPER = [sys.executable, "-m", "hack.up_outcome"]
 FAKE = ROOT / "tests" / "fakes" / "pulumi-up"
 UP = ["pulumi", "up", "--yes", "--stack", "sim", "--refresh", "--policy-pack", "policies/analyzer"]
 
@@ -80,7 +81,8 @@ def up(tmp_path: Path, stdout: str = "", stderr: str = "", rc: int = 0, *args: s
     (tmp_path / "stdout").write_text(stdout)
     (tmp_path / "stderr").write_text(stderr)
     return subprocess.run(
-        [sys.executable, str(WRAPPER), *args, "sim", *UP],
+        [*WRAPPER, *args, "sim", *UP],
+        cwd=ROOT,
         env=fake_env(tmp_path, FAKE_PULUMI_RC=str(rc)),
         capture_output=True,
         text=True,
@@ -202,7 +204,8 @@ def interrupted(tmp_path: Path, presses: int, **extra: str) -> tuple[subprocess.
     the terminal's SIGINT first, and the wrapper handles its own only once continued."""
     (tmp_path / "stdout").write_text("Updating (sim):\n")
     wrapper = subprocess.Popen(
-        [sys.executable, str(WRAPPER), "sim", *UP],
+        [*WRAPPER, "sim", *UP],
+        cwd=ROOT,
         env=fake_env(tmp_path, FAKE_PULUMI_CANCEL="1", FAKE_PULUMI_RC="8", **extra),  # 8: the CLI's ExitCancelled
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -259,7 +262,8 @@ def test_a_pulumi_killed_by_sigint_kills_the_wrapper_the_same_way(tmp_path: Path
     (bin_dir / "pulumi").write_text("#!/usr/bin/env bash\nkill -INT $$\n")
     (bin_dir / "pulumi").chmod(0o755)
     result = subprocess.run(
-        [sys.executable, str(WRAPPER), "dev", "pulumi", "up"],
+        [*WRAPPER, "dev", "pulumi", "up"],
+        cwd=ROOT,
         env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"},
         capture_output=True,
         text=True,
@@ -278,9 +282,9 @@ def test_make_up_runs_pulumi_through_it_with_make_s_options() -> None:
             ["make", "-n", "deploy", f"STACK={stack}"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
         ).stdout.splitlines()
         # With a source cache, the engine fetches no plugin (OFFLINE_ENV prefixes an `env` that says so).
-        up = f"python3 hack/up_outcome.py {stack} pulumi up --yes --stack {stack}{options}"
+        up = f"python3 -m hack.up_outcome {stack} pulumi up --yes --stack {stack}{options}"
         assert any(line.endswith(up) for line in plan), plan
-        assert f"python3 hack/up_outcome.py --setup {stack} pulumi stack select --create {stack}" in plan, plan
+        assert f"python3 -m hack.up_outcome --setup {stack} pulumi stack select --create {stack}" in plan, plan
 
 
 # Temporary files: the Kubernetes provider's kubeconfig for Helm, written on every Configure and never removed
@@ -322,7 +326,7 @@ def test_makes_pulumi_leaves_no_kubeconfig_behind(tmp_path: Path, target: str, s
     """Boundary: the Pulumi engine and its plugins (a provider-like child of the fake CLI that writes
     `$TMPDIR/kubeconfigNNNN` as pulumi-kubernetes' Configure does), run by the very command line make runs."""
     [line] = make_pulumi_lines(target, stack)
-    assert "hack/up_outcome.py" in line, f"make runs pulumi without its private TMPDIR: {line}"
+    assert "-m hack.up_outcome" in line, f"make runs pulumi without its private TMPDIR: {line}"
     base = tmp_path / "tmp"
     base.mkdir()
     result = subprocess.run(
@@ -360,7 +364,8 @@ def test_a_folder_left_by_a_killed_wrapper_goes_at_the_next_run(tmp_path: Path) 
     (base / "gpulab-pulumi.999999999.abcd" / "kubeconfig5678").write_text("users: []\n")
     (base / "someone-elses").mkdir()
     result = subprocess.run(
-        [sys.executable, str(WRAPPER), "dev", "pulumi", "up"],
+        [*WRAPPER, "dev", "pulumi", "up"],
+        cwd=ROOT,
         env=fake_env(tmp_path, TMPDIR=str(base)),
         capture_output=True,
         text=True,

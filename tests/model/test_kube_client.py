@@ -134,7 +134,7 @@ def test_mutual_tls_works_with_keys_in_memory(private_tmp: Path, tmp_path_factor
 @pytest.mark.integration
 def test_nothing_is_left_on_term_and_a_killed_runs_directory_goes_next_time(tmp_path: Path) -> None:
     script = (
-        "import sys, time; sys.path.insert(0, sys.argv[1]); import yaml\n"
+        "import sys, time; import yaml\n"
         "from model.kube_client import api_client\n"
         "api_client(yaml.safe_load(sys.stdin.read()))\n"
         "print('ready', flush=True); time.sleep(60)\n"
@@ -144,7 +144,8 @@ def test_nothing_is_left_on_term_and_a_killed_runs_directory_goes_next_time(tmp_
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     for sig in (signal.SIGTERM, signal.SIGKILL):
         process = subprocess.Popen(
-            [sys.executable, "-c", script, str(ROOT)],
+            [sys.executable, "-c", script],
+            cwd=ROOT,  # python -c finds gpulab's packages in the current folder
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,
@@ -160,5 +161,5 @@ def test_nothing_is_left_on_term_and_a_killed_runs_directory_goes_next_time(tmp_
         assert left == [] if sig == signal.SIGTERM else len(left) == 1, (sig, left)
     quick = script.replace("time.sleep(60)", "pass")
     stdin = yaml.safe_dump(kubeconfig(b"CA", b"CERT", KEY_MARK))
-    subprocess.run([sys.executable, "-c", quick, str(ROOT)], input=stdin, env=env, text=True, timeout=60, check=True)
+    subprocess.run([sys.executable, "-c", quick], cwd=ROOT, input=stdin, env=env, text=True, timeout=60, check=True)
     assert list(tmp_path.glob("gpulab-kube.*")) == [], "the KILLed run's directory outlived the next run"

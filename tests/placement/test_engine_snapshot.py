@@ -30,5 +30,5 @@ def test_the_engine_says_what_the_snapshot_says(first: int) -> None:
         f"{len(changed)} of cases {first}-{first + SLICE - 1} differ, first {changed[:10]}; case {changed[0]} now says "
         f"{json.dumps(said(changed[0]), indent=1)}\nstored: {json.dumps(stored[str(changed[0])], indent=1)}\n"
         "If the change is meant, regenerate with "
-        "`python tests/support/engine_cases.py tests/snapshots/engine-findings.json`"
+        "`venv/bin/python -m tests.support.engine_cases tests/snapshots/engine-findings.json`"
     )

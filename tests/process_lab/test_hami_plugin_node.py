@@ -459,7 +459,7 @@ def test_the_unit_runs_the_plugin_with_gpulabs_files_and_is_not_enabled_in_the_i
     assert "programs+=(gpulab-hami-plugin)" in script and '"$stage/usr/bin/$program"' in script
     assert "LABEL gpulab.io/node-image.hami-plugin=sha256:$hami_plugin_sha256" in script
     makefile = (ROOT / "Makefile").read_text()
-    assert "tools/build.py kubelet kubeadm kubectl gpulab-dra-plugin gpulab-hami-plugin;" in makefile
+    assert "-m tools.build kubelet kubeadm kubectl gpulab-dra-plugin gpulab-hami-plugin;" in makefile
 
 
 def test_preflight_names_a_hami_tenants_node_image_without_the_plugin_or_with_another_one(

@@ -51,13 +51,15 @@ def test_the_real_programs_pass_the_release_files_checks_and_nothing_is_built(tm
         result = subprocess.run(
             [
                 sys.executable,
-                str(ROOT / "tools" / "build.py"),
+                "-m",
+                "tools.build",
                 "--bin",
                 str(tmp_path / "bin"),
                 "--tools",
                 str(tools),
                 *wanted,
             ],
+            cwd=ROOT,  # as make runs it: a module, from the project folder
             capture_output=True,
             text=True,
             env=env,
@@ -96,9 +98,8 @@ def test_a_real_program_of_another_release_is_refused_by_its_version(tmp_path: P
     try:
         site.serve(url, body)
         result = subprocess.run(
-            [sys.executable, str(ROOT / "tools" / "build.py"), "--bin", str(tmp_path / "bin"), "--tools", str(tools),
-             name],
-            capture_output=True, text=True, timeout=600,
+            [sys.executable, "-m", "tools.build", "--bin", str(tmp_path / "bin"), "--tools", str(tools), name],
+            cwd=ROOT, capture_output=True, text=True, timeout=600,
             env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "GPULAB_TOOLS_FROM": "download",
                  "GPULAB_SOURCE_MIRROR": site.url, "SSL_CERT_FILE": str(tmp_path / "cert.pem")},
         )  # fmt: skip

@@ -1,9 +1,9 @@
 """Generated tenants and GPU workloads, and everything the placement engine says about them, in a form
 that can be stored and compared across commits.
 
-`python tests/support/engine_cases.py OUT.json` writes what today's code says for CASES seeded cases: each
-tenant's findings (severity, workload, reason, message, cards), the usage once its workloads run
-(`replay`, what the checker starts from) and the checker's placements (`--output json`). The stored
+`venv/bin/python -m tests.support.engine_cases OUT.json` (from the project folder) writes what today's code says
+for CASES seeded cases: each tenant's findings (severity, workload, reason, message, cards), the usage once its
+workloads run (`replay`, what the checker starts from) and the checker's placements (`--output json`). The stored
 tests/snapshots/engine-findings.json was first written by the single-node and multi-node engines before
 they became one, and the one engine said the same; tests/placement/test_engine_snapshot.py
 proves today's code says exactly what it holds. A change that alters what users read on purpose
@@ -24,8 +24,6 @@ import random
 import sys
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from hami.cards import CardSpec, CardUse
 from model.config import GpuQuota, PodLimits

@@ -1,7 +1,8 @@
 """What the program registers for a config, in a form that can be stored and compared across commits:
 per URN its type, parent and dependencies.
 
-`python tests/support/registration_snapshot.py OUT.json` writes the snapshot of the configs below. The stored
+`PYTHONPATH=tests/support venv/bin/python -m tests.support.registration_snapshot OUT.json` (from the project folder;
+tests/support on the path as pytest puts it, for lab_harness) writes the snapshot of the configs below. The stored
 ones were made by the code before a change that had to keep them: tests/snapshots/one-node-registrations.json
 before tenants could have several GPU nodes (commit 317f006), tests/snapshots/real-gpu-registrations.json
 before MockGpuNode and RealGpuNode were split; one join path for every container worker then added its
@@ -19,9 +20,6 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from lab_harness import lab_config, run_program
 

@@ -29,7 +29,8 @@ from tools.manifest import key_fields, load_manifest
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ROOT / "tools"
 FAKE_GO = ROOT / "tests" / "fakes" / "go"
-SCRIPT = ROOT / "tools" / "build.py"
+# As make runs it: a module, from the project folder (run_tools passes cwd=ROOT).
+BUILD = [sys.executable, "-m", "tools.build"]
 MANIFEST_TEXT = (TOOLS / "programs.toml").read_text()
 MANIFEST = tomllib.loads(MANIFEST_TEXT)
 WRAPPERS = [name for name in MANIFEST if name != "unavailable"]
@@ -130,8 +131,7 @@ def run_tools(tmp_path: Path, *args: str, tools: Path | None = None, go: bool = 
     }
     return subprocess.run(
         [
-            sys.executable,
-            str(SCRIPT),
+            *BUILD,
             "--bin",
             str(tmp_path / "bin"),
             "--tools",
@@ -140,6 +140,7 @@ def run_tools(tmp_path: Path, *args: str, tools: Path | None = None, go: bool = 
             str(tmp_path / "cache"),
             *args,
         ],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         env=environ,
@@ -364,7 +365,7 @@ def test_the_wrappers_pin_what_the_readme_promises() -> None:
 @pytest.mark.integration
 def test_make_tools_runs_the_builder() -> None:
     dry = subprocess.run(["make", "-n", "tools"], cwd=ROOT, capture_output=True, text=True, env=dict(os.environ))
-    assert dry.returncode == 0 and "tools/build.py" in dry.stdout
+    assert dry.returncode == 0 and "python3 -m tools.build" in dry.stdout
 
 
 # The Python language host, its scripts and the Kubernetes provider: what the proxy serves of them needs two
