@@ -2,9 +2,10 @@
 in-tenant admission policy (model/admission_policy.py) must agree on, question for question and
 in the same order (kubectl shows only the admission policy's first failing validation):
 
-- (v2.10.0) what HAMi's webhook refuses whatever else runs, the first of (hami/webhook.py `webhook_denial`): a
-  gpumem-percentage outside 0-100 (InvalidGpumemPercentage), a privileged container (PrivilegedContainer),
-  spec.nodeName (PodHasNodeAssigned); a mutating webhook, it answers before any validating policy;
+- what HAMi's webhook refuses whatever else runs, the first of (hami/webhook.py `webhook_denial`): (v2.10.0) a
+  gpumem-percentage outside 0-100 (InvalidGpumemPercentage), a privileged container (PrivilegedContainer); (both
+  releases, each finding the GPU resource its own way) spec.nodeName (PodHasNodeAssigned); a mutating webhook, it
+  answers before any validating policy;
 - (v2.10.0) GpumemNotReadByHami: a nvidia.com/gpumem beyond int32, which HAMi drops with the whole request
   (pkg/device/nvidia/device.go `GenerateResourceRequests` 531-543): gpulab cannot predict what follows;
 - NodeInsufficientDevice: a container asks for more cards than the node has (with several GPU nodes,

@@ -282,9 +282,11 @@ def _containers(spec: dict, fields: tuple[str, ...] = ("containers", "initContai
 def hami_webhook(obj: dict) -> dict:
     """A Pod as HAMi's mutating webhook leaves it (pkg/device/nvidia/device.go MutateAdmission): an app
     container that asks memory or cores but no card count gets `nvidia.com/gpu: 1` in its limits, and a pod
-    asking any GPU resource gets schedulerName hami-scheduler. Other kinds pass unchanged."""
+    asking any GPU resource gets schedulerName hami-scheduler. Other kinds pass unchanged, and so does a Pod with
+    spec.nodeName: both releases refuse it when they find a GPU resource ("pod has node assigned"), so it reaches a
+    validating policy as written, let through untouched or with the webhook down (hami/webhook.py)."""
     obj = copy.deepcopy(obj)
-    if obj.get("kind") != "Pod":
+    if obj.get("kind") != "Pod" or (obj.get("spec") or {}).get("nodeName"):
         return obj
     spec = obj.get("spec") or {}
     for container in _containers(spec, ("containers",)):
