@@ -283,7 +283,9 @@ def _variables(tenant: Tenant) -> list[dict]:
     every = "(has(variables.template.spec.containers) ? variables.template.spec.containers : [])"
     init = "(has(variables.template.spec.initContainers) ? variables.template.spec.initContainers : [])"
     rules = policy_rules(tenant)
-    zero = rules.clamp_memory_percentage
+    zero, counted = rules.clamp_memory_percentage, rules.init_containers_counted
+    memory = _memory("r", _largest(tenant), zero)
+    per_card = f"{{'nums': r.nums, 'mem': {memory}, 'cores': r.cores > 100 ? 100 : r.cores}}"
     return [
         {"name": "template", "expression": TEMPLATE.format(o="object")},
         {
@@ -294,12 +296,10 @@ def _variables(tenant: Tenant) -> list[dict]:
         {"name": "beyondInt64", "expression": f"({every} + {init}).filter(c, {_beyond_int64('c')}).map(c, c.name)"},
         {"name": "gpu", "expression": _requests(every) + ".filter(r, r.nums > 0)"},
         {"name": "initGpu", "expression": _requests(init) + ".filter(r, r.nums > 0)"},
-        {
-            # Per GPU container: cards, MB per card (a percentage counted on the largest card), cores per card.
-            "name": "perCard",
-            "expression": "variables.gpu.map(r, {'nums': r.nums, "
-            f"'mem': {_memory('r', _largest(tenant), zero)}, 'cores': r.cores > 100 ? 100 : r.cores}})",
-        },
+        # Per GPU container: cards, MB per card (a percentage counted on the largest card), cores per card.
+        {"name": "perCard", "expression": f"variables.gpu.map(r, {per_card})"},
+        # Where init containers are placed (v2.10.0), the per-pod limits count the largest too (deny_validations).
+        *([{"name": "perCardInit", "expression": f"variables.initGpu.map(r, {per_card})"}] if counted else []),
         *webhook_variables(rules),
     ]
 
@@ -384,8 +384,11 @@ def deny_validations(tenant: Tenant, hami: bool = True) -> list[dict]:
         limit = getattr(limits, key)
         if limit is None:
             continue
-        total = f"variables.perCard.map(p, {_share('p.nums', each, SUM_CAP)}).sum()"
-        clamped = f"variables.perCard.exists(p, {_clamped('p.nums', each, SUM_CAP)})"
+        share, over = _share("p.nums", each, SUM_CAP), _clamped("p.nums", each, SUM_CAP)
+        total, clamped = f"variables.perCard.map(p, {share}).sum()", f"variables.perCard.exists(p, {over})"
+        if rules.init_containers_counted:  # the pod's effective request (placement/per_pod.py `pod_asks`)
+            total = f"([{total}] + variables.perCardInit.map(p, {share})).max()"
+            clamped = f"{clamped} || variables.perCardInit.exists(p, {over})"
         validations.append(
             {
                 "expression": f"{total} <= {limit}",

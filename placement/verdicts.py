@@ -104,7 +104,8 @@ class GpumemNotRead:
 
 @dataclass(frozen=True)
 class OverPodLimit:
-    """The pod's app containers together ask more of `resource` than the tenant allows per pod."""
+    """The pod asks more of `resource` than the tenant allows per pod: its app containers together, or under v2.10.0
+    its largest init container if that asks more (placement/per_pod.py `pod_asks`)."""
 
     resource: Literal["gpus", "gpumem", "gpucores"]
     asked: int

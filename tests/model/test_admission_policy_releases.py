@@ -184,6 +184,54 @@ def test_v2_10_0_places_gpu_init_containers_and_v2_8_3_refuses_them() -> None:
     assert run_policy(policy(new, init_containers_counted=False), unhandled).shown.startswith("InitContainerGpuRequest")
 
 
+def gpu_container(name: str, gpus: int, gpumem: int, cores: int | None = None) -> dict:
+    limits = {"nvidia.com/gpu": gpus, "nvidia.com/gpumem": gpumem}
+    if cores is not None:
+        limits["nvidia.com/gpucores"] = cores
+    return {"name": name, "image": "x", "resources": {"limits": limits}}
+
+
+def with_inits(app: list[dict], inits: list[dict]) -> dict:
+    pod = gpu_pod({"cpu": "1"})
+    pod["spec"]["containers"], pod["spec"]["initContainers"] = app, inits
+    return pod
+
+
+# v2.10.0 pkg/scheduler/webhook_test.go TestFitResourceQuota (1000 MB of quota left): HAMi's own count of a pod's
+# init containers, "max(sum(app containers), max(init containers))" (webhook.go `fitResourceQuota` 157-180), the
+# per-pod limit's count too (placement/per_pod.py `pod_asks`), here with a gpumem limit of 1000 MB.
+SEQUENTIAL = with_inits(  # 393-438 "InitContainers run sequentially: max init fits quota, but simple sum would exceed"
+    [gpu_container("app1", 1, 500)], [gpu_container("init1", 1, 800), gpu_container("init2", 1, 800)]
+)
+MASSIVE = with_inits([gpu_container("app1", 1, 100)], [gpu_container("init-massive", 1, 1500)])  # 441-473
+
+
+def test_v2_10_0_s_per_pod_limits_count_the_largest_init_container() -> None:
+    """A pod asks its effective request (Kubernetes' PodRequests; HAMi v2.10.0's own quota count): the larger of its
+    app containers' sum and its largest init container, per resource. Under v2.8.3 a GPU init container is refused
+    first (InitContainerGpuRequest) and the limits count the app containers."""
+    old, new = both(gpumem=1000)
+    for obj in (SEQUENTIAL, deployment(SEQUENTIAL)):
+        assert judged(new, obj) == [], "800 MB at most: the init containers run one after the other"
+        assert judged(old, obj) == ["InitContainerGpuRequest"]
+    for obj in (MASSIVE, deployment(MASSIVE)):
+        assert judged(new, obj) == ["PodGpuLimitExceeded"]
+        assert judged(old, obj) == ["InitContainerGpuRequest"], "its app container asks 100 MB"
+    assert run_policy(policy(new), admitted(MASSIVE)).failed == [
+        "PodGpuLimitExceeded: each pod asks 1500 MB in total; tenant tenant-b allows 1000 MB per pod"
+    ]
+    # Each resource on its own: cards (2 > 1) and cores (2 x 60 > 100), whichever container asks them.
+    old, new = both(gpus=1, gpucores=100)
+    two_cards = with_inits([gpu_container("app", 1, 1000, 10)], [gpu_container("init", 2, 1000, 60)])
+    assert run_policy(policy(new), admitted(two_cards)).failed == [
+        "PodGpuLimitExceeded: each pod asks 2 GPUs in total; tenant tenant-b allows 1 GPUs per pod",
+        "PodGpuLimitExceeded: each pod asks 120% cores in total; tenant tenant-b allows 100% cores per pod",
+    ]
+    assert judged(new, two_cards) == ["PodGpuLimitExceeded", "PodGpuLimitExceeded"]
+    only_inits = with_inits([{"name": "app", "image": "x"}], [gpu_container("init", 2, 1000, 60)])
+    assert judged(new, deployment(only_inits)) == ["PodGpuLimitExceeded", "PodGpuLimitExceeded"]
+
+
 REFUSES = "HAMi v2.10.0's webhook refuses the pod (each of a workload's pods, at create)"
 
 
