@@ -85,11 +85,19 @@ class Rules:
     memory_percentage_range_checked: bool
     # A privileged container (init or app) in a pod the webhook finds a GPU resource in (#2139): webhook.go `Handle`
     # 71, 99-102, `privilegedContainerName` 125-137, `isPrivilegedContainer` 139-143. v2.8.3's skips a privileged
-    # container's mutation instead (v2.8.3 webhook.go `Handle` 73-77), which gpulab does not model.
+    # container instead (v2.8.3 webhook.go `Handle` 73-78: `continue`, no mutation, no `hasResource`).
     privileged_refused: bool
-    # A GPU pod with spec.nodeName set: "pod has node assigned" (webhook.go `Handle` 107-112). v2.8.3's webhook refuses
-    # it too (v2.8.3 webhook.go `Handle` 92-97), but gpulab's v2.8.3 rules are kept as they were: not modelled there.
-    node_assigned_refused: bool
+    # Both releases refuse a pod they find a GPU resource in when it has spec.nodeName: "pod has node assigned"
+    # (v2.10.0 webhook.go `Handle` 104-112, v2.8.3 89-98; hami/webhook.py). Which pods that is differs in two ways.
+    # `hasResource` is found in every container, init and privileged ones too (v2.10.0 `Handle` 74-98); v2.8.3 walks
+    # spec.containers only and skips a privileged one (v2.8.3 `Handle` 70-87).
+    webhook_resource_in_every_container: bool
+    # The spec.schedulerName values of the pods the webhook handles at all, with the chart's
+    # forceOverwriteDefaultScheduler true (charts/hami/values.yaml); None: any. v2.8.3's condition reads
+    # `A && B || C && D`, so a pod naming any scheduler but default-scheduler, hami-scheduler included, is let through
+    # untouched (v2.8.3 `Handle` 63-68): ("", "default-scheduler"). v2.10.0 handles hami-scheduler too (64-69) and lets
+    # another name through, which gpulab does not model (its admission policy refuses such a GPU Pod anyway).
+    webhook_scheduler_names: tuple[str, ...] | None
     # --- the request, again: device.go `GenerateResourceRequests` ---
     # A nvidia.com/gpumem that is not a plain integer within int32 turns the container's request into none at all
     # (#2285; device.go `GenerateResourceRequests` 531-543): HAMi allocates and accounts nothing for that container,
@@ -119,7 +127,8 @@ V2_8_3 = Rules(
     quota_at_admission=False,
     memory_percentage_range_checked=False,
     privileged_refused=False,
-    node_assigned_refused=False,
+    webhook_resource_in_every_container=False,
+    webhook_scheduler_names=("", "default-scheduler"),
     gpumem_beyond_int32_dropped=False,
 )
 
@@ -144,7 +153,8 @@ V2_10_0 = Rules(
     quota_at_admission=True,
     memory_percentage_range_checked=True,
     privileged_refused=True,
-    node_assigned_refused=True,
+    webhook_resource_in_every_container=True,
+    webhook_scheduler_names=None,
     gpumem_beyond_int32_dropped=True,
 )
 

@@ -14,8 +14,12 @@ does not let it through):
 3. such a pod with spec.nodeName set: "pod has node assigned" (Handle 104-112; the chart names the scheduler);
 4. a pod that would take its namespace over its HAMi quota (from v2.9.0, PR #1605; `quota_refusal` below).
 
-v2.8.3's webhook checks none of 1, 2 or 4 (it refuses 3 as well, which gpulab's v2.8.3 rules leave out, and skips a
-privileged container's mutation instead of 2): each is a field of hami/releases.py `Rules`.
+v2.8.3's webhook (tag v2.8.3, pkg/scheduler/webhook.go `Handle` 52-105) checks none of 1, 2 or 4; it refuses 3 in
+the same words (89-98), with two differences, each a field of hami/releases.py `Rules` as 1, 2 and 4 are: it finds a
+GPU resource in spec.containers only, skipping a privileged container (70-87: `continue`, where v2.10.0 refuses
+it), and it lets a pod naming any scheduler but default-scheduler through untouched, hami-scheduler included (63-68:
+`A && B || C && D` binds as `(A && B) || (C && D)`). Its device's `MutateAdmission` (pkg/device/nvidia/device.go
+342-379) returns no error, so nothing comes before 3.
 
 The quota arithmetic, from v2.10.0 pkg/scheduler/webhook.go:
 
@@ -32,11 +36,12 @@ The quota arithmetic, from v2.10.0 pkg/scheduler/webhook.go:
   is set (it blocks, v2.10.0 `LimitSet`), an absent one is not. `used` is the scheduler's own count of the
   namespace's placed pods (its quota manager; a pod whose init containers still run counts their peak).
 
-Not modelled: a pod the webhook does not handle (another schedulerName, Handle 64-69; the label or a namespace
-selector `hami.io/webhook: ignore`): gpulab's admission policy refuses such a GPU pod anyway
-(model/admission_policy.py); a pod without containers ("pod has no containers": no GPU pod); a negative or
-fractional percentage, which gpulab's reader refuses as bad input first (the API server refuses it as well, after
-the webhook's words); the memoryFactor (gpulab keeps 1) and other device vendors' quotas.
+Not modelled: a pod v2.10.0's webhook does not handle (another schedulerName, Handle 64-69; under either release the
+label or a namespace selector `hami.io/webhook: ignore`): gpulab's admission policy refuses such a GPU pod anyway
+(model/admission_policy.py); v2.8.3 lets one naming hami-scheduler through too, which that policy does not refuse
+and gpulab models (`Rules.webhook_scheduler_names`); a pod without containers ("pod has no containers": no GPU
+pod); a negative or fractional percentage, which gpulab's reader refuses as bad input first (the API server refuses
+it as well, after the webhook's words); the memoryFactor (gpulab keeps 1) and other device vendors' quotas.
 """
 
 from __future__ import annotations
@@ -113,23 +118,29 @@ class PodAdmission:
     # gpumem-percentage or gpucores limit, or a card count request it makes exclusive; device.go 398-450).
     has_resource: bool = False
     node_name: str | None = None  # spec.nodeName, when set
+    # v2.8.3's `hasResource`: found in a container of spec.containers that is not privileged (v2.8.3 `Handle` 70-87).
+    app_resource: bool = False
+    scheduler_name: str = ""  # spec.schedulerName ("" when absent)
 
 
 def webhook_denial(admission: PodAdmission | None, rules: Rules) -> tuple[str, str] | None:
     """(gpulab's reason name, the API server's message) when the release's webhook refuses a pod whatever else runs
-    (the module's 1-3, in `Handle`'s order); None when it lets the pod on to the quota (`quota_refusal`), and always
-    under v2.8.3's rules. `admission` None: not read (a PodRequest built by hand)."""
+    (the module's 1-3, in `Handle`'s order; v2.8.3's: 3 alone); None when it lets the pod on to the quota
+    (`quota_refusal`). `admission` None: not read (a PodRequest built by hand)."""
     if admission is None:
         return None
+    names = rules.webhook_scheduler_names
+    if names is not None and admission.scheduler_name not in names:
+        return None  # let through untouched (v2.8.3 `Handle` 63-68)
     if rules.memory_percentage_range_checked:
         for container, value in admission.percentages:
             if not 0 <= value <= 100:
                 return INVALID_GPUMEM_PERCENTAGE, percentage_denial(container, value)
-    if not admission.has_resource:
+    if not (admission.has_resource if rules.webhook_resource_in_every_container else admission.app_resource):
         return None
     if rules.privileged_refused and admission.privileged is not None:
         return PRIVILEGED_CONTAINER, denied(WORDS[PRIVILEGED_CONTAINER].format(container=admission.privileged))
-    if rules.node_assigned_refused and admission.node_name:
+    if admission.node_name:
         return POD_HAS_NODE_ASSIGNED, denied(WORDS[POD_HAS_NODE_ASSIGNED])
     return None
 

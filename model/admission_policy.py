@@ -9,7 +9,7 @@ shared and generated pods, fed as the API server feeds it (tests/support/cel_har
 
 - `gpulab-gpu-requests` (Deny), in this order because the API server shows only the first failing
   validation (apiserver dispatcher.go, deniedDecisions[0]) and it should be HAMi's reason: quantities
-  beyond int64 (GpuQuantityOutOfRange), under v2.10.0 what its webhook refuses or cannot read
+  beyond int64 (GpuQuantityOutOfRange), what the release's webhook refuses (v2.8.3: spec.nodeName) or cannot read
   (model/admission_v2_10_0.py), more cards than the node has (NodeInsufficientDevice), type and
   UUID selectors that leave no card (CardTypeMismatch, CardUuidMismatch), more memory than the largest
   card (CardInsufficientMemory); then gpulab's own rules: init containers with GPU resources, per-pod
@@ -29,9 +29,10 @@ selectors are trimmed, empty entries and blank annotations ignored, use and nous
 cannot parse fails the pod's filter (pkg/util/device_scoring_weights.go `ParseDeviceScoringWeights` 57-102, score.go
 `calcScoreWithOptions` 361-364): InvalidDeviceScoringWeights. What v2.10.0's own webhook refuses (a gpumem-percentage
 above 100, a privileged container, spec.nodeName) or cannot read (a gpumem beyond int32) is refused first, with
-HAMi's words: model/admission_v2_10_0.py. Its `failurePolicy: Ignore` covers a failed call, not a refusal.
+HAMi's words: model/admission_v2_10_0.py; so is what v2.8.3's refuses (spec.nodeName, in the pods it handles). Its
+`failurePolicy: Ignore` covers a failed call, not a refusal.
 
-An UPDATE is judged only when it changes what HAMi reads from the pod template (MATCH_CONDITIONS), so
+An UPDATE is judged only when it changes what HAMi reads from the pod template (`match_conditions`), so
 scaling down, removing a finalizer, orphaning or relabelling a workload admitted under older limits
 always works. No expression can fail at run time on user input: quantities are read with
 `isInteger()` first and clamped, and sums are clamped per container (no int64 overflow).
@@ -103,16 +104,18 @@ class PolicyRules:
     clamp_memory_percentage: bool
     scoring_weights: bool  # InvalidDeviceScoringWeights
     # The release's webhook rules (model/admission_v2_10_0.py), written together: InvalidGpumemPercentage,
-    # PrivilegedContainer, PodHasNodeAssigned; and GpumemNotReadByHami.
-    memory_percentage_range_checked: bool = False
-    privileged_refused: bool = False
-    node_assigned_refused: bool = False
-    gpumem_beyond_int32_dropped: bool = False
+    # PrivilegedContainer, PodHasNodeAssigned (both releases, each finding the GPU resource and handling the pod its
+    # own way); and GpumemNotReadByHami.
+    memory_percentage_range_checked: bool
+    privileged_refused: bool
+    webhook_resource_in_every_container: bool
+    webhook_scheduler_names: tuple[str, ...] | None
+    gpumem_beyond_int32_dropped: bool
 
 
 POLICY_RULES = {
-    "v2.10.0": PolicyRules("v2.10.0", True, True, True, True, True, True, True, True),
-    "v2.8.3": PolicyRules("v2.8.3", False, False, False, False),
+    "v2.10.0": PolicyRules("v2.10.0", True, True, True, True, True, True, True, None, True),
+    "v2.8.3": PolicyRules("v2.8.3", False, False, False, False, False, False, False, ("", "default-scheduler"), False),
 }
 
 
@@ -235,7 +238,7 @@ TEMPLATE = "{o}.kind == 'Pod' ? {o} : ({o}.kind == 'CronJob' ? {o}.spec.jobTempl
 READ_ANNOTATIONS = (USE_TYPE, NOUSE_TYPE, USE_UUID, NOUSE_UUID, GPU_SCHEDULER_POLICY)
 
 
-def _gpu_signature(obj: str, read: tuple[str, ...] = READ_ANNOTATIONS, webhook: bool = False) -> str:
+def _gpu_signature(obj: str, read: tuple[str, ...], rules: PolicyRules) -> str:
     """A list of strings that changes exactly when what HAMi reads from `obj`'s pod template changes.
     Built in a fixed order (container order, then a fixed key order), never by iterating a map."""
     t = f"({TEMPLATE.format(o=obj)})"
@@ -258,39 +261,31 @@ def _gpu_signature(obj: str, read: tuple[str, ...] = READ_ANNOTATIONS, webhook: 
         )
 
     signature = f"{annotations} + {containers('containers')} + ['init'] + {containers('initContainers')}"
-    return f"{signature} + {webhook_signature(t)}" if webhook else signature
+    return f"{signature} + {webhook_signature(t, rules)}"
 
 
-def _match_conditions(read: tuple[str, ...] = READ_ANNOTATIONS, webhook: bool = False) -> list[dict]:
+def match_conditions(rules: PolicyRules) -> list[dict]:
+    """Where the release reads hami.io/device-scoring-weights (v2.10.0), a change of it is judged too; and a change of
+    what its webhook reads (spec.nodeName, privileged containers; model/admission_v2_10_0.py)."""
+    read = (*READ_ANNOTATIONS, WEIGHTS) if rules.scoring_weights else READ_ANNOTATIONS
     return [
         {
             # An update is judged only when it changes what HAMi reads. Scaling down, removing a finalizer,
             # orphaning, relabelling: a workload admitted earlier (under other limits) can always be retired.
             "name": "gpu-request-changed",
-            "expression": f"request.operation != 'UPDATE' || {_gpu_signature('object', read, webhook)} != "
-            f"{_gpu_signature('oldObject', read, webhook)}",
+            "expression": f"request.operation != 'UPDATE' || {_gpu_signature('object', read, rules)} != "
+            f"{_gpu_signature('oldObject', read, rules)}",
         }
     ]
-
-
-MATCH_CONDITIONS = _match_conditions()
-
-
-def match_conditions(rules: PolicyRules) -> list[dict]:
-    """Where the release reads hami.io/device-scoring-weights (v2.10.0), a change of it is judged too; where its
-    webhook reads spec.nodeName and privileged containers (model/admission_v2_10_0.py), a change of those."""
-    webhook = rules.privileged_refused or rules.node_assigned_refused
-    if not rules.scoring_weights and not webhook:
-        return MATCH_CONDITIONS
-    return _match_conditions((*READ_ANNOTATIONS, WEIGHTS) if rules.scoring_weights else READ_ANNOTATIONS, webhook)
 
 
 def _variables(tenant: Tenant) -> list[dict]:
     every = "(has(variables.template.spec.containers) ? variables.template.spec.containers : [])"
     init = "(has(variables.template.spec.initContainers) ? variables.template.spec.initContainers : [])"
     rules = policy_rules(tenant)
-    zero = rules.clamp_memory_percentage
-    webhook = rules.memory_percentage_range_checked or rules.privileged_refused or rules.node_assigned_refused
+    zero, counted = rules.clamp_memory_percentage, rules.init_containers_counted
+    memory = _memory("r", _largest(tenant), zero)
+    per_card = f"{{'nums': r.nums, 'mem': {memory}, 'cores': r.cores > 100 ? 100 : r.cores}}"
     return [
         {"name": "template", "expression": TEMPLATE.format(o="object")},
         {
@@ -301,13 +296,11 @@ def _variables(tenant: Tenant) -> list[dict]:
         {"name": "beyondInt64", "expression": f"({every} + {init}).filter(c, {_beyond_int64('c')}).map(c, c.name)"},
         {"name": "gpu", "expression": _requests(every) + ".filter(r, r.nums > 0)"},
         {"name": "initGpu", "expression": _requests(init) + ".filter(r, r.nums > 0)"},
-        {
-            # Per GPU container: cards, MB per card (a percentage counted on the largest card), cores per card.
-            "name": "perCard",
-            "expression": "variables.gpu.map(r, {'nums': r.nums, "
-            f"'mem': {_memory('r', _largest(tenant), zero)}, 'cores': r.cores > 100 ? 100 : r.cores}})",
-        },
-        *(webhook_variables() if webhook else ()),
+        # Per GPU container: cards, MB per card (a percentage counted on the largest card), cores per card.
+        {"name": "perCard", "expression": f"variables.gpu.map(r, {per_card})"},
+        # Where init containers are placed (v2.10.0), the per-pod limits count the largest too (deny_validations).
+        *([{"name": "perCardInit", "expression": f"variables.initGpu.map(r, {per_card})"}] if counted else []),
+        *webhook_variables(rules),
     ]
 
 
@@ -391,8 +384,11 @@ def deny_validations(tenant: Tenant, hami: bool = True) -> list[dict]:
         limit = getattr(limits, key)
         if limit is None:
             continue
-        total = f"variables.perCard.map(p, {_share('p.nums', each, SUM_CAP)}).sum()"
-        clamped = f"variables.perCard.exists(p, {_clamped('p.nums', each, SUM_CAP)})"
+        share, over = _share("p.nums", each, SUM_CAP), _clamped("p.nums", each, SUM_CAP)
+        total, clamped = f"variables.perCard.map(p, {share}).sum()", f"variables.perCard.exists(p, {over})"
+        if rules.init_containers_counted:  # the pod's effective request (placement/per_pod.py `pod_asks`)
+            total = f"([{total}] + variables.perCardInit.map(p, {share})).max()"
+            clamped = f"{clamped} || variables.perCardInit.exists(p, {over})"
         validations.append(
             {
                 "expression": f"{total} <= {limit}",

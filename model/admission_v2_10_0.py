@@ -2,7 +2,7 @@
 `PolicyRules`): InvalidDeviceScoringWeights (`weights_parse`), and what v2.10.0's own webhook refuses, or cannot
 read, in a GPU pod (`webhook_validations`; model/admission_policy.py puts them first, right after
 GpuQuantityOutOfRange; placement/per_pod.py asks the same questions, hami/webhook.py `webhook_denial` words HAMi's
-answers).
+answers); and the one refusal v2.8.3's webhook shares with it, PodHasNodeAssigned, written here for both.
 
 HAMi's mutating webhook runs before any validating admission policy, so a Pod it refuses never reaches these rules
 while it is up; they refuse what it would refuse when it is down (`failurePolicy: Ignore`), and, above all, the
@@ -17,7 +17,10 @@ one refusal (so each rule passes when an earlier one of these fails):
 - PrivilegedContainer: a privileged container, init or app, in a pod where the webhook finds a GPU resource
   (webhook.go `Handle` 71, 99-102, `privilegedContainerName` 125-137; `hasResource`: device.go
   `mutateContainerResource` 398-415, `defaultExclusiveCoreIfNeeded` 417-450; #2139);
-- PodHasNodeAssigned: such a pod with spec.nodeName set (webhook.go `Handle` 104-112);
+- PodHasNodeAssigned: such a pod with spec.nodeName set (webhook.go `Handle` 104-112). v2.8.3's webhook refuses it
+  too, in the same words (tag v2.8.3, webhook.go `Handle` 89-98), but finds the GPU resource in spec.containers only,
+  skipping privileged ones (70-87), and handles only a pod whose schedulerName is empty or default-scheduler (63-68:
+  one naming hami-scheduler passes untouched);
 - GpumemNotReadByHami: a nvidia.com/gpumem above int32 (math.MaxInt32 MB, memoryFactor 1), which HAMi's
   `GenerateResourceRequests` (531-543; #2285) turns into no request at all: no card allocated or accounted, and what
   the node does then gpulab cannot predict.
@@ -41,10 +44,10 @@ INT64_MAX = 2**63 - 1
 WEIGHTS = DEVICE_SCORING_WEIGHTS  # v2.10.0: pkg/util/types.go DeviceScoringWeightsAnnotationKey
 WEIGHT_KEYS = ("slot", "core", "memory")
 PERCENT_SHOWN_CAP = 2**53  # a percentage shown as its integer below this, else as the API server holds it
-CONTAINERS = (
-    "(has(variables.template.spec.initContainers) ? variables.template.spec.initContainers : []) + "
-    "(has(variables.template.spec.containers) ? variables.template.spec.containers : [])"
-)  # init containers first, as the webhook walks them
+APP = "(has(variables.template.spec.containers) ? variables.template.spec.containers : [])"
+# Init containers first, as the webhook walks them.
+CONTAINERS = f"(has(variables.template.spec.initContainers) ? variables.template.spec.initContainers : []) + {APP}"
+PRIVILEGED = "has(c.securityContext) && has(c.securityContext.privileged) && c.securityContext.privileged"
 
 
 def _q(text: str) -> str:
@@ -67,8 +70,10 @@ def _above_100(where: str, key: str) -> str:
     return f"{q}.isGreaterThan(quantity('100'))"
 
 
-def webhook_variables() -> list[dict]:
-    """The variables the rules read (added after the policy's own, so its other variables stay as they are)."""
+def webhook_variables(rules: WebhookRules) -> list[dict]:
+    """The variables the release's rules read (added after the policy's own, so its other variables stay as they
+    are): `webhookResource` is `hasResource`, found in every container (v2.10.0) or in the app containers that are not
+    privileged (v2.8.3 `Handle` 70-87)."""
     pct = GPUMEM_PERCENTAGE_RESOURCE
     limits, requests = _section("c", "limits"), _section("c", "requests")
     # device.go `resourceValue`: the limit, else the request.
@@ -85,15 +90,15 @@ def webhook_variables() -> list[dict]:
         f"!quantity('100').isGreaterThan(quantity({requests}[{_q(pct)}])) : "
         f"!({_q(GPUMEM_RESOURCE)} in {requests})))"
     )
-    return [
-        {"name": "badPercentage", "expression": f"({CONTAINERS}).filter(c, {over}).map(c, {message})"},
-        {
-            "name": "privileged",
-            "expression": f"({CONTAINERS}).filter(c, has(c.securityContext) && has(c.securityContext.privileged) && "
-            "c.securityContext.privileged).map(c, c.name)",
-        },
-        {"name": "webhookResource", "expression": f"({CONTAINERS}).exists(c, {in_limits} || {exclusive})"},
-    ]
+    found = f"({CONTAINERS}).exists(c, {in_limits} || {exclusive})"
+    if not rules.webhook_resource_in_every_container:
+        found = f"{APP}.exists(c, !({PRIVILEGED}) && ({in_limits} || {exclusive}))"
+    variables = []
+    if rules.memory_percentage_range_checked:
+        variables.append({"name": "badPercentage", "expression": f"({CONTAINERS}).filter(c, {over}).map(c, {message})"})
+    if rules.privileged_refused:
+        variables.append({"name": "privileged", "expression": f"({CONTAINERS}).filter(c, {PRIVILEGED}).map(c, c.name)"})
+    return [*variables, {"name": "webhookResource", "expression": found}]
 
 
 class WebhookRules(Protocol):
@@ -102,13 +107,14 @@ class WebhookRules(Protocol):
     version: str
     memory_percentage_range_checked: bool
     privileged_refused: bool
-    node_assigned_refused: bool
+    webhook_resource_in_every_container: bool
+    webhook_scheduler_names: tuple[str, ...] | None
     gpumem_beyond_int32_dropped: bool
 
 
 def webhook_validations(rules: WebhookRules, no_gpu: str) -> list[dict]:
     """The release's rules, in the webhook's order; HAMi gives one refusal, so each passes when an earlier webhook
-    refusal fails. None for a release without them (v2.8.3)."""
+    refusal fails (v2.8.3: PodHasNodeAssigned alone)."""
     refuses = f"HAMi {rules.version}'s webhook refuses the pod (each of a workload's pods, at create)"
     earlier: list[str] = []  # the webhook refusals before this one
     validations = []
@@ -133,17 +139,19 @@ def webhook_validations(rules: WebhookRules, no_gpu: str) -> list[dict]:
             }
         )
         earlier.append("size(variables.privileged) > 0")
-    if rules.node_assigned_refused:
-        node_name = "variables.template.spec.nodeName"
-        validations.append(
-            {
-                "expression": " || ".join(
-                    [no_gpu, *earlier, "!variables.webhookResource", f"!has({node_name})", f"{node_name} == ''"]
-                ),
-                "reason": "Forbidden",
-                "message": f"{POD_HAS_NODE_ASSIGNED}: {refuses}: pod has node assigned",
-            }
-        )
+    node_name, handled = "variables.template.spec.nodeName", []
+    if rules.webhook_scheduler_names is not None:  # v2.8.3 lets a pod naming another scheduler through untouched
+        name = "variables.template.spec.schedulerName"
+        handled.append(f"(has({name}) && !({name} in {json.dumps(list(rules.webhook_scheduler_names))}))")
+    validations.append(
+        {
+            "expression": " || ".join(
+                [no_gpu, *earlier, *handled, "!variables.webhookResource", f"!has({node_name})", f"{node_name} == ''"]
+            ),
+            "reason": "Forbidden",
+            "message": f"{POD_HAS_NODE_ASSIGNED}: {refuses}: pod has node assigned",
+        }
+    )
     if rules.gpumem_beyond_int32_dropped:
         validations.append(
             {
@@ -178,9 +186,9 @@ def weights_parse() -> str:
     )
 
 
-def webhook_signature(t: str) -> str:
-    """What else of a pod template the v2.10.0 webhook reads (an UPDATE changing it is judged): spec.nodeName and
-    each container's securityContext.privileged, in container order."""
+def webhook_signature(t: str, rules: WebhookRules) -> str:
+    """What else of a pod template the release's webhook reads (an UPDATE changing it is judged): spec.nodeName,
+    (v2.8.3) spec.schedulerName, and the securityContext.privileged of each container it walks, in container order."""
 
     def privileged(field: str) -> str:
         return (
@@ -188,5 +196,10 @@ def webhook_signature(t: str) -> str:
             "has(c.securityContext.privileged) && c.securityContext.privileged ? 'privileged' : '-')"
         )
 
-    node = f"'nodeName=' + (has({t}.spec.nodeName) ? {t}.spec.nodeName : '')"
-    return f"[{node}] + {privileged('containers')} + ['init'] + {privileged('initContainers')}"
+    read = [f"'nodeName=' + (has({t}.spec.nodeName) ? {t}.spec.nodeName : '')"]
+    if rules.webhook_scheduler_names is not None:
+        read.append(f"'schedulerName=' + (has({t}.spec.schedulerName) ? {t}.spec.schedulerName : '')")
+    signature = f"[{', '.join(read)}] + {privileged('containers')}"
+    if rules.webhook_resource_in_every_container:
+        signature += f" + ['init'] + {privileged('initContainers')}"
+    return signature

@@ -2,9 +2,10 @@
 in-tenant admission policy (model/admission_policy.py) must agree on, question for question and
 in the same order (kubectl shows only the admission policy's first failing validation):
 
-- (v2.10.0) what HAMi's webhook refuses whatever else runs, the first of (hami/webhook.py `webhook_denial`): a
-  gpumem-percentage outside 0-100 (InvalidGpumemPercentage), a privileged container (PrivilegedContainer),
-  spec.nodeName (PodHasNodeAssigned); a mutating webhook, it answers before any validating policy;
+- what HAMi's webhook refuses whatever else runs, the first of (hami/webhook.py `webhook_denial`): (v2.10.0) a
+  gpumem-percentage outside 0-100 (InvalidGpumemPercentage), a privileged container (PrivilegedContainer); (both
+  releases, each finding the GPU resource its own way) spec.nodeName (PodHasNodeAssigned); a mutating webhook, it
+  answers before any validating policy;
 - (v2.10.0) GpumemNotReadByHami: a nvidia.com/gpumem beyond int32, which HAMi drops with the whole request
   (pkg/device/nvidia/device.go `GenerateResourceRequests` 531-543): gpulab cannot predict what follows;
 - NodeInsufficientDevice: a container asks for more cards than the node has (with several GPU nodes,
@@ -14,8 +15,9 @@ in the same order (kubectl shows only the admission policy's first failing valid
 - CardInsufficientMemory: a container asks more memory than the tenant's largest card holds
   (including, under v2.8.3, a percentage above 100);
 - InitContainerGpuRequest: an init container asks for a GPU resource (HAMi places app containers only);
-- PodGpuLimitExceeded: the pod's app containers together exceed the tenant's per-pod `gpus`,
-  `gpumem` (a percentage counted on the tenant's largest card) or `gpucores`.
+- PodGpuLimitExceeded: the pod asks more than the tenant's per-pod `gpus`, `gpumem` (a percentage counted on
+  the tenant's largest card) or `gpucores` (`pod_asks`): its app containers together; where the release places init
+  containers (v2.10.0), its effective request, the larger of that and its largest init container, per resource.
 
 Two advisories (the admission policy warns, the pack notes): cores above 100 (HAMi clamps them to
 100) and a memory percentage of 0 (v2.8.3 gives the container 0 MB, v2.10.0 the whole card).
@@ -60,10 +62,24 @@ from placement.verdicts import (
 )
 from placement.workloads import Workload, workload_of
 
+LIMITS = ("gpus", "gpumem", "gpucores")
 
-def pod_memory_mb(containers: tuple[ContainerRequest, ...], largest_mb: int) -> int:
-    """What a pod's containers may take in all: a percentage counted on the largest card."""
-    return sum(c.nums * c.memory_for(largest_mb) for c in containers)
+
+def pod_asks(pod: PodRequest, largest_mb: int, rules: Rules) -> dict[str, int]:
+    """What the pod asks of each per-pod limit: cards, MB (a percentage counted on the largest card) and cores (each
+    card's clamped to 100), summed over its app containers. Where the release places init containers (v2.10.0:
+    devices.go `Resourcereqs` 639-692, score.go `allocateInitContainers` 226-254), they run one after the other
+    before the app containers, so the pod asks the larger of that sum and its largest init container, per resource:
+    its effective request, as Kubernetes counts it (PodRequests) and v2.10.0's own quota does (webhook.go
+    `fitResourceQuota` 157-180; hami/webhook.py `quota_request`)."""
+
+    def each(container: ContainerRequest) -> tuple[int, int, int]:
+        c = resolve_request(container, rules)
+        return c.nums, c.nums * c.memory_for(largest_mb), c.nums * c.fit_cores
+
+    app = [each(c) for c in pod.containers]
+    init = [each(c) for c in counted_init_containers(pod, rules)]
+    return {key: max([sum(a[i] for a in app), *(c[i] for c in init)]) for i, key in enumerate(LIMITS)}
 
 
 def _non_ascii_type_selector(pod: PodRequest) -> bool:
@@ -100,12 +116,8 @@ def per_pod_refusals(inventory: TenantInventory, pod: PodRequest) -> list[PodRef
         refusals += [InitContainerAsks(init) for init in pod.init_containers]
     if rules.scoring_weights and pod.scoring_weights_error is not None:
         refusals.append(BadScoringWeights(pod.scoring_weights_error))
-    asked = {
-        "gpus": sum(c.nums for c in pod.containers),
-        "gpumem": pod_memory_mb(tuple(resolve_request(c, rules) for c in pod.containers), largest),
-        "gpucores": sum(c.nums * c.fit_cores for c in pod.containers),
-    }
-    for key in ("gpus", "gpumem", "gpucores"):
+    asked = pod_asks(pod, largest, rules)
+    for key in LIMITS:
         limit = getattr(inventory.limits, key)
         if limit is not None and asked[key] > limit:
             refusals.append(OverPodLimit(key, asked[key], limit))

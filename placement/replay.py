@@ -8,9 +8,9 @@ placement would suit the manifest best), and says where HAMi would put the manif
 
 Each pod is created once the ones before it are placed, so under a release whose webhook checks the namespace
 quota at create (v2.10.0; hami/webhook.py) a pod over it is refused then (`Denied`): it never exists, holds no card
-and counts against no quota; so is a pod that webhook refuses whatever runs (`webhook_denial`: a gpumem-percentage
-outside 0-100, a privileged container, spec.nodeName). Under v2.10.0 a pod's init containers are placed with it
-(hami/nodes.py)."""
+and counts against no quota; so is a pod the release's webhook refuses whatever runs (`webhook_denial`: under v2.10.0
+a gpumem-percentage outside 0-100, a privileged container; under both spec.nodeName). Under v2.10.0 a pod's init
+containers are placed with it (hami/nodes.py)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ class Placed:
 
 @dataclass(frozen=True)
 class Denied:
-    """HAMi's webhook refused the pod when it was created (v2.10.0): the API server's message."""
+    """HAMi's webhook refused the pod when it was created: the API server's message."""
 
     pod: PodRequest
     message: str

@@ -86,7 +86,7 @@ class BadScoringWeights:
 @dataclass(frozen=True)
 class RefusedByWebhook:
     """HAMi's admission webhook refuses the pod when it is created, whatever else runs (hami/webhook.py
-    `webhook_denial`; v2.10.0): a gpumem-percentage outside 0-100, a privileged container, spec.nodeName."""
+    `webhook_denial`): a gpumem-percentage outside 0-100, a privileged container (v2.10.0), spec.nodeName (both)."""
 
     reason: str  # gpulab's name for it (hami/reasons.py INVALID_GPUMEM_PERCENTAGE, ...): HAMi gives none
     message: str  # the API server's
@@ -104,7 +104,8 @@ class GpumemNotRead:
 
 @dataclass(frozen=True)
 class OverPodLimit:
-    """The pod's app containers together ask more of `resource` than the tenant allows per pod."""
+    """The pod asks more of `resource` than the tenant allows per pod: its app containers together, or under v2.10.0
+    its largest init container if that asks more (placement/per_pod.py `pod_asks`)."""
 
     resource: Literal["gpus", "gpumem", "gpucores"]
     asked: int

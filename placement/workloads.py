@@ -227,7 +227,8 @@ def _webhook_resource(limits: Mapping[str, Any], requests: Mapping[str, Any], wh
     """HAMi's webhook finds a GPU resource in the container (v2.10.0 device.go `MutateAdmission`'s `hasResource`):
     any HAMi resource in its limits (`mutateContainerResource` 398-415, with the chart's defaultGPUNum 1), or a card
     count request that `defaultExclusiveCoreIfNeeded` (417-450) makes exclusive: no gpucores, and a gpumem-percentage
-    of 100 or no memory asked at all."""
+    of 100 or no memory asked at all. v2.8.3's are the same (device.go `mutateContainerResource` 381-398,
+    `defaultExclusiveCoreIfNeeded` 400-433)."""
     if any(key in limits for key in HAMI_RESOURCES):
         return True
     if GPU not in requests or GPUCORES in requests:
@@ -237,16 +238,16 @@ def _webhook_resource(limits: Mapping[str, Any], requests: Mapping[str, Any], wh
 
 
 def pod_admission(
-    pod_spec: Mapping[str, Any], containers: Sequence[Any], where: str, bound: bool = False
+    pod_spec: Mapping[str, Any], init: Sequence[Any], app: Sequence[Any], where: str, bound: bool = False
 ) -> PodAdmission:
-    """What HAMi's webhook reads of a pod besides its requests (hami/webhook.py `PodAdmission`), from `containers`:
-    the init containers, then the app containers, as the webhook walks them (webhook.go `Handle` 74-98), each already
+    """What HAMi's webhook reads of a pod besides its requests (hami/webhook.py `PodAdmission`), from its `init` and
+    `app` containers, walked in that order as v2.10.0's webhook walks them (webhook.go `Handle` 74-98), each already
     read by `container_request` (so its quantities are whole). `bound`: a Pod as the API server holds it (it has a
     uid), whose spec.nodeName the scheduler's binding wrote after admission, so it is no creator's nodeName."""
     percentages: list[tuple[str, int]] = []
     privileged: str | None = None
-    has_resource = False
-    for container in containers:
+    has_resource = app_resource = False
+    for index, container in enumerate([*init, *app]):
         name = container.get("name") if isinstance(container.get("name"), str) else "?"
         here = f"{where} container {name}"
         resources = _mapping(container.get("resources"), f"{here} resources")
@@ -257,11 +258,23 @@ def pod_admission(
             percentages.append((name, percentage))
         # webhook.go `isPrivilegedContainer`; a malformed securityContext is the API server's to refuse, not read here.
         security = container.get("securityContext")
-        if privileged is None and isinstance(security, Mapping) and security.get("privileged") is True:
+        is_privileged = isinstance(security, Mapping) and security.get("privileged") is True
+        if privileged is None and is_privileged:
             privileged = name
-        has_resource = has_resource or _webhook_resource(limits, requests, here)
+        found = _webhook_resource(limits, requests, here)
+        has_resource = has_resource or found
+        # v2.8.3 walks the app containers only and skips a privileged one (v2.8.3 webhook.go `Handle` 70-87).
+        app_resource = app_resource or (found and index >= len(init) and not is_privileged)
     node = None if bound else pod_spec.get("nodeName")
-    return PodAdmission(tuple(percentages), privileged, has_resource, node if isinstance(node, str) and node else None)
+    scheduler = pod_spec.get("schedulerName")
+    return PodAdmission(
+        tuple(percentages),
+        privileged,
+        has_resource,
+        node if isinstance(node, str) and node else None,
+        app_resource,
+        scheduler if isinstance(scheduler, str) else "",
+    )
 
 
 def _selector(annotations: Mapping[str, str], key: str) -> tuple[str, ...] | None:
@@ -325,7 +338,7 @@ def read_workload(kind: Any, obj: Any, default_namespace: str | None = None) -> 
     # yaml`) carries the uid it was given and the nodeName its binding wrote: seen on a second `make up` of a
     # process-mode stack, whose bound trainer pods the pack took for pods created with spec.nodeName.
     bound = not path and isinstance(metadata.get("uid"), str) and bool(metadata.get("uid"))
-    admission = pod_admission(pod_spec, [*init, *app], where, bound)
+    admission = pod_admission(pod_spec, init, app, where, bound)
     pods = tuple(
         PodRequest(
             workload=f"{kind}/{namespace or 'default'}/{name}" + (f"#{i + 1}" if replicas > 1 else ""),

@@ -121,7 +121,7 @@ def _refused_at_create(
     refused = {
         "percentage": rules.memory_percentage_range_checked or percentage > NO_PERCENTAGE,
         "privileged": rules.privileged_refused,
-        "node-name": rules.node_assigned_refused,
+        "node-name": True,  # both releases refuse it (webhook.go Handle: v2.8.3 94-97, v2.10.0 104-112)
     }
     if not refused[case]:
         return None

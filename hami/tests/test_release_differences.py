@@ -167,8 +167,16 @@ SCENARIOS: dict[str, tuple[Callable[[Rules], object], object]] = {
         lambda r: webhook_denial(PodAdmission(privileged="debug", has_resource=True), r),
         (PRIVILEGED_CONTAINER, denied("container debug is privileged")),
     ),
-    "node_assigned_refused": (
+    # Both refuse a GPU pod with spec.nodeName; v2.8.3 finds no GPU resource in an init or privileged container
+    # (v2.8.3 webhook.go `Handle` 70-87), and lets a pod naming hami-scheduler through untouched (63-68).
+    "webhook_resource_in_every_container": (
         lambda r: webhook_denial(PodAdmission(has_resource=True, node_name="gpu-1"), r),
+        (POD_HAS_NODE_ASSIGNED, denied("pod has node assigned")),
+    ),
+    "webhook_scheduler_names": (
+        lambda r: webhook_denial(
+            PodAdmission(has_resource=True, app_resource=True, node_name="gpu-1", scheduler_name="hami-scheduler"), r
+        ),
         (POD_HAS_NODE_ASSIGNED, denied("pod has node assigned")),
     ),
     "gpumem_beyond_int32_dropped": (lambda r: gpumem_read(ask(2**31), r), False),  # 2147483648 MB: no request at all

@@ -1,7 +1,8 @@
 """Each tenant's admission policy follows its HAMi release (model/admission_policy.py `PolicyRules`), as the pack's
 per-pod rules do (placement/per_pod.py): v2.8.3's policy is byte for byte what it was before the policy took a
-release, and each difference of v2.10.0 is shown on objects the two releases judge apart, with the pack agreeing
-per release, and caught when the difference is taken out of the policy. (Both releases on generated workloads and
+release, but for the PodHasNodeAssigned rule both releases' webhooks have (issue 64), and each difference of v2.10.0
+is shown on objects the two releases judge apart, with the pack agreeing per release, and caught when the difference
+is taken out of the policy. (Both releases on generated workloads and
 the shared fixtures: tests/placement/test_gpu_admission.py, JUDGED.)
 
 Read at Project-HAMi/HAMi tag v2.10.0 (commit 4707fb02c91c):
@@ -27,6 +28,7 @@ Read at Project-HAMi/HAMi tag v2.10.0 (commit 4707fb02c91c):
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import json
@@ -39,7 +41,8 @@ from hami import reasons
 from hami.cards import parse_scoring_weights
 from hami.releases import RULES, V2_10_0
 from model import admission_policy
-from model.admission_policy import DENY_POLICY, POLICY_RULES, WARN_POLICY, PolicyRules, policy_objects
+from model.admission_policy import DENY_POLICY, POLICY_RULES, TEMPLATE, WARN_POLICY, PolicyRules, policy_objects
+from model.admission_v2_10_0 import webhook_signature
 from model.config import Tenant
 from placement import per_pod
 from placement.inventory import from_tenant
@@ -61,11 +64,36 @@ WEIGHTS = "hami.io/device-scoring-weights"
 B1 = "GPU-MOCK-tenant-b-1"
 
 
+def sha256(objects: list[dict]) -> str:
+    return hashlib.sha256(json.dumps(objects, sort_keys=True).encode()).hexdigest()
+
+
+def without_the_node_rule(objects: list[dict]) -> list[dict]:
+    """v2.8.3's policies without what its PodHasNodeAssigned rule added (issue 64): the validation, the
+    webhookResource variable it reads, and what the webhook reads in the UPDATE signature."""
+    rules = POLICY_RULES["v2.8.3"]
+    objects = copy.deepcopy(objects)
+    for obj in objects:
+        if obj["kind"] != "ValidatingAdmissionPolicy":
+            continue
+        spec = obj["spec"]
+        spec["validations"] = [v for v in spec["validations"] if "PodHasNodeAssigned" not in v.get("message", "")]
+        spec["variables"] = [v for v in spec["variables"] if v["name"] != "webhookResource"]
+        [condition] = spec["matchConditions"]
+        for side in ("object", "oldObject"):
+            added = f" + {webhook_signature(f'({TEMPLATE.format(o=side)})', rules)}"
+            assert added in condition["expression"]
+            condition["expression"] = condition["expression"].replace(added, "")
+    return objects
+
+
 @pytest.mark.parametrize(("tenant", "hami"), sorted(V2_8_3_POLICIES))
 def test_the_v2_8_3_policies_of_the_reference_stack_are_unchanged(tenant: str, hami: bool) -> None:
+    """All that changed is the node rule: without it, the policies are the ones hashed before."""
     assert TENANTS[tenant].hami_version == "v2.8.3"
-    text = json.dumps(policy_objects(TENANTS[tenant], hami), sort_keys=True)
-    assert hashlib.sha256(text.encode()).hexdigest() == V2_8_3_POLICIES[(tenant, hami)]
+    objects = policy_objects(TENANTS[tenant], hami)
+    assert sha256(objects) != V2_8_3_POLICIES[(tenant, hami)], "v2.8.3 has the node rule"
+    assert sha256(without_the_node_rule(objects)) == V2_8_3_POLICIES[(tenant, hami)]
 
 
 def test_the_policy_rules_are_the_releases_rules() -> None:
@@ -91,8 +119,9 @@ def test_every_refusal_and_advice_begins_with_a_reason_name_of_hami_reasons(name
     assert set(first) - set(unnamed) <= set(reasons.GPULAB_REASONS) | set(reasons.HAMI_REASONS), first
 
 
-def policy(tenant: Tenant, name: str = DENY_POLICY, **without: bool) -> dict:
-    """`tenant`'s policy `name`; `without`: PolicyRules fields set to False (v2.8.3's), taking that difference out."""
+def policy(tenant: Tenant, name: str = DENY_POLICY, **without: object) -> dict:
+    """`tenant`'s policy `name`; `without`: PolicyRules fields set to the other release's value, taking that
+    difference out."""
     rules = dataclasses.replace(POLICY_RULES[tenant.hami_version], **without)
     with patch.dict(admission_policy.POLICY_RULES, {tenant.hami_version: rules}):
         objects = policy_objects(tenant)
@@ -105,7 +134,7 @@ def pack(tenant: Tenant, obj: dict) -> list[str]:
     return [r.reason for r in per_pod.per_pod_refusals(from_tenant(tenant), workload.pods[0])]
 
 
-def judged(tenant: Tenant, obj: dict, **without: bool) -> list[str]:
+def judged(tenant: Tenant, obj: dict, **without: object) -> list[str]:
     """The policy's refusals of `obj` (reason names, in order), after checking the pack names the same first."""
     order = vap_order(policy(tenant, **without), obj)
     if not without:
@@ -153,6 +182,54 @@ def test_v2_10_0_places_gpu_init_containers_and_v2_8_3_refuses_them() -> None:
     unhandled = admitted(with_gpu_init(gpu_pod({"cpu": "1"})), webhook=False)
     assert run_policy(policy(new), unhandled).shown.startswith("a GPU pod must be scheduled by hami-scheduler")
     assert run_policy(policy(new, init_containers_counted=False), unhandled).shown.startswith("InitContainerGpuRequest")
+
+
+def gpu_container(name: str, gpus: int, gpumem: int, cores: int | None = None) -> dict:
+    limits = {"nvidia.com/gpu": gpus, "nvidia.com/gpumem": gpumem}
+    if cores is not None:
+        limits["nvidia.com/gpucores"] = cores
+    return {"name": name, "image": "x", "resources": {"limits": limits}}
+
+
+def with_inits(app: list[dict], inits: list[dict]) -> dict:
+    pod = gpu_pod({"cpu": "1"})
+    pod["spec"]["containers"], pod["spec"]["initContainers"] = app, inits
+    return pod
+
+
+# v2.10.0 pkg/scheduler/webhook_test.go TestFitResourceQuota (1000 MB of quota left): HAMi's own count of a pod's
+# init containers, "max(sum(app containers), max(init containers))" (webhook.go `fitResourceQuota` 157-180), the
+# per-pod limit's count too (placement/per_pod.py `pod_asks`), here with a gpumem limit of 1000 MB.
+SEQUENTIAL = with_inits(  # 393-438 "InitContainers run sequentially: max init fits quota, but simple sum would exceed"
+    [gpu_container("app1", 1, 500)], [gpu_container("init1", 1, 800), gpu_container("init2", 1, 800)]
+)
+MASSIVE = with_inits([gpu_container("app1", 1, 100)], [gpu_container("init-massive", 1, 1500)])  # 441-473
+
+
+def test_v2_10_0_s_per_pod_limits_count_the_largest_init_container() -> None:
+    """A pod asks its effective request (Kubernetes' PodRequests; HAMi v2.10.0's own quota count): the larger of its
+    app containers' sum and its largest init container, per resource. Under v2.8.3 a GPU init container is refused
+    first (InitContainerGpuRequest) and the limits count the app containers."""
+    old, new = both(gpumem=1000)
+    for obj in (SEQUENTIAL, deployment(SEQUENTIAL)):
+        assert judged(new, obj) == [], "800 MB at most: the init containers run one after the other"
+        assert judged(old, obj) == ["InitContainerGpuRequest"]
+    for obj in (MASSIVE, deployment(MASSIVE)):
+        assert judged(new, obj) == ["PodGpuLimitExceeded"]
+        assert judged(old, obj) == ["InitContainerGpuRequest"], "its app container asks 100 MB"
+    assert run_policy(policy(new), admitted(MASSIVE)).failed == [
+        "PodGpuLimitExceeded: each pod asks 1500 MB in total; tenant tenant-b allows 1000 MB per pod"
+    ]
+    # Each resource on its own: cards (2 > 1) and cores (2 x 60 > 100), whichever container asks them.
+    old, new = both(gpus=1, gpucores=100)
+    two_cards = with_inits([gpu_container("app", 1, 1000, 10)], [gpu_container("init", 2, 1000, 60)])
+    assert run_policy(policy(new), admitted(two_cards)).failed == [
+        "PodGpuLimitExceeded: each pod asks 2 GPUs in total; tenant tenant-b allows 1 GPUs per pod",
+        "PodGpuLimitExceeded: each pod asks 120% cores in total; tenant tenant-b allows 100% cores per pod",
+    ]
+    assert judged(new, two_cards) == ["PodGpuLimitExceeded", "PodGpuLimitExceeded"]
+    only_inits = with_inits([{"name": "app", "image": "x"}], [gpu_container("init", 2, 1000, 60)])
+    assert judged(new, deployment(only_inits)) == ["PodGpuLimitExceeded", "PodGpuLimitExceeded"]
 
 
 REFUSES = "HAMi v2.10.0's webhook refuses the pod (each of a workload's pods, at create)"
@@ -217,23 +294,64 @@ def test_v2_10_0_refuses_a_privileged_container_in_a_gpu_pod() -> None:
     assert vap_order(policy(new), cpu_only) == [], "no GPU resource: the webhook lets it through"
 
 
-def test_v2_10_0_refuses_a_gpu_pod_with_a_node_name() -> None:
-    """webhook.go `Handle` 104-112: "pod has node assigned" (a Deployment's pods would all be refused)."""
-    old, new = both()
+def without_rule(policy: dict, reason: str) -> dict:
+    """`policy` with the validation of `reason` taken out."""
+    policy = copy.deepcopy(policy)
+    validations = policy["spec"]["validations"]
+    policy["spec"]["validations"] = [v for v in validations if reason not in v.get("message", "")]
+    assert len(policy["spec"]["validations"]) == len(validations) - 1
+    return policy
+
+
+def test_both_releases_refuse_a_gpu_pod_with_a_node_name() -> None:
+    """HAMi's "pod has node assigned": v2.10.0 webhook.go `Handle` 104-112, v2.8.3 89-98, each tag's webhook_test.go
+    TestPodHasNodeName (a GPU limit and spec.nodeName: denied). A Deployment's pods would all be refused; a Pod with a
+    node name reaches the policy as written (cel_harness.hami_webhook: refused by HAMi, or HAMi is down)."""
     pod = gpu_pod({"nvidia.com/gpumem": 1000}, nodeName="tenant-b-worker")
-    for obj in (pod, deployment(pod)):
+    for tenant in both():
+        obj = deployment(pod)
+        assert judged(tenant, obj) == ["PodHasNodeAssigned"]
+        assert vap_order(without_rule(policy(tenant), "PodHasNodeAssigned"), obj) == [] != pack(tenant, obj)
+        # The Pod is not handed to hami-scheduler either (the policy's own last rule), but HAMi's reason comes first.
+        assert vap_order(policy(tenant), pod) == ["PodHasNodeAssigned", "SchedulerName"]
+        assert pack(tenant, pod) == ["PodHasNodeAssigned"]
+        refuses = f"HAMi {tenant.hami_version}'s webhook refuses the pod (each of a workload's pods, at create)"
+        shown = run_policy(policy(tenant), admitted(pod)).shown
+        assert shown == f"PodHasNodeAssigned: {refuses}: pod has node assigned"
+        assert vap_order(policy(tenant), gpu_pod({"cpu": "1"}, nodeName="n")) == []
+    assert REFUSES.startswith("HAMi v2.10.0's")
+
+
+def test_v2_8_3_finds_the_gpu_in_the_unprivileged_app_containers_of_the_pods_it_handles() -> None:
+    """v2.8.3 webhook.go `Handle`: a pod naming hami-scheduler passes untouched (63-68, `A && B || C && D`); the
+    webhook walks spec.containers only and skips a privileged one (70-87), so finds no GPU resource and refuses no
+    node name there. v2.10.0 handles hami-scheduler (64-69) and walks every container (74-98)."""
+    old, new = both()
+    named = gpu_pod({"nvidia.com/gpumem": 1000}, nodeName="n", schedulerName="hami-scheduler")
+    privileged = gpu_pod({"nvidia.com/gpumem": 1000}, nodeName="n")
+    privileged["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    init_only = with_gpu_init(gpu_pod({"cpu": "1"}, nodeName="n"))
+    for obj in (deployment(named), named):
         assert judged(old, obj) == []
         assert judged(new, obj) == ["PodHasNodeAssigned"]
-        assert judged(new, obj, node_assigned_refused=False) == [] != pack(new, obj)
-    assert run_policy(policy(new), admitted(pod)).shown == f"PodHasNodeAssigned: {REFUSES}: pod has node assigned"
-    assert vap_order(policy(new), gpu_pod({"cpu": "1"}, nodeName="n")) == []
+        assert judged(old, obj, webhook_scheduler_names=None) == ["PodHasNodeAssigned"] != pack(old, obj)
+    obj = deployment(privileged)
+    assert judged(old, obj) == []
+    assert judged(new, obj) == ["PrivilegedContainer"]
+    assert judged(old, obj, webhook_resource_in_every_container=True) == ["PodHasNodeAssigned"] != pack(old, obj)
+    obj = deployment(init_only)
+    assert judged(old, obj) == ["InitContainerGpuRequest"]
+    assert judged(new, obj) == ["PodHasNodeAssigned"]
+    unprivileged_too = with_sidecar(copy.deepcopy(privileged), resources={"limits": {"nvidia.com/gpucores": 10}})
+    assert judged(old, deployment(unprivileged_too)) == ["PodHasNodeAssigned"], "one unprivileged GPU container"
 
 
 def test_v2_10_0_s_webhook_gives_one_refusal() -> None:
     """A percentage, a privileged container and a node name: the webhook answers the first, in `Handle`'s order."""
     new = both()[1]
     pod = with_sidecar(
-        gpu_pod({"nvidia.com/gpumem-percentage": 120}, nodeName="n"), securityContext={"privileged": True}
+        gpu_pod({"nvidia.com/gpumem-percentage": 120}, nodeName="n", schedulerName="hami-scheduler"),
+        securityContext={"privileged": True},
     )
     assert judged(new, pod) == ["InvalidGpumemPercentage"]
     pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpumem-percentage"] = 20
@@ -253,16 +371,23 @@ def test_v2_10_0_says_it_cannot_predict_a_gpumem_beyond_int32() -> None:
     assert judged(new, gpu_pod({"nvidia.com/gpumem": 2**31 - 1}))[:1] == ["CardInsufficientMemory"]
 
 
-def test_v2_10_0_judges_an_update_that_makes_a_container_privileged_or_names_a_node() -> None:
-    before = deployment(gpu_pod({"nvidia.com/gpumem": 1000}))
-    privileged = json.loads(json.dumps(before))
-    privileged["spec"]["template"]["spec"]["containers"][0]["securityContext"] = {"privileged": True}
-    named = json.loads(json.dumps(before))
-    named["spec"]["template"]["spec"]["nodeName"] = "n"
-    for after in (privileged, named):
-        for tenant, matched in zip(both(), (False, True), strict=True):
+def test_an_update_that_changes_what_the_release_s_webhook_reads_is_judged() -> None:
+    """Both read spec.nodeName and the app containers' privileged; v2.8.3 the schedulerName (`Handle` 63-68),
+    v2.10.0 the init containers' privileged (74-85, `privilegedContainerName`)."""
+    before = deployment(gpu_pod({"nvidia.com/gpumem": 1000}, initContainers=[{"name": "setup", "image": "x"}]))
+    privileged = {"securityContext": {"privileged": True}}
+    changes = {  # how the pod template changes, and whether (v2.8.3, v2.10.0) judge the UPDATE
+        "privileged": (lambda spec: spec["containers"][0].update(privileged), (True, True)),
+        "node name": (lambda spec: spec.update(nodeName="n"), (True, True)),
+        "scheduler name": (lambda spec: spec.update(schedulerName="hami-scheduler"), (True, False)),
+        "privileged init container": (lambda spec: spec["initContainers"][0].update(privileged), (False, True)),
+    }
+    for name, (change, matched) in changes.items():
+        after = copy.deepcopy(before)
+        change(after["spec"]["template"]["spec"])
+        for tenant, judged_ in zip(both(), matched, strict=True):
             outcome = run_policy(policy(tenant), admitted(after), old=admitted(before), operation="UPDATE")
-            assert outcome.matched is matched, tenant.hami_version
+            assert outcome.matched is judged_, (name, tenant.hami_version)
 
 
 def test_zero_percent_is_the_whole_card_under_v2_10_0_and_0_mb_under_v2_8_3() -> None:

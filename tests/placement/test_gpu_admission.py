@@ -427,6 +427,7 @@ GPU_CHANGES = {
     "a GPU init container": lambda d: d["spec"]["template"]["spec"].update(
         initContainers=[{"name": "i", "image": "x", "resources": {"limits": {"nvidia.com/gpu": 1}}}]
     ),
+    "a node name": lambda d: d["spec"]["template"]["spec"].update(nodeName="tenant-a-worker"),  # PodHasNodeAssigned
 }
 
 

@@ -5,8 +5,8 @@ webhook's own rules on hand-made inputs are hami/tests/test_conformance_v2_10_0_
 Read at Project-HAMi/HAMi tag v2.10.0 (commit 4707fb02c91c): pkg/scheduler/webhook.go `Handle` 53-123 (init containers
 first, 74-85; privileged 99-102, #2139; nodeName 104-112; the quota after them, 114-116), pkg/device/nvidia/device.go
 `MutateAdmission` 347-387 (`validateMemoryPercentage` 389-396, #1997; `hasResource`: `mutateContainerResource`
-398-415, `defaultExclusiveCoreIfNeeded` 417-450) and `GenerateResourceRequests` 531-543 (#2285). v2.8.3 keeps its
-behaviour: none of these is judged there.
+398-415, `defaultExclusiveCoreIfNeeded` 417-450) and `GenerateResourceRequests` 531-543 (#2285). v2.8.3 judges none of
+these but the node name (tests/placement/test_hami_v2_8_3_webhook.py).
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ EXCLUSIVE = [
 def test_has_resource(case: str, limits: dict, requests: dict, want: bool) -> None:
     container = {"name": "test", "resources": {"limits": limits, "requests": requests}}
     container_request(container, "Pod/p")  # what read_workload reads first
-    assert pod_admission({}, [container], "Pod/p").has_resource is want
+    assert pod_admission({}, [], [container], "Pod/p").has_resource is want
 
 
 # --- Test_MutateAdmission_MemoryPercentageValidation through the pack -------------------------------------------
@@ -165,12 +165,13 @@ def test_a_privileged_container_in_a_gpu_pod_is_refused_at_create() -> None:
 
 
 def test_a_gpu_pod_with_a_node_name_is_refused_at_create() -> None:
+    """v2.8.3 refuses it too, in the same words (tests/placement/test_hami_v2_8_3_webhook.py)."""
     workload = pod(ctr(gpu=1, gpumem=1000), nodeName="tenant-b-worker")
-    assert findings("v2.10.0", workload) == [
-        ("PodHasNodeAssigned", "HAMi v2.10.0's admission webhook refuses the pod (each of a workload's pods) when it "
-                               f"is created: {denied('pod has node assigned')}")
-    ]  # fmt: skip
-    assert findings("v2.8.3", workload) == []
+    for version in ("v2.10.0", "v2.8.3"):
+        assert findings(version, workload) == [
+            ("PodHasNodeAssigned", f"HAMi {version}'s admission webhook refuses the pod (each of a workload's pods) "
+                                   f"when it is created: {denied('pod has node assigned')}")
+        ]  # fmt: skip
 
 
 def test_a_bound_pod_read_back_from_the_api_server_is_not_taken_for_one_created_with_a_node_name() -> None:
@@ -241,7 +242,8 @@ def test_int32_is_the_boundary() -> None:
 
 
 def test_v2_10_0_rules_are_the_ones_judged() -> None:
-    assert V2_10_0.memory_percentage_range_checked and V2_10_0.privileged_refused and V2_10_0.node_assigned_refused
+    assert V2_10_0.memory_percentage_range_checked and V2_10_0.privileged_refused
+    assert V2_10_0.webhook_resource_in_every_container and V2_10_0.webhook_scheduler_names is None
 
 
 def test_make_check_s_run_creates_no_pod_the_webhook_refuses() -> None:

@@ -87,6 +87,26 @@ def test_per_pod_limits() -> None:
     assert any("PodGpuLimitExceeded" in m and "asks 2 GPUs" in m and "allows 1 GPUs" in m for m in messages)
 
 
+def test_per_pod_limits_count_a_v2_10_0_pod_s_largest_init_container() -> None:
+    """HAMi v2.10.0 places init containers (pkg/device/devices.go `Resourcereqs` 639-692): the per-pod limit counts the
+    pod's effective request, here its init container's 2 x 15000 MB against 20000 MB per pod (its app container asks
+    1000). The same pod on v2.8.3 is refused for the GPU init container, its app container within the limit."""
+    limits = TENANT_B.limits.model_copy(update={"gpumem": 20000})
+    init = {
+        "name": "warmup",
+        "image": "busybox",
+        "resources": {"limits": {"nvidia.com/gpu": "2", "nvidia.com/gpumem": "15000"}},
+    }
+    warm = pod("warm", {"nvidia.com/gpumem": "1000"}, tenant="tenant-b", initContainers=[init])
+    said = {}
+    for version in ("v2.10.0", "v2.8.3"):
+        tenant = TENANT_B.model_copy(update={"hami_version": version, "limits": limits})
+        said[version] = [m for m, _ in gpu_violations([inventory_configmap(tenant), warm])]
+    assert any("PodGpuLimitExceeded" in m and "asks 30000 MB" in m and "allows 20000 MB" in m for m in said["v2.10.0"])
+    assert not any("PodGpuLimitExceeded" in m for m in said["v2.8.3"]), said["v2.8.3"]
+    assert any("InitContainerGpuRequest" in m for m in said["v2.8.3"]), said["v2.8.3"]
+
+
 def test_more_gpus_than_cards() -> None:
     three = pod("three", {"nvidia.com/gpu": "3", "nvidia.com/gpumem": "1000"}, tenant="tenant-b")
     messages = [m for m, _ in gpu_violations([inventory_configmap(TENANT_B), three])]

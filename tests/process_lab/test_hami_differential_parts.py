@@ -167,7 +167,7 @@ def test_a_refusal_at_create_is_compared_with_the_checkers_verdict(reason: str) 
 
 # (seed, the pod random_scenario adds on v2.10.0, its place, its reason, made on v2.8.3 too): the first seeds of each.
 WEBHOOK_SEEDS = [
-    (4, "w-node-name", 0, "PodHasNodeAssigned", False),
+    (4, "w-node-name", 0, "PodHasNodeAssigned", True),  # both releases refuse a node name
     (10, "w-privileged", 2, "PrivilegedContainer", False),
     (13, "w-percentage", 2, "InvalidGpumemPercentage", False),  # 101: HAMi's "not given" under v2.8.3
     (104, "w-percentage", 3, "InvalidGpumemPercentage", True),  # 150
@@ -184,8 +184,9 @@ def test_the_webhooks_refusals_appear_for_their_seeds_as_well_formed_pods(
     tmp_path: Path, seed: int, name: str, place: int, reason: str, older_too: bool
 ) -> None:
     """Each is a pod the pack reads (placement/workloads.py), of a DNS-1123 name, in the tenant's namespace, that
-    v2.10.0's webhook refuses for its reason (hami/webhook.py); v2.8.3 gets only a percentage above 101, which
-    gpulab judges CardInsufficientMemory there; the seed's other pods are the same on either release."""
+    v2.10.0's webhook refuses for its reason (hami/webhook.py); v2.8.3 gets a node name, which its webhook refuses
+    as well, and a percentage above 101, which gpulab judges CardInsufficientMemory there; the seed's other pods are
+    the same on either release."""
     ((at, pod),) = _webhook_pods(seed, "v2.10.0")
     assert (pod["metadata"]["name"], at) == (name, place)
     assert _webhook_pods(seed, None) == [(at, pod)]  # the process runtime's default is v2.10.0
@@ -196,10 +197,11 @@ def test_the_webhooks_refusals_appear_for_their_seeds_as_well_formed_pods(
     assert workload is not None and len(workload.pods) == 1
     refused = webhook_denial(workload.pods[0].admission, rules_for("v2.10.0"))
     assert refused is not None and refused[0] == reason
-    assert webhook_denial(workload.pods[0].admission, rules_for("v2.8.3")) is None
+    older_refusal = webhook_denial(workload.pods[0].admission, rules_for("v2.8.3"))
+    assert (older_refusal and older_refusal[0]) == (reason if reason == "PodHasNodeAssigned" else None)
     older = _webhook_pods(seed, "v2.8.3")
     assert older == ([(at, pod)] if older_too else [])
-    if older:
+    if older and reason != "PodHasNodeAssigned":
         stack = tmp_path / "Pulumi.s.yaml"
         stack.write_text(random_scenario(seed, "v2.8.3").stack_file())
         inventory = from_lab_config(load_stack_file(stack))["tenant-d"]
@@ -212,8 +214,8 @@ def test_the_webhooks_refusals_appear_for_their_seeds_as_well_formed_pods(
 
 
 def test_the_webhook_cases_come_now_and_then_in_each_kind() -> None:
-    """About one scenario in five on v2.10.0 (WEBHOOK_ODDS), each kind alike; on v2.8.3 some of the percentage's
-    only (those above 101)."""
+    """About one scenario in five on v2.10.0 (WEBHOOK_ODDS), each kind alike; on v2.8.3 every node name's and some
+    of the percentage's (those above 101)."""
     counts: dict[str | None, Counter[str]] = {version: Counter() for version in KNOWN_VERSIONS}
     for seed in range(300):
         for version in KNOWN_VERSIONS:
@@ -221,7 +223,8 @@ def test_the_webhook_cases_come_now_and_then_in_each_kind() -> None:
     newer, older = counts["v2.10.0"], counts["v2.8.3"]
     assert set(newer) == {"w-percentage", "w-privileged", "w-node-name"} and 40 <= sum(newer.values()) <= 80, newer
     assert min(newer.values()) >= 10
-    assert set(older) == {"w-percentage"} and 0 < older["w-percentage"] < newer["w-percentage"]
+    assert set(older) == {"w-percentage", "w-node-name"} and 0 < older["w-percentage"] < newer["w-percentage"]
+    assert older["w-node-name"] == newer["w-node-name"]
 
 
 def test_the_seeds_runs_were_made_of_draw_the_same_pods_as_before() -> None:

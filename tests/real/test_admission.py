@@ -49,3 +49,22 @@ def test_three_20000_mb_30_percent_pods_are_admitted_and_counted_by_the_quota(cl
     quota = ("resourcequota", "-n", tenant_lab.namespace, tenant_lab.quota["metadata"]["name"])
     used = lambda: cluster.get(*quota)["status"].get("used", {}).get("requests.nvidia.com/gpu")  # noqa: E731
     wait_until(lambda: used() == "3", 30, "the quota to count 3 GPUs in use", interval=POLL)
+
+
+def test_a_gpu_pod_with_a_node_name_is_denied_as_hami_v2_8_3_s_webhook_denies_it(cluster, tenant_lab) -> None:
+    """Tenant-a runs HAMi v2.8.3, whose webhook refuses a GPU pod with spec.nodeName: "pod has node assigned" (tag
+    v2.8.3, pkg/scheduler/webhook.go `Handle` 89-98). Here no webhook runs, as when it is down: the deny policy says
+    it in HAMi's words. A pod naming hami-scheduler passes, as v2.8.3 lets it through untouched (63-68)."""
+    pod = gpu_pod("pinned", IMAGE, **SHARE)
+    pod["spec"]["nodeName"] = "tenant-a-worker"
+    result = cluster.kubectl("apply", "--dry-run=server", "-n", tenant_lab.namespace, "-f", "-", stdin=pod)
+    assert result.returncode != 0, result.stdout
+    refusal = Refusal(result.stderr)
+    assert refusal.policy == DENY_POLICY, result.stderr
+    assert refusal.message == (
+        "PodHasNodeAssigned: HAMi v2.8.3's webhook refuses the pod (each of a workload's pods, at create): pod has "
+        "node assigned"
+    )
+    pod["spec"]["schedulerName"] = "hami-scheduler"
+    result = cluster.kubectl("apply", "--dry-run=server", "-n", tenant_lab.namespace, "-f", "-", stdin=pod)
+    assert result.returncode == 0, result.stderr

@@ -10,6 +10,7 @@ import json
 import re
 from pathlib import Path
 
+from model.admission_policy import policy_objects
 from model.catalog import GPU_RESOURCE, REGISTER_ANNOTATION, gpu_capacity, register_annotation
 from model.quantity import canonical_whole
 from model.tenant_objects import quota_hard, quota_initialised
@@ -74,6 +75,29 @@ def test_the_api_server_type_checks_the_policies_without_a_warning(cluster, tena
         status = cluster.get("validatingadmissionpolicy", policy["metadata"]["name"])["status"]
         assert status.get("observedGeneration") == 1
         assert not status.get("typeChecking", {}).get("expressionWarnings"), json.dumps(status, indent=1)[:3000]
+
+
+def test_the_api_server_type_checks_the_v2_10_0_policies_without_a_warning(cluster, tenant_lab) -> None:
+    """Tenant-a's policies as a HAMi v2.10.0 tenant has them (its webhook's rules; per-pod limits that count the largest
+    init container, `([sum] + list).max()`), created under other names and unbound, so they judge nothing here: the
+    API server compiles them within its cost budget and type-checks them for every kind without a warning."""
+    tenant = tenant_lab.tenant.model_copy(update={"hami_version": "v2.10.0"})
+    policies = [o for o in policy_objects(tenant) if o["kind"] == "ValidatingAdmissionPolicy"]
+    names = [f"{policy['metadata']['name']}-v2-10-0" for policy in policies]
+    for policy, name in zip(policies, names, strict=True):
+        policy["metadata"]["name"] = name
+    cluster.ok("apply", "--server-side", "--field-manager=gpulab", "-f", "-", stdin=policies)
+
+    def checked(name: str) -> dict | None:
+        status = (cluster.get("validatingadmissionpolicy", name) or {}).get("status") or {}
+        return status if status.get("observedGeneration") == 1 else None
+
+    try:
+        for name in names:
+            status = wait_until(lambda n=name: checked(n), 90, f"the API server to type-check {name}", interval=POLL)
+            assert not status.get("typeChecking", {}).get("expressionWarnings"), json.dumps(status, indent=1)[:3000]
+    finally:
+        cluster.ok("delete", "validatingadmissionpolicy", *names)
 
 
 def test_the_quota_controller_reads_the_tenants_quota(cluster, tenant_lab) -> None:

@@ -32,6 +32,7 @@ API_VERSIONS = {
     "CronJob": "batch/v1",
 }
 HUGE = "9223372036854775808"  # int64 max + 1
+NODE, HAMI = "tenant-a-worker", "hami-scheduler"
 TOP = str(2**63 - 1)
 
 
@@ -79,7 +80,7 @@ def share(gpumem: object, cores: object = 30) -> dict:
 
 
 def corpus() -> list[Case]:
-    """A representative sample of what test_gpu_admission.py judges with the harness: 54 requests, 13 UPDATEs."""
+    """A representative sample of what test_gpu_admission.py judges with the harness: 58 requests, 14 UPDATEs."""
     cases = [Case(f"fixture-{o['kind']}-{o['metadata']['name']}", o) for o in FIXTURES]
     # One request written in every spelling the API server canonicalises (20000 -> "20k", "2e4" -> "20e3").
     for spelling in (20000, "20000", "2e4", "20k", "1024Mi", 90000, "90k", "8192e1"):
@@ -102,6 +103,11 @@ def corpus() -> list[Case]:
         Case("use-uuid-own", annotated(share(1000), {"nvidia.com/use-gpuuuid": "GPU-MOCK-tenant-a-0"})),
         Case("use-uuid-other", annotated(share(1000), {"nvidia.com/use-gpuuuid": "GPU-MOCK-tenant-b-0,GPU-X"})),
         Case("deployment-gpu-init", with_gpu_init(deployment(share(1000)))),
+        # HAMi v2.8.3 (tenant-a's) refuses a GPU pod with a node name unless it names hami-scheduler (webhook.go
+        # `Handle` 63-68, 89-98 at v2.8.3): such a Pod reaches the policies only as written.
+        Case("pod-node-name", gpu_pod({"nvidia.com/gpumem": 1000}, nodeName=NODE), webhook=False),
+        Case("pod-node-name-hami-scheduler", gpu_pod({"nvidia.com/gpumem": 1000}, nodeName=NODE, schedulerName=HAMI)),
+        Case("deployment-node-name", deployment(gpu_pod({"nvidia.com/gpumem": 1000}, nodeName=NODE))),
         Case("pod-huge-gpumem", gpu_pod({"nvidia.com/gpumem": HUGE})),
         Case("pod-huge-gpu", gpu_pod({"nvidia.com/gpumem": 1000, "nvidia.com/gpu": HUGE})),
         Case("deployment-huge-gpucores", deployment(gpu_pod({"nvidia.com/gpumem": 1000, "nvidia.com/gpucores": HUGE}))),
@@ -237,6 +243,7 @@ def test_the_corpus_covers_both_verdicts_warnings_and_updates(cluster, tenant_la
         "GpuQuantityOutOfRange",
         "NodeInsufficientDevice",
         "PodGpuLimitExceeded",
+        "PodHasNodeAssigned",
     } <= {message.split(":")[0] for message in shown.values() if message}
     assert sum(case.change is not None for case in cases) >= 10
 

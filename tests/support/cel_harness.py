@@ -10,8 +10,9 @@ failed, as with `failurePolicy: Fail`.
 What reaches a policy is not what the user wrote (`admitted`): the API server stores quantities in
 canonical form unless the text already looks canonical (canonical_quantity: 20000 -> "20k", 81920 ->
 "81920", "1024Mi" -> "1Gi", but "30e0" stays), defaults a Pod's requests from its limits (SetDefaults_Pod;
-not a template's), and HAMi's mutating webhook has set a GPU Pod's schedulerName and `nvidia.com/gpu: 1`
-where only memory or cores were asked, after which the Pod is defaulted again. `run_policy` returns the
+not a template's) and every pod spec's schedulerName (default-scheduler), and HAMi's mutating webhook has set a
+GPU Pod's schedulerName and `nvidia.com/gpu: 1` where only memory or cores were asked, after which the Pod is
+defaulted again. `run_policy` returns the
 failures in validation order: the API server shows only the first (dispatcher.go, deniedDecisions[0]).
 tests/real compares all of this with the real API server (`make test-real`).
 """
@@ -260,9 +261,13 @@ def admitted(obj: dict, webhook: bool = True) -> dict:
 
 
 def _defaulted(obj: dict) -> dict:
-    """Canonical quantities, and a Pod's requests defaulted from its limits (SetDefaults_Pod; not a template's)."""
+    """Canonical quantities, a Pod's requests defaulted from its limits (SetDefaults_Pod; not a template's), and every
+    pod spec's schedulerName, a template's too (SetDefaults_PodSpec: default-scheduler when empty)."""
     obj = copy.deepcopy(obj)
     is_pod = obj.get("kind") == "Pod"
+    spec = _pod_spec(obj)
+    if isinstance(spec, dict) and not spec.get("schedulerName"):
+        spec["schedulerName"] = "default-scheduler"
     for container in _containers(_pod_spec(obj) or {}):
         resources = container.get("resources") or {}
         for section in ("limits", "requests"):
@@ -282,9 +287,11 @@ def _containers(spec: dict, fields: tuple[str, ...] = ("containers", "initContai
 def hami_webhook(obj: dict) -> dict:
     """A Pod as HAMi's mutating webhook leaves it (pkg/device/nvidia/device.go MutateAdmission): an app
     container that asks memory or cores but no card count gets `nvidia.com/gpu: 1` in its limits, and a pod
-    asking any GPU resource gets schedulerName hami-scheduler. Other kinds pass unchanged."""
+    asking any GPU resource gets schedulerName hami-scheduler. Other kinds pass unchanged, and so does a Pod with
+    spec.nodeName: both releases refuse it when they find a GPU resource ("pod has node assigned"), so it reaches a
+    validating policy as written, let through untouched or with the webhook down (hami/webhook.py)."""
     obj = copy.deepcopy(obj)
-    if obj.get("kind") != "Pod":
+    if obj.get("kind") != "Pod" or (obj.get("spec") or {}).get("nodeName"):
         return obj
     spec = obj.get("spec") or {}
     for container in _containers(spec, ("containers",)):
