@@ -5,7 +5,7 @@ write, but the code says "wing", never "runtime", which is already Pulumi's (`ru
 (`--runtime binary`) and the container runtime's. Each wing builds its tenants from its own folder,
 `components/<wing>/lab.py`, which `components/wings.py` registers; the row here answers what the tools ask of a
 lab without building it (preview, diagnose, the source cache), so none of them asks which wing it is. Adding a
-wing is its folder, one line of that registry and one row here (tests/components/test_wings.py shows it).
+wing is its folder, one line of that registry and one row here (tests/components/test_third_wing.py shows it).
 
 Plain Python and the standard library only: the policy pack's venv and the tools import it.
 """
