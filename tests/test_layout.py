@@ -212,8 +212,6 @@ WHICH_WING_NOT_YET = {
     "diagnose/__main__.py",
     "diagnose/cluster_findings.py",
     "diagnose/collect.py",
-    "model/sources.py",
-    "preview/__main__.py",
 }
 
 

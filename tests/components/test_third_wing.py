@@ -3,14 +3,17 @@ registered here and nowhere else, is built by the program and read by the tools 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pulumi
 import pytest
-from lab_harness import lab_config, run_program
+import yaml
+from lab_harness import LAB_PROJECT, lab_config, run_program
 
 from components.docker import lab as docker
 from components.parts import TenantBuilder
 from components.wings import BUILDERS
-from model.config import LabConfig
+from model.config import LabConfig, parse_config
 from model.wings import WINGS, Wing
 
 # A lab of the Docker wing's parts on a cluster and host of someone else's: a mix no shipped wing has.
@@ -45,3 +48,31 @@ def test_the_program_builds_the_stack_s_wing_from_its_registry_line(third_wing: 
     reference = run_program(lab_config())
     assert "built_by" not in reference.exports
     assert set(program.registrations) == set(reference.registrations)  # the Docker wing's parts, as it built them
+
+
+def third_stack(project: Path) -> str:
+    """The reference stack on the third wing, as a stack file of a project folder of its own."""
+    document = yaml.safe_load((LAB_PROJECT / "Pulumi.dev.yaml").read_text())
+    document["config"]["gpulab:runtime"] = THIRD.name
+    (project / "Pulumi.third.yaml").write_text(yaml.safe_dump(document))
+    return "third"
+
+
+def test_preview_and_the_sources_ask_the_third_wing_s_traits(
+    third_wing: Wing, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from model.sources import needed
+    from preview.__main__ import main, plan
+
+    assert needed(parse_config(lab_config(runtime="third"))) == []  # downloads nothing
+    assert needed(parse_config(lab_config()))  # the Docker wing's parts, which its own row says it downloads
+    stack = third_stack(tmp_path)
+    assert main(["--stack", stack, "--validate", "--project-dir", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == "\n"  # no CLI to download
+    code, lines = plan(stack, tmp_path)
+    assert code == 0, lines
+    assert "management cluster" in lines  # it has one, and the tree shows it
+    assert not [line for line in lines if line.startswith("kind network")]  # but not kind's: no assumed network
+    assert not [line for line in lines if line.startswith("make up STACK=third will need")]  # nothing from ./bin
+    [endpoint] = [line.split(maxsplit=1) for line in lines if line.lstrip().startswith("tenant_a_endpoint")]
+    assert endpoint == ["tenant_a_endpoint", "(an address of the MetalLB pool, assigned at pulumi up)"]
