@@ -32,8 +32,9 @@ class Wing:
     programs_from_bin: bool
     # Each tenant's control plane is local processes on 127.0.0.1, with their logs under .state/process/<stack>.
     local_processes: bool
-    # HAMi (scheduler, webhook, device plugin) runs as workloads in each tenant, not as a local process.
-    hami_in_cluster: bool
+    # Each tenant's system parts run as workloads in its cluster, which diagnose expects there: Kamaji's kube-proxy,
+    # CoreDNS and konnectivity, the CNI's, HAMi's scheduler and its device plugin (which puts the cards on the node).
+    system_workloads: bool
 
 
 WINGS: dict[str, Wing] = {
@@ -46,7 +47,7 @@ WINGS: dict[str, Wing] = {
         downloads=True,
         programs_from_bin=False,
         local_processes=False,
-        hami_in_cluster=True,
+        system_workloads=True,
     ),
     # Per tenant kwokctl's control plane, KWOK nodes (or node containers) and hami-scheduler, as local processes.
     "process": Wing(
@@ -57,7 +58,7 @@ WINGS: dict[str, Wing] = {
         downloads=False,
         programs_from_bin=True,
         local_processes=True,
-        hami_in_cluster=False,
+        system_workloads=False,
     ),
 }
 DEFAULT_WING = "docker"  # a stack that sets no `gpulab:runtime`

@@ -206,15 +206,6 @@ def test_each_wing_is_its_folder_one_registry_line_and_one_traits_row() -> None:
     assert askers == ["__main__.py"], askers
 
 
-# Outside model/config, the tools ask a wing's traits (`lab.wing.hami_in_cluster`, ...), never which wing it is; the
-# config's own rules keep `process_mode`. Modules that still ask, each leaving this list once it asks the traits.
-WHICH_WING_NOT_YET = {
-    "diagnose/__main__.py",
-    "diagnose/cluster_findings.py",
-    "diagnose/collect.py",
-}
-
-
 def asks_which_wing(path: Path) -> list[str]:
     """Where a module asks which wing a lab is: `process_mode` by any spelling, or a `.runtime` read (Pulumi's
     own `pulumi.runtime` aside)."""
@@ -227,14 +218,13 @@ def asks_which_wing(path: Path) -> list[str]:
 
 
 def test_no_module_outside_the_config_asks_which_wing_a_lab_is() -> None:
+    """Outside model/config (whose own rules keep `process_mode`), every module asks a wing's traits
+    (`lab.wing.system_workloads`, ...), never which wing it is: a new wing is then one row, not a hunt for branches."""
     config = ROOT / "model" / "config"
     files = [path for path in python_files() if config not in path.parents and ROOT / "tests" not in path.parents]
     assert ROOT / "__main__.py" in files and ROOT / "diagnose" / "collect.py" in files
     found = {str(path.relative_to(ROOT)): asked for path in files if (asked := asks_which_wing(path))}
-    unexpected = {name: asked for name, asked in found.items() if name not in WHICH_WING_NOT_YET}
-    assert not unexpected, f"ask the wing's traits (model/wings.py, lab.wing) instead: {unexpected}"
-    done = sorted(WHICH_WING_NOT_YET - set(found))
-    assert not done, f"{done} ask the traits now: take them off WHICH_WING_NOT_YET"
+    assert not found, f"ask the wing's traits (model/wings.py, lab.wing) instead: {found}"
     assert asks_which_wing(config / "lab.py"), "the config's own rules ask it: the check reads the right spelling"
 
 

@@ -25,7 +25,7 @@ THIRD = Wing(
     downloads=False,
     programs_from_bin=False,
     local_processes=False,
-    hami_in_cluster=True,
+    system_workloads=True,
 )
 
 
@@ -76,3 +76,24 @@ def test_preview_and_the_sources_ask_the_third_wing_s_traits(
     assert not [line for line in lines if line.startswith("make up STACK=third will need")]  # nothing from ./bin
     [endpoint] = [line.split(maxsplit=1) for line in lines if line.lstrip().startswith("tenant_a_endpoint")]
     assert endpoint == ["tenant_a_endpoint", "(an address of the MetalLB pool, assigned at pulumi up)"]
+
+
+def test_diagnose_asks_the_third_wing_s_traits(
+    third_wing: Wing, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from diagnose import cluster_findings
+    from diagnose.collect import Collector, tenant_expectations
+    from diagnose.runner import Runner
+
+    lab = parse_config(lab_config(runtime="third"))
+    expectations = tenant_expectations(lab, "tenant-a")
+    assert expectations["wing"] is third_wing
+    # Its system parts are workloads in the tenant: its cards come from a device plugin there, as in the Docker lab.
+    assert expectations["cards_from"] == tenant_expectations(parse_config(lab_config()), "tenant-a")["cards_from"]
+    # Its control plane is no local process: an unfinished tenant is looked for where the Docker lab's is.
+    assert "TenantControlPlane" in cluster_findings.unfinished_tenant_fix("third", "tenant-a", third_wing)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no docker, kind, kubectl or pulumi here
+    collector = Collector(Runner(5, 1, 30), "third", lab, tmp_path, request_timeout=3)
+    assert collector.tools() is None  # no Docker host: neither docker nor kind is asked, and no finding says so
+    assert collector.out.files["tools/runtime.txt"].startswith("third: its nodes are on no Docker host here; ")
+    assert collector.out.findings == []

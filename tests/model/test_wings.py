@@ -22,7 +22,7 @@ def test_each_row_is_frozen_and_named_by_its_key() -> None:
 def test_a_stack_s_wing_is_the_row_its_runtime_key_names() -> None:
     assert parse_config(lab_config()).wing is WINGS[DEFAULT_WING]
     lab = parse_config(lab_config(runtime="process", management={"name": "gpulab"}))
-    assert lab.wing is WINGS["process"] and not lab.wing.hami_in_cluster
+    assert lab.wing is WINGS["process"] and not lab.wing.system_workloads
 
 
 def test_the_runtime_key_takes_the_table_s_names_and_says_them_when_refused(monkeypatch: pytest.MonkeyPatch) -> None:
