@@ -4,94 +4,23 @@ config -> images pulled once on the host -> management cluster (kind, cert-manag
        -> per tenant: control plane -> GPU admission policy (the pack's per-pod rules, in the tenant)
                                     -> workers -> GPU node (mock or real) -> namespaces, quota, inventory
                                                                           -> GPU workloads
-Tenants are independent sub-graphs, so Pulumi builds them in parallel. The runtime is chosen here, once: the
-Docker lab above, or process mode (runtime: process), where each tenant's parts are local processes
-(kwokctl's control planes, KWOK nodes, hami-scheduler) and there is no management cluster or image cache.
-What each part gives the next is components/parts.py; the model (model/) is plain Python.
+Tenants are independent sub-graphs, so Pulumi builds them in parallel. The wing is chosen here, once
+(components/wings.py, by the stack's runtime key): the Docker lab above (components/docker/lab.py), or process mode
+(runtime: process; components/process/lab.py), where each tenant's parts are local processes (kwokctl's control
+planes, KWOK nodes, hami-scheduler) and there is no management cluster or image cache. What each part gives the
+next is components/parts.py; what each wing is like, model/wings.py; the model (model/) is plain Python.
 """
-
-from collections.abc import Callable
 
 import pulumi
 
-from components.docker.image_cache import ImageCache
-from components.docker.management_cluster import ManagementCluster
-from components.docker.mock_gpu_node import MockGpuNode
-from components.docker.real_gpu_node import RealGpuNode
-from components.docker.sources import check_sources
-from components.docker.tenant_control_plane import TenantControlPlane
-from components.docker.tenant_worker import TenantWorker
 from components.gpu_admission import GpuAdmissionPolicy
 from components.gpu_workloads import GpuWorkloads
-from components.parts import TenantParts
-from components.process.control_plane import ProcessControlPlane, process_stack
-from components.process.gpu_node import ProcessGpuNode
-from components.process.kwok_workers import KwokWorkers
-from components.process.node_container_workers import LabNetwork, NodeContainerWorkers
 from components.tenant_namespaces import TenantNamespaces
-from model.config import LabConfig, Tenant, load_config
-from model.names import docker_name
-
-
-def docker_lab(lab: LabConfig) -> Callable[[Tenant], TenantParts]:
-    """The Docker lab: kind's management cluster with Kamaji; per tenant a TenantControlPlane, node containers
-    (or SSH machines) and HAMi's chart."""
-    check_sources(lab)  # with a source cache: everything the stack needs is in it, or nothing is declared
-    images = ImageCache("images", lab)  # pulled once on the host, loaded into each node before it runs them
-    management = ManagementCluster("management", lab, images)
-    pulumi.export("management_kubeconfig", management.kubeconfig)
-    if management.metallb_pool is not None:
-        pulumi.export("metallb_pool", management.metallb_pool)
-    if management.kind_subnet is not None:
-        pulumi.export("kind_subnet", management.kind_subnet)
-
-    def tenant_parts(tenant: Tenant) -> TenantParts:
-        control_plane = TenantControlPlane(
-            tenant.name,
-            tenant,
-            management,
-            lab.versions.kamaji_max_kubernetes,
-            lab.management.control_plane_startup_seconds,
-        )
-        workers = TenantWorker(f"{tenant.name}-worker", tenant, lab, management, control_plane, images)
-        GpuNode = MockGpuNode if tenant.gpu_mode == "mock" else RealGpuNode
-        gpus = GpuNode(f"{tenant.name}-gpus", tenant, lab, control_plane, workers)
-        return TenantParts(tenant, control_plane, workers, gpus)
-
-    return tenant_parts
-
-
-def process_lab(lab: LabConfig) -> Callable[[Tenant], TenantParts]:
-    """Process mode: per tenant a control plane of local processes, its workers (KWOK nodes, or node containers
-    with real kubelets on the lab's --internal network: workers: containers) and HAMi as a local process."""
-    # The programs `make tools` built, checked before any starts (hami-scheduler if a tenant runs HAMi).
-    stack = process_stack(pulumi.get_stack(), lab.hami_versions)
-    network = None
-    if lab.real_nodes:
-        network_name = docker_name(f"gpulab-{pulumi.get_project()}-{pulumi.get_stack()}")
-        network = LabNetwork("nodes-network", network_name, owner=str(stack.folder))
-        pulumi.export("nodes_network", network_name)
-
-    def tenant_parts(tenant: Tenant) -> TenantParts:
-        hami = lab.runs_hami(tenant)
-        if network is None:
-            control_plane = ProcessControlPlane(tenant.name, tenant, stack, hami=hami)
-            workers: KwokWorkers | NodeContainerWorkers = KwokWorkers(f"{tenant.name}-worker", tenant, control_plane)
-        else:
-            control_plane = ProcessControlPlane(tenant.name, tenant, stack, network.gateway, hami, after=[network])
-            image = lab.worker_image(tenant) or ""
-            images = lab.real_node_images(tenant)
-            workers = NodeContainerWorkers(
-                f"{tenant.name}-worker", tenant, image, images, network, network_name, control_plane
-            )
-        gpus = ProcessGpuNode(f"{tenant.name}-gpus", tenant, lab, stack, control_plane, workers)
-        return TenantParts(tenant, control_plane, workers, gpus)
-
-    return tenant_parts
-
+from components.wings import tenant_builder
+from model.config import load_config
 
 lab = load_config()  # validates everything before a single resource is declared
-tenant_parts = process_lab(lab) if lab.process_mode else docker_lab(lab)
+tenant_parts = tenant_builder(lab)  # the stack's wing: its shared parts now, then each tenant's
 
 for tenant in lab.tenants:
     parts = tenant_parts(tenant)

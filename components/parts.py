@@ -1,17 +1,21 @@
-"""The parts of a tenant and what each gives the next, whatever runs it (chosen once, in __main__.py).
+"""The parts of a tenant and what each gives the next, whatever wing builds it (components/wings.py picks the
+stack's, once, for __main__.py; each wing's one entry is components/<wing>/lab.py).
 
-    control plane  Kamaji's TenantControlPlane (tenant_control_plane.py) | local processes (process_control_plane.py)
-    workers        kindest/node containers or SSH machines (tenant_worker.py) | KWOK nodes (kwok_workers.py)
-    GPU node       HAMi's chart with the mock plugin (mock_gpu_node.py) or real GPUs (real_gpu_node.py)
-                   | HAMi as a local process with the bind-time role (process_gpu_node.py)
+    control plane  Kamaji's TenantControlPlane (docker/tenant_control_plane.py)
+                   | local processes (process/control_plane.py)
+    workers        kindest/node containers or SSH machines (docker/tenant_worker.py)
+                   | KWOK nodes (process/kwok_workers.py) or node containers (process/node_container_workers.py)
+    GPU node       HAMi's chart with the mock plugin (docker/mock_gpu_node.py) or real GPUs (docker/real_gpu_node.py)
+                   | HAMi as a local process with the bind-time role (process/gpu_node.py)
 
-Within one runtime a part may ask more of the one before it (process mode's workers need the control plane's
-folder); across runtimes, only what these protocols say. The tenant's own objects (admission, namespaces,
-workloads) take the bundle, `TenantParts`, and never know the runtime.
+Within one wing a part may ask more of the one before it (process mode's workers need the control plane's
+folder); across wings, only what these protocols say. The tenant's own objects (admission, namespaces,
+workloads) take the bundle, `TenantParts`, and never know the wing.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -60,6 +64,11 @@ class TenantParts:
     control_plane: TenantApi
     workers: Workers
     gpus: TenantGpus
+
+
+# What a wing's entry (components/<wing>/lab.py) returns once it has declared what its tenants share: how it builds
+# one tenant's parts.
+TenantBuilder = Callable[[Tenant], TenantParts]
 
 
 def gpu_node_prefixes(resource_name: str, tenant: Tenant) -> list[tuple[str, NodeCards]]:

@@ -27,6 +27,7 @@ from diagnose.redact import redact, scrub_text
 from diagnose.runner import STOP_SIGNALS, Runner
 from model.stack import ROOT, StackError, stack_config, stack_name
 from model.stack_file import stack_problem
+from model.wings import DEFAULT_WING, WINGS
 from process_lab.preflight import bin_dir
 
 
@@ -62,8 +63,8 @@ def collect(args: argparse.Namespace, runner: Runner, stack: str, private: Path)
     docker_info = collector.tools()
     outputs = collector.stack_outputs()
 
-    process_mode = lab is not None and lab.process_mode  # local processes: no kind, Docker or host sysctls
-    kind_mode = (lab is None or lab.management.mode == "kind") and not process_mode
+    wing = lab.wing if lab is not None else WINGS[DEFAULT_WING]  # process mode: no kind, Docker or host sysctls
+    kind_mode = (lab is None or lab.management.mode == "kind") and wing.kind_management
     name = lab.management.name if lab else "gpulab"
     clusters = collector.kind_clusters() if kind_mode else None
     out.findings += host_findings.kind_findings(clusters, name)
@@ -91,7 +92,7 @@ def collect(args: argparse.Namespace, runner: Runner, stack: str, private: Path)
                             "kubeconfig",
                             f"no {tenant.output_stem}_kubeconfig stack output yet: its own checks are skipped",
                             "",
-                            cluster_findings.unfinished_tenant_fix(stack, tenant.name, process_mode),
+                            cluster_findings.unfinished_tenant_fix(stack, tenant.name, wing),
                         )
                     )
                 continue
@@ -105,12 +106,13 @@ def collect(args: argparse.Namespace, runner: Runner, stack: str, private: Path)
             )
         expected = [f"{name}-control-plane"] if kind_mode else []
         expected += [n for t in lab.tenants if t.worker_mode == "container" for n in t.worker_node_names()]
-        if docker_info is not None and not process_mode:
+        if docker_info is not None and wing.docker_host:
             out.findings += collector.docker(expected, lab.management.network_name)
-        if process_mode:
+        if wing.local_processes:
             state = args.project_dir / ".state" / "process" / stack
             out.findings += host_findings.process_findings(state, stack, bin_dir())
             collector.process_logs(state)
+        if not wing.docker_host:  # the host's kernel settings are no node's
             return out
 
     # Host kernel settings: /proc/sys is the Docker host's only when the daemon runs here.

@@ -36,6 +36,7 @@ from hami.annotations import NODE_LOCK, AnnotationError, parse_node_lock
 from model.hami_device_plugin import NAME as GPULAB_PLUGIN_NAME
 from model.names import HAMI_NAMESPACE, KAMAJI_DATASTORE, METALLB_NAMESPACE, POOL_NAME
 from model.stack_file import make_up
+from model.wings import DEFAULT_WING, WINGS, Wing
 
 GPULAB_PLUGIN = ("DaemonSet", GPULAB_PLUGIN_NAME)  # devicePlugin: gpulab (components/docker/hami_device_plugin.py)
 
@@ -368,10 +369,11 @@ def process_logs(stack: str, tenant: str) -> str:
     return f".state/process/{stack}/{tenant}/ (process/{tenant}/ in this archive)"
 
 
-def unfinished_tenant_fix(stack: str, tenant: str, process_mode: bool) -> str:
-    """A tenant with no kubeconfig output yet: `make up` stopped before it. In process mode there is no
-    TenantControlPlane to look at; a rerun starts stopped processes on their data (process_lab/resume.py)."""
-    if not process_mode:
+def unfinished_tenant_fix(stack: str, tenant: str, wing: Wing) -> str:
+    """A tenant with no kubeconfig output yet: `make up` stopped before it. Where its control plane is local processes
+    (process mode) there is no TenantControlPlane to look at; a rerun starts stopped processes on their data
+    (process_lab/resume.py)."""
+    if not wing.local_processes:
         return "`make up` did not finish for it: see its TenantControlPlane in the management findings"
     return (
         f"`{make_up(stack)}` did not finish for it: the logs of the tenant's processes, if any started, are under "
@@ -390,19 +392,20 @@ def tenant_findings(
     now: datetime,
     lock_timeout_seconds: float,
     namespaces: tuple[str, ...] = (),
-    process_mode: bool = False,
+    wing: Wing = WINGS[DEFAULT_WING],
     stack: str = "dev",
     pod_network: str = "calico",
     dra_nodes: tuple[str, ...] = (),
     cards_from: str = "docker-mock",
 ) -> list[Finding]:
-    """`namespaces`: the tenant's GPU workload namespaces (a Deployment there may have no pod at all). `process_mode`:
-    the control plane and HAMi are local processes (logs in the archive). `dra_nodes`: a DRA tenant's GPU nodes."""
+    """`namespaces`: the tenant's GPU workload namespaces (a Deployment there may have no pod at all). `wing`: what
+    the lab's wing is like (its control plane local processes, with logs in the archive; its system parts workloads in
+    the tenant or not). `dra_nodes`: a DRA tenant's GPU nodes."""
     if not cluster.answered:
         where = (
             f"its API server is a local process (kwokctl's, on 127.0.0.1): the logs of the tenant's processes are "
             f"under {process_logs(stack, cluster.name)}; `{make_up(stack)}` again starts stopped ones on their data"
-            if process_mode
+            if wing.local_processes
             else "check its TenantControlPlane and its MetalLB address in the management findings"
         )
         return [
@@ -417,8 +420,10 @@ def tenant_findings(
         ]
     pods = pod_findings(cluster)
     covered = {f.component.split(" (")[0] for f in pods}
-    expected = [] if process_mode else [(kind, HAMI_NAMESPACE, name) for kind, name in tenant_components(pod_network)]
-    if mock and not process_mode:  # the Docker lab's device plugin: HAMi's chart's mock, or gpulab's (devicePlugin)
+    expected = [(kind, HAMI_NAMESPACE, name) for kind, name in tenant_components(pod_network)]
+    expected = expected if wing.system_workloads else []  # process mode: local processes, or none (KWOK nodes)
+    # The Docker lab's device plugin: HAMi's chart's mock, or gpulab's (devicePlugin).
+    if mock and wing.system_workloads:
         plugin = GPULAB_PLUGIN if cards_from == "plugin-daemonset" else MOCK_PLUGIN
         expected.append((plugin[0], HAMI_NAMESPACE, plugin[1]))
     found = node_findings(cluster)

@@ -138,10 +138,14 @@ class Collector:
     def tools(self) -> dict[str, Any] | None:
         self.call("tools/kubectl-version.json", ["kubectl", "version", "--client", "-o", "json"])
         self.call("tools/pulumi-version.txt", ["pulumi", "version"])
-        if self.lab and self.lab.process_mode:  # its runtime has no Docker or kind: an error file would mislead
+        if self.lab and not (wing := self.lab.wing).docker_host:  # no Docker or kind: an error file would mislead
+            where = (
+                f"the lab is local processes (.state/process/{self.stack})"
+                if wing.local_processes
+                else "its nodes are on no Docker host here"
+            )
             self.out.files["tools/runtime.txt"] = (
-                f"process: the lab is local processes (.state/process/{self.stack}); this runtime has no Docker or "
-                "kind, so neither was asked\n"
+                f"{wing.name}: {where}; this runtime has no Docker or kind, so neither was asked\n"
             )
             return None
         self.call("tools/docker-version.json", ["docker", "version", "--format", "{{json .}}"])
@@ -332,7 +336,7 @@ def tenant_expectations(lab: LabConfig, tenant_name: str) -> dict[str, Any]:
         "policies": [] if dra else [DENY_POLICY, WARN_POLICY],
         "dra_nodes": tuple(node.name for node in tenant.gpu_nodes()) if dra else (),
         "namespaces": tuple(tenant.namespaces),
-        "process_mode": lab.process_mode,
+        "wing": lab.wing,
         "pod_network": lab.pod_network,
         "cards_from": cards_from(lab, tenant),
     }
@@ -340,7 +344,7 @@ def tenant_expectations(lab: LabConfig, tenant_name: str) -> dict[str, Any]:
 
 def cards_from(lab: LabConfig, tenant: Tenant) -> str:
     """What puts a HAMi tenant's cards on its nodes (cluster_findings.CARD_FIXES)."""
-    if not lab.process_mode:
+    if lab.wing.system_workloads:  # a device plugin's DaemonSet in the tenant (the Docker lab)
         return "plugin-daemonset" if device_plugin(lab, tenant) == "gpulab" else "docker-mock"
     return "plugin-unit" if lab.real_nodes and lab.runs_hami(tenant) else "inventory"
 

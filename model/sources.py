@@ -138,9 +138,9 @@ def plugin_item(name: str, version: str, arch: str = "amd64") -> Item:
 
 
 def needed(lab: LabConfig) -> list[Item]:
-    """Every item the Docker lab of `lab` takes from outside. Process mode takes nothing (its programs are make
-    tools'); an existing management cluster's own installs are the user's."""
-    if lab.process_mode:
+    """Every item the Docker lab of `lab` takes from outside. A wing that downloads nothing (process mode: its
+    programs are make tools') takes nothing; an existing management cluster's own installs are the user's."""
+    if not lab.wing.downloads:
         return []
     versions, management = lab.versions, lab.management
     items: list[Item] = []

@@ -20,6 +20,7 @@ from typing import Any
 
 from model.config import CONFIG_KEYS, ConfigError, check_secrets, parse_config, stack_file_config
 from model.stack_file import stack_problem
+from model.wings import DEFAULT_WING, WINGS, Wing
 
 ROOT = Path(__file__).resolve().parent.parent
 # What Docker typically gives a new bridge network on a fresh host (kind's own defaults: the first free
@@ -113,7 +114,7 @@ def tree(program, lab) -> list[str]:
 
     tenant_names = [tenant.name for tenant in lab.tenants]
     shared = [top for top in tops if not any(belongs(top, name) for name in tenant_names)]
-    if shared or not lab.process_mode:
+    if shared or lab.wing.management_cluster:
         out = ["management cluster"]
     else:  # no kind, cert-manager, MetalLB or Kamaji: each tenant's control plane is local processes
         out = ["management cluster: none in process mode (each tenant's control plane runs as local processes)"]
@@ -133,11 +134,11 @@ def tree(program, lab) -> list[str]:
     return out
 
 
-def outputs(program, process_mode: bool = False) -> list[str]:
-    """Each export as the plan knows it; an endpoint said as the runtime makes it."""
+def outputs(program, wing: Wing = WINGS[DEFAULT_WING]) -> list[str]:
+    """Each export as the plan knows it; an endpoint said as the wing makes it."""
     endpoint = (
         "(127.0.0.1:<port>: the tenant API server's port, chosen free at pulumi up)"
-        if process_mode
+        if wing.local_processes
         else "(an address of the MetalLB pool, assigned at pulumi up)"
     )
     width = max((len(name) for name in program.exports), default=0)
@@ -179,7 +180,7 @@ def plan(stack: str, project_dir: Path = ROOT) -> tuple[int, list[str]]:
         f"gpulab plan for stack {stack!r}: offline (Pulumi mocks; no Docker, no Pulumi CLI); nothing is created",
         "",
     ]
-    if lab.process_mode:
+    if lab.wing.programs_from_bin:
         from process_lab.preflight import bin_dir, hami_missing, programs_missing
 
         if missing := programs_missing(bin_dir()) + hami_missing(bin_dir(), lab.hami_versions):
@@ -188,7 +189,7 @@ def plan(stack: str, project_dir: Path = ROOT) -> tuple[int, list[str]]:
                 "hami-scheduler, which GPULAB_HAMI_SCHEDULER_<RELEASE> names (docs/process-lab.md)",
                 "",
             ]
-    if lab.management.mode == "kind" and not lab.process_mode:  # process mode has no kind network, no MetalLB
+    if lab.management.mode == "kind" and lab.wing.kind_management:  # else no kind network, no MetalLB (process mode)
         pool = program.exports.get("metallb_pool", "?")
         lines += [
             f"kind network {lab.management.network_name!r}, assumed {ASSUMED_KIND_IPAM[0]['subnet']} "
@@ -196,7 +197,7 @@ def plan(stack: str, project_dir: Path = ROOT) -> tuple[int, list[str]]:
             "  (pulumi up carves the same top-of-subnet range from whatever subnet Docker gives the network)",
             "",
         ]
-    lines += [*tree(program, lab), "", "outputs", *outputs(program, lab.process_mode), "", "policy pack"]
+    lines += [*tree(program, lab), "", "outputs", *outputs(program, lab.wing), "", "policy pack"]
     refused = False
     registered_types = {registration.type for registration in program.registrations.values()}
     for policy_name, messages in run_pack(program).items():
@@ -232,7 +233,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.validate:
             lab = validate(*stack_config(args.stack, args.project_dir), f"Pulumi.{args.stack}.yaml")
             # Process mode downloads nothing: its programs are the ones `make tools` built.
-            clis = [] if lab.process_mode else ["kind"] * (lab.management.mode == "kind") + ["kubectl", "pulumi"]
+            kind = lab.management.mode == "kind" and lab.wing.kind_management
+            clis = ["kind"] * kind + ["kubectl", "pulumi"] if lab.wing.downloads else []
             print(" ".join(clis))
             return 0
         code, lines = plan(args.stack, args.project_dir)

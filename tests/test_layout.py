@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from shared_data import ROOT
 
+from model.wings import WINGS
+
 PACKAGES = (
     "hami",
     "model",
@@ -48,10 +50,12 @@ ALLOWED = {
     "diagnose": {"model", "components", "process_lab", "hami"},
     "benchmarks": {"model", "placement", "hami", "process_lab"},  # the engine, never the pack
 }
-# Each runtime's components in a folder of its own (kind's pkg/cluster/internal/providers/<runtime>): __main__.py
-# picks one; neither folder imports the other, and what both share (components/*.py) imports neither. A state made
-# before the folders is upgraded by process_lab/state_upgrade.py: no module stays at the old paths.
-RUNTIME_FOLDERS = ("docker", "process")
+# Each wing's components in a folder of its own, named as its row in model/wings.py (kind's
+# pkg/cluster/internal/providers/<provider>): no folder imports another, and what they share (components/*.py) imports
+# none, but the registry, components/wings.py, which takes each folder's one entry (lab.py) and which __main__.py asks
+# once. A state made before the folders is upgraded by process_lab/state_upgrade.py: no module stays at the old paths.
+RUNTIME_FOLDERS = tuple(WINGS)
+WING_REGISTRY = "wings"
 SDKS = ("pulumi", "pulumi_kubernetes", "pulumi_docker", "pulumi_command", "kubernetes", "docker")
 MAX_LINES = 500
 
@@ -115,7 +119,8 @@ def test_each_component_belongs_to_one_runtime_or_to_all() -> None:
     for path in sorted((ROOT / "components").rglob("*.py")):
         module = ".".join(path.relative_to(ROOT / "components").with_suffix("").parts)
         runtime = runtime_of(module)
-        reached = {runtime_of(other) for other in component_imports(path)} - {runtime, "shared"}
+        taken = component_imports(path) - ({f"{wing}.lab" for wing in WINGS} if module == WING_REGISTRY else set())
+        reached = {runtime_of(other) for other in taken} - {runtime, "shared"}
         wrong += [f"components/{module} imports components/{other}" for other in sorted(reached)]
         if runtime != "process" and "process_lab" in imports(path):
             wrong.append(f"components/{module} imports process_lab")
@@ -186,15 +191,41 @@ def test_every_dynamic_provider_says_its_path_is_in_the_state() -> None:
     assert {name for _, name in state_upgrade.MOVED} == set(RECORDS_BEFORE_THE_FOLDERS)
 
 
-def test_the_runtime_is_chosen_once_in_the_program() -> None:
-    """Only __main__.py reads which runtime a stack has; no component branches on it."""
-    readers = sorted(
-        str(path.relative_to(ROOT))
-        for path in (ROOT / "components").rglob("*.py")
-        if "process_mode" in path.read_text()
-    )
-    assert readers == []
-    assert "lab.process_mode" in (ROOT / "__main__.py").read_text()
+def test_each_wing_is_its_folder_one_registry_line_and_one_traits_row() -> None:
+    """components/wings.py registers, under each name of model/wings.py's table, the one entry of the folder of that
+    name (components/<wing>/lab.py), and __main__.py alone asks it: a wing is added where the others are read."""
+    from components.wings import BUILDERS
+
+    assert set(BUILDERS) == set(WINGS)
+    assert {name: build.__module__ for name, build in BUILDERS.items()} == {w: f"components.{w}.lab" for w in WINGS}
+    folders = {path.name for path in (ROOT / "components").iterdir() if (path / "__init__.py").is_file()}
+    assert folders == set(WINGS), sorted(folders)
+    registry = re.compile(r"\bcomponents(\.| import )wings\b")
+    outside_tests = [path for path in python_files() if ROOT / "tests" not in path.parents]
+    askers = [str(path.relative_to(ROOT)) for path in outside_tests if registry.search(path.read_text())]
+    assert askers == ["__main__.py"], askers
+
+
+def asks_which_wing(path: Path) -> list[str]:
+    """Where a module asks which wing a lab is: `process_mode` by any spelling, or a `.runtime` read (Pulumi's
+    own `pulumi.runtime` aside)."""
+    text = path.read_text(errors="replace")
+    found = [f"{n}: process_mode" for n, line in enumerate(text.splitlines(), 1) if re.search(r"process_mode", line)]
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Attribute) and node.attr == "runtime" and getattr(node.value, "id", "") != "pulumi":
+            found.append(f"{node.lineno}: .runtime")
+    return found
+
+
+def test_no_module_outside_the_config_asks_which_wing_a_lab_is() -> None:
+    """Outside model/config (whose own rules keep `process_mode`), every module asks a wing's traits
+    (`lab.wing.system_workloads`, ...), never which wing it is: a new wing is then one row, not a hunt for branches."""
+    config = ROOT / "model" / "config"
+    files = [path for path in python_files() if config not in path.parents and ROOT / "tests" not in path.parents]
+    assert ROOT / "__main__.py" in files and ROOT / "diagnose" / "collect.py" in files
+    found = {str(path.relative_to(ROOT)): asked for path in files if (asked := asks_which_wing(path))}
+    assert not found, f"ask the wing's traits (model/wings.py, lab.wing) instead: {found}"
+    assert asks_which_wing(config / "lab.py"), "the config's own rules ask it: the check reads the right spelling"
 
 
 def test_the_model_imports_no_pulumi_or_kubernetes_sdk_when_imported() -> None:

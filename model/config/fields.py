@@ -12,6 +12,7 @@ from typing import Annotated, Literal, NamedTuple
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationInfo,
@@ -19,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
 
 from model.catalog import (
     GPU_CATALOG,
@@ -28,6 +30,7 @@ from model.catalog import (
 )
 from model.config.errors import at
 from model.network import canonical_host, host_address, host_problem
+from model.wings import WINGS
 
 # Kamaji requires TenantControlPlane names to be DNS-1035 labels (internal/webhook/handlers/tcp_name.go);
 # 40 characters leaves room for the suffixes gpulab adds (container, namespace and secret names).
@@ -229,3 +232,16 @@ class SshWorker(ConfigModel):
                 "must be a Unix user name (letters, digits, '_', '.', '-'; at most 32), e.g. root or ubuntu"
             )
         return value
+
+
+def _wing_name(value: object) -> object:
+    """A row of model/wings.py, refused as a Literal of their names would be (the same error, the same line)."""
+    if isinstance(value, str) and value in WINGS:
+        return value
+    names = [repr(name) for name in WINGS]
+    expected = f"{', '.join(names[:-1])} or {names[-1]}" if len(names) > 1 else names[0]
+    raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": expected})
+
+
+# `gpulab:runtime`: the name of the lab's wing, whichever wings model/wings.py has (a throwaway one in a test too).
+WingName = Annotated[str, BeforeValidator(_wing_name)]

@@ -8,19 +8,11 @@ from __future__ import annotations
 import ipaddress
 from typing import Literal
 
-from pydantic import (
-    Field,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from model.catalog import MAX_TENANTS
 from model.config.errors import NO_VALUE, KeyedError, at
-from model.config.fields import (
-    DURATION,
-    ConfigModel,
-)
+from model.config.fields import DURATION, ConfigModel, WingName
 from model.config.hami import docker_lab_hami_problems, real_node_plugin_problems
 from model.config.management import Management
 from model.config.tenant import Tenant
@@ -33,6 +25,7 @@ from model.network import ranges_overlap
 from model.node_contract import gpulab_node
 from model.pull_policy import MINIMUM_KUBERNETES
 from model.versions import HelmChart, Versions, image_tag, parse_kubernetes_version
+from model.wings import DEFAULT_WING, WINGS, Wing
 
 # kind's published node image, which carries no CNI bridge plugin (kind images/base/Dockerfile).
 KINDEST_NODE = "docker.io/kindest/node"
@@ -85,9 +78,9 @@ class Scheduling(ConfigModel):
 
 
 class LabConfig(ConfigModel):
-    # docker: the lab in containers (kind, Kamaji, kindest/node workers). process: every tenant as local
-    # processes from `make tools` (kwokctl's control plane, KWOK nodes, hami-scheduler): docs/process-lab.md.
-    runtime: Literal["docker", "process"] = "docker"
+    # The lab's wing (model/wings.py). docker: the lab in containers (kind, Kamaji, kindest/node workers). process:
+    # every tenant as local processes from `make tools` (kwokctl's control plane, KWOK nodes, hami-scheduler).
+    runtime: WingName = DEFAULT_WING
     # Process mode's workers: kwok (KWOK nodes: no kubelet, no container) or containers (real nodes: a container of
     # gpulab's node image per tenant, `make node-image`, with a real kubelet joined by kubeadm): docs/real-nodes.md.
     workers: Literal["kwok", "containers"] = "kwok"
@@ -309,7 +302,11 @@ class LabConfig(ConfigModel):
         return self.scheduling.hami and tenant.gpu_sharing == "hami"
 
     @property
-    def process_mode(self) -> bool:
+    def wing(self) -> Wing:  # what the tools ask of the stack's lab (model/wings.py), never which wing it is
+        return WINGS[self.runtime]
+
+    @property
+    def process_mode(self) -> bool:  # the config's own rules only (tests/test_layout.py)
         return self.runtime == "process"
 
     @property

@@ -36,6 +36,7 @@ from diagnose.redact import HIDDEN, redact, scrub_text
 from diagnose.runner import Runner
 from model.catalog import totals
 from model.config import load_stack_file, parse_config
+from model.wings import WINGS
 
 FAKE = ROOT / "tests" / "fakes" / "lab"
 LAB = load_stack_file(LAB_PROJECT / "Pulumi.dev.yaml")
@@ -1316,7 +1317,7 @@ def test_process_mode_expects_no_hami_or_node_agent_workloads_in_the_tenant() ->
         Cluster("tenant-a", objects=objects, logs={}), **expectations, now=NOW, lock_timeout_seconds=2
     )
     assert any(f.reason == "Deployment not found" for f in docker)
-    expectations["process_mode"] = True
+    expectations["wing"] = WINGS["process"]
     process = cluster_findings.tenant_findings(
         Cluster("tenant-a", objects=objects, logs={}), **expectations, now=NOW, lock_timeout_seconds=2
     )
