@@ -28,7 +28,6 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 from hami.annotations import DEVICE_CORDON, DEVICE_SCORING_WEIGHTS
 from hami.reasons import (
@@ -44,9 +43,6 @@ from hami.reasons import (
     RESOURCE_QUOTA_NOT_FIT,
 )
 from hami.releases import V2_8_3, Rules
-
-if TYPE_CHECKING:
-    from hami.webhook import PodAdmission
 
 POLICIES = ("spread", "binpack")  # the card policies gpulab configures (and v2.8.3's rules accept from a pod)
 NO_PERCENTAGE = 101  # HAMi's MemPercentagereq when gpumem-percentage is not given
@@ -108,6 +104,24 @@ class ContainerRequest:
             memory = f"{self.memreq} MB"
         cards = f"{self.nums} cards x " if self.nums > 1 else ""
         return f"{cards}{memory}, {self.cores}% cores"
+
+
+@dataclass(frozen=True)
+class PodAdmission:
+    """What HAMi's admission webhook (hami/webhook.py) reads of a pod besides its requests: placement/workloads.py
+    `pod_admission` fills it from the pod spec, init containers first, as `Handle` walks them."""
+
+    # (container, gpumem-percentage) of every container that gives one: its limit, else its request, as
+    # `Quantity.Value()` reads it (device.go `resourceValue` 452-463).
+    percentages: tuple[tuple[str, int], ...] = ()
+    privileged: str | None = None  # the first privileged container (`privilegedContainerName`)
+    # `MutateAdmission` found a GPU resource in some container (`hasResource`: a card count, gpumem,
+    # gpumem-percentage or gpucores limit, or a card count request it makes exclusive; device.go 398-450).
+    has_resource: bool = False
+    node_name: str | None = None  # spec.nodeName, when set
+    # v2.8.3's `hasResource`: found in a container of spec.containers that is not privileged (v2.8.3 `Handle` 70-87).
+    app_resource: bool = False
+    scheduler_name: str = ""  # spec.schedulerName ("" when absent)
 
 
 @dataclass(frozen=True)

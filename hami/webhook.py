@@ -47,10 +47,9 @@ it as well, after the webhook's words); the memoryFactor (gpulab keeps 1) and ot
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from hami.cards import PodRequest
+from hami.cards import PodAdmission, PodRequest
 from hami.reasons import (
     EXCEEDING_RESOURCE_QUOTA,
     INVALID_GPUMEM_PERCENTAGE,
@@ -103,24 +102,6 @@ def refusal_reason(text: str) -> str | None:
     """gpulab's reason name for the webhook's refusal shown in `text` (the API server's message, e.g. in kubectl's
     stderr), as `webhook_denial` and `quota_refusal` word it; None when `text` shows none of them."""
     return next((reason for reason, pattern in _READ.items() if pattern.search(text)), None)
-
-
-@dataclass(frozen=True)
-class PodAdmission:
-    """What the webhook reads of a pod besides its requests; placement/workloads.py `pod_admission` fills it from the
-    pod spec, init containers first, as `Handle` walks them."""
-
-    # (container, gpumem-percentage) of every container that gives one: its limit, else its request, as
-    # `Quantity.Value()` reads it (device.go `resourceValue` 452-463).
-    percentages: tuple[tuple[str, int], ...] = ()
-    privileged: str | None = None  # the first privileged container (`privilegedContainerName`)
-    # `MutateAdmission` found a GPU resource in some container (`hasResource`: a card count, gpumem,
-    # gpumem-percentage or gpucores limit, or a card count request it makes exclusive; device.go 398-450).
-    has_resource: bool = False
-    node_name: str | None = None  # spec.nodeName, when set
-    # v2.8.3's `hasResource`: found in a container of spec.containers that is not privileged (v2.8.3 `Handle` 70-87).
-    app_resource: bool = False
-    scheduler_name: str = ""  # spec.schedulerName ("" when absent)
 
 
 def webhook_denial(admission: PodAdmission | None, rules: Rules) -> tuple[str, str] | None:

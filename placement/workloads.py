@@ -21,8 +21,14 @@ from fractions import Fraction
 from typing import Any
 
 from hami.annotations import GPU_SCHEDULER_POLICY, NODE_SCHEDULER_POLICY
-from hami.cards import NO_PERCENTAGE, WEIGHTS_ANNOTATION, ContainerRequest, PodRequest, parse_scoring_weights
-from hami.webhook import PodAdmission
+from hami.cards import (
+    NO_PERCENTAGE,
+    WEIGHTS_ANNOTATION,
+    ContainerRequest,
+    PodAdmission,
+    PodRequest,
+    parse_scoring_weights,
+)
 from model.catalog import (
     GPU_RESOURCE,
     GPUCORES_RESOURCE,

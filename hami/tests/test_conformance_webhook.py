@@ -14,9 +14,10 @@ from dataclasses import replace
 
 import pytest
 
+from hami.cards import PodAdmission
 from hami.reasons import POD_HAS_NODE_ASSIGNED
 from hami.releases import V2_8_3
-from hami.webhook import PodAdmission, denied, webhook_denial
+from hami.webhook import denied, webhook_denial
 
 WEBHOOK_TEST = "pkg/scheduler/webhook_test.go"
 REFUSED = (POD_HAS_NODE_ASSIGNED, 'admission webhook "vgpu.hami.io" denied the request: pod has node assigned')

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from model.hami_releases import (
     PLUGIN_MAX_NODE_MEMORY_MB,
@@ -14,10 +14,25 @@ from model.hami_releases import (
 from model.image_ref import ImageRef
 
 if TYPE_CHECKING:
-    from model.config.lab import LabConfig
     from model.config.tenant import Tenant
+    from model.versions import Versions
 
 Problem = tuple[str, object, str]
+
+
+class LabConfig(Protocol):
+    """What these rules read of a stack: model/config/lab.py's LabConfig, which runs them from its validators (a
+    Protocol, so that this module needs nothing of that one)."""
+
+    @property
+    def tenants(self) -> list[Tenant]: ...
+    @property
+    def versions(self) -> Versions: ...
+    @property
+    def process_mode(self) -> bool: ...
+    @property
+    def real_nodes(self) -> bool: ...
+    def runs_hami(self, tenant: Tenant) -> bool: ...
 
 
 def upstream_mock(image: str) -> bool:
