@@ -198,7 +198,6 @@ destroy:
 ifeq ($(RUNTIME),process)
 	@$(MAKE) --no-print-directory --silent $(VENV)/.installed  # silent: no "is up to date" line
 	@$(PY) -m process_lab.preflight --destroy --stack $(STACK)
-	@$(STATE_UPGRADE) $(STACK)
 	@# A tenant's stopped programs first, on its data: a foreground deletion waits for its garbage collector.
 	@$(RESUME) $(STACK)
 else
@@ -210,6 +209,8 @@ endif
 	@# stops a container before removing it and fails on one that is gone) and, through deleteUnreachable,
 	@# the objects of a kind cluster or tenant that no longer answers.
 	@$(PYTHON_HOST) -m hack.stack_lock $(STACK)
+	@# After the lock's check: its import takes the stack's lock, which a killed pulumi may have left.
+	@$(STATE_UPGRADE) $(STACK)
 	@echo "pulumi destroy --yes --refresh --stack $(STACK)"
 	@# With a private TMPDIR that goes with it: the Kubernetes provider leaves a kubeconfig file there per
 	@# provider it configures (hack/up_outcome.py). pulumi keeps the terminal (--passthrough).

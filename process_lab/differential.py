@@ -97,9 +97,9 @@ def _refused_at_create(
     never exists: the pods after it meet the same cluster). Drawn from a stream of its own, so the scenario's other
     draws are those of the generator without it, and alike on every release. A GPU pod with a gpumem-percentage
     above 100, with a privileged container, or with spec.nodeName, made only where the release refuses it at create:
-    v2.10.0 each (its webhook); v2.8.3 a percentage above 101 (its webhook lets it through, gpulab's admission policy
-    refuses it as CardInsufficientMemory; 101 is HAMi's "not given", the whole card), neither of the others (its
-    webhook mutates around a privileged container and refuses a nodeName, neither modelled). A negative percentage
+    v2.10.0 each (its webhook); v2.8.3 the nodeName (its webhook refuses it too) and a percentage above 101 (its
+    webhook lets it through, gpulab's admission policy refuses it as CardInsufficientMemory; 101 is HAMi's "not
+    given", the whole card), not the privileged container (its webhook mutates around it). A negative percentage
     is not made: gpulab's reader refuses it as bad input, not as the webhook's reason."""
     rng = random.Random(f"webhook-{seed}")
     if rng.random() >= WEBHOOK_ODDS:

@@ -55,18 +55,16 @@ class StateUpgradeError(Exception):
 
 
 def _names(record: str) -> set[str]:
-    """Every module a `__provider` record names (dill's pickle: GLOBAL / STACK_GLOBAL operands), read without
-    loading anything."""
+    """Every string a `__provider` record holds (dill's pickle: the operands of GLOBAL, and the strings
+    STACK_GLOBAL takes its module and name from, however memoized), read without loading anything. Taken whole: a
+    string that only looks like an old module path costs one rewrite, which leaves a record of today's as it was."""
     import pickletools
 
     found: set[str] = set()
-    strings: list[str] = []
     try:
         for opcode, argument, _ in pickletools.genops(io.BytesIO(base64.b64decode(record))):
-            if opcode.name in ("SHORT_BINUNICODE", "BINUNICODE", "UNICODE"):
-                strings.append(str(argument))
-            elif opcode.name == "STACK_GLOBAL" and len(strings) >= 2:
-                found.add(strings[-2])
+            if opcode.name in ("SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE"):
+                found.add(str(argument))
             elif opcode.name == "GLOBAL":
                 found.add(str(argument).split(" ", 1)[0])
     except (ValueError, TypeError):  # not a pickle: not ours to judge
@@ -134,8 +132,8 @@ def upgrade_deployment(deployment: dict[str, Any]) -> list[str]:
     for resource in (deployment.get("deployment") or {}).get("resources") or []:
         touched = False
         for values, key in _records(resource):
-            if stale(values[key]):
-                values[key] = _rewritten(values[key])
+            if stale(values[key]) and (rewritten := _rewritten(values[key])) != values[key]:
+                values[key] = rewritten
                 touched = True
         if touched:
             changed.append(resource.get("urn", "?"))

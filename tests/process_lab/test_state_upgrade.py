@@ -1,7 +1,7 @@
-"""process_lab/state_upgrade.py on exported deployments, with the Pulumi CLI played by a double (its export writes
-the file it is given, its import reads it): the boundary is the CLI's `stack export`/`stack import` file, whose
-shape (version 3, deployment.resources[].inputs/outputs) tests/real/test_state_upgrade_cli.py judges with the real CLI.
-"""
+"""process_lab/state_upgrade.py on exported deployments, with the Pulumi CLI played by a double (its export prints
+the deployment, its import reads it on stdin): the boundary is the CLI's `stack export --show-secrets` and `stack
+import` documents, whose shape (version 3, deployment.resources[].inputs/outputs, secrets as signature and
+plaintext) tests/real/test_state_upgrade_cli.py judges with the real CLI."""
 
 from __future__ import annotations
 
@@ -127,7 +127,8 @@ def test_a_checkpoint_with_secret_records_is_asked_of_the_cli(tmp_path: Path) ->
 
 
 def test_a_state_of_today_or_none_is_left_alone(tmp_path: Path) -> None:
-    """The checkpoint file says so without the CLI: no export, no import, on every `make up` after the first."""
+    """With plain-string records, the checkpoint file says so without the CLI: no export, no import. (The engine
+    keeps its records as secrets, so a real state is exported each time: test_a_checkpoint_with_secret_records...)"""
     today = state_upgrade.upgraded(RECORDS_BEFORE_THE_FOLDERS["ControlPlaneProvider"])
     pulumi = FakePulumi({})
     assert state_upgrade.upgrade("sim", cwd=tmp_path, run=pulumi, backend=tmp_path) == []  # no stack yet

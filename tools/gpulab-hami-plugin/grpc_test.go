@@ -201,3 +201,83 @@ func TestTheKubeletsSideOverGRPC(t *testing.T) {
 		})
 	}
 }
+
+// TestTheAnnotationWaitsForEveryResourcesList: whichever resource's first list is the last one sent, the registrar
+// has not started before it (allListed), and each served resource marks its own list when the kubelet's
+// ListAndWatch is answered (resources, listAndWatch), so the gate holds for all four, not only for one.
+func TestTheAnnotationWaitsForEveryResourcesList(t *testing.T) {
+	plugin := NewPlugin(Config{Version: V2100, Node: testNode, Cards: testCards(t), MemoryFactor: 2}, newClient())
+	stop := make(chan struct{})
+	defer close(stop)
+	served := plugin.resources(stop)
+	if len(served) != 4 {
+		t.Fatalf("%d resources", len(served))
+	}
+	lists := make([]*listSent, len(served))
+	for i, res := range served {
+		lists[i] = res.listed
+		for j := 0; j < i; j++ {
+			if lists[j] == res.listed {
+				t.Fatalf("%s shares its list with %s", res.name, served[j].name)
+			}
+		}
+	}
+	for last := range served {
+		ended, cancel := context.WithCancel(context.Background())
+		cancel()
+		fresh := []*listSent{newListSent(), newListSent(), newListSent(), newListSent()}
+		for i := range fresh {
+			if i != last {
+				fresh[i].mark()
+			}
+		}
+		if allListed(ended, fresh) {
+			t.Fatalf("listed with %s's list not sent", served[last].name)
+		}
+		fresh[last].mark()
+		if !allListed(context.Background(), fresh) {
+			t.Fatalf("not listed with every list sent (%s last)", served[last].name)
+		}
+	}
+	// Each resource's ListAndWatch, answered, marks its own list and no other.
+	for i, res := range served {
+		select {
+		case <-res.listed.done:
+			t.Fatalf("%s marked before its ListAndWatch", res.name)
+		default:
+		}
+		stream := &listStream{ctx: context.Background(), sent: make(chan struct{})}
+		go func() { _ = res.service.ListAndWatch(&pluginapi.Empty{}, stream) }() // held open until stop closes
+		<-stream.sent
+		eventually(t, res.name+"'s list marked", func() bool {
+			select {
+			case <-res.listed.done:
+				return true
+			default:
+				return false
+			}
+		})
+		for j := i + 1; j < len(served); j++ {
+			select {
+			case <-served[j].listed.done:
+				t.Fatalf("%s's ListAndWatch marked %s", res.name, served[j].name)
+			default:
+			}
+		}
+	}
+}
+
+// listStream is the kubelet's side of one ListAndWatch stream, in process: it takes the first answer.
+type listStream struct {
+	grpc.ServerStream
+	ctx  context.Context
+	once sync.Once
+	sent chan struct{}
+}
+
+func (s *listStream) Send(*pluginapi.ListAndWatchResponse) error {
+	s.once.Do(func() { close(s.sent) })
+	return nil
+}
+
+func (s *listStream) Context() context.Context { return s.ctx }

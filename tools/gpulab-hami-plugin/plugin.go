@@ -99,10 +99,11 @@ func (r *running) close() {
 }
 
 // start serves and registers the four resources, then starts the registrar; on an error it undoes what it did.
-// The registrar writes the node's register annotation only once the kubelet has every resource's first list, so
-// that the annotation HAMi's scheduler places by (and gpulab's start waits for) never stands for devices a pod's
-// admission would not find. HAMi's plugin writes it right after its registration (plugin/server.go
-// WatchAndRegister at both tags); the gate narrows that window and changes nothing else HAMi sees.
+// The registrar writes the node's register annotation only once every resource's first list was sent to the
+// kubelet, so that the annotation HAMi's scheduler places by (and gpulab's start waits for, having removed a former
+// one) does not come before the devices a pod's admission looks for. HAMi's plugin writes it right after its
+// registration (plugin/server.go WatchAndRegister at both tags); the gate narrows that window (a sent list is not
+// yet a processed one) and changes nothing else HAMi sees.
 func (p *Plugin) start(ctx context.Context) (*running, error) {
 	r := &running{stop: make(chan struct{})}
 	kubelet := filepath.Join(p.Config.SocketDir, kubeletSocketName)

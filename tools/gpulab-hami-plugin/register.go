@@ -1,8 +1,9 @@
 package main
 
 // The node's register annotation, written as HAMi's plugin writes it (plugin/register.go WatchAndRegister and
-// RegisterInAnnotation, the same at v2.8.3 and v2.10.0): started once the nvidia.com/gpu plugin is registered with
-// the kubelet, it reads the node, patches hami.io/node-nvidia-register when the encoded cards differ from what it
+// RegisterInAnnotation, the same at v2.8.3 and v2.10.0), except when it starts: HAMi's starts once the nvidia.com/gpu
+// plugin is registered with the kubelet, this one once every resource's first device list was sent to the kubelet
+// (plugin.go start). It reads the node, patches hami.io/node-nvidia-register when the encoded cards differ from what it
 // last wrote, then looks again after 30 s, or after 5 s when reading or patching failed. A plugin started anew (a
 // kubelet restart restarts the plugins) has written nothing yet, so it patches again.
 //
