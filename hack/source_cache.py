@@ -28,13 +28,13 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from model import downloads
-from model.bounded_run import Unfinished, run_text
+from boundary import downloads
+from boundary.bounded_run import Unfinished, run_text
+from boundary.safe_yaml import load as load_yaml
 from model.config import ConfigError, LabConfig
 from model.config.loading import load_stack_file
 from model.image_ref import ImageRef
 from model.node_container import node_platform
-from model.safe_yaml import load as load_yaml
 from model.sources import (
     Entry,
     Item,
@@ -58,7 +58,7 @@ def say(message: str) -> None:
 
 
 def download(url: str, dest: Path) -> None:
-    """url (or its mirror) into dest (model/downloads.py: a silent host is given up after GPULAB_CONNECT_TIMEOUT)."""
+    """url (or its mirror) into dest (boundary/downloads.py: a silent host is given up after GPULAB_CONNECT_TIMEOUT)."""
     try:
         downloads.download(url, dest)
     except downloads.Refused as error:

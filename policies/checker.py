@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from model import safe_yaml
+from boundary import safe_yaml
 from model.config import ConfigError, LabConfig, Tenant, load_stack_file
 from model.names import TENANT_LABEL
 from model.workload_manifests import workload_manifest

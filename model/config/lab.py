@@ -265,7 +265,7 @@ class LabConfig(ConfigModel):
                     (
                         key,
                         image,
-                        # No apostrophe: the message formatter cuts long quoted text (model/redact.py scrub).
+                        # No apostrophe: the message formatter cuts long quoted text (boundary/redact.py scrub).
                         "kindest/node has no CNI bridge plugin (kind images/base has host-local, loopback, ptp, "
                         f"portmap); use gpulab/kind-node:{tenant.kubernetes_version} (make lab-images) or cni: calico",
                     )

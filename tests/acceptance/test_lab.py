@@ -281,7 +281,7 @@ def test_tc07_memory_refusals(lab) -> None:
 
 
 def test_tc08_tenants_are_isolated(lab) -> None:
-    from model.kube_client import api_client
+    from boundary.kube_client import api_client
 
     names = [tenant.name for tenant in lab.config.tenants]
     for tenant in lab.config.tenants:
