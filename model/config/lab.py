@@ -23,12 +23,13 @@ from model.hami_releases import HamiRelease, default_version
 from model.image_ref import ImageRef
 from model.network import ranges_overlap
 from model.node_contract import gpulab_node
-from model.pull_policy import MINIMUM_KUBERNETES
 from model.versions import HelmChart, Versions, image_tag, parse_kubernetes_version
 from model.wings import DEFAULT_WING, WINGS, Wing
 
 # kind's published node image, which carries no CNI bridge plugin (kind images/base/Dockerfile).
 KINDEST_NODE = "docker.io/kindest/node"
+# The v1 API of MutatingAdmissionPolicy, which the management cluster's pull policy needs (model/pull_policy.py).
+MINIMUM_KUBERNETES = (1, 36)
 
 
 def hami_client_flags(qps: float, burst: int, verbosity: int) -> list[str]:
