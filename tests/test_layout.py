@@ -230,6 +230,22 @@ def test_no_module_outside_the_config_asks_which_wing_a_lab_is() -> None:
     assert asks_which_wing(config / "lab.py"), "the config's own rules ask it: the check reads the right spelling"
 
 
+def test_only_the_docker_wing_takes_the_docker_lab_s_model() -> None:
+    """model/docker_lab/ (Kamaji, kube-proxy, the pull policy, images, sources) is the Docker lab's: the rest of the
+    model stands under it, and neither process mode's components nor process_lab/ import it."""
+    below = [path for path in sources("model") if "docker_lab" not in path.parts]
+    process = sources("process_lab") + sorted((ROOT / "components" / "process").rglob("*.py"))
+    wrong = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in below + process
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+        for name in [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+        if name == "model.docker_lab" or name.startswith("model.docker_lab.")
+    ]
+    assert not wrong, sorted(set(wrong))
+
+
 def test_the_model_imports_no_pulumi_or_kubernetes_sdk_when_imported() -> None:
     """The policy pack's venv has none of them; where the model or the boundary needs one (load_config,
     api_client) it imports it inside the function that runs only in the program or a live tool."""

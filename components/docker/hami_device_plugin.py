@@ -8,8 +8,8 @@ them). The plugin then registers nvidia.com/gpu, gpumem, gpucores and gpumem-per
 its Allocate; gpulab writes neither the annotation nor the capacity for such a tenant.
 
 The image is `make lab-images`' (versions.hamiDevicePluginImage): the lab's loader puts it into each node container
-before the join (model/images.py lists it), so the pods run it with imagePullPolicy Never there and a missing image
-is ErrImageNeverPull naming it, never a pull. SSH machines pull their images themselves (IfNotPresent).
+before the join (model/docker_lab/images.py lists it), so the pods run it with imagePullPolicy Never there and a
+missing image is ErrImageNeverPull naming it, never a pull. SSH machines pull their images themselves (IfNotPresent).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from model.catalog import totals
-from model.kamaji import control_plane_namespace
+from model.docker_lab.kamaji import control_plane_namespace
 from model.names import TENANT_LABEL
 from model.quantity import parse_quantity
 from tests.acceptance.helpers import (

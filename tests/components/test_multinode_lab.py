@@ -155,7 +155,7 @@ NEW_RESOURCES = {
     ("command:local:Command", "images-pull-library-busybox-1-37-0"),
     # The address pool waits until MetalLB's webhook admits it (scripts/wait-metallb.sh).
     ("command:local:Command", "management-metallb-ready"),
-    # Kamaji's control-plane pods pull nothing (model/pull_policy.py); every TCP waits for the binding.
+    # Kamaji's control-plane pods pull nothing (model/docker_lab/pull_policy.py); every TCP waits for the binding.
     ("kubernetes:admissionregistration.k8s.io/v1:MutatingAdmissionPolicy", "management-kamaji-pull-policy"),
     (
         "kubernetes:admissionregistration.k8s.io/v1:MutatingAdmissionPolicyBinding",
@@ -163,7 +163,7 @@ NEW_RESOURCES = {
     ),
     # On destroy, a container worker's join lock file goes from the host's temp folder (worker-join-unlock.sh).
     *(("command:local:Command", f"{tenant}-worker-join-unlock") for tenant in ("tenant-a", "tenant-b")),
-    # The tenants' kube-proxy, gpulab's instead of Kamaji's addon (model/kube_proxy.py); Calico waits for it.
+    # The tenants' kube-proxy, gpulab's instead of Kamaji's addon (model/docker_lab/kube_proxy.py); Calico waits for it.
     *(
         (type_, f"{tenant}-kube-proxy-{suffix}")
         for tenant in ("tenant-a", "tenant-b")
@@ -181,7 +181,7 @@ NEW_RESOURCES = {
 
 
 # A stored resource that now also waits for a stored one: (its name, the name it waits for). The loading of
-# tenant-b's images waits for the workload image it now loads (model/images.py), pulled already for tenant-a.
+# tenant-b's images waits for the workload image it now loads (model/docker_lab/images.py), pulled already for tenant-a.
 NEW_DEPENDENCIES = {("tenant-b-worker-images", "images-pull-library-busybox-1-37-0")}
 
 
