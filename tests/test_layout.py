@@ -230,20 +230,29 @@ def test_no_module_outside_the_config_asks_which_wing_a_lab_is() -> None:
     assert asks_which_wing(config / "lab.py"), "the config's own rules ask it: the check reads the right spelling"
 
 
-def test_only_the_docker_wing_takes_the_docker_lab_s_model() -> None:
-    """model/docker_lab/ (Kamaji, kube-proxy, the pull policy, images, sources) is the Docker lab's: the rest of the
-    model stands under it, and neither process mode's components nor process_lab/ import it."""
-    below = [path for path in sources("model") if "docker_lab" not in path.parts]
+def model_folders_taken(paths: list[Path], folders: tuple[str, ...]) -> list[str]:
+    """Each import by one of `paths` of a module under model/<folder>/, for each of `folders`."""
+    taken = [f"model.{folder}" for folder in folders]
+    return sorted(
+        {
+            f"{path.relative_to(ROOT)} imports {name}"
+            for path in paths
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+            for name in [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            if any(name == folder or name.startswith(f"{folder}.") for folder in taken)
+        }
+    )
+
+
+def test_the_model_s_ground_stands_under_its_folders_and_only_the_docker_wing_takes_the_docker_lab_s() -> None:
+    """model/kube_objects/ (what every wing puts in a tenant) and model/docker_lab/ (Kamaji, kube-proxy, the pull
+    policy, images, sources: the Docker lab's) stand on the model's ground (model/*.py, model/config/), which imports
+    neither; and neither process mode's components nor process_lab/ import the Docker lab's."""
+    ground = [path for path in sources("model") if not {"kube_objects", "docker_lab"} & set(path.parts)]
     process = sources("process_lab") + sorted((ROOT / "components" / "process").rglob("*.py"))
-    wrong = [
-        f"{path.relative_to(ROOT)} imports {name}"
-        for path in below + process
-        for node in ast.walk(ast.parse(path.read_text()))
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
-        for name in [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
-        if name == "model.docker_lab" or name.startswith("model.docker_lab.")
-    ]
-    assert not wrong, sorted(set(wrong))
+    wrong = model_folders_taken(ground, ("kube_objects", "docker_lab")) + model_folders_taken(process, ("docker_lab",))
+    assert not wrong, wrong
 
 
 def test_the_model_imports_no_pulumi_or_kubernetes_sdk_when_imported() -> None:

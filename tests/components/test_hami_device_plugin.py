@@ -19,7 +19,7 @@ from components.docker.hami_chart import hami_values
 from model.catalog import REGISTER_ANNOTATION, register_annotation, totals
 from model.config import parse_config
 from model.docker_lab.images import tenant_images, to_load
-from model.hami_device_plugin import (
+from model.kube_objects.hami_device_plugin import (
     CARD_KEYS,
     CARDS_DIR,
     CARDS_HASH_ANNOTATION,

@@ -420,7 +420,7 @@ def gpu_pod(gpus: int, gpumem: int = 1000) -> dict:
 def test_admission_judges_card_rules_against_the_node_that_holds_the_most(gpus, gpumem, refused) -> None:
     from cel_harness import run_policy
 
-    from model.admission_policy import DENY_POLICY, policy_objects
+    from model.kube_objects.admission_policy import DENY_POLICY, policy_objects
     from placement.inventory import from_tenant
     from placement.per_pod import per_pod_refusals
     from placement.workloads import read_workload
@@ -468,7 +468,7 @@ def test_an_inventory_whose_nodes_do_not_cover_the_cards_is_refused() -> None:
 def test_the_pack_judges_a_two_node_tenant_per_node() -> None:
     """Two L4 nodes of one card each: two cards in the tenant, but a pod asking two cards fits no node."""
     from model.config import Workload
-    from model.workload_manifests import workload_manifest
+    from model.kube_objects.workload_manifests import workload_manifest
     from placement.inventory import from_tenant
     from placement.wording import evaluate_tenant
     from placement.workloads import read_workload
@@ -498,7 +498,7 @@ def test_the_live_unplaceable_pod_passes_admission_and_the_model_refuses_it_for_
     by the tenant's policy, refused by the pack's model with the reason the live case waits for."""
     from cel_harness import run_policy
 
-    from model.admission_policy import DENY_POLICY, policy_objects
+    from model.kube_objects.admission_policy import DENY_POLICY, policy_objects
     from placement.inventory import from_tenant
     from placement.wording import evaluate_tenant
     from placement.workloads import read_workload

@@ -290,8 +290,8 @@ def test_nothing_the_lab_installs_in_a_tenant_is_refused_by_its_admission_policy
     every tenant; the GPU admission policy gpulab installs there must admit all of their pods."""
     from cel_harness import run_policy
 
-    from model.admission_policy import DENY_POLICY, policy_objects
     from model.config import parse_config
+    from model.kube_objects.admission_policy import DENY_POLICY, policy_objects
     from placement.workloads import POD_TEMPLATE_PATHS
 
     tenant = parse_config(lab_config()).tenants[0]
