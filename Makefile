@@ -63,7 +63,7 @@ STATE_UPGRADE := true
 endif
 # A stack with a source cache (gpulab:sourceCache): the engine installs no plugin by itself, so a missing one is
 # named at once instead of a download that cannot succeed.
-OFFLINE_ENV = $$($(PY) -m model.sources --stack "$(STACK)" >/dev/null 2>&1 && echo env PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true)
+OFFLINE_ENV = $$($(PY) -m model.docker_lab.sources --stack "$(STACK)" >/dev/null 2>&1 && echo env PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true)
 
 .PHONY: help up down plan verify report check test lint bench bench-scheduling prereqs policy-venv stack upstream-data clean deploy destroy \
 	diagnose lab-exists lint-python stack-file tools test-real test-integration process-tools node-image lab-images cache
@@ -128,7 +128,7 @@ policies/venv/.installed: policies/requirements.txt
 prereqs: $(VENV)/.installed
 	@tools=$$($(PY) -m preview --stack "$(STACK)" --validate 2>/dev/null) || tools="kind kubectl pulumi"; \
 	case " $$tools " in *" kind "*) need_kind=yes ;; *) need_kind=no ;; esac; \
-	cache=$$($(PY) -m model.sources --stack "$(STACK)" 2>/dev/null) || cache=""; \
+	cache=$$($(PY) -m model.docker_lab.sources --stack "$(STACK)" 2>/dev/null) || cache=""; \
 	NEED_KIND=$$need_kind PYTHON=$(PY) STACK=$(STACK) SOURCE_CACHE=$$cache bash hack/prereqs.sh || { \
 	  eval "$$($(PY) -m model.versions)"; \
 	  echo "[gpulab] could not install the pinned kind $$KIND_VERSION, kubectl $$KUBECTL_VERSION and Pulumi CLI" \
@@ -168,7 +168,7 @@ else
 	@$(MAKE) --no-print-directory --silent $(VENV)/.installed  # silent: no "is up to date" line
 	@$(PY) -m preview --stack "$(STACK)" --validate >/dev/null
 	@# With a source cache: everything the stack needs is in it (each missing item named), before any download.
-	@if $(PY) -m model.sources --stack "$(STACK)" >/dev/null; then $(PY) -m hack.source_cache check --stack $(STACK); fi
+	@if $(PY) -m model.docker_lab.sources --stack "$(STACK)" >/dev/null; then $(PY) -m hack.source_cache check --stack $(STACK); fi
 	@$(MAKE) --no-print-directory deploy
 endif
 

@@ -58,8 +58,8 @@ from benchmarks.scheduling_rows import (
     unready_nodes,
     watched_binding,
 )
+from boundary.bounded_run import run_text
 from model import dra
-from model.bounded_run import run_text
 from model.catalog import GPU_CATALOG, Card
 from model.config import LabConfig
 from model.config.loading import load_stack_file

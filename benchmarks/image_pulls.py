@@ -5,7 +5,7 @@ inventory, offline; docker.io pulls are the ones Docker Hub rate-limits (10 per 
 from __future__ import annotations
 
 from model.config import parse_config
-from model.images import to_load
+from model.docker_lab.images import to_load
 
 
 def config(tenants: int) -> dict:

@@ -32,8 +32,8 @@ from types import ModuleType
 
 from benchmarks import multinode_check
 from benchmarks.multinode_check import pod
+from boundary.bounded_run import run_text
 from hami.cards import CardSpec
-from model.bounded_run import run_text
 from model.config import GpuQuota, PodLimits
 from placement.findings import UNDECIDED
 from placement.inventory import TenantInventory

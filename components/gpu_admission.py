@@ -1,7 +1,7 @@
 """GpuAdmissionPolicy: the pack's per-pod GPU refusals as a ValidatingAdmissionPolicy in every tenant.
 
-The objects and their CEL are model/admission_policy.py's (plain Kubernetes objects, also what process mode's
-tests apply with the real kubectl); this component creates them in the tenant's API server.
+The objects and their CEL are model/kube_objects/admission_policy.py's (plain Kubernetes objects, also what process
+mode's tests apply with the real kubectl); this component creates them in the tenant's API server.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from model.admission_policy import policy_objects
 from model.config import Tenant
+from model.kube_objects.admission_policy import policy_objects
 
 
 class GpuAdmissionPolicy(pulumi.ComponentResource):

@@ -12,7 +12,7 @@ import pulumi_kubernetes as k8s
 from components.parts import TenantParts
 from components.tenant_namespaces import TenantNamespaces
 from model.config import LabConfig
-from model.workload_manifests import workload_claim_template, workload_manifest
+from model.kube_objects.workload_manifests import workload_claim_template, workload_manifest
 
 
 class GpuWorkloads(pulumi.ComponentResource):

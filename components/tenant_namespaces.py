@@ -12,7 +12,7 @@ import pulumi_kubernetes as k8s
 
 from components.parts import TenantGpus, TenantParts
 from model.config import LabConfig
-from model.tenant_objects import quota_initialised, tenant_objects
+from model.kube_objects.tenant_objects import quota_initialised, tenant_objects
 
 
 def former_parents(gpu_node: TenantGpus) -> list[pulumi.Alias]:

@@ -33,7 +33,7 @@ from diagnose.analyze import (
 from diagnose.card_findings import gpu_node_findings
 from diagnose.dra_findings import dra_findings
 from hami.annotations import NODE_LOCK, AnnotationError, parse_node_lock
-from model.hami_device_plugin import NAME as GPULAB_PLUGIN_NAME
+from model.kube_objects.hami_device_plugin import NAME as GPULAB_PLUGIN_NAME
 from model.names import HAMI_NAMESPACE, KAMAJI_DATASTORE, METALLB_NAMESPACE, POOL_NAME
 from model.stack_file import make_up
 from model.wings import DEFAULT_WING, WINGS, Wing

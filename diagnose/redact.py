@@ -1,6 +1,6 @@
 """Redaction of everything `make diagnose` writes or prints.
 
-Built on the config errors' secret detection (model/redact.py: secret-looking key names, PEM
+Built on the config errors' secret detection (boundary/redact.py: secret-looking key names, PEM
 and kubeconfig markers, long token-like strings; imported, not copied) and adds what objects and
 logs carry besides: bootstrap tokens, JWTs, `--token X` / `Bearer X` / `password=X`, env values
 and annotations under secret-looking names, JSON inside strings (last-applied-configuration), and
@@ -14,10 +14,10 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from model.redact import LONG_TOKEN as _LONG_TOKEN
-from model.redact import SECRET_MARKERS as _SECRET_TEXT
-from model.redact import SECRET_NAME as _SECRET_NAME
-from model.redact import TOKEN_FORMATS
+from boundary.redact import LONG_TOKEN as _LONG_TOKEN
+from boundary.redact import SECRET_MARKERS as _SECRET_TEXT
+from boundary.redact import SECRET_NAME as _SECRET_NAME
+from boundary.redact import TOKEN_FORMATS
 
 HIDDEN = "<redacted>"
 

@@ -1,5 +1,5 @@
 """Bounded calls: every program diagnose runs gets a timeout, then TERM, then KILL to its whole
-process group (model.bounded_run, the one bounded runner the process lab uses too), and the run as a
+process group (boundary.bounded_run, the one bounded runner the process lab uses too), and the run as a
 whole has a budget. Programs hang (an API server that accepts and never answers, an exec credential
 plugin, `docker exec` into a wedged container) and some ignore TERM; kubectl's --request-timeout alone
 bounds HTTP requests only, not an exec credential plugin."""
@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from model import bounded_run
+from boundary import bounded_run
 
 STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 MAX_OUTPUT = 32 * 1024 * 1024  # a larger answer is cut: diagnose keeps what it reads in memory

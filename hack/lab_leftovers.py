@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from model.bounded_run import run_bounded
+from boundary.bounded_run import run_bounded
 from model.names import OWNER_LABEL
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -37,7 +37,7 @@ HOW = (
 def typed_secrets(stack_file: Path) -> tuple[list[str], str]:
     """The config keys holding typed-in secrets in a stack file (a `secure:` value, or one inside the key's
     value), and its secrets provider. Raises model.config.ConfigError for a file the loader cannot read."""
-    from model import redact
+    from boundary import redact
     from model.config.loading import PROJECT, holds_secure, read_stack_file
 
     document, config = read_stack_file(stack_file)

@@ -1,4 +1,4 @@
-"""`make cache`: the Docker lab's source cache (model/sources.py says what it holds and why).
+"""`make cache`: the Docker lab's source cache (model/docker_lab/sources.py says what it holds and why).
 
     python -m hack.source_cache list    --stack S   every item the stack takes from outside, and the cache's state
     python -m hack.source_cache fill    --stack S   fetch what is missing, online, each checked (make cache)
@@ -28,14 +28,12 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from model import downloads
-from model.bounded_run import Unfinished, run_text
+from boundary import downloads
+from boundary.bounded_run import Unfinished, run_text
+from boundary.safe_yaml import load as load_yaml
 from model.config import ConfigError, LabConfig
 from model.config.loading import load_stack_file
-from model.image_ref import ImageRef
-from model.node_container import node_platform
-from model.safe_yaml import load as load_yaml
-from model.sources import (
+from model.docker_lab.sources import (
     Entry,
     Item,
     SourceCache,
@@ -45,6 +43,8 @@ from model.sources import (
     needed,
     sha256_of,
 )
+from model.image_ref import ImageRef
+from model.node_container import node_platform
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -58,7 +58,7 @@ def say(message: str) -> None:
 
 
 def download(url: str, dest: Path) -> None:
-    """url (or its mirror) into dest (model/downloads.py: a silent host is given up after GPULAB_CONNECT_TIMEOUT)."""
+    """url (or its mirror) into dest (boundary/downloads.py: a silent host is given up after GPULAB_CONNECT_TIMEOUT)."""
     try:
         downloads.download(url, dest)
     except downloads.Refused as error:

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from model.kube_client import pid_running  # standard library only at import time
+from boundary.kube_client import pid_running  # standard library only at import time
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 
-from model.pulumi_state import checkpoint_file, local_backend, resources
+from boundary.pulumi_state import checkpoint_file, local_backend, resources
 
 NOTHING = 3
 

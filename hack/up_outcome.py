@@ -49,7 +49,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from model.kube_client import remove_stale_private_dirs  # standard library only at import time
+from boundary.kube_client import remove_stale_private_dirs  # standard library only at import time
 from model.stack_file import make_up  # standard library only
 
 ROOT = Path(__file__).resolve().parents[1]

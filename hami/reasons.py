@@ -1,7 +1,7 @@
 """Every reason name gpulab reports, each defined once: the engine's verdicts (hami/, placement/), the pack's and the
-checker's findings (policies/), the messages of the tenants' admission policies (model/admission_policy.py and
-model/admission_v2_10_0.py build them from these), the report and `make diagnose` all take them from here. A name a
-user reads is the same wherever it is read, and grep finds its one definition.
+checker's findings (policies/), the messages of the tenants' admission policies (model/kube_objects/admission_policy.py
+and model/kube_objects/admission_v2_10_0.py build them from these), the report and `make diagnose` all take them from
+here. A name a user reads is the same wherever it is read, and grep finds its one definition.
 
 Three kinds, by who gives the name:
 

@@ -38,10 +38,10 @@ The quota arithmetic, from v2.10.0 pkg/scheduler/webhook.go:
 
 Not modelled: a pod v2.10.0's webhook does not handle (another schedulerName, Handle 64-69; under either release the
 label or a namespace selector `hami.io/webhook: ignore`): gpulab's admission policy refuses such a GPU pod anyway
-(model/admission_policy.py); v2.8.3 lets one naming hami-scheduler through too, which that policy does not refuse
-and gpulab models (`Rules.webhook_scheduler_names`); a pod without containers ("pod has no containers": no GPU
-pod); a negative or fractional percentage, which gpulab's reader refuses as bad input first (the API server refuses
-it as well, after the webhook's words); the memoryFactor (gpulab keeps 1) and other device vendors' quotas.
+(model/kube_objects/admission_policy.py); v2.8.3 lets one naming hami-scheduler through too, which that policy does not
+refuse and gpulab models (`Rules.webhook_scheduler_names`); a pod without containers ("pod has no containers": no GPU
+pod); a negative or fractional percentage, which gpulab's reader refuses as bad input first (the API server refuses it
+as well, after the webhook's words); the memoryFactor (gpulab keeps 1) and other device vendors' quotas.
 """
 
 from __future__ import annotations

@@ -16,9 +16,9 @@ A claim that names no memory takes the whole card's, and no cores, as HAMi gives
 the allocator: tests/real/test_dra_allocation.py lets it judge these objects.
 
 A tenant with `gpuSharing: dra` gets these objects in process mode (components/process/dra.py): on KWOK nodes gpulab
-creates the slices, on real nodes gpulab's DRA kubelet plugin publishes them and prepares the claims,
-its declared workloads as pods with a claim each (model/workload_manifests.py) and `quota.gpus` as a cap on the
-devices its claims ask of its class (the one thing a ResourceQuota counts of a claim).
+creates the slices, on real nodes gpulab's DRA kubelet plugin publishes them and prepares the claims, its declared
+workloads as pods with a claim each (model/kube_objects/workload_manifests.py) and `quota.gpus` as a cap on the devices
+its claims ask of its class (the one thing a ResourceQuota counts of a claim).
 """
 
 from __future__ import annotations

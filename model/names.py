@@ -20,7 +20,8 @@ KAMAJI_DATASTORE = "default"  # the Kamaji chart's kamaji-etcd DataStore (defaul
 POOL_NAME = "gpulab"  # MetalLB IPAddressPool and L2Advertisement
 # The mock plugin mounts hami-scheduler-device from its own namespace (HAMi v2.8.3 daemonsetmock.yaml).
 HAMI_NAMESPACE = "kube-system"
-DENY_POLICY = "gpulab-gpu-requests"  # the in-tenant ValidatingAdmissionPolicies (model/admission_policy.py)
+# The in-tenant ValidatingAdmissionPolicies (model/kube_objects/admission_policy.py).
+DENY_POLICY = "gpulab-gpu-requests"
 WARN_POLICY = "gpulab-gpu-requests-advice"
 
 

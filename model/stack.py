@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from model.bounded_run import run_bounded
+from boundary.bounded_run import run_bounded
 from model.config import ConfigError, LabConfig, load_stack_file
 from model.stack_file import make_up
 

@@ -196,9 +196,9 @@ class Versions(BaseModel):
 
 
 # The sha256 upstream publishes for a pinned chart or manifest, by what the lab asks for (a chart's
-# `repo|chart|version`, a manifest's URL): the source cache holds its copy to it (model/sources.py). Pins without
-# an entry have no published checksum: Kamaji publishes only the moving chart 0.0.0+latest (its versioning.md), and
-# no checksum of cert-manager's chart archive was found published; the cache records what it fetched for those.
+# `repo|chart|version`, a manifest's URL): the source cache holds its copy to it (model/docker_lab/sources.py). Pins
+# without an entry have no published checksum: Kamaji publishes only the moving chart 0.0.0+latest (its versioning.md),
+# and no checksum of cert-manager's chart archive was found published; the cache records what it fetched for those.
 CHECKSUMS = {
     # HAMi's chart repository index (gh-pages index.yaml) lists this digest for charts/hami-2.8.3.tgz.
     "https://project-hami.github.io/HAMi|hami|2.8.3": (

@@ -26,7 +26,8 @@ class Wing:
     kind_management: bool
     # The lab's nodes are containers of the Docker host: diagnose asks docker and kind, and reads the host's kernel.
     docker_host: bool
-    # Charts, images, CLIs and plugins come from outside (model/sources.py, `make cache`, `make up`'s downloads).
+    # Charts, images, CLIs and plugins come from outside (model/docker_lab/sources.py, `make cache`, `make up`'s
+    # downloads).
     downloads: bool
     # It runs the programs `make tools` built under ./bin (process_lab/preflight.py), which preview lists if missing.
     programs_from_bin: bool

@@ -21,7 +21,7 @@ source "${BASH_SOURCE[0]%/*}/../scripts/lib.sh" # no fork before lib.sh: it drop
 root=$(cd "${BASH_SOURCE[0]%/*}/.." && pwd)
 bin=${GPULAB_BIN:-$root/bin}
 program="$bin/gpulab-hami-plugin"
-in_image=/usr/bin/gpulab-hami-plugin # model/hami_device_plugin.py PROGRAM
+in_image=/usr/bin/gpulab-hami-plugin # model/kube_objects/hami_device_plugin.py PROGRAM
 started=$SECONDS
 
 pin=$(sed -n 's/^HAMI_DEVICE_PLUGIN_IMAGE = "\(.*\)"$/\1/p' "$root/model/versions.py")

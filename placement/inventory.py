@@ -127,7 +127,7 @@ def _document_nodes(document: Mapping[str, Any], cards: tuple[CardSpec, ...]) ->
 
 
 def from_inventory_document(document: Mapping[str, Any]) -> TenantInventory:
-    """The JSON the lab writes into its inventory ConfigMap (model/tenant_objects.py)."""
+    """The JSON the lab writes into its inventory ConfigMap (model/kube_objects/tenant_objects.py)."""
     cards = tuple(
         CardSpec(c["id"], c["type"], int(c["memoryMb"]), int(c.get("cores", 100)), int(c.get("splitCount", 10)))
         for c in document["cards"]

@@ -117,7 +117,7 @@ def fetch_pod_list(kubeconfig: Mapping[str, Any]) -> dict[str, Any]:
     """Every pod of the tenant, through its admin kubeconfig (kept in memory, never written to disk)."""
     from kubernetes import client
 
-    from model.kube_client import api_client
+    from boundary.kube_client import api_client
 
     try:
         api = client.CoreV1Api(api_client(dict(kubeconfig)))
@@ -131,7 +131,7 @@ def fetch_claim_list(kubeconfig: Mapping[str, Any]) -> dict[str, Any]:
     """Every ResourceClaim of the tenant (resource.k8s.io/v1), through its admin kubeconfig (kept in memory)."""
     from kubernetes import client
 
-    from model.kube_client import api_client
+    from boundary.kube_client import api_client
 
     try:
         custom = client.CustomObjectsApi(api_client(dict(kubeconfig)))

@@ -1,5 +1,5 @@
 """The refusals decided by one pod alone, from the tenant's inventory: what the pack and the
-in-tenant admission policy (model/admission_policy.py) must agree on, question for question and
+in-tenant admission policy (model/kube_objects/admission_policy.py) must agree on, question for question and
 in the same order (kubectl shows only the admission policy's first failing validation):
 
 - what HAMi's webhook refuses whatever else runs, the first of (hami/webhook.py `webhook_denial`): (v2.10.0) a
@@ -28,7 +28,7 @@ has refused already), its selectors (v2.10.0 trims them, devices.go `CheckUUID` 
 init containers, which v2.10.0 places (devices.go `Resourcereqs` 639-692; score.go `allocateInitContainers`
 226-254): InitContainerGpuRequest is v2.8.3's only. v2.10.0 adds InvalidDeviceScoringWeights (a
 hami.io/device-scoring-weights it cannot parse fails the pod's filter: score.go `calcScoreWithOptions` 361-364).
-model/admission_policy.py writes the same rules per release (its `PolicyRules`).
+model/kube_objects/admission_policy.py writes the same rules per release (its `PolicyRules`).
 
 After these, before the placement: HAMi's webhook on the namespace quota at create (v2.9.0 and later;
 hami/webhook.py), then the API server's nvidia.com/gpu quota (a validating admission, after the mutating webhook).

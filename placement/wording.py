@@ -99,7 +99,7 @@ UNITS = {"gpus": " GPUs", "gpumem": " MB", "gpucores": "% cores"}
 
 
 def said(audience: Audience, verdict: PodRefusal | PodAdvisory) -> str:
-    """A per-pod verdict's message: the admission policy says the same (model/admission_policy.py)."""
+    """A per-pod verdict's message: the admission policy says the same (model/kube_objects/admission_policy.py)."""
     match verdict:
         case RefusedByWebhook():
             return (

@@ -19,10 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from model import safe_yaml
+from boundary import safe_yaml
 from model.config import ConfigError, LabConfig, Tenant, load_stack_file
+from model.kube_objects.workload_manifests import workload_manifest
 from model.names import TENANT_LABEL
-from model.workload_manifests import workload_manifest
 from placement.findings import Finding, printable
 from placement.inventory import TenantInventory, from_lab_config
 from placement.live import LiveError, fetch_claim_list, fetch_pod_list, live_usage

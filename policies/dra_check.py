@@ -12,7 +12,7 @@ from typing import Any
 
 from model import dra
 from model.config import Tenant
-from model.workload_manifests import workload_claim_template
+from model.kube_objects.workload_manifests import workload_claim_template
 from placement.dra_fit import Allocation, Card, ClaimAsk, Used, allocate, free_now
 from placement.findings import Finding
 from placement.workloads import WorkloadError, whole_quantity

@@ -11,7 +11,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from model import bounded_run
+from boundary import bounded_run
 
 # Seconds from TERM to KILL of a call's group at its deadline (and from KILL to giving up on its pipes).
 STOP_GRACE = 5.0
@@ -32,7 +32,7 @@ def run(
 ) -> subprocess.CompletedProcess[str]:
     """Run argv to its end within `timeout` seconds; ProcessLabError names `what` when it fails or hangs.
 
-    Every call runs in a session of its own (model.bounded_run), so that at the deadline TERM, then KILL,
+    Every call runs in a session of its own (boundary.bounded_run), so that at the deadline TERM, then KILL,
     reach everything it started, not only the program itself; and so that what a call leaves running
     (kwokctl's control plane) outlives the caller's process group, which the Pulumi engine kills with a
     dynamic provider's process."""

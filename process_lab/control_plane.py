@@ -20,8 +20,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from boundary.kube_client import self_contained
 from hami.annotations import ALLOCATING, BIND_PHASE
-from model.kube_client import self_contained
 from process_lab.commands import ProcessLabError, free_port, is_ours, lasting, run, zombie
 
 # kwokctl reads `kube-apiserver --version` to choose the API server's flags: `make tools` sets it.

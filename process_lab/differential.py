@@ -37,7 +37,7 @@ NAMESPACE = "gpu-workloads"
 POLICIES = ("spread", "binpack")
 # HAMi v2.8.3 pkg/scheduler/score.go: one FilteringFailed event per reason, "<k> nodes <Reason>(<n1>,<n2>)".
 FILTER_REASON = re.compile(r"^\d+ nodes (\w+)\(")
-# A ValidatingAdmissionPolicy's message starts with the reason name (model/admission_policy.py).
+# A ValidatingAdmissionPolicy's message starts with the reason name (model/kube_objects/admission_policy.py).
 DENIED = re.compile(r"denied request: (\w+):")
 # What HAMi v2.10.0's webhook refuses at create besides the quota (hami/webhook.py `webhook_denial`), made now and then
 # (WEBHOOK_ODDS per scenario) as one more pod, `w-<case>`.

@@ -39,10 +39,10 @@ from model.catalog import (
     REGISTER_ANNOTATION,
 )
 
-# The plugin's identity and RBAC (exactly its calls: model/hami_device_plugin.py RULES) and its cards file's keys are
-# the Docker lab's DaemonSet's too: one definition for both runtimes.
-from model.hami_device_plugin import CARD_KEYS, NAMESPACE, rbac_objects
-from model.hami_device_plugin import NAME as SERVICE_ACCOUNT
+# The plugin's identity and RBAC (exactly its calls: model/kube_objects/hami_device_plugin.py RULES) and its cards
+# file's keys are the Docker lab's DaemonSet's too: one definition for both runtimes.
+from model.kube_objects.hami_device_plugin import CARD_KEYS, NAMESPACE, rbac_objects
+from model.kube_objects.hami_device_plugin import NAME as SERVICE_ACCOUNT
 from model.quantity import parse_quantity
 from process_lab.commands import ProcessLabError
 from process_lab.hami_scheduler import wait_for_registered

@@ -18,7 +18,7 @@ import os
 import sys
 from pathlib import Path
 
-from model.bounded_run import run_bounded
+from boundary.bounded_run import run_bounded
 from model.hami_releases import DEFAULT_VERSION as DEFAULT_HAMI_VERSION
 from process_lab import hami_binary
 from process_lab.control_plane import missing_programs

@@ -32,7 +32,7 @@ from typing import Any
 
 import dill
 
-from model import pulumi_state
+from boundary import pulumi_state
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = "gpulab"  # Pulumi.yaml's name

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from model.admission_policy import policy_objects
 from model.config import LabConfig, Tenant
-from model.tenant_objects import tenant_objects
+from model.kube_objects.admission_policy import policy_objects
+from model.kube_objects.tenant_objects import tenant_objects
 from process_lab.commands import ProcessLabError
 from process_lab.control_plane import ControlPlane
 from process_lab.device_plugin import BindTimeRole

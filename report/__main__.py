@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from kubernetes import client
 
-    from model.kube_client import api_client
+    from boundary.kube_client import api_client
 
     reports = []
     for tenant, kubeconfig in kubeconfigs.items():

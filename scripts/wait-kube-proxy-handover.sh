@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Before gpulab makes a tenant's kube-proxy objects (model/kube_proxy.py): waits until none of those names is still
-# Kamaji's. A TenantControlPlane that had Kamaji's kube-proxy addon and lost it is cleaned up by Kamaji's soot
+# Before gpulab makes a tenant's kube-proxy objects (model/docker_lab/kube_proxy.py): waits until none of those names is
+# still Kamaji's. A TenantControlPlane that had Kamaji's kube-proxy addon and lost it is cleaned up by Kamaji's soot
 # controller some time after the TCP changed: it deletes those of the six objects that carry its label
-# kamaji.clastix.io/project=kamaji (Kamaji internal/resources/addons/kube_proxy.go, ShouldCleanup and CleanUp), and
-# only those, so gpulab's (without the label) are safe from it once they are made after it. Made before, they would
-# meet Kamaji's objects (AlreadyExists). A tenant that never had the addon passes at once.
+# kamaji.clastix.io/project=kamaji (Kamaji internal/resources/addons/kube_proxy.go, ShouldCleanup and CleanUp), and only
+# those, so gpulab's (without the label) are safe from it once they are made after it. Made before, they would meet
+# Kamaji's objects (AlreadyExists). A tenant that never had the addon passes at once.
 # stdin: tenant admin kubeconfig. env: TENANT, TIMEOUT (s)
 set -euo pipefail
 # shellcheck source=lib.sh

@@ -15,6 +15,7 @@ from model.wings import WINGS
 
 PACKAGES = (
     "hami",
+    "boundary",
     "model",
     "components",
     "placement",
@@ -32,23 +33,24 @@ PACKAGES = (
 # import each other; process_lab (local programs: no SDK) sits below the components that drive it.
 ALLOWED = {
     "hami": set(),  # HAMi's semantics: nothing of gpulab's
+    "boundary": set(),  # programs, downloads, Kubernetes API, Pulumi's state, users' YAML: nothing of the lab's
     # Of hami/, only its names: the keys and readers of HAMi's annotations and the reason names, which the admission
     # policy's messages are built from (test_the_model_takes_of_hami_only_its_names).
-    "model": {"hami"},
-    "placement": {"model", "hami"},  # the engine: HAMi's rules walked over pods, orders and nodes
-    "policies": {"model", "hami", "placement"},  # the pack and `make check`
-    "process_lab": {"model", "placement", "hami"},  # the differential asks the engine what HAMi would do
-    "components": {"model", "process_lab"},
+    "model": {"hami", "boundary"},
+    "placement": {"model", "hami", "boundary"},  # the engine: HAMi's rules walked over pods, orders and nodes
+    "policies": {"model", "hami", "placement", "boundary"},  # the pack and `make check`
+    "process_lab": {"model", "placement", "hami", "boundary"},  # the differential asks the engine what HAMi would do
+    "components": {"model", "process_lab", "boundary"},
     "scripts": {"model", "hami"},  # hami.annotations: the register annotation's reader (standard library only)
-    "hack": {"model"},
-    # `make tools` runs with the host's python3, before ./venv: standard library only, and of the model only
-    # bounded_run (standard library too; test_tools_takes_of_the_model_only_what_the_host_python_has)
-    "tools": {"model"},
-    "report": {"model", "hami"},  # HAMi's annotations, counted as the tenant's release counts them
+    "hack": {"model", "boundary"},
+    # `make tools` runs with the host's python3, before ./venv: standard library only, and of gpulab's only
+    # boundary's bounded_run and downloads (standard library too; test_tools_takes_only_what_the_host_python_has)
+    "tools": {"boundary"},
+    "report": {"model", "hami", "boundary"},  # HAMi's annotations, counted as the tenant's release counts them
     "preview": {"model", "policies", "placement", "hami", "process_lab"},  # runs the program and the pack
     # the components' names; process mode's processes; HAMi's node lock and reason names
-    "diagnose": {"model", "components", "process_lab", "hami"},
-    "benchmarks": {"model", "placement", "hami", "process_lab"},  # the engine, never the pack
+    "diagnose": {"model", "components", "process_lab", "hami", "boundary"},
+    "benchmarks": {"model", "placement", "hami", "process_lab", "boundary"},  # the engine, never the pack
 }
 # Each wing's components in a folder of its own, named as its row in model/wings.py (kind's
 # pkg/cluster/internal/providers/<provider>): no folder imports another, and what they share (components/*.py) imports
@@ -228,10 +230,36 @@ def test_no_module_outside_the_config_asks_which_wing_a_lab_is() -> None:
     assert asks_which_wing(config / "lab.py"), "the config's own rules ask it: the check reads the right spelling"
 
 
+def model_folders_taken(paths: list[Path], folders: tuple[str, ...]) -> list[str]:
+    """Each import by one of `paths` of a module under model/<folder>/, for each of `folders`."""
+    taken = [f"model.{folder}" for folder in folders]
+    return sorted(
+        {
+            f"{path.relative_to(ROOT)} imports {name}"
+            for path in paths
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+            for name in [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            if any(name == folder or name.startswith(f"{folder}.") for folder in taken)
+        }
+    )
+
+
+def test_the_model_s_ground_stands_under_its_folders_and_only_the_docker_wing_takes_the_docker_lab_s() -> None:
+    """model/kube_objects/ (what every wing puts in a tenant) and model/docker_lab/ (Kamaji, kube-proxy, the pull
+    policy, images, sources: the Docker lab's) stand on the model's ground (model/*.py, model/config/), which imports
+    neither; and neither process mode's components nor process_lab/ import the Docker lab's."""
+    ground = [path for path in sources("model") if not {"kube_objects", "docker_lab"} & set(path.parts)]
+    process = sources("process_lab") + sorted((ROOT / "components" / "process").rglob("*.py"))
+    wrong = model_folders_taken(ground, ("kube_objects", "docker_lab")) + model_folders_taken(process, ("docker_lab",))
+    assert not wrong, wrong
+
+
 def test_the_model_imports_no_pulumi_or_kubernetes_sdk_when_imported() -> None:
-    """The policy pack's venv has none of them; where the model needs one (load_config, api_client) it
-    imports it inside the function that runs only in the program or a live tool."""
-    wrong = {f"{path.relative_to(ROOT)}: {sdk}" for path in sources("model") for sdk in imports(path, True) & set(SDKS)}
+    """The policy pack's venv has none of them; where the model or the boundary needs one (load_config,
+    api_client) it imports it inside the function that runs only in the program or a live tool."""
+    below = sources("model") + sources("boundary")
+    wrong = {f"{path.relative_to(ROOT)}: {sdk}" for path in below for sdk in imports(path, True) & set(SDKS)}
     assert not wrong, sorted(wrong)
 
 
@@ -294,20 +322,34 @@ def test_the_placement_engine_words_nothing() -> None:
     assert not found, sorted(found)
 
 
-def test_tools_takes_of_the_model_only_what_the_host_python_has() -> None:
-    """tools/build.py (and tools/releases.py, which it runs) run before ./venv exists: the model modules they
-    import import the standard library only, and model/__init__.py imports nothing."""
+def test_tools_takes_only_what_the_host_python_has() -> None:
+    """tools/build.py (and tools/releases.py, which it runs) run before ./venv exists: the boundary modules they
+    import import the standard library only, and boundary/__init__.py imports nothing."""
     import sys
 
-    taken = set()
+    taken, others = set(), set(PACKAGES) - {"tools"}
     for path in ("tools/build.py", "tools/releases.py"):
         for node in ast.walk(ast.parse((ROOT / path).read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("model"):
-                taken |= {node.module} if node.module != "model" else {f"model.{a.name}" for a in node.names}
-    assert taken == {"model.bounded_run", "model.downloads"}, taken
-    for module in ("model/__init__.py", "model/bounded_run.py", "model/downloads.py"):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in others:
+                taken |= {node.module} if "." in node.module else {f"{node.module}.{a.name}" for a in node.names}
+    assert taken == {"boundary.bounded_run", "boundary.downloads"}, taken
+    for module in ("boundary/__init__.py", "boundary/bounded_run.py", "boundary/downloads.py"):
         outside = imports(ROOT / module) - set(sys.stdlib_module_names) - {"__future__"}
         assert not outside, (module, outside)
+
+
+def test_the_boundary_imports_only_the_standard_library_when_imported() -> None:
+    """The host's python3 runs boundary/ before ./venv exists (make tools, make's own scripts): at import time its
+    modules take the standard library only, and safe_yaml PyYAML, which the policy pack's venv has too."""
+    import sys
+
+    allowed = set(sys.stdlib_module_names) | {"__future__", "boundary"}
+    wrong = {
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in sources("boundary")
+        for name in imports(path, True) - allowed - ({"yaml"} if path.name == "safe_yaml.py" else set())
+    }
+    assert not wrong, sorted(wrong)
 
 
 # What tests/ holds beside the mirrors of the packages: tiers (real, acceptance), helpers (support), data.

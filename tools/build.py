@@ -27,8 +27,8 @@ import time
 import zipfile
 from pathlib import Path
 
-from model.bounded_run import run_text  # standard library only, as this file: no ./venv yet
-from model.downloads import connect_timeout, download_timeout
+from boundary.bounded_run import run_text  # standard library only, as this file: no ./venv yet
+from boundary.downloads import connect_timeout, download_timeout
 from tools import releases
 from tools.manifest import (
     ModuleFile,

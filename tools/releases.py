@@ -3,7 +3,7 @@
 GPULAB_TOOLS_FROM chooses the path: `auto` (the default) installs a program's release file when its host answers
 and builds the rest from Go modules; `build` downloads nothing (gpulab's CI, which has no internet); `download`
 stops make tools unless every program with a release file was downloaded. A host that does not answer within
-GPULAB_CONNECT_TIMEOUT seconds (10; a transfer is also bounded by GPULAB_DOWNLOAD_TIMEOUT, 900: model/downloads.py)
+GPULAB_CONNECT_TIMEOUT seconds (10; a transfer is also bounded by GPULAB_DOWNLOAD_TIMEOUT, 900: boundary/downloads.py)
 is given up at once, for every file it serves, and make tools says which path each program took. A file is
 installed only once its sha256 equals the pin and the program reports its pinned version; a wrong checksum stops
 make tools (exit 1): it is never built around.
@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from model import downloads  # standard library only, as this file
+from boundary import downloads  # standard library only, as this file
 
 RELEASES = Path(__file__).resolve().parent / "releases.toml"
 MODES = ("auto", "build", "download")

@@ -24,7 +24,7 @@ from components.shell import script_command
 from model.catalog import Card, register_annotation, totals
 from model.config import LabConfig, NodeCards, Tenant
 from model.config.hami import device_plugin
-from model.hami_device_plugin import CARDS_HASH_ANNOTATION, cards_data, cards_hash
+from model.kube_objects.hami_device_plugin import CARDS_HASH_ANNOTATION, cards_data, cards_hash
 from model.names import HAMI_NAMESPACE
 
 HAMI_RELEASE = "hami"  # fullname `hami`: Deployment hami-scheduler, ConfigMap hami-scheduler-device

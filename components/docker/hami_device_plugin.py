@@ -1,15 +1,15 @@
 """HamiDevicePlugin: gpulab's HAMi device plugin (tools/gpulab-hami-plugin) in a Docker-lab tenant, as a DaemonSet.
 
 A mock tenant with `devicePlugin: gpulab` runs it in place of HAMi's chart's mock plugin: the objects are
-model/hami_device_plugin.py's (its ServiceAccount and exactly its RBAC, the ConfigMap of each GPU node's cards, the
-DaemonSet on the GPU nodes), created once the worker is Ready and before HAMi's chart (mock_gpu_node.py orders
-them). The plugin then registers nvidia.com/gpu, gpumem, gpucores and gpumem-percentage with each node's kubelet
-(which puts them in the node's capacity), writes the node's register annotation, and does HAMi's bind-time writes in
-its Allocate; gpulab writes neither the annotation nor the capacity for such a tenant.
+model/kube_objects/hami_device_plugin.py's (its ServiceAccount and exactly its RBAC, the ConfigMap of each GPU node's
+cards, the DaemonSet on the GPU nodes), created once the worker is Ready and before HAMi's chart (mock_gpu_node.py
+orders them). The plugin then registers nvidia.com/gpu, gpumem, gpucores and gpumem-percentage with each node's kubelet
+(which puts them in the node's capacity), writes the node's register annotation, and does HAMi's bind-time writes in its
+Allocate; gpulab writes neither the annotation nor the capacity for such a tenant.
 
 The image is `make lab-images`' (versions.hamiDevicePluginImage): the lab's loader puts it into each node container
-before the join (model/images.py lists it), so the pods run it with imagePullPolicy Never there and a missing image
-is ErrImageNeverPull naming it, never a pull. SSH machines pull their images themselves (IfNotPresent).
+before the join (model/docker_lab/images.py lists it), so the pods run it with imagePullPolicy Never there and a
+missing image is ErrImageNeverPull naming it, never a pull. SSH machines pull their images themselves (IfNotPresent).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pulumi_kubernetes as k8s
 
 from components.docker.tenant_control_plane import TenantControlPlane
 from model.config import LabConfig, Tenant
-from model.hami_device_plugin import plugin_objects
+from model.kube_objects.hami_device_plugin import plugin_objects
 
 KINDS = {
     "ServiceAccount": (k8s.core.v1.ServiceAccount, "sa"),
@@ -40,7 +40,7 @@ class HamiDevicePlugin(pulumi.ComponentResource):
     """gpulab-hami-plugin on each of a tenant's GPU nodes: RBAC, cards, DaemonSet."""
 
     daemon_set: k8s.apps.v1.DaemonSet
-    objects: list[dict]  # the Kubernetes objects, as model/hami_device_plugin.py builds them
+    objects: list[dict]  # the Kubernetes objects, as model/kube_objects/hami_device_plugin.py builds them
 
     def __init__(
         self,

@@ -20,10 +20,10 @@ import pulumi
 from components.docker.sources import sources
 from components.shell import script_command
 from model.config import LabConfig
+from model.docker_lab.images import node_images, to_load
+from model.docker_lab.sources import image_item
 from model.image_ref import ImageRef
-from model.images import node_images, to_load
 from model.node_container import node_platform
-from model.sources import image_item
 
 
 def _slug(text: str) -> str:

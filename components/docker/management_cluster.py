@@ -20,8 +20,9 @@ from components.docker.image_cache import ImageCache
 from components.docker.sources import manifest_file, release_chart, sources
 from components.shell import script, script_command
 from model.config import LabConfig, secret
+from model.docker_lab.kamaji import webhook_probe
+from model.docker_lab.pull_policy import pull_policy_objects
 from model.image_ref import ImageRef
-from model.kamaji import webhook_probe
 from model.names import (  # re-exported: the program reads them here
     CERT_MANAGER_NAMESPACE,
     KAMAJI_DATASTORE,
@@ -31,7 +32,6 @@ from model.names import (  # re-exported: the program reads them here
     control_plane_namespace,
 )
 from model.network import PoolError, metallb_range
-from model.pull_policy import pull_policy_objects
 
 # Kamaji's CRDs carry `cert-manager.io/inject-ca-from: kamaji-system/kamaji-serving-cert` and its
 # conversion webhook points at kamaji-system, so release name and namespace are fixed
@@ -300,7 +300,8 @@ class ManagementCluster(pulumi.ComponentResource):
 
     def _pull_policy(self) -> k8s.admissionregistration.v1.MutatingAdmissionPolicyBinding:
         """Kamaji's control-plane pods in the tenants' namespaces start from the images on the node
-        (model/pull_policy.py). The kind node's Kubernetes serves MutatingAdmissionPolicy v1 (LabConfig checks it)."""
+        (model/docker_lab/pull_policy.py). The kind node's Kubernetes serves MutatingAdmissionPolicy v1 (LabConfig
+        checks it)."""
         namespaces = [control_plane_namespace(tenant.name) for tenant in self._lab.tenants]
         policy_object, binding_object = pull_policy_objects(namespaces)
         policy = k8s.admissionregistration.v1.MutatingAdmissionPolicy(

@@ -26,7 +26,7 @@ from components.shell import script_command
 from model.catalog import Card, gpu_capacity, register_annotation, totals
 from model.config import LabConfig, Tenant
 from model.config.hami import device_plugin
-from model.hami_device_plugin import NAME as PLUGIN_NAME
+from model.kube_objects.hami_device_plugin import NAME as PLUGIN_NAME
 
 
 def plugin_wait(node_cards: list[Card], webhook: bool) -> dict[str, str]:

@@ -1,5 +1,5 @@
 """Where the Docker lab's charts and manifests come from: their repositories and URLs, or the stack's source cache
-(model/sources.py), checked before anything is declared."""
+(model/docker_lab/sources.py), checked before anything is declared."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from model.config import LabConfig
-from model.sources import SourceCache, cache_folder, chart_item, explain, manifest_item, needed
+from model.docker_lab.sources import SourceCache, cache_folder, chart_item, explain, manifest_item, needed
 from model.versions import HelmChart
 
 PROJECT = Path(__file__).resolve().parents[2]  # the project: a relative gpulab:sourceCache is under it

@@ -1,6 +1,7 @@
 """TenantControlPlane: one Kamaji control plane per tenant, on a MetalLB IP, and its admin kubeconfig.
 
-Its spec is model/kamaji.py's, which wait-kamaji.sh's probe shares; Kamaji 26.8.2-edge's CRD judges both in tests.
+Its spec is model/docker_lab/kamaji.py's, which wait-kamaji.sh's probe shares; Kamaji 26.8.2-edge's CRD judges both
+in tests.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ import pulumi_kubernetes as k8s
 from components.parts import tenant_provider
 from components.shell import script_command
 from model.config import Tenant
-from model.kamaji import (
+from model.docker_lab.kamaji import (
     control_plane_namespace,
     control_plane_spec,
 )
-from model.kube_proxy import config_map_data, kube_proxy_objects
+from model.docker_lab.kube_proxy import config_map_data, kube_proxy_objects
 from model.names import KAMAJI_MAX_ANNOTATION, TENANT_LABEL
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ class KamajiTenantControlPlane(pulumi.CustomResource):
         )
 
 
-# kubeadm's kube-proxy objects as typed resources (model/kube_proxy.py), with the suffix of each one's name.
+# kubeadm's kube-proxy objects as typed resources (model/docker_lab/kube_proxy.py), with the suffix of each one's name.
 KUBE_PROXY_KINDS = {
     "ServiceAccount": k8s.core.v1.ServiceAccount,
     "ClusterRoleBinding": k8s.rbac.v1.ClusterRoleBinding,
@@ -157,9 +158,10 @@ class TenantControlPlane(pulumi.ComponentResource):
         self.register_outputs({"kubeconfig": self.kubeconfig, "endpoint": self.endpoint})
 
     def _kube_proxy(self, name: str, tenant: Tenant) -> list[pulumi.Resource]:
-        """The tenant's kube-proxy (model/kube_proxy.py), in place of Kamaji's addon, once the API answers. A TCP
-        that had the addon until this update gets it removed first (the TCP's update comes before this, which
-        depends on it), and Kamaji then deletes its own objects of the same names: the handover waits for that."""
+        """The tenant's kube-proxy (model/docker_lab/kube_proxy.py), in place of Kamaji's addon, once the API
+        answers. A TCP that had the addon until this update gets it removed first (the TCP's update comes before
+        this, which depends on it), and Kamaji then deletes its own objects of the same names: the handover waits
+        for that."""
         handover = script_command(
             f"{name}-kube-proxy-handover",
             "wait-kube-proxy-handover.sh",

@@ -17,9 +17,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 
+from boundary import pulumi_state
 from components.parts import tenant_provider
 from components.process.lifecycle import api_ready, control_plane_of, instance_of, observed, replace_or_restart
-from model import pulumi_state
 from model.config import Tenant
 from process_lab.commands import is_ours
 from process_lab.control_plane import lost_data

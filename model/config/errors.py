@@ -1,5 +1,5 @@
 """Config errors: one line per problem, naming the key, the value (never a secret: scrubbed and
-truncated by model.redact) and the fix."""
+truncated by boundary.redact) and the fix."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pydantic import (
     ValidationError,
 )
 
-from model import redact
+from boundary import redact
 
 PROJECT = "gpulab"
 

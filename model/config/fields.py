@@ -68,7 +68,7 @@ RESERVED_DOCKER_NETWORKS = ("bridge", "host", "none")
 # A node's pod range: kube-controller-manager's default --node-cidr-mask-size for IPv4 (Kamaji sets
 # --allocate-node-cidrs and --cluster-cidr but no mask size: internal/builders/controlplane/deployment.go).
 NODE_POD_PREFIX = 24
-# gpulab puts cluster DNS at the 10th address of the service range (model/kamaji.py), so the range
+# gpulab puts cluster DNS at the 10th address of the service range (model/docker_lab/kamaji.py), so the range
 # must hold it below its broadcast address: at least a /28.
 MAX_SERVICE_PREFIX = 28
 MAX_GPU_NODES = 16  # GPU nodes per tenant: far above a lab, keeps a typo from creating dozens of containers

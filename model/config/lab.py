@@ -23,12 +23,14 @@ from model.hami_releases import HamiRelease, default_version
 from model.image_ref import ImageRef
 from model.network import ranges_overlap
 from model.node_contract import gpulab_node
-from model.pull_policy import MINIMUM_KUBERNETES
 from model.versions import HelmChart, Versions, image_tag, parse_kubernetes_version
 from model.wings import DEFAULT_WING, WINGS, Wing
 
 # kind's published node image, which carries no CNI bridge plugin (kind images/base/Dockerfile).
 KINDEST_NODE = "docker.io/kindest/node"
+# The v1 API of MutatingAdmissionPolicy, which the management cluster's pull policy needs
+# (model/docker_lab/pull_policy.py).
+MINIMUM_KUBERNETES = (1, 36)
 
 
 def hami_client_flags(qps: float, burst: int, verbosity: int) -> list[str]:
@@ -91,7 +93,7 @@ class LabConfig(ConfigModel):
     cni: Literal["calico", "bridge"] | None = None
     management: Management = Management()
     # The Docker lab's charts, manifests, images, tools and plugins from this folder instead of the network
-    # (`make cache` fills it): model/sources.py, docs/offline.md.
+    # (`make cache` fills it): model/docker_lab/sources.py, docs/offline.md.
     source_cache: str | None = Field(default=None, min_length=1, max_length=4096, pattern=r"^[^\x00-\x1f]+$")
     tenants: list[Tenant] = Field(min_length=1, max_length=MAX_TENANTS)
     scheduling: Scheduling = Scheduling()
@@ -265,7 +267,7 @@ class LabConfig(ConfigModel):
                     (
                         key,
                         image,
-                        # No apostrophe: the message formatter cuts long quoted text (model/redact.py scrub).
+                        # No apostrophe: the message formatter cuts long quoted text (boundary/redact.py scrub).
                         "kindest/node has no CNI bridge plugin (kind images/base has host-local, loopback, ptp, "
                         f"portmap); use gpulab/kind-node:{tenant.kubernetes_version} (make lab-images) or cni: calico",
                     )
@@ -435,8 +437,8 @@ def _against_management(
 
 def _management_node(versions: Versions) -> list[tuple[str, object, str]]:
     """The kind node's Kubernetes must serve MutatingAdmissionPolicy v1 (GA from v1.36), which keeps Kamaji's
-    control-plane pods from pulling (model/pull_policy.py). A tag that names no version (an image built here) is
-    taken as it is: the API server refuses the policy then, at `pulumi up`."""
+    control-plane pods from pulling (model/docker_lab/pull_policy.py). A tag that names no version (an image built
+    here) is taken as it is: the API server refuses the policy then, at `pulumi up`."""
     image = versions.management_node_image
     try:
         major, minor, _ = parse_kubernetes_version(image_tag(image))

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from model import redact, safe_yaml
+from boundary import redact, safe_yaml
 from model.config.errors import PROJECT, ConfigError, error_message, problem_line
 from model.config.lab import LabConfig
 from model.config.parse import CONFIG_KEYS, parse_config

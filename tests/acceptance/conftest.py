@@ -73,7 +73,7 @@ def lab() -> Lab:
         gone = process_findings(ROOT / ".state" / "process" / stack, stack, bin_dir())
         if gone:
             pytest.fail("; ".join(f"{f.where}: {f.reason} ({f.fix})" for f in gone), pytrace=False)
-    from model.kube_client import api_client  # keys in memory, never in $TMPDIR
+    from boundary.kube_client import api_client  # keys in memory, never in $TMPDIR
 
     kubeconfigs = {t.name: yaml.safe_load(outputs[f"{t.output_stem}_kubeconfig"]) for t in config.tenants}
     management = outputs.get("management_kubeconfig")  # none in process mode

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from kubernetes.client.exceptions import ApiException
 
-from model.workload_manifests import IDLE_COMMAND
+from model.kube_objects.workload_manifests import IDLE_COMMAND
 
 T = TypeVar("T")
 HAMI_REASONS = {

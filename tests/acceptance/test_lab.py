@@ -15,7 +15,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from model.catalog import totals
-from model.kamaji import control_plane_namespace
+from model.docker_lab.kamaji import control_plane_namespace
 from model.names import TENANT_LABEL
 from model.quantity import parse_quantity
 from tests.acceptance.helpers import (
@@ -281,7 +281,7 @@ def test_tc07_memory_refusals(lab) -> None:
 
 
 def test_tc08_tenants_are_isolated(lab) -> None:
-    from model.kube_client import api_client
+    from boundary.kube_client import api_client
 
     names = [tenant.name for tenant in lab.config.tenants]
     for tenant in lab.config.tenants:

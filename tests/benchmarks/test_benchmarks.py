@@ -32,8 +32,8 @@ from benchmarks.scheduling_rows import (
     unready_nodes,
     watched_binding,
 )
-from model.admission_policy import DENY_POLICY
 from model.config.loading import load_stack_file
+from model.kube_objects.admission_policy import DENY_POLICY
 from process_lab.control_plane import kwokctl_configuration
 from process_lab.tenant import TenantLab
 

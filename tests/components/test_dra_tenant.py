@@ -81,7 +81,7 @@ def test_the_dra_tenants_workloads_claim_their_share_and_its_quota_counts_device
 def test_a_workload_that_asks_otherwise_names_a_new_template() -> None:
     """A ResourceClaimTemplate's spec is immutable (kubernetes v1.36.4 ValidateResourceClaimTemplateUpdate): the
     template's name carries what it asks, so a change is a new template, and the pod naming it is replaced."""
-    from model.workload_manifests import claim_template_name
+    from model.kube_objects.workload_manifests import claim_template_name
 
     [first, *_] = tenant_b().workloads
     same = claim_template_name(first)

@@ -18,7 +18,8 @@ from shared_data import ROOT, leaf_paths, upstream_yaml
 from components.docker.hami_chart import hami_values
 from model.catalog import REGISTER_ANNOTATION, register_annotation, totals
 from model.config import parse_config
-from model.hami_device_plugin import (
+from model.docker_lab.images import tenant_images, to_load
+from model.kube_objects.hami_device_plugin import (
     CARD_KEYS,
     CARDS_DIR,
     CARDS_HASH_ANNOTATION,
@@ -28,7 +29,6 @@ from model.hami_device_plugin import (
     cards_file,
     cards_hash,
 )
-from model.images import tenant_images, to_load
 from model.versions import HAMI_DEVICE_PLUGIN_IMAGE, Versions
 from process_lab import hami_plugin as real_node_plugin
 

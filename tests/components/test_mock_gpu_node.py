@@ -11,7 +11,7 @@ from shared_data import has_path, leaf_paths, upstream_yaml
 
 from components.docker.hami_chart import hami_values, split_image
 from model.config import parse_config
-from model.tenant_objects import quota_hard, quota_initialised
+from model.kube_objects.tenant_objects import quota_hard, quota_initialised
 from model.versions import Versions
 from tests.model.test_catalog import TENANT_A_ANNOTATION, TENANT_B_ANNOTATION
 

@@ -155,7 +155,7 @@ NEW_RESOURCES = {
     ("command:local:Command", "images-pull-library-busybox-1-37-0"),
     # The address pool waits until MetalLB's webhook admits it (scripts/wait-metallb.sh).
     ("command:local:Command", "management-metallb-ready"),
-    # Kamaji's control-plane pods pull nothing (model/pull_policy.py); every TCP waits for the binding.
+    # Kamaji's control-plane pods pull nothing (model/docker_lab/pull_policy.py); every TCP waits for the binding.
     ("kubernetes:admissionregistration.k8s.io/v1:MutatingAdmissionPolicy", "management-kamaji-pull-policy"),
     (
         "kubernetes:admissionregistration.k8s.io/v1:MutatingAdmissionPolicyBinding",
@@ -163,7 +163,7 @@ NEW_RESOURCES = {
     ),
     # On destroy, a container worker's join lock file goes from the host's temp folder (worker-join-unlock.sh).
     *(("command:local:Command", f"{tenant}-worker-join-unlock") for tenant in ("tenant-a", "tenant-b")),
-    # The tenants' kube-proxy, gpulab's instead of Kamaji's addon (model/kube_proxy.py); Calico waits for it.
+    # The tenants' kube-proxy, gpulab's instead of Kamaji's addon (model/docker_lab/kube_proxy.py); Calico waits for it.
     *(
         (type_, f"{tenant}-kube-proxy-{suffix}")
         for tenant in ("tenant-a", "tenant-b")
@@ -181,7 +181,7 @@ NEW_RESOURCES = {
 
 
 # A stored resource that now also waits for a stored one: (its name, the name it waits for). The loading of
-# tenant-b's images waits for the workload image it now loads (model/images.py), pulled already for tenant-a.
+# tenant-b's images waits for the workload image it now loads (model/docker_lab/images.py), pulled already for tenant-a.
 NEW_DEPENDENCIES = {("tenant-b-worker-images", "images-pull-library-busybox-1-37-0")}
 
 
@@ -420,7 +420,7 @@ def gpu_pod(gpus: int, gpumem: int = 1000) -> dict:
 def test_admission_judges_card_rules_against_the_node_that_holds_the_most(gpus, gpumem, refused) -> None:
     from cel_harness import run_policy
 
-    from model.admission_policy import DENY_POLICY, policy_objects
+    from model.kube_objects.admission_policy import DENY_POLICY, policy_objects
     from placement.inventory import from_tenant
     from placement.per_pod import per_pod_refusals
     from placement.workloads import read_workload
@@ -468,7 +468,7 @@ def test_an_inventory_whose_nodes_do_not_cover_the_cards_is_refused() -> None:
 def test_the_pack_judges_a_two_node_tenant_per_node() -> None:
     """Two L4 nodes of one card each: two cards in the tenant, but a pod asking two cards fits no node."""
     from model.config import Workload
-    from model.workload_manifests import workload_manifest
+    from model.kube_objects.workload_manifests import workload_manifest
     from placement.inventory import from_tenant
     from placement.wording import evaluate_tenant
     from placement.workloads import read_workload
@@ -498,7 +498,7 @@ def test_the_live_unplaceable_pod_passes_admission_and_the_model_refuses_it_for_
     by the tenant's policy, refused by the pack's model with the reason the live case waits for."""
     from cel_harness import run_policy
 
-    from model.admission_policy import DENY_POLICY, policy_objects
+    from model.kube_objects.admission_policy import DENY_POLICY, policy_objects
     from placement.inventory import from_tenant
     from placement.wording import evaluate_tenant
     from placement.workloads import read_workload

@@ -13,7 +13,7 @@ from shared_data import crd_schema, undeclared_paths, validate_crd
 
 from components.docker.tenant_worker import JOIN_TIMEOUT, calico_pool_transform, set_container_env
 from model.config import parse_config
-from model.kamaji import control_plane_spec
+from model.docker_lab.kamaji import control_plane_spec
 from model.node_container import CONTAINER_PREFLIGHT, join_token_ttl_minutes
 from scripts.join_config import join_configuration
 

@@ -61,7 +61,7 @@ def third_stack(project: Path) -> str:
 def test_preview_and_the_sources_ask_the_third_wing_s_traits(
     third_wing: Wing, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from model.sources import needed
+    from model.docker_lab.sources import needed
     from preview.__main__ import main, plan
 
     assert needed(parse_config(lab_config(runtime="third"))) == []  # downloads nothing

@@ -1296,7 +1296,7 @@ def test_pod_state_reads_init_containers_first() -> None:
     ["ghp_" + "A1b2C3d4" * 4, "github_pat_" + "11ABCDEFG" * 3, "dckr_pat_" + "x9Y8z7W6", "glpat-" + "q1W2e3R4t5"],
 )
 def test_registry_and_forge_tokens_in_logs_are_hidden(token: str) -> None:
-    """Short token formats (config errors' list, model/redact.py) are cut from logs too, not only
+    """Short token formats (config errors' list, boundary/redact.py) are cut from logs too, not only
     the long ones the generic rule catches."""
     text = f"pull failed: auth {token} rejected"
     assert token not in scrub_text(text)

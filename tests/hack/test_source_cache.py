@@ -1,4 +1,4 @@
-"""The Docker lab's source cache (model/sources.py, hack/source_cache.py, components/docker/sources.py).
+"""The Docker lab's source cache (model/docker_lab/sources.py, hack/source_cache.py, components/docker/sources.py).
 
 Boundaries: the web servers `make cache` downloads from, played by a local HTTPS server with a certificate of its own
 (Python's default TLS context, told of it through SSL_CERT_FILE, as a user's own CA would be) answering as a Helm
@@ -28,7 +28,7 @@ from shared_data import ROOT
 
 from hack import source_cache
 from model.config import parse_config
-from model.sources import Entry, SourceCache, chart_item, manifest_item, needed, tool_items
+from model.docker_lab.sources import Entry, SourceCache, chart_item, manifest_item, needed, tool_items
 from model.versions import CHECKSUMS, Versions
 from tests.hack.test_first_run import BASH, fake_bin
 
@@ -333,7 +333,7 @@ def test_list_names_as_missing_exactly_what_check_refuses(
 
 def test_an_image_built_on_a_host_is_never_pulled_into_the_cache(filler, monkeypatch: pytest.MonkeyPatch) -> None:
     """gpulab's plugin image (devicePlugin: gpulab) is `make lab-images`' build: no registry serves localhost/."""
-    from model.sources import image_item
+    from model.docker_lab.sources import image_item
     from model.versions import HAMI_DEVICE_PLUGIN_IMAGE
 
     calls: list[tuple] = []

@@ -1,8 +1,8 @@
-"""Each tenant's admission policy follows its HAMi release (model/admission_policy.py `PolicyRules`), as the pack's
-per-pod rules do (placement/per_pod.py): v2.8.3's policy is byte for byte what it was before the policy took a
-release, but for the PodHasNodeAssigned rule both releases' webhooks have (issue 64), and each difference of v2.10.0
-is shown on objects the two releases judge apart, with the pack agreeing per release, and caught when the difference
-is taken out of the policy. (Both releases on generated workloads and
+"""Each tenant's admission policy follows its HAMi release (model/kube_objects/admission_policy.py `PolicyRules`), as
+the pack's per-pod rules do (placement/per_pod.py): v2.8.3's policy is byte for byte what it was before the policy took
+a release, but for the PodHasNodeAssigned rule both releases' webhooks have (issue 64), and each difference of v2.10.0
+is shown on objects the two releases judge apart, with the pack agreeing per release, and caught when the difference is
+taken out of the policy. (Both releases on generated workloads and
 the shared fixtures: tests/placement/test_gpu_admission.py, JUDGED.)
 
 Read at Project-HAMi/HAMi tag v2.10.0 (commit 4707fb02c91c):
@@ -40,10 +40,17 @@ from cel_harness import admitted, run_policy
 from hami import reasons
 from hami.cards import parse_scoring_weights
 from hami.releases import RULES, V2_10_0
-from model import admission_policy
-from model.admission_policy import DENY_POLICY, POLICY_RULES, TEMPLATE, WARN_POLICY, PolicyRules, policy_objects
-from model.admission_v2_10_0 import webhook_signature
 from model.config import Tenant
+from model.kube_objects import admission_policy
+from model.kube_objects.admission_policy import (
+    DENY_POLICY,
+    POLICY_RULES,
+    TEMPLATE,
+    WARN_POLICY,
+    PolicyRules,
+    policy_objects,
+)
+from model.kube_objects.admission_v2_10_0 import webhook_signature
 from placement import per_pod
 from placement.inventory import from_tenant
 from placement.workloads import read_workload

@@ -14,7 +14,7 @@ import pytest
 from lab_harness import LabMocks, lab_config, reference_program, run_program
 
 from model.config import ConfigError, parse_config
-from model.images import inventory
+from model.docker_lab.images import inventory
 from model.node_container import CNI_CONFLIST
 
 KIND_NODE = "gpulab/kind-node:v1.36.4"
@@ -114,7 +114,7 @@ def test_every_container_tenant_holds_the_workload_image_even_without_workloads(
     """Boundary: a node on an --internal network can pull nothing; `make verify` runs its pods on every tenant's
     node (TC-05 on tenant-b, which declares no workload), and so may a user's first pod. Seen failing on the
     first make verify of the Docker lab: ErrImagePull of docker.io/library/busybox:1.37.0 on tenant-b-worker."""
-    from model.images import to_load
+    from model.docker_lab.images import to_load
 
     lab = parse_config(lab_config())
     assert not next(t for t in lab.tenants if t.name == "tenant-b").workloads

@@ -13,8 +13,8 @@ from lab_harness import LAB_PROJECT
 from model.catalog import expand_cards, register_annotation
 from model.config import ConfigError, parse_config
 from model.dra import CORES, DRIVER, MEMORY, claim_template, device_class, resource_slice
-from model.tenant_objects import quota_hard
-from model.workload_manifests import workload_claim_template, workload_manifest
+from model.kube_objects.tenant_objects import quota_hard
+from model.kube_objects.workload_manifests import workload_claim_template, workload_manifest
 
 
 def test_each_card_is_one_shared_device_with_the_memory_and_cores_hami_registers() -> None:

@@ -14,6 +14,8 @@ from lab_harness import LAB_PROJECT, lab_config, stack_keys
 from shared_data import ROOT
 
 from model.config import ConfigError, parse_config
+from model.docker_lab.images import tenant_images
+from model.docker_lab.sources import needed
 from model.hami_releases import (
     DEFAULT_VERSION,
     DOCKER_LAB_DEFAULT_VERSION,
@@ -24,8 +26,6 @@ from model.hami_releases import (
     default_version,
     hami_release,
 )
-from model.images import tenant_images
-from model.sources import needed
 from model.versions import CHECKSUMS
 
 # A plugin image that reads chart 2.10's device config (any image but the upstream mock's tags).

@@ -13,8 +13,8 @@ from lab_harness import LAB_PROJECT, lab_config, make_tenant, reference_program,
 from shared_data import HAMI_CHART, KAMAJI_CHART, ROOT, SAFE_LOADER, upstream_path
 
 from model.config import parse_config
+from model.docker_lab.images import inventory, main, to_load
 from model.image_ref import ImageRef
-from model.images import inventory, main, to_load
 
 helm_python = pytest.importorskip("helm_python", reason="helm-python-sdk renders charts (requirements-dev.txt)")
 
@@ -163,7 +163,7 @@ def evidence(program, lab) -> set[str]:
 
 
 def kube_proxy_objects(program) -> list[dict]:
-    """The kube-proxy DaemonSets the program creates in the tenants (model/kube_proxy.py)."""
+    """The kube-proxy DaemonSets the program creates in the tenants (model/docker_lab/kube_proxy.py)."""
     found = [
         r.inputs for r in program.of_type("kubernetes:apps/v1:DaemonSet") if r.name.endswith("-kube-proxy-daemonset")
     ]
@@ -222,7 +222,7 @@ def test_the_command_prints_one_reference_per_line(capsys) -> None:
     assert lines == sorted(set(lines)) and len(lines) == 24
     assert all(ImageRef.parse(line).full == line for line in lines), "fully qualified"
     result = subprocess.run(
-        [sys.executable, "-m", "model.images", "--stack", "dev", "--project-dir", str(LAB_PROJECT)],
+        [sys.executable, "-m", "model.docker_lab.images", "--stack", "dev", "--project-dir", str(LAB_PROJECT)],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -290,8 +290,8 @@ def test_nothing_the_lab_installs_in_a_tenant_is_refused_by_its_admission_policy
     every tenant; the GPU admission policy gpulab installs there must admit all of their pods."""
     from cel_harness import run_policy
 
-    from model.admission_policy import DENY_POLICY, policy_objects
     from model.config import parse_config
+    from model.kube_objects.admission_policy import DENY_POLICY, policy_objects
     from placement.workloads import POD_TEMPLATE_PATHS
 
     tenant = parse_config(lab_config()).tenants[0]

@@ -17,7 +17,7 @@ import pytest
 from shared_data import ROOT
 
 from model.config.loading import load_stack_file
-from model.kamaji import control_plane_spec
+from model.docker_lab.kamaji import control_plane_spec
 
 KAMAJI_KUBELET_CONFIGURATION = ROOT / "tests" / "fixtures" / "kamaji" / "kubelet-configuration.json"
 TENANTS = load_stack_file(ROOT / "Pulumi.dev.yaml").tenants

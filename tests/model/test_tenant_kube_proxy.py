@@ -1,5 +1,5 @@
-"""The tenants' kube-proxy under mocks: gpulab's (model/kube_proxy.py), not Kamaji's addon, in kubeadm's shape, with
-a configuration a node container can run, made after Kamaji's clean-up and before the CNI.
+"""The tenants' kube-proxy under mocks: gpulab's (model/docker_lab/kube_proxy.py), not Kamaji's addon, in kubeadm's
+shape, with a configuration a node container can run, made after Kamaji's clean-up and before the CNI.
 
 What the configuration does to the real kube-proxy is tests/real/test_kube_proxy.py's."""
 
@@ -10,7 +10,7 @@ import yaml
 from lab_harness import reference_program, shared_program
 from registration_snapshot import SSH_SECRETS, ssh_config
 
-from model.kube_proxy import CONFIG_DIR, CONFIG_KEY, KUBECONFIG_KEY, SERVICE_ACCOUNT_DIR
+from model.docker_lab.kube_proxy import CONFIG_DIR, CONFIG_KEY, KUBECONFIG_KEY, SERVICE_ACCOUNT_DIR
 
 KINDS = {
     "sa": "kubernetes:core/v1:ServiceAccount",

@@ -1,6 +1,6 @@
-"""The inventory ConfigMap the program puts in a tenant (model/tenant_objects.py) carries the tenant's HAMi release,
-and the policy pack reads it back (placement/inventory.py `from_inventory_document`): a lab-stack tenant is judged
-with its own release's placement rules, not v2.8.3's."""
+"""The inventory ConfigMap the program puts in a tenant (model/kube_objects/tenant_objects.py) carries the tenant's HAMi
+release, and the policy pack reads it back (placement/inventory.py `from_inventory_document`): a lab-stack tenant is
+judged with its own release's placement rules, not v2.8.3's."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from lab_harness import lab_config
 
 from hami.releases import RULES, rules_for
 from model.config import parse_config
-from model.tenant_objects import inventory_document, tenant_objects
+from model.kube_objects.tenant_objects import inventory_document, tenant_objects
 from placement.inventory import from_inventory_document, from_stack_resources
 
 LAB = parse_config(lab_config())

@@ -18,8 +18,8 @@ from lab_harness import lab_config, reference_program
 from shared_data import ROOT
 
 from hami.releases import RULES
-from model.admission_policy import DENY_POLICY, WARN_POLICY, deny_validations, policy_objects
 from model.config import parse_config
+from model.kube_objects.admission_policy import DENY_POLICY, WARN_POLICY, deny_validations, policy_objects
 from placement import per_pod
 from placement.inventory import from_tenant
 from placement.workloads import POD_TEMPLATE_PATHS, WorkloadError, read_workload
@@ -353,7 +353,7 @@ def test_one_policy_and_binding_per_tenant_generated_from_config() -> None:
 def test_the_labs_own_workloads_pass_their_tenants_admission_policy() -> None:
     """gpulab's configured workloads (and HAMi's pods, which ask no GPU) must never be refused by the
     policy gpulab installs: `pulumi up` would fail on the user's first run."""
-    from model.workload_manifests import workload_manifest
+    from model.kube_objects.workload_manifests import workload_manifest
 
     for lab in (LAB, parse_config(copy.deepcopy(lab_config()))):
         for tenant in lab.tenants:

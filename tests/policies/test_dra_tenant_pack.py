@@ -11,7 +11,7 @@ from policy_harness import resource, run_stack_policy, stack_args
 from shared_data import ROOT
 
 from model.config import load_stack_file
-from model.tenant_objects import inventory_document
+from model.kube_objects.tenant_objects import inventory_document
 from placement.findings import NOT_SHARED_BY_HAMI
 from tests.components.test_process_mode import built_tools  # noqa: F401  (the fixture)
 

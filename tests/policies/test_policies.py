@@ -16,7 +16,7 @@ from policy_harness import (
 )
 
 from model.config import parse_config
-from model.tenant_objects import inventory_document
+from model.kube_objects.tenant_objects import inventory_document
 
 LAB = parse_config(lab_config())
 TENANT_A, TENANT_B = LAB.tenants

@@ -160,7 +160,7 @@ def test_stop_disables_the_unit_removes_its_devices_and_slices_and_takes_a_gone_
 def test_preflight_names_a_node_image_without_the_plugin_or_with_another_one(tmp_path: Path, monkeypatch) -> None:
     """Boundary: `docker image inspect -f '{{json .Config.Labels}}'` as Docker answers it (a JSON object of the image's
     labels; null for none). make node-image labels the plugin's sha256 (node-image/build.sh)."""
-    from model.bounded_run import BoundedResult
+    from boundary.bounded_run import BoundedResult
     from process_lab import preflight
 
     plugin = tmp_path / "gpulab-dra-plugin"

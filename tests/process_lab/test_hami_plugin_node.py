@@ -466,7 +466,7 @@ def test_preflight_names_a_hami_tenants_node_image_without_the_plugin_or_with_an
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Boundary: `docker image inspect -f '{{json .Config.Labels}}'` as Docker answers it (null for no labels)."""
-    from model.bounded_run import BoundedResult
+    from boundary.bounded_run import BoundedResult
     from process_lab import preflight
 
     plugin = tmp_path / "gpulab-hami-plugin"

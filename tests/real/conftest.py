@@ -23,12 +23,12 @@ from cel_harness import hami_webhook
 from shared_data import ROOT
 
 from components.docker.hami_chart import HAMI_NAMESPACE
-from model.admission_policy import policy_objects
 from model.catalog import GPU_RESOURCE, REGISTER_ANNOTATION, Card, gpu_capacity, register_annotation
 from model.config import Tenant
 from model.config.loading import load_stack_file
+from model.kube_objects.admission_policy import policy_objects
+from model.kube_objects.tenant_objects import tenant_objects
 from model.names import DENY_POLICY, WARN_POLICY
-from model.tenant_objects import tenant_objects
 from process_lab.commands import run
 from process_lab.gpu_nodes import node_object, node_status
 from tests.acceptance.helpers import gpu_pod, wait_until

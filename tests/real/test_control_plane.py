@@ -10,10 +10,10 @@ import json
 import re
 from pathlib import Path
 
-from model.admission_policy import policy_objects
 from model.catalog import GPU_RESOURCE, REGISTER_ANNOTATION, gpu_capacity, register_annotation
+from model.kube_objects.admission_policy import policy_objects
+from model.kube_objects.tenant_objects import quota_hard, quota_initialised
 from model.quantity import canonical_whole
-from model.tenant_objects import quota_hard, quota_initialised
 from tests.acceptance.helpers import wait_until
 from tests.real.cluster import POLL, listening
 

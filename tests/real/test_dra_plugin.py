@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from shared_data import ROOT
 
+from boundary.bounded_run import run_bounded
 from model import dra
-from model.bounded_run import run_bounded
 from model.catalog import Card
 from tests.real import cluster as kwok
 

@@ -1,6 +1,6 @@
-"""The Docker lab's gpulab-hami-plugin objects (devicePlugin: gpulab; model/hami_device_plugin.py) before the real
-API server: it admits them as gpulab builds them, and its RBAC authorizer gives the plugin's ServiceAccount exactly
-the calls of the plugin's code (tools/gpulab-hami-plugin kube.go and register.go) and nothing more.
+"""The Docker lab's gpulab-hami-plugin objects (devicePlugin: gpulab; model/kube_objects/hami_device_plugin.py) before
+the real API server: it admits them as gpulab builds them, and its RBAC authorizer gives the plugin's ServiceAccount
+exactly the calls of the plugin's code (tools/gpulab-hami-plugin kube.go and register.go) and nothing more.
 
 Boundary: kube-apiserver v1.36.4's validation (server-side dry run: nothing of it is kept) and its RBAC authorizer
 (`kubectl auth can-i --as` the ServiceAccount). A real kubelet running it: tests/real/test_kind_management.py.
@@ -13,7 +13,7 @@ import json
 import pytest
 
 from model.catalog import expand_cards
-from model.hami_device_plugin import NAME, NAMESPACE, RULES, plugin_objects, rbac_objects
+from model.kube_objects.hami_device_plugin import NAME, NAMESPACE, RULES, plugin_objects, rbac_objects
 from model.versions import HAMI_DEVICE_PLUGIN_IMAGE
 
 pytestmark = pytest.mark.real

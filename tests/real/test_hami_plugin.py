@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from shared_data import ROOT
 
-from model.bounded_run import run_bounded
+from boundary.bounded_run import run_bounded
 from model.catalog import Card
 from tests.real import cluster as kwok
 from tools.manifest import required_version

@@ -19,7 +19,7 @@ import yaml
 from shared_data import ROOT, upstream_path
 
 from model.config.loading import load_stack_file
-from model.kamaji import webhook_probe
+from model.docker_lab.kamaji import webhook_probe
 from model.names import KAMAJI_DATASTORE, KAMAJI_NAMESPACE
 from tests.acceptance.helpers import wait_until
 from tests.real.cluster import POLL, Cluster

@@ -5,9 +5,9 @@ lab computes, which a container on that network reaches. Nothing is pulled: ever
 the lab's loader, and a pull could not leave the network anyway.
 
 The same node's kubelet then runs gpulab's HAMi device plugin from `make lab-images`' image, as the Docker lab's
-`devicePlugin: gpulab` tenants run it (the DaemonSet, RBAC and cards of model/hami_device_plugin.py, applied as they
-are built): the node's allocatable gets nvidia.com/gpu, gpumem, gpucores and gpumem-percentage from the plugin, and
-its register annotation appears, as the lab's own wait (wait-gpu-node.sh) asks.
+`devicePlugin: gpulab` tenants run it (the DaemonSet, RBAC and cards of model/kube_objects/hami_device_plugin.py,
+applied as they are built): the node's allocatable gets nvidia.com/gpu, gpumem, gpucores and gpumem-percentage from the
+plugin, and its register annotation appears, as the lab's own wait (wait-gpu-node.sh) asks.
 
 Boundaries: kind's CLI and its node contract (kind-create.sh, kind-kubeconfig.sh, kind-delete.sh as the Command
 runs them: record on stdout, the record handed back to the delete); the real kube-apiserver, kubelet, containerd
@@ -33,8 +33,8 @@ from upstream_data import upstream_path
 
 from components.docker.management_cluster import l2_advertisement_spec, metallb_pool_spec
 from model.catalog import expand_cards, register_annotation, totals
-from model.hami_device_plugin import NAME as PLUGIN_NAME
-from model.hami_device_plugin import plugin_objects
+from model.kube_objects.hami_device_plugin import NAME as PLUGIN_NAME
+from model.kube_objects.hami_device_plugin import plugin_objects
 from model.names import HAMI_NAMESPACE, METALLB_NAMESPACE, POOL_NAME
 from model.network import metallb_range
 from model.node_contract import gpulab_kind_node

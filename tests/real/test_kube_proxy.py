@@ -1,7 +1,7 @@
-"""The tenants' kube-proxy configuration (model/kube_proxy.py), judged by the real kube-proxy v1.36.4 (`make tools`)
-against a real kube-apiserver, run where a node container runs it: in a network namespace of its own, where the
-kernel makes net.netfilter.nf_conntrack_max read-only (net/netfilter/nf_conntrack_standalone.c: 0444 outside the
-host's namespace).
+"""The tenants' kube-proxy configuration (model/docker_lab/kube_proxy.py), judged by the real kube-proxy v1.36.4
+(`make tools`) against a real kube-apiserver, run where a node container runs it: in a network namespace of its own,
+where the kernel makes net.netfilter.nf_conntrack_max read-only (net/netfilter/nf_conntrack_standalone.c: 0444 outside
+the host's namespace).
 
 Boundary: kube-proxy's start (cmd/kube-proxy/app/server.go newProxyServer, server_linux.go platformSetup:
 conntrack.SetSysctls writes nf_conntrack_max when it differs from max(min, maxPerCore x CPUs)) and its iptables
@@ -35,7 +35,7 @@ from urllib.parse import urlparse
 import pytest
 import yaml
 
-from model.kube_proxy import (
+from model.docker_lab.kube_proxy import (
     CONFIG_DIR,
     CONFIG_KEY,
     SERVICE_ACCOUNT_DIR,

@@ -1,4 +1,4 @@
-"""Kamaji's control-plane pods start from the images on the node (model/pull_policy.py), judged by the real
+"""Kamaji's control-plane pods start from the images on the node (model/docker_lab/pull_policy.py), judged by the real
 kube-apiserver v1.36.4.
 
 Boundary: the API server's admission of a MutatingAdmissionPolicy and its binding, and its admission chain, which
@@ -19,8 +19,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from model.docker_lab.pull_policy import pull_policy_objects
 from model.names import TENANT_LABEL, control_plane_namespace
-from model.pull_policy import pull_policy_objects
 from tests.acceptance.helpers import wait_until
 from tests.real.cluster import POLL, Cluster
 

@@ -168,7 +168,7 @@ def test_make_report_counts_each_tenant_as_its_hami_release_does(monkeypatch, ca
     monkeypatch.setattr(entry, "tenant_kubeconfigs", lambda stack: {"tenant-a": {}})
     monkeypatch.setattr(entry, "stack_config", lambda stack: lab)
     monkeypatch.setattr(entry, "dra_objects", lambda api_client: ([], []))
-    monkeypatch.setattr("model.kube_client.api_client", lambda kubeconfig: None)
+    monkeypatch.setattr("boundary.kube_client.api_client", lambda kubeconfig: None)
 
     class Api:
         def __init__(self, api_client: object) -> None:

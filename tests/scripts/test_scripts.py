@@ -349,7 +349,7 @@ def test_inventory_restarts_hami_only_when_the_annotation_changes(tmp_path: Path
 def reference_probe() -> str:
     """The PROBE_JSON the program hands wait-kamaji.sh for the reference stack."""
     from model.config.loading import load_stack_file
-    from model.kamaji import webhook_probe
+    from model.docker_lab.kamaji import webhook_probe
 
     lab = load_stack_file(ROOT / "Pulumi.dev.yaml")
     return webhook_probe(lab.tenants, "kamaji-system", lab.management.control_plane_startup_seconds)

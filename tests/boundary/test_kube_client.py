@@ -1,5 +1,5 @@
 """Tenant keys stay in memory: `policies check --live`, `make report` and `make verify` build their Kubernetes
-clients with model.kube_client, never letting the client write a key to $TMPDIR (where TERM or KILL would
+clients with boundary.kube_client, never letting the client write a key to $TMPDIR (where TERM or KILL would
 leave it)."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def files_under(path: Path) -> list[Path]:
 def private_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     import tempfile
 
-    import model.kube_client as kube_client
+    import boundary.kube_client as kube_client
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.setattr(kube_client, "_private_dir", None)
@@ -59,7 +59,7 @@ def test_the_kubernetes_client_alone_writes_the_key_to_tmpdir(private_tmp: Path)
 
 
 def test_api_client_keeps_keys_in_memory(private_tmp: Path) -> None:
-    from model.kube_client import api_client
+    from boundary.kube_client import api_client
 
     client = api_client(kubeconfig(b"CA", b"CERT", KEY_MARK))
     configuration = client.configuration
@@ -116,7 +116,7 @@ def test_mutual_tls_works_with_keys_in_memory(private_tmp: Path, tmp_path_factor
     try:
         from kubernetes import client
 
-        from model.kube_client import api_client
+        from boundary.kube_client import api_client
 
         config = kubeconfig(
             (pki / "ca.crt").read_bytes(),
@@ -135,7 +135,7 @@ def test_mutual_tls_works_with_keys_in_memory(private_tmp: Path, tmp_path_factor
 def test_nothing_is_left_on_term_and_a_killed_runs_directory_goes_next_time(tmp_path: Path) -> None:
     script = (
         "import sys, time; import yaml\n"
-        "from model.kube_client import api_client\n"
+        "from boundary.kube_client import api_client\n"
         "api_client(yaml.safe_load(sys.stdin.read()))\n"
         "print('ready', flush=True); time.sleep(60)\n"
     )

@@ -14,7 +14,7 @@ import math
 import pytest
 import yaml
 
-from model import safe_yaml
+from boundary import safe_yaml
 
 GO_YAML_V3 = [
     # (plain scalar, what yaml.v3 decodes it to, PyYAML's YAML 1.1 answer where it differs)

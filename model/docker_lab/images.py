@@ -1,6 +1,6 @@
 """Every image the lab runs, for a given config: one inventory, per part (management, each tenant).
 
-`python -m model.images [--stack NAME]` prints it, one fully qualified reference per line, sorted.
+`python -m model.docker_lab.images [--stack NAME]` prints it, one fully qualified reference per line, sorted.
 `ImageCache` (components/docker/image_cache.py) pulls the images that need a pull into the host's Docker
 once and loads them into the nodes that run them; the tests render the pinned charts and manifests
 and fail if anything they would run is missing here (tests/model/test_images.py).
@@ -13,7 +13,8 @@ Where each list comes from:
 - Kamaji itself: per TenantControlPlane, kube-apiserver/controller-manager/scheduler at the tenant version and
   konnectivity `v0.<minor>.0` (Kamaji 26.8.2-edge internal/builders/controlplane/konnectivity_server.go);
   the konnectivity agent in the tenant;
-- gpulab's kube-proxy in each tenant (model/kube_proxy.py, in place of Kamaji's addon), at the tenant version.
+- gpulab's kube-proxy in each tenant (model/docker_lab/kube_proxy.py, in place of Kamaji's addon), at the tenant
+  version.
 Images a kindest/node already carries (kind pre-loads its version's control-plane images) are listed as
 `preloaded` and never pulled. CoreDNS and pause are left out: their tags are kubeadm's own choice for the
 version, and kind pre-loads exactly kubeadm's list.
@@ -29,10 +30,11 @@ from pathlib import Path
 
 from model.config import LabConfig, Tenant
 from model.config.hami import device_plugin
+from model.docker_lab.kube_proxy import kube_proxy_image
 from model.image_ref import ImageRef
-from model.kube_proxy import kube_proxy_image
 from model.versions import image_tag, parse_kubernetes_version
 
+PROJECT = Path(__file__).resolve().parents[2]  # model/docker_lab/ is two folders down
 MANAGEMENT = "management"
 # kamaji-etcd v0.17.0 (bundled with Kamaji 26.8.2-edge): the StatefulSet's etcd and the setup job's etcd
 # (charts/kamaji-etcd/values.yaml `image.tag` default and `jobs.etcd.tag`; proven by the chart render test).
@@ -136,7 +138,7 @@ def tenant_images(lab: LabConfig, tenant: Tenant) -> list[ImageUse]:
             for name in ("cni", "node", "kube-controllers")
         ]
     uses += [
-        _use(part, kube_proxy_image(version), "gpulab kube-proxy (model/kube_proxy.py)", container),
+        _use(part, kube_proxy_image(version), "gpulab kube-proxy (model/docker_lab/kube_proxy.py)", container),
         _use(part, f"registry.k8s.io/kas-network-proxy/proxy-agent:{konnectivity_tag(version)}", "Kamaji konnectivity"),
         _use(part, f"docker.io/projecthami/hami:v{hami_chart}", f"chart hami {hami_chart}"),
         _use(part, HAMI_CERTGEN_IMAGE, f"chart hami {hami_chart}"),
@@ -182,10 +184,10 @@ def main(argv: list[str] | None = None) -> int:
     from model.config import ConfigError, load_stack_file
 
     parser = argparse.ArgumentParser(
-        prog="python -m model.images", description="Print every image the lab runs for a stack."
+        prog="python -m model.docker_lab.images", description="Print every image the lab runs for a stack."
     )
     parser.add_argument("--stack", default="dev", help="stack whose Pulumi.<STACK>.yaml to read (dev)")
-    parser.add_argument("--project-dir", type=Path, default=Path(__file__).resolve().parent.parent)
+    parser.add_argument("--project-dir", type=Path, default=PROJECT)
     args = parser.parse_args(argv)
     path = args.project_dir / f"Pulumi.{args.stack}.yaml"
     try:

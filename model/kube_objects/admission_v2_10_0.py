@@ -1,8 +1,9 @@
-"""The admission policy's rules that only HAMi v2.10.0 has, written where a tenant runs it (model/admission_policy.py
-`PolicyRules`): InvalidDeviceScoringWeights (`weights_parse`), and what v2.10.0's own webhook refuses, or cannot
-read, in a GPU pod (`webhook_validations`; model/admission_policy.py puts them first, right after
-GpuQuantityOutOfRange; placement/per_pod.py asks the same questions, hami/webhook.py `webhook_denial` words HAMi's
-answers); and the one refusal v2.8.3's webhook shares with it, PodHasNodeAssigned, written here for both.
+"""The admission policy's rules that only HAMi v2.10.0 has, written where a tenant runs it
+(model/kube_objects/admission_policy.py `PolicyRules`): InvalidDeviceScoringWeights (`weights_parse`), and what
+v2.10.0's own webhook refuses, or cannot read, in a GPU pod (`webhook_validations`;
+model/kube_objects/admission_policy.py puts them first, right after GpuQuantityOutOfRange; placement/per_pod.py asks the
+same questions, hami/webhook.py `webhook_denial` words HAMi's answers); and the one refusal v2.8.3's webhook shares with
+it, PodHasNodeAssigned, written here for both.
 
 HAMi's mutating webhook runs before any validating admission policy, so a Pod it refuses never reaches these rules
 while it is up; they refuse what it would refuse when it is down (`failurePolicy: Ignore`), and, above all, the
@@ -102,7 +103,8 @@ def webhook_variables(rules: WebhookRules) -> list[dict]:
 
 
 class WebhookRules(Protocol):
-    """The fields of model/admission_policy.py `PolicyRules` these rules read (hami/releases.py `Rules` cites them)."""
+    """The fields of model/kube_objects/admission_policy.py `PolicyRules` these rules read (hami/releases.py `Rules`
+    cites them)."""
 
     version: str
     memory_percentage_range_checked: bool

@@ -107,7 +107,7 @@ def control_plane_spec(tenant: Tenant, startup_seconds: int = STARTUP_SECONDS) -
         "addons": {
             "coreDNS": {},
             # No kubeProxy: Kamaji's addon cannot be configured to run in a node container; gpulab runs it
-            # (TenantControlPlane._kube_proxy, model/kube_proxy.py).
+            # (TenantControlPlane._kube_proxy, model/docker_lab/kube_proxy.py).
             # Required: the tenant API server reaches webhooks on the worker (HAMi's) only through it.
             "konnectivity": {"server": {"port": KONNECTIVITY_PORT}, "agent": {"mode": "DaemonSet"}},
         },

@@ -10,7 +10,7 @@ shared and generated pods, fed as the API server feeds it (tests/support/cel_har
 - `gpulab-gpu-requests` (Deny), in this order because the API server shows only the first failing
   validation (apiserver dispatcher.go, deniedDecisions[0]) and it should be HAMi's reason: quantities
   beyond int64 (GpuQuantityOutOfRange), what the release's webhook refuses (v2.8.3: spec.nodeName) or cannot read
-  (model/admission_v2_10_0.py), more cards than the node has (NodeInsufficientDevice), type and
+  (model/kube_objects/admission_v2_10_0.py), more cards than the node has (NodeInsufficientDevice), type and
   UUID selectors that leave no card (CardTypeMismatch, CardUuidMismatch), more memory than the largest
   card (CardInsufficientMemory); then gpulab's own rules: init containers with GPU resources, per-pod
   limits, and a GPU Pod whose schedulerName is not hami-scheduler (HAMi's mutating webhook runs before
@@ -28,8 +28,8 @@ selectors are trimmed, empty entries and blank annotations ignored, use and nous
 100 counts as 100 (device.go `GenerateResourceRequests` 556-577); a hami.io/device-scoring-weights the scheduler
 cannot parse fails the pod's filter (pkg/util/device_scoring_weights.go `ParseDeviceScoringWeights` 57-102, score.go
 `calcScoreWithOptions` 361-364): InvalidDeviceScoringWeights. What v2.10.0's own webhook refuses (a gpumem-percentage
-above 100, a privileged container, spec.nodeName) or cannot read (a gpumem beyond int32) is refused first, with
-HAMi's words: model/admission_v2_10_0.py; so is what v2.8.3's refuses (spec.nodeName, in the pods it handles). Its
+above 100, a privileged container, spec.nodeName) or cannot read (a gpumem beyond int32) is refused first, with HAMi's
+words: model/kube_objects/admission_v2_10_0.py; so is what v2.8.3's refuses (spec.nodeName, in the pods it handles). Its
 `failurePolicy: Ignore` covers a failed call, not a refusal.
 
 An UPDATE is judged only when it changes what HAMi reads from the pod template (`match_conditions`), so
@@ -61,14 +61,15 @@ from hami.reasons import (
     POD_GPU_LIMIT_EXCEEDED,
     ZERO_MEMORY_PERCENTAGE,
 )
-from model.admission_v2_10_0 import WEIGHTS, webhook_signature, webhook_validations, webhook_variables, weights_parse
-from model.catalog import (
-    GPU_RESOURCE,
-    GPUCORES_RESOURCE,
-    GPUMEM_PERCENTAGE_RESOURCE,
-    GPUMEM_RESOURCE,
-)
+from model.catalog import GPU_RESOURCE, GPUCORES_RESOURCE, GPUMEM_PERCENTAGE_RESOURCE, GPUMEM_RESOURCE
 from model.config import Tenant
+from model.kube_objects.admission_v2_10_0 import (
+    WEIGHTS,
+    webhook_signature,
+    webhook_validations,
+    webhook_variables,
+    weights_parse,
+)
 from model.names import DENY_POLICY, WARN_POLICY
 
 HAMI_SCHEDULER = "hami-scheduler"
@@ -103,7 +104,7 @@ class PolicyRules:
     # first: InvalidGpumemPercentage).
     clamp_memory_percentage: bool
     scoring_weights: bool  # InvalidDeviceScoringWeights
-    # The release's webhook rules (model/admission_v2_10_0.py), written together: InvalidGpumemPercentage,
+    # The release's webhook rules (model/kube_objects/admission_v2_10_0.py), written together: InvalidGpumemPercentage,
     # PrivilegedContainer, PodHasNodeAssigned (both releases, each finding the GPU resource and handling the pod its
     # own way); and GpumemNotReadByHami.
     memory_percentage_range_checked: bool
@@ -266,7 +267,7 @@ def _gpu_signature(obj: str, read: tuple[str, ...], rules: PolicyRules) -> str:
 
 def match_conditions(rules: PolicyRules) -> list[dict]:
     """Where the release reads hami.io/device-scoring-weights (v2.10.0), a change of it is judged too; and a change of
-    what its webhook reads (spec.nodeName, privileged containers; model/admission_v2_10_0.py)."""
+    what its webhook reads (spec.nodeName, privileged containers; model/kube_objects/admission_v2_10_0.py)."""
     read = (*READ_ANNOTATIONS, WEIGHTS) if rules.scoring_weights else READ_ANNOTATIONS
     return [
         {

@@ -1,4 +1,4 @@
-"""model/downloads.py's bounds, against servers that misbehave as real ones do: one that sends its headers and
+"""boundary/downloads.py's bounds, against servers that misbehave as real ones do: one that sends its headers and
 then a byte now and then (a crawling transfer, each read within the per-read timeout), one that promises a length
 and closes early (http.client hands back the short body without an error), and a setting that is not a number.
 Plain HTTP servers on 127.0.0.1: the bounds are the same for HTTPS (tests/tools/test_releases.py has the TLS
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from model import downloads
+from boundary import downloads
 
 
 def serve_once(behaviour) -> Iterator[str]:

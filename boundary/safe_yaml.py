@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from model.redact import scrub
+from boundary.redact import scrub
 
 MAX_BYTES = 10 * 2**20  # 10 MiB of YAML
 MAX_ALIASES = 100  # *references to anchors, per stream

@@ -1,4 +1,4 @@
-"""The one bounded runner (model/bounded_run.py), used by diagnose and the process lab: at its deadline the
+"""The one bounded runner (boundary/bounded_run.py), used by diagnose and the process lab: at its deadline the
 whole process group is stopped, even a program that ignores TERM and a child that keeps the pipes open, and
 otherwise the output and the exit code come back. Checked on the processes themselves (/proc), not on time."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from model import bounded_run
+from boundary import bounded_run
 from process_lab.commands import ProcessLabError, run
 
 # Every test here runs gpulab's programs as processes (tests/support/tiers.py).

@@ -10,7 +10,8 @@ starts, although gpulab loads every image the management node runs into it befor
 
 How: admissionregistration.k8s.io/v1 MutatingAdmissionPolicy, GA and on by default from Kubernetes v1.36
 (k8s.io/kubernetes pkg/features/kube_features.go, MutatingAdmissionPolicy; the plugin is on by default:
-pkg/kubeapiserver/options/plugins.go). An ApplyConfiguration merges by each container's name (containers and
+pkg/kubeapiserver/options/plugins.go; the config refuses an older management node: model/config/lab.py
+MINIMUM_KUBERNETES). An ApplyConfiguration merges by each container's name (containers and
 initContainers are map lists keyed by name), so only imagePullPolicy changes (k8s.io/api admissionregistration/v1
 types.go, ApplyConfiguration). Standard library only: the real tier applies these objects as they are.
 """
@@ -20,7 +21,6 @@ from __future__ import annotations
 from model.names import TENANT_LABEL
 
 POLICY_NAME = "gpulab-kamaji-pods-if-not-present"
-MINIMUM_KUBERNETES = (1, 36)  # the v1 API of MutatingAdmissionPolicy
 # The labels of the pod template of every TCP Deployment (Kamaji 26.8.2-edge
 # internal/builders/controlplane/deployment.go, templateLabels; the selector is kamaji.clastix.io/name alone).
 KAMAJI_NAME_LABEL = "kamaji.clastix.io/name"

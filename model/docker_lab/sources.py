@@ -28,10 +28,11 @@ from pathlib import Path
 from typing import Literal
 
 from model.config import LabConfig
+from model.docker_lab.images import inventory, node_images
 from model.image_ref import ImageRef
-from model.images import inventory, node_images
 from model.versions import CHECKSUMS, HelmChart, Versions
 
+PROJECT = Path(__file__).resolve().parents[2]  # model/docker_lab/ is two folders down
 INDEX = "index.json"
 Kind = Literal["chart", "manifest", "image", "tool", "plugin"]
 # The Docker lab's providers: each is the release its installed SDK asks for (the wheel's pulumi-plugin.json, which
@@ -245,23 +246,22 @@ def explain(problems: list[Problem], folder: Path, stack: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m model.sources --stack S`: the stack's source cache folder on stdout and exit 0, or exit 1 when
-    it names none (make asks this before it reads the cache), 2 for a stack that does not validate."""
+    """`python -m model.docker_lab.sources --stack S`: the stack's source cache folder on stdout and exit 0, or exit
+    1 when it names none (make asks this before it reads the cache), 2 for a stack that does not validate."""
     import argparse
     import sys
 
     from model.config import ConfigError, load_stack_file
 
-    parser = argparse.ArgumentParser(prog="python -m model.sources")
+    parser = argparse.ArgumentParser(prog="python -m model.docker_lab.sources")
     parser.add_argument("--stack", default="dev")
     args = parser.parse_args(argv)
-    project = Path(__file__).resolve().parent.parent
     try:
-        lab = load_stack_file(project / f"Pulumi.{args.stack}.yaml")
+        lab = load_stack_file(PROJECT / f"Pulumi.{args.stack}.yaml")
     except (OSError, ConfigError) as error:
         print(f"error: Pulumi.{args.stack}.yaml: {error}", file=sys.stderr)
         return 2
-    folder = cache_folder(lab, project)
+    folder = cache_folder(lab, PROJECT)
     if folder is None:
         return 1
     print(folder)
