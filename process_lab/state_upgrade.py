@@ -24,6 +24,7 @@ import base64
 import io
 import json
 import os
+import pickletools
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -33,6 +34,8 @@ from typing import Any
 import dill
 
 from boundary import pulumi_state
+from process_lab import commands
+from process_lab.commands import ProcessLabError
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = "gpulab"  # Pulumi.yaml's name
@@ -58,8 +61,6 @@ def _names(record: str) -> set[str]:
     """Every string a `__provider` record holds (dill's pickle: the operands of GLOBAL, and the strings
     STACK_GLOBAL takes its module and name from, however memoized), read without loading anything. Taken whole: a
     string that only looks like an old module path costs one rewrite, which leaves a record of today's as it was."""
-    import pickletools
-
     found: set[str] = set()
     try:
         for opcode, argument, _ in pickletools.genops(io.BytesIO(base64.b64decode(record))):
@@ -72,7 +73,9 @@ def _names(record: str) -> set[str]:
     return found
 
 
-SECRET_SIGNATURE = "4dabf18193072939515e22adb298388d"  # pulumi sdk/go/common/resource/properties.go SecretSig
+# The key of a value of a special type in Pulumi's JSON (the Python SDK 3.272.0, pulumi/runtime/rpc.py _special_sig_key;
+# a secret is marked with the value 1b47061264138c4ac30d75fd1eb44270, _special_secret_sig there).
+SECRET_SIGNATURE = "4dabf18193072939515e22adb298388d"
 
 
 def _plain(record: Any) -> str | None:
@@ -118,11 +121,12 @@ def upgraded(record: str) -> str:
     return serialize_provider(provider)
 
 
-def _records(resource: dict[str, Any]) -> Iterator[tuple[dict[str, Any], str]]:
+def _records(resource: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """The resource's inputs and outputs that hold a `__provider` record."""
     for part in ("inputs", "outputs"):
         values = resource.get(part) or {}
         if PROVIDER_KEY in values:
-            yield values, PROVIDER_KEY
+            yield values
 
 
 def upgrade_deployment(deployment: dict[str, Any]) -> list[str]:
@@ -131,9 +135,10 @@ def upgrade_deployment(deployment: dict[str, Any]) -> list[str]:
     changed: list[str] = []
     for resource in (deployment.get("deployment") or {}).get("resources") or []:
         touched = False
-        for values, key in _records(resource):
-            if stale(values[key]) and (rewritten := _rewritten(values[key])) != values[key]:
-                values[key] = rewritten
+        for values in _records(resource):
+            record = values[PROVIDER_KEY]
+            if stale(record) and (rewritten := _rewritten(record)) != record:
+                values[PROVIDER_KEY] = rewritten
                 touched = True
         if touched:
             changed.append(resource.get("urn", "?"))
@@ -149,14 +154,15 @@ def may_be_stale(stack: str, backend: Path | None) -> bool:
     path = pulumi_state.checkpoint_file(backend, PROJECT, stack)
     if path is None:
         return False
-    records = [values[key] for resource in pulumi_state.resources(path) for values, key in _records(resource)]
+    records = [values[PROVIDER_KEY] for resource in pulumi_state.resources(path) for values in _records(resource)]
     return any(not isinstance(record, str) or stale(record) for record in records)
 
 
 Run = Callable[..., subprocess.CompletedProcess]
+CLI_TIMEOUT = 300  # seconds for one export or import: a few on this VM for a lab's state
 
 
-def upgrade(stack: str, cwd: Path = ROOT, run: Run = subprocess.run, backend: Path | None = None) -> list[str]:
+def upgrade(stack: str, cwd: Path = ROOT, run: Run = commands.run, backend: Path | None = None) -> list[str]:
     """Export, rewrite and import the stack's state when it names an old path; the URNs upgraded."""
     backend = pulumi_state.local_backend() if backend is None else backend
     if not may_be_stale(stack, backend):
@@ -170,9 +176,15 @@ def upgrade(stack: str, cwd: Path = ROOT, run: Run = subprocess.run, backend: Pa
 
 
 def _pulumi(run: Run, cwd: Path, given: str | None, *args: str) -> str:
-    """The CLI's standard output; its last line in the error when it fails (never the deployment itself)."""
+    """The CLI's standard output, within a deadline (process_lab.commands.run: TERM, then KILL, to all it started);
+    on a failure its last line of standard error, never its output (the deployment, secrets in the clear)."""
     done = run(
-        ["pulumi", *args], cwd=cwd, input=given, capture_output=True, text=True, env=os.environ.copy(), timeout=300
+        ["pulumi", "--cwd", str(cwd), *args],
+        env=os.environ.copy(),
+        what=f"pulumi {' '.join(args[:2])}",
+        timeout=CLI_TIMEOUT,
+        stdin=given,
+        check=False,
     )
     if done.returncode != 0:
         last = (done.stderr or "").strip().splitlines()[-1:] or ["no message"]
@@ -187,7 +199,7 @@ def main(argv: list[str]) -> int:
     stack = argv[0]
     try:
         changed = upgrade(stack)
-    except StateUpgradeError as error:
+    except (StateUpgradeError, ProcessLabError) as error:
         print(f"[gpulab] stack {stack}: upgrading its state's provider paths failed: {error}", file=sys.stderr)
         return 1
     if changed:

@@ -68,12 +68,13 @@ class FakePulumi:
         self.imported: dict | None = None
         self.calls: list[list[str]] = []
 
-    def __call__(self, argv: list[str], input: str | None = None, **_: object) -> subprocess.CompletedProcess:
-        self.calls.append(argv[1:])
-        if argv[2] == "export":
+    def __call__(self, argv: list[str], stdin: str | None = None, **_: object) -> subprocess.CompletedProcess:
+        assert argv[1] == "--cwd"
+        self.calls.append(argv[3:])
+        if argv[4] == "export":
             return subprocess.CompletedProcess(argv, 0, json.dumps(self.exported), "")
-        assert input is not None and "--file" not in argv  # the deployment never goes to a file
-        self.imported = json.loads(input)
+        assert stdin is not None and "--file" not in argv  # the deployment never goes to a file
+        self.imported = json.loads(stdin)
         return subprocess.CompletedProcess(argv, 0, "", "")
 
 
@@ -152,3 +153,18 @@ def test_a_failed_export_says_which_and_imports_nothing(tmp_path: Path) -> None:
         assert "never shown" not in str(error)
     else:
         raise AssertionError("no error")
+
+
+def test_a_cli_that_hangs_is_one_line_and_exit_1(monkeypatch, capsys) -> None:
+    """process_lab.commands.run stops a CLI past its deadline (TERM, then KILL) and raises ProcessLabError: `make`
+    then shows one line, not a traceback."""
+
+    def hangs(*_: object, **__: object) -> list[str]:
+        raise state_upgrade.ProcessLabError("pulumi stack export: no answer within 300 s (pulumi)")
+
+    monkeypatch.setattr(state_upgrade, "upgrade", hangs)
+    assert state_upgrade.main(["sim"]) == 1
+    assert capsys.readouterr().err == (
+        "[gpulab] stack sim: upgrading its state's provider paths failed: "
+        "pulumi stack export: no answer within 300 s (pulumi)\n"
+    )

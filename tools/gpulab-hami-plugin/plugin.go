@@ -146,7 +146,7 @@ func (p *Plugin) start(ctx context.Context) (*running, error) {
 	go func() {
 		defer close(r.finished)
 		if allListed(registering, lists) {
-			klog.InfoS("the kubelet has every resource's devices: registering the node's cards")
+			klog.InfoS("every resource's first device list was sent to the kubelet: registering the node's cards")
 			reg.run(registering)
 		}
 	}()
