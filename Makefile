@@ -63,6 +63,9 @@ STATE_UPGRADE := true
 endif
 # A stack with a source cache (gpulab:sourceCache): the engine installs no plugin by itself, so a missing one is
 # named at once instead of a download that cannot succeed.
+# EVENT_LOG=file: the engine's events of `pulumi up` or `pulumi destroy` (each with its second) into that file, for
+# benchmarks/lab_profile.py's per-step profile.
+EVENT_LOG_OPTION = $(if $(EVENT_LOG), --event-log "$(abspath $(EVENT_LOG))")
 OFFLINE_ENV = $$($(PY) -m model.docker_lab.sources --stack "$(STACK)" >/dev/null 2>&1 && echo env PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true)
 
 .PHONY: help up down plan verify report check test lint bench bench-scheduling prereqs policy-venv stack upstream-data clean deploy destroy \
@@ -187,7 +190,7 @@ deploy: $(TOOLS) policy-venv stack
 	@# Its output as it comes; a failure's last line fits it: a policy refusal, Ctrl-C, a wrong passphrase, or
 	@# the diagnose hint. Ctrl-C reaches pulumi from the terminal itself (hack/up_outcome.py). Its TMPDIR is a
 	@# private folder removed afterwards: the Kubernetes provider leaves a kubeconfig file there per provider.
-	@$(OFFLINE_ENV) $(PYTHON_HOST) -m hack.up_outcome $(STACK) pulumi up --yes --stack $(STACK)$(UP_OPTIONS)
+	@$(OFFLINE_ENV) $(PYTHON_HOST) -m hack.up_outcome $(STACK) pulumi up --yes --stack $(STACK)$(UP_OPTIONS)$(EVENT_LOG_OPTION)
 
 # Nothing deployed: say so, download nothing. Otherwise Docker must answer before pulumi destroy runs.
 down:
@@ -214,7 +217,7 @@ endif
 	@echo "pulumi destroy --yes --refresh --stack $(STACK)"
 	@# With a private TMPDIR that goes with it: the Kubernetes provider leaves a kubeconfig file there per
 	@# provider it configures (hack/up_outcome.py). pulumi keeps the terminal (--passthrough).
-	@$(PYTHON_HOST) -m hack.up_outcome --passthrough $(STACK) pulumi destroy --yes --refresh --stack $(STACK)
+	@$(PYTHON_HOST) -m hack.up_outcome --passthrough $(STACK) pulumi destroy --yes --refresh --stack $(STACK)$(EVENT_LOG_OPTION)
 
 # GNU make exits 2 whenever a recipe fails, so through make a policy refusal and an invalid stack both
 # exit 2; the preview's last line (before make's own Error line) says which. Scripts that need the difference run the preview itself:
