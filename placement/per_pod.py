@@ -36,7 +36,8 @@ init containers too, and InitContainerGpuRequest is v2.8.3's only. v2.10.0 reads
 docs/develop/sidecarsContainer-design.md 5-11 says so, and pkg/device/initContainer.go 64-65 leaves sidecars to a
 later PR, #2584): a native sidecar (restartPolicy: Always, KEP-753), which Kubernetes runs beside the app
 containers, is to HAMi one more init container, fitted alone and counted in the init containers' peak, and so it
-is to these rules and `pod_asks`. v2.10.0 adds InvalidDeviceScoringWeights (a
+is to these rules and `pod_asks`. Only the API server's nvidia.com/gpu quota counts it beside the app containers
+(`gpu_count_quota`). v2.10.0 adds InvalidDeviceScoringWeights (a
 hami.io/device-scoring-weights it cannot parse fails the pod's filter: score.go `calcScoreWithOptions` 361-364).
 model/kube_objects/admission_policy.py writes the same rules per release (its `PolicyRules`).
 
@@ -70,7 +71,7 @@ from placement.verdicts import (
     TooManyCards,
     ZeroMemory,
 )
-from placement.workloads import Workload, workload_of
+from placement.workloads import Workload, quota_gpus, workload_of
 
 LIMITS = ("gpus", "gpumem", "gpucores")
 
@@ -83,7 +84,8 @@ def pod_asks(pod: PodRequest, largest_mb: int, rules: Rules) -> dict[str, int]:
     its effective request, as v2.10.0's own quota counts it (webhook.go `fitResourceQuota` 157-180; hami/webhook.py
     `quota_request`) and, per card, its scheduler holds it (initContainer.go `CollapseInitContainerUsage` 36-113).
     A native sidecar (restartPolicy: Always) is one of those init containers, as HAMi reads no restartPolicy (the
-    module's docstring), where Kubernetes' PodRequests adds it to the app containers."""
+    module's docstring), where Kubernetes' PodRequests adds it to the app containers (placement/workloads.py
+    `pod_gpus`)."""
 
     def each(container: ContainerRequest) -> tuple[int, int, int]:
         c = resolve_request(container, rules)
@@ -172,8 +174,10 @@ def refused_at_create(inventory: TenantInventory, pods: Sequence[PodRequest]) ->
 
 def gpu_count_quota(inventory: TenantInventory, pods: Sequence[PodRequest]) -> list[GpuQuotaExceeded]:
     """The native `requests.nvidia.com/gpu` quota, which the API server checks at creation, in order. It counts a
-    pod's effective request: the larger of its app containers' sum and its largest init container (Kubernetes'
-    PodRequests); a pod with GPU init containers reaches here only where the release places them (v2.10.0)."""
+    pod's effective request as Kubernetes does (placement/workloads.py `pod_gpus`): the larger of its app containers'
+    sum and its largest init container, a native sidecar counted beside the app containers and the init containers
+    after it, as HAMi does not; a pod with GPU init containers reaches here only where the release places them
+    (v2.10.0)."""
     limit = inventory.quota.gpus if inventory.quota else None
     if limit is None:
         return []
@@ -182,7 +186,7 @@ def gpu_count_quota(inventory: TenantInventory, pods: Sequence[PodRequest]) -> l
     for pod in pods:
         if not inventory.quota_applies(pod.namespace):
             continue
-        asks = max(sum(c.nums for c in pod.containers), max((c.nums for c in pod.init_containers), default=0))
+        asks = quota_gpus(pod)
         total = used.get(pod.namespace, 0)
         if total + asks > limit:
             refused.append(GpuQuotaExceeded(pod, limit, asks, total))

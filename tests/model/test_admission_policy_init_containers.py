@@ -106,6 +106,7 @@ def test_a_native_sidecar_is_one_more_init_container_to_v2_10_0_s_per_pod_limits
     workload = read_workload("Pod", sidecar)
     assert workload is not None
     (pod,) = workload.pods
+    assert pod.init_sidecars == (True,), "read, for the API server's quota (tests/placement/test_sidecar_quota.py)"
     assert per_pod.pod_asks(pod, 81920, V2_10_0) == {"gpus": 1, "gpumem": 1000, "gpucores": 10}
     together = copy.deepcopy(sidecar)
     together["spec"]["containers"].append(together["spec"].pop("initContainers")[0])
