@@ -64,7 +64,7 @@ endif
 # A stack with a source cache (gpulab:sourceCache): the engine installs no plugin by itself, so a missing one is
 # named at once instead of a download that cannot succeed.
 # EVENT_LOG=file: the engine's events of `pulumi up` or `pulumi destroy` (each with its second) into that file, for
-# benchmarks/lab_profile.py's per-step profile.
+# benchmarks/lab_profile.py's per-step profile. The CLI has the flag only with PULUMI_DEBUG_COMMANDS=true.
 EVENT_LOG_OPTION = $(if $(EVENT_LOG), --event-log "$(abspath $(EVENT_LOG))")
 OFFLINE_ENV = $$($(PY) -m model.docker_lab.sources --stack "$(STACK)" >/dev/null 2>&1 && echo env PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true)
 

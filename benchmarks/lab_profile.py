@@ -1,7 +1,8 @@
 """Where `make up` and `make down` of the Docker lab spend their time and CPU, step by step.
 
-Runs the command with EVENT_LOG set (the Makefile passes it to `pulumi up` and `pulumi destroy` as `--event-log`:
-the engine's events, each with a Unix time in whole seconds, pkg/apitype EngineEvent), and samples once a second the
+Runs the command with EVENT_LOG and PULUMI_DEBUG_COMMANDS=true set (the Makefile passes the first to `pulumi up`
+and `pulumi destroy` as `--event-log`, which the CLI has with the second: the engine's events, each with a Unix time
+in whole seconds, pkg/apitype EngineEvent), and samples once a second the
 host's CPU (/proc/stat: busy and all jiffies, proc(5)) and each Docker container's CPU (cgroup v1
 cpuacct.usage under /sys/fs/cgroup/cpuacct/docker/ID, or cgroup v2 cpu.stat under /sys/fs/cgroup/system.slice/
 docker-ID.scope: a kind node's kubelet, containerd and pods are inside it). Writes OUT/events.jsonl,
@@ -114,14 +115,23 @@ class Sampler(threading.Thread):
         self.last: dict[str, float] = {}
         self.stop = threading.Event()
 
+    def start(self) -> None:
+        self.sample()  # one before the command starts, so its first second is covered
+        super().start()
+
     def run(self) -> None:
-        while not self.stop.is_set():
-            busy, every = host_jiffies(Path("/proc/stat").read_text())
-            self.host.append((time.time(), busy, every))
-            for cid, seconds in container_cpu().items():
-                self.first.setdefault(cid, seconds)
-                self.last[cid] = seconds
-            self.stop.wait(1.0)
+        while True:
+            if self.stop.wait(1.0):
+                self.sample()  # one after the command's end, so its last second is covered
+                return
+            self.sample()
+
+    def sample(self) -> None:
+        busy, every = host_jiffies(Path("/proc/stat").read_text())
+        self.host.append((time.time(), busy, every))
+        for cid, seconds in container_cpu().items():
+            self.first.setdefault(cid, seconds)
+            self.last[cid] = seconds
 
     def per_container(self) -> dict[str, float]:
         return {cid: self.last[cid] - self.first[cid] for cid in self.last}
@@ -189,7 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     with (args.out / "output.log").open("w") as output:
         process = subprocess.Popen(
             args.command,
-            env={**os.environ, "EVENT_LOG": str(event_log)},
+            # The CLI registers --event-log only with its debug commands on (pkg/cmd/pulumi/operations/up.go).
+            env={**os.environ, "EVENT_LOG": str(event_log), "PULUMI_DEBUG_COMMANDS": "true"},
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

@@ -61,3 +61,15 @@ def test_the_report_names_each_step_and_the_time_before_the_engine() -> None:
     text = lab_profile.report("make up STACK=here", 0, 100.0, 130.0, events, sampler)
     assert "Before the engine's first event: 5 s; the engine: 20 s; after its last event: 5 s." in text
     assert "| 0 | 20 | create | docker:index/container:Container::worker | 50% |" in text
+
+
+def test_the_sampler_covers_the_whole_command_its_last_sample_taken_after_it_ended() -> None:
+    sampler = lab_profile.Sampler()
+    sampler.start()
+    began = __import__("time").time()
+    sampler.stop.set()
+    sampler.join(timeout=30)
+    assert not sampler.is_alive()
+    ended = sampler.host[-1][0]
+    assert len(sampler.host) >= 2 and sampler.host[0][0] <= began <= ended
+    assert lab_profile.busy_share(sampler.host, began, ended) is not None
