@@ -11,7 +11,7 @@ from lab_harness import LAB_PROJECT, lab_config, stack_keys
 
 from model.config import ConfigError, parse_config
 from model.config.hami import device_plugin, upstream_mock
-from model.hami_releases import DOCKER_LAB_DEFAULT_VERSION, PLUGIN_MAX_NODE_MEMORY_MB
+from model.hami_releases import DEFAULT_VERSION, PLUGIN_MAX_NODE_MEMORY_MB
 from model.versions import HAMI_DEVICE_PLUGIN_IMAGE, Versions
 
 DIGEST = "sha256:" + "a" * 64
@@ -29,13 +29,23 @@ def tenant_a(**keys: object) -> dict:
     return config
 
 
-def test_the_docker_labs_default_is_unchanged_v2_8_3_with_the_upstream_mock() -> None:
-    """No stack names a plugin: the reference lab runs what it ran before (not the untried path)."""
+def test_the_docker_labs_default_is_v2_10_0_with_gpulabs_plugin_and_v2_8_3_keeps_the_upstream_mock() -> None:
+    """The reference lab runs the seed's HAMi with gpulab's plugin; a tenant that names no plugin gets the one that
+    reads its release's device config: gpulab's on v2.10.0, the chart's mock on v2.8.3."""
     lab = parse_config(stack_keys(LAB_PROJECT / "Pulumi.dev.yaml"))
     assert [(t.hami_version, t.device_plugin, device_plugin(lab, t)) for t in lab.tenants] == [
-        (DOCKER_LAB_DEFAULT_VERSION, None, "mock")
+        (DEFAULT_VERSION, "gpulab", "gpulab")
     ] * 2
-    assert DOCKER_LAB_DEFAULT_VERSION == "v2.8.3"
+    config = copy.deepcopy(lab_config())
+    for tenant in config["tenants"]:
+        tenant.pop("hamiVersion", None)
+        tenant.pop("devicePlugin", None)
+    config["tenants"][1]["hamiVersion"] = "v2.8.3"
+    unset = parse_config(config)
+    assert [(t.hami_version, device_plugin(unset, t)) for t in unset.tenants] == [
+        ("v2.10.0", "gpulab"),
+        ("v2.8.3", "mock"),
+    ]
     assert Versions().mock_device_plugin_image == "docker.io/projecthami/mock-device-plugin:1.0.1"
     assert Versions().hami_device_plugin_image == HAMI_DEVICE_PLUGIN_IMAGE
 

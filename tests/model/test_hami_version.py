@@ -18,7 +18,6 @@ from model.docker_lab.images import tenant_images
 from model.docker_lab.sources import needed
 from model.hami_releases import (
     DEFAULT_VERSION,
-    DOCKER_LAB_DEFAULT_VERSION,
     KNOWN_VERSIONS,
     PLUGIN_MAX_NODE_MEMORY_MB,
     RELEASES,
@@ -59,8 +58,8 @@ def test_the_known_releases_are_v2_10_0_and_v2_8_3_with_their_tags_commits_and_c
 def test_a_tenant_that_names_no_release_runs_its_runtimes_default() -> None:
     dev = parse_config(stack_keys(LAB_PROJECT / "Pulumi.dev.yaml"))
     sim = parse_config(stack_keys(LAB_PROJECT / "Pulumi.sim.yaml"))
-    assert {t.hami_version for t in dev.tenants} == {DOCKER_LAB_DEFAULT_VERSION} == {default_version("docker")}
-    assert {t.hami_version for t in sim.tenants} == {DEFAULT_VERSION} == {default_version("process")}
+    assert {t.hami_version for t in dev.tenants} == {DEFAULT_VERSION} == {default_version()}
+    assert {t.hami_version for t in sim.tenants} == {DEFAULT_VERSION}
 
 
 def test_process_mode_runs_either_release_per_tenant() -> None:
