@@ -86,6 +86,4 @@ def hami_release(version: str) -> HamiRelease:
         return RELEASES[version]
     except (KeyError, TypeError):
         known = ", ".join(KNOWN_VERSIONS)
-        raise ValueError(
-            f"is not a HAMi release gpulab knows; use one of {known} (unset: {DEFAULT_VERSION})"
-        ) from None
+        raise ValueError(f"is not a HAMi release gpulab knows; use one of {known} (unset: {DEFAULT_VERSION})") from None
