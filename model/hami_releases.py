@@ -51,12 +51,10 @@ RELEASES: dict[str, HamiRelease] = {
 }
 DEFAULT_VERSION = "v2.10.0"
 KNOWN_VERSIONS = tuple(RELEASES)
-# A tenant that does not say: process mode (KWOK nodes and real nodes) runs v2.10.0. The Docker lab keeps v2.8.3
-# for now: its default device plugin is mock-device-plugin's only tag (1.0.1), which cannot read chart 2.10's
-# device config, and the fix (its PR #18) is in no tag. A Docker-lab tenant runs v2.10.0 when the stack says so,
-# with gpulab's own plugin (tenants[].devicePlugin: gpulab) or a mock plugin image that reads its config; the default
-# stays until the full Docker lab has run live with gpulab's plugin (docs/hami-device-plugin.md).
-DOCKER_LAB_DEFAULT_VERSION = "v2.8.3"
+# A tenant that does not say runs v2.10.0, what the seed's `helm install` took, in every runtime. In the Docker lab
+# its device plugin is then gpulab's own (model/config/hami.py `device_plugin`): mock-device-plugin's only tag
+# (1.0.1) cannot read chart 2.10's device config, and the fix (its PR #18) is in no tag. The whole Docker lab ran
+# live with it on 2026-12-08 (docs/docker-lab.md).
 # The upstream mock plugin, however a reference spells it: its repository path (on Docker Hub, under any of Docker
 # Hub's names, or under a mirror's or proxy's prefix), whatever the tag or digest, since every tag of it (1.0.0,
 # 1.0.1) predates PR #18 and `latest` moves; and a copy of one of those tags under another repository of that name.
@@ -77,11 +75,9 @@ PLUGIN_MAX_NODE_MEMORY_MB = 123_011
 WITHOUT_HAMI_VERSION = "v2.8.3"
 
 
-def default_version(runtime: str, runs_hami: bool = True) -> str:
-    """The HAMi release of a tenant whose stack does not name one, by the lab's runtime."""
-    if not runs_hami:
-        return WITHOUT_HAMI_VERSION
-    return DEFAULT_VERSION if runtime == "process" else DOCKER_LAB_DEFAULT_VERSION
+def default_version(runs_hami: bool = True) -> str:
+    """The HAMi release of a tenant whose stack does not name one."""
+    return DEFAULT_VERSION if runs_hami else WITHOUT_HAMI_VERSION
 
 
 def hami_release(version: str) -> HamiRelease:
@@ -90,7 +86,4 @@ def hami_release(version: str) -> HamiRelease:
         return RELEASES[version]
     except (KeyError, TypeError):
         known = ", ".join(KNOWN_VERSIONS)
-        raise ValueError(
-            f"is not a HAMi release gpulab knows; use one of {known} (unset: {DEFAULT_VERSION} in process mode, "
-            f"{DOCKER_LAB_DEFAULT_VERSION} in the Docker lab)"
-        ) from None
+        raise ValueError(f"is not a HAMi release gpulab knows; use one of {known} (unset: {DEFAULT_VERSION})") from None

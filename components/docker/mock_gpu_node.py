@@ -3,13 +3,14 @@
 HAMi's scheduler places pods by `nvidia.com/gpumem` / `nvidia.com/gpucores` on cards it reads from
 the node's `hami.io/node-nvidia-register` annotation; a device plugin advertises those same cards to the kubelet.
 Which plugin is the tenant's devicePlugin (model/config/hami.py device_plugin):
-- mock (the default): HAMi's chart's mock-device-plugin, with the register annotation and nvidia.com/gpu capacity
-  written from config by apply-gpu-inventory.sh (the mock writes neither) and HAMi's node-lock timeout (it never
-  releases the lock). Every choice follows HAMi v2.8.3 and mock-device-plugin 1.0.1 (hami_chart.py names the files);
-- gpulab: gpulab-hami-plugin as a DaemonSet (hami_device_plugin.py), which registers every resource with the
-  kubelet, writes the annotation and releases the lock itself: gpulab waits for what it registers, then installs
-  HAMi's chart, so HAMi finds each node's cards on its first look (v2.8.3 reads them again only when the count of
-  nvidia.com/gpu changes, pkg/device/nvidia/device.go CheckHealth).
+- mock (the default on hamiVersion v2.8.3): HAMi's chart's mock-device-plugin, with the register annotation and
+  nvidia.com/gpu capacity written from config by apply-gpu-inventory.sh (the mock writes neither) and HAMi's
+  node-lock timeout (it never releases the lock). Every choice follows HAMi v2.8.3 and mock-device-plugin 1.0.1
+  (hami_chart.py names the files);
+- gpulab (the default on v2.10.0): gpulab-hami-plugin as a DaemonSet (hami_device_plugin.py), which registers every
+  resource with the kubelet, writes the annotation and releases the lock itself: gpulab waits for what it registers,
+  then installs HAMi's chart, so HAMi finds each node's cards on its first look (v2.8.3 reads them again only when
+  the count of nvidia.com/gpu changes, pkg/device/nvidia/device.go CheckHealth).
 Real GPUs are RealGpuNode's (real_gpu_node.py), process mode's ProcessGpuNode's (components/process/gpu_node.py);
 the tenant's namespaces, quotas and inventory ConfigMap are TenantNamespaces' (tenant_namespaces.py).
 """

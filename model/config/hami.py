@@ -50,12 +50,13 @@ def upstream_mock(image: str) -> bool:
 
 
 def device_plugin(lab: LabConfig, tenant: Tenant) -> Literal["gpulab", "mock"] | None:
-    """The device plugin the Docker lab runs for a tenant's simulated cards: its devicePlugin, `mock` (HAMi's chart's
-    mock plugin) when unset; None where the Docker lab runs none of its own (real GPUs: HAMi's NVIDIA plugin) and in
-    process mode (KWOK nodes have the bind-time role, real nodes gpulab-hami-plugin as a systemd unit)."""
+    """The device plugin the Docker lab runs for a tenant's simulated cards: its devicePlugin; when unset, HAMi's
+    chart's mock plugin where the upstream mock reads the release's device config (v2.8.3), else gpulab's (v2.10.0);
+    None where the Docker lab runs none of its own (real GPUs: HAMi's NVIDIA plugin) and in process mode (KWOK nodes
+    have the bind-time role, real nodes gpulab-hami-plugin as a systemd unit)."""
     if lab.process_mode or tenant.gpu_mode != "mock":
         return None
-    return tenant.device_plugin or "mock"
+    return tenant.device_plugin or ("mock" if RELEASES[tenant.hami_version].upstream_mock_reads_config else "gpulab")
 
 
 def docker_lab_hami_problems(lab: LabConfig) -> list[Problem]:
@@ -109,13 +110,17 @@ def gpulab_plugin_problems(lab: LabConfig, i: int, tenant: Tenant) -> list[Probl
     ]
     image = lab.versions.hami_device_plugin_image
     if tenant.worker_mode == "ssh" and ImageRef.parse(image).registry == "localhost":
+        chosen = "" if tenant.device_plugin else f" (the default for hamiVersion {tenant.hami_version})"
+        # the upstream mock reads no device config after v2.8.3's (docker_lab_hami_problems)
+        other = "" if RELEASES[tenant.hami_version].upstream_mock_reads_config else "hamiVersion: v2.8.3 with "
+        # within the 400 characters a config error's message keeps (boundary/redact.py scrub)
         message = (
-            f"runs the device plugin of gpulab on SSH machines, which pull their images themselves, and "
-            f"versions.hamiDevicePluginImage ({image}) is an image `make lab-images` builds on this host, which no "
-            "registry serves: push it to a registry the machines reach and set versions.hamiDevicePluginImage to that "
-            "reference, or use devicePlugin: mock"
+            f"runs the device plugin of gpulab{chosen} on SSH machines, which pull their own images, and "
+            f"versions.hamiDevicePluginImage ({image}) is built by `make lab-images` on this host, in no registry: "
+            "push it to a registry the machines reach and set versions.hamiDevicePluginImage to it, or use "
+            f"{other}devicePlugin: mock"
         )
-        problems.append((f"tenants[{i}].devicePlugin", tenant.device_plugin, message))
+        problems.append((f"tenants[{i}].devicePlugin", tenant.device_plugin or "gpulab", message))
     return problems
 
 

@@ -101,19 +101,17 @@ class LabConfig(ConfigModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _hami_version_by_runtime(cls, data: object) -> object:
-        """A tenant that names no HAMi release runs its runtime's default (model/hami_releases.py
-        default_version): filled in before the tenants are read, so every reader sees one concrete version."""
+    def _hami_version_by_default(cls, data: object) -> object:
+        """A tenant that names no HAMi release runs the default (model/hami_releases.py default_version): filled in
+        before the tenants are read, so every reader sees one concrete version."""
         if not isinstance(data, dict) or not isinstance(data.get("tenants"), list):
             return data
-        runtime = data.get("runtime", "docker")
-        runtime = runtime if isinstance(runtime, str) else "docker"
         scheduling = data.get("scheduling")
         lab_hami = not isinstance(scheduling, dict) or scheduling.get("scheduler", "hami") == "hami"
 
         def default(tenant: dict) -> str:
             sharing = tenant.get("gpuSharing", tenant.get("gpu_sharing", "hami"))
-            return default_version(runtime, lab_hami and sharing == "hami")
+            return default_version(lab_hami and sharing == "hami")
 
         tenants = [
             {**tenant, "hamiVersion": default(tenant)}

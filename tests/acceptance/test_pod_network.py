@@ -2,7 +2,7 @@
 
 Pods get addresses from the tenant's podCidr (the seed's `CALICO_IPV4POOL_CIDR`), a Service answers by its
 ClusterIP and its DNS name, and, where Calico is the pod network, a NetworkPolicy denies what it says. Every
-probe runs in a pod of the lab's own workload image (busybox: `httpd`, `wget`, `nslookup`), so nothing is pulled.
+probe runs in a pod of the lab's own workload image (busybox: `httpd`, `nc`, `nslookup`), so nothing is pulled.
 Docker lab only: KWOK nodes run no pod, and real nodes run the bridge plugin of gpulab's node image.
 """
 
@@ -87,13 +87,19 @@ def serve(api: client.CoreV1Api, namespace: str, image: str) -> tuple[str, str]:
     return pod_ip, cluster_ip
 
 
+def get(target: str, timeout: int) -> str:
+    """A shell command that fetches the page from `target` with busybox `nc` and succeeds on it. Not busybox `wget`:
+    Debian's static busybox (the lab's stand-in image and real nodes' localhost/gpulab/busybox) segfaults in it."""
+    request = "printf 'GET / HTTP/1.0\\r\\n\\r\\n'"
+    return f"{request} | nc -w {timeout} {target} {PORT} | grep -qx {PAGE}"
+
+
 def fetch_script(target: str, attempts: int) -> str:
     """Fetches the page from `target` until it answers, `attempts` times at most (a new endpoint or policy takes
     a moment to be programmed): exit 0 on the page."""
     return (
-        f"for i in $(seq {attempts}); do "
-        f"if wget -q -T 3 -O - http://{target}:{PORT}/ | grep -qx {PAGE}; then echo reached; exit 0; fi; "
-        "sleep 1; done; echo unreachable; exit 1"
+        f"for i in $(seq {attempts}); do if {get(target, 3)}; then echo reached; exit 0; fi; sleep 1; done; "
+        "echo unreachable; exit 1"
     )
 
 
@@ -152,10 +158,8 @@ def test_tc22_network_policy_denies_what_it_says(lab) -> None:
             assert phase == "Succeeded", f"{tenant.name}: a pod the policy admits did not reach the server: {log}"
             # Denied once Calico has programmed the policy: the first refusal is awaited, then it must hold.
             denied = (
-                f"for i in $(seq 30); do wget -q -T 2 -O - http://{pod_ip}:{PORT}/ >/dev/null || break; sleep 1; done; "
-                f"for i in 1 2 3; do if wget -q -T 2 -O - http://{pod_ip}:{PORT}/; then echo reached; exit 1; fi; "
-                "done; "
-                "echo denied"
+                f"for i in $(seq 30); do {get(pod_ip, 2)} || break; sleep 1; done; "
+                f"for i in 1 2 3; do if {get(pod_ip, 2)}; then echo reached; exit 1; fi; done; echo denied"
             )
             phase, log = run_probe(api, namespace, probe_pod("denied", image, denied))
             assert phase == "Succeeded" and "denied" in log, f"{tenant.name}: the policy let an unlisted pod in: {log}"

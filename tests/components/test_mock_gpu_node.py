@@ -53,15 +53,18 @@ def test_hami_values(program) -> None:
     }
 
 
+@pytest.mark.parametrize("device_plugin", ["mock", "gpulab"])
 @pytest.mark.parametrize("hami_version", ["v2.8.3", "v2.10.0"])
-def test_every_hami_value_exists_in_the_chart_of_the_tenants_release(hami_version: str) -> None:
-    """Each tenant's values against its own release's chart (charts/hami/values.yaml at the tag)."""
+def test_every_hami_value_exists_in_the_chart_of_the_tenants_release(hami_version: str, device_plugin: str) -> None:
+    """Each tenant's values against its own release's chart (charts/hami/values.yaml at the tag), with either device
+    plugin of the Docker lab (their values differ: gpulab's sets the scheduler's podAnnotations)."""
     config = lab_config()
     for tenant in config["tenants"]:
-        tenant["hamiVersion"] = hami_version
+        tenant.update(hamiVersion=hami_version, devicePlugin=device_plugin)
     # chart 2.10 needs a mock plugin image that reads its device config (model/config/hami.py)
     lab = parse_config({**config, "versions": {"mockDevicePluginImage": "docker.io/example/mock:fixed"}})
     for tenant in lab.tenants:
+        assert tenant.device_plugin == device_plugin
         version = lab.hami_chart(tenant).version
         assert version == hami_version.removeprefix("v")
         upstream = upstream_yaml(f"hami/chart-values-{version}.yaml")
@@ -73,6 +76,9 @@ def test_value_check_catches_a_misspelt_key() -> None:
     upstream = upstream_yaml("hami/chart-values-2.8.3.yaml")
     assert not has_path(upstream, ("scheduler", "kubeScheduler", "imageTag"))  # the old doc spelling (#1991)
     assert has_path(upstream, ("scheduler", "kubeScheduler", "image", "tag"))
+    # a key of the user's own under a map the chart leaves empty (podAnnotations: {}), but not beside it
+    assert has_path(upstream, ("scheduler", "podAnnotations", "example.com/any"))
+    assert not has_path(upstream, ("scheduler", "podAnnotation", "example.com/any"))
 
 
 def test_mock_plugin_only_once_and_no_gpu_on_label(program) -> None:

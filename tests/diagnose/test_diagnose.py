@@ -1475,7 +1475,10 @@ def test_process_mode_names_a_tenants_control_plane_program_that_is_gone(tmp_pat
 @pytest.mark.parametrize(
     ("stack", "names"),
     [
-        ("dev", "apply-gpu-inventory"),  # the Docker lab: its inventory script and the mock device plugin
+        # the Docker lab's stack: gpulab's device plugin, v2.10.0's default
+        ("dev", "DaemonSet kube-system/gpulab-hami-device-plugin"),
+        # the tests' reference stack, the Docker lab on v2.8.3: its inventory script and the mock device plugin
+        ("tests/fixtures/lab/Pulumi.dev.yaml", "apply-gpu-inventory"),
         ("nodes", "docker exec tenant-a-worker systemctl status gpulab-hami-plugin"),  # the plugin's unit
         ("sim", "process mode's GPU inventory"),  # KWOK nodes: gpulab patches them
         ("nodes-without-hami", "process mode's GPU inventory"),  # real nodes without HAMi: no plugin runs
@@ -1485,7 +1488,8 @@ def test_a_gpu_node_without_its_cards_is_fixed_where_its_runtime_puts_them(stack
     """The same missing register annotation, read from each stack file: the fix names what writes it there."""
     from diagnose.collect import tenant_expectations
 
-    lab = load_stack_file(LAB_PROJECT.parents[2] / f"Pulumi.{stack}.yaml")  # the repository's stack files
+    # the repository's stack files, or a path from its root
+    lab = load_stack_file(LAB_PROJECT.parents[2] / (stack if "/" in stack else f"Pulumi.{stack}.yaml"))
     objects = healthy_tenant("tenant-a")
     node = objects["nodes"][0]
     node["metadata"]["name"] = lab.tenants[0].gpu_node_name()

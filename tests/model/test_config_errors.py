@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from lab_harness import make_tenant
+from lab_harness import make_tenant, with_pushed_plugin
 
 from model.config import ConfigError, check_secrets, parse_config
 from policies.checker import main as check_main
@@ -174,7 +174,8 @@ def test_every_line_has_one_format(config) -> None:
 
 
 def test_secret_lines_have_the_same_format() -> None:
-    lab = parse_config({"tenants": [make_tenant("t", 0, workerMode="ssh", workers=[{"host": "10.0.0.5"}])]})
+    config = {"tenants": [make_tenant("t", 0, workerMode="ssh", workers=[{"host": "10.0.0.5"}])]}
+    lab = parse_config(with_pushed_plugin(config))
     message = str(config_error(check_secrets, lab, lambda key: False, lambda key: False))
     assert_one_format(message)
 

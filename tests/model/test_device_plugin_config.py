@@ -11,7 +11,7 @@ from lab_harness import LAB_PROJECT, lab_config, stack_keys
 
 from model.config import ConfigError, parse_config
 from model.config.hami import device_plugin, upstream_mock
-from model.hami_releases import DOCKER_LAB_DEFAULT_VERSION, PLUGIN_MAX_NODE_MEMORY_MB
+from model.hami_releases import DEFAULT_VERSION, PLUGIN_MAX_NODE_MEMORY_MB
 from model.versions import HAMI_DEVICE_PLUGIN_IMAGE, Versions
 
 DIGEST = "sha256:" + "a" * 64
@@ -29,13 +29,27 @@ def tenant_a(**keys: object) -> dict:
     return config
 
 
-def test_the_docker_labs_default_is_unchanged_v2_8_3_with_the_upstream_mock() -> None:
-    """No stack names a plugin: the reference lab runs what it ran before (not the untried path)."""
-    lab = parse_config(stack_keys(LAB_PROJECT / "Pulumi.dev.yaml"))
+def test_the_docker_labs_default_is_v2_10_0_with_gpulabs_plugin_and_v2_8_3_keeps_the_upstream_mock() -> None:
+    """The reference lab runs the seed's HAMi with gpulab's plugin; a tenant that names no plugin gets the one that
+    reads its release's device config: gpulab's on v2.10.0, the chart's mock on v2.8.3."""
+    config = stack_keys(LAB_PROJECT / "Pulumi.dev.yaml")  # the tests' frozen copy names v2.8.3: without it
+    for tenant in config["tenants"]:
+        tenant.pop("hamiVersion", None)
+        tenant.pop("devicePlugin", None)
+    lab = parse_config(config)
     assert [(t.hami_version, t.device_plugin, device_plugin(lab, t)) for t in lab.tenants] == [
-        (DOCKER_LAB_DEFAULT_VERSION, None, "mock")
+        (DEFAULT_VERSION, None, "gpulab")
     ] * 2
-    assert DOCKER_LAB_DEFAULT_VERSION == "v2.8.3"
+    config = copy.deepcopy(lab_config())
+    for tenant in config["tenants"]:
+        tenant.pop("hamiVersion", None)
+        tenant.pop("devicePlugin", None)
+    config["tenants"][1]["hamiVersion"] = "v2.8.3"
+    unset = parse_config(config)
+    assert [(t.hami_version, device_plugin(unset, t)) for t in unset.tenants] == [
+        ("v2.10.0", "gpulab"),
+        ("v2.8.3", "mock"),
+    ]
     assert Versions().mock_device_plugin_image == "docker.io/projecthami/mock-device-plugin:1.0.1"
     assert Versions().hami_device_plugin_image == HAMI_DEVICE_PLUGIN_IMAGE
 
@@ -49,11 +63,12 @@ def test_v2_10_0_runs_in_the_docker_lab_with_gpulabs_plugin() -> None:
 
 
 def test_v2_10_0_with_the_upstream_mock_is_refused_naming_gpulabs_plugin_as_the_fix() -> None:
-    for keys in ({}, {"devicePlugin": "mock"}):
-        said = error_for(tenant_a(hamiVersion="v2.10.0", **keys))
-        assert "gpulab:tenants[0].hamiVersion = 'v2.10.0': needs a device plugin that reads HAMi chart 2.10.0" in said
-        assert "(docker.io/projecthami/mock-device-plugin:1.0.1) is the upstream mock plugin" in said
-        assert "Set tenants[0].devicePlugin: gpulab" in said and "hamiVersion: v2.8.3" in said
+    said = error_for(tenant_a(hamiVersion="v2.10.0", devicePlugin="mock"))
+    assert "gpulab:tenants[0].hamiVersion = 'v2.10.0': needs a device plugin that reads HAMi chart 2.10.0" in said
+    assert "(docker.io/projecthami/mock-device-plugin:1.0.1) is the upstream mock plugin" in said
+    assert "Set tenants[0].devicePlugin: gpulab" in said and "hamiVersion: v2.8.3" in said
+    lab = parse_config(tenant_a(hamiVersion="v2.10.0"))  # unset, the plugin is gpulab's: no upstream mock to refuse
+    assert device_plugin(lab, lab.tenants[0]) == "gpulab"
 
 
 @pytest.mark.parametrize(
@@ -74,7 +89,9 @@ def test_v2_10_0_with_the_upstream_mock_is_refused_naming_gpulabs_plugin_as_the_
 )
 def test_the_upstream_mock_is_told_however_a_reference_spells_it(image: str) -> None:
     assert upstream_mock(image)
-    said = error_for(tenant_a(hamiVersion="v2.10.0", **{}) | {"versions": {"mockDevicePluginImage": image}})
+    said = error_for(
+        tenant_a(hamiVersion="v2.10.0", devicePlugin="mock") | {"versions": {"mockDevicePluginImage": image}}
+    )
     assert "is the upstream mock plugin" in said and "tenants[0].devicePlugin: gpulab" in said
 
 
@@ -84,8 +101,9 @@ def test_the_upstream_mock_is_told_however_a_reference_spells_it(image: str) -> 
 )
 def test_a_mock_image_of_ones_own_runs_v2_10_0(image: str) -> None:
     assert not upstream_mock(image)
-    config = tenant_a(hamiVersion="v2.10.0") | {"versions": {"mockDevicePluginImage": image}}
-    assert parse_config(config).tenants[0].hami_version == "v2.10.0"
+    config = tenant_a(hamiVersion="v2.10.0", devicePlugin="mock") | {"versions": {"mockDevicePluginImage": image}}
+    lab = parse_config(config)
+    assert (lab.tenants[0].hami_version, device_plugin(lab, lab.tenants[0])) == ("v2.10.0", "mock")
 
 
 def test_an_unknown_device_plugin_is_refused_naming_the_two() -> None:
@@ -132,6 +150,12 @@ def test_ssh_machines_cannot_pull_the_image_this_host_built() -> None:
     assert f"versions.hamiDevicePluginImage ({HAMI_DEVICE_PLUGIN_IMAGE})" in said and "push it to a registry" in said
     pushed = {"versions": {"hamiDevicePluginImage": "registry.example.com/gpulab/hami-device-plugin:v0.36.4"}}
     assert parse_config(tenant_a(devicePlugin="gpulab", **ssh) | pushed)
+    # gpulab's plugin as v2.10.0's default: the same refusal, saying it is the default and naming v2.8.3's mock
+    said = error_for(tenant_a(hamiVersion="v2.10.0", **ssh))
+    assert "gpulab:tenants[0].devicePlugin = 'gpulab': runs the device plugin of gpulab (the default for " in said
+    assert "or use hamiVersion: v2.8.3 with devicePlugin: mock" in said
+    assert parse_config(tenant_a(hamiVersion="v2.10.0", **ssh) | pushed)
+    assert parse_config(tenant_a(hamiVersion="v2.8.3", devicePlugin="mock", **ssh))
 
 
 def test_the_plugin_image_is_a_checked_reference() -> None:

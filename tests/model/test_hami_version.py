@@ -18,7 +18,6 @@ from model.docker_lab.images import tenant_images
 from model.docker_lab.sources import needed
 from model.hami_releases import (
     DEFAULT_VERSION,
-    DOCKER_LAB_DEFAULT_VERSION,
     KNOWN_VERSIONS,
     PLUGIN_MAX_NODE_MEMORY_MB,
     RELEASES,
@@ -57,10 +56,14 @@ def test_the_known_releases_are_v2_10_0_and_v2_8_3_with_their_tags_commits_and_c
 
 
 def test_a_tenant_that_names_no_release_runs_its_runtimes_default() -> None:
-    dev = parse_config(stack_keys(LAB_PROJECT / "Pulumi.dev.yaml"))
+    """v2.10.0 in every runtime: the Docker lab (the reference stack, whose tenants name v2.8.3, without it) and
+    process mode."""
+    dev = stack_keys(LAB_PROJECT / "Pulumi.dev.yaml")
+    for tenant in dev["tenants"]:
+        tenant.pop("hamiVersion")
     sim = parse_config(stack_keys(LAB_PROJECT / "Pulumi.sim.yaml"))
-    assert {t.hami_version for t in dev.tenants} == {DOCKER_LAB_DEFAULT_VERSION} == {default_version("docker")}
-    assert {t.hami_version for t in sim.tenants} == {DEFAULT_VERSION} == {default_version("process")}
+    assert {t.hami_version for t in parse_config(dev).tenants} == {DEFAULT_VERSION} == {default_version()}
+    assert {t.hami_version for t in sim.tenants} == {DEFAULT_VERSION}
 
 
 def test_process_mode_runs_either_release_per_tenant() -> None:
@@ -82,20 +85,25 @@ def test_a_release_gpulab_does_not_know_is_refused_naming_the_ones_it_knows(vers
 
 
 def test_the_docker_lab_refuses_v2_10_0_with_the_upstream_mock_plugin_that_cannot_read_its_config() -> None:
-    said = error_for(docker_lab("v2.10.0"))
+    config = docker_lab("v2.10.0")
+    config["tenants"][0]["devicePlugin"] = "mock"
+    said = error_for(config)
     assert "tenants[0].hamiVersion = 'v2.10.0'" in said
     assert "mock-device-plugin:1.0.1" in said and "PR #18" in said and "hamiVersion: v2.8.3" in said
-    assert "tenants[1]" not in said, "tenant-b names no release: the Docker lab's default, v2.8.3"
+    assert "tenants[1]" not in said, "tenant-b runs v2.8.3, whose config the upstream mock reads"
 
 
 def test_the_docker_lab_runs_v2_10_0_with_a_plugin_image_that_reads_it_chart_image_and_cache_follow() -> None:
-    lab = parse_config(docker_lab("v2.10.0", versions={"mockDevicePluginImage": OWN_PLUGIN}))
+    config = docker_lab("v2.10.0", versions={"mockDevicePluginImage": OWN_PLUGIN})
+    config["tenants"][0]["devicePlugin"] = "mock"  # unset on v2.10.0 would be gpulab's plugin
+    lab = parse_config(config)
     a, b = lab.tenants
     assert (lab.hami_chart(a).version, lab.hami_chart(b).version) == ("2.10.0", "2.8.3")
     assert lab.hami_chart(a).repo == lab.versions.hami.repo and lab.hami_chart(a).chart == "hami"
     images_a = {use.ref.full for use in tenant_images(lab, a)}
     images_b = {use.ref.full for use in tenant_images(lab, b)}
     assert "docker.io/projecthami/hami:v2.10.0" in images_a and "docker.io/projecthami/hami:v2.8.3" in images_b
+    assert OWN_PLUGIN in images_a
     charts = {item.key: item.sha256 for item in needed(lab) if item.kind == "chart" and "|hami|" in item.key}
     assert charts == {
         "https://project-hami.github.io/HAMi|hami|2.10.0": CHECKSUMS["https://project-hami.github.io/HAMi|hami|2.10.0"],

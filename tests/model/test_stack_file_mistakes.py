@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pulumi
 import pytest
+from lab_harness import PUSHED_PLUGIN_STACK_LINES
 
 from model.config import load_stack_file
 from preview.harness import run_program
@@ -65,7 +66,8 @@ def test_a_secret_key_the_config_names_is_not_unknown(capsys, tmp_path) -> None:
     ssh = TENANT_A.replace(
         "gpus:", "workerMode: ssh\n      workers: [{host: 10.0.0.21, privateKeySecret: boxKey}]\n      gpus:"
     )
-    err = refused(capsys, tmp_path, f"config:\n  gpulab:boxKey: plain\n  gpulab:tenants:\n{ssh}")
+    text = f"config:\n  gpulab:boxKey: plain\n{PUSHED_PLUGIN_STACK_LINES}  gpulab:tenants:\n{ssh}"
+    err = refused(capsys, tmp_path, text)
     assert "gpulab:boxKey: holds the SSH private key for root@10.0.0.21 in plain text" in err, err
     assert "not a key of gpulab" not in err
 
@@ -119,7 +121,7 @@ def test_a_dedented_key_is_named_with_every_other_problem(capsys, tmp_path) -> N
 
 
 def ssh_tenants(*hosts_per_tenant: list[str]) -> str:
-    text = "config:\n  gpulab:sshPrivateKey:\n    secure: v1:AAAA:BBBB\n  gpulab:tenants:\n"
+    text = f"config:\n  gpulab:sshPrivateKey:\n    secure: v1:AAAA:BBBB\n{PUSHED_PLUGIN_STACK_LINES}  gpulab:tenants:\n"
     for i, hosts in enumerate(hosts_per_tenant):
         workers = ", ".join(f"{{host: '{host}'}}" for host in hosts)
         text += (
@@ -213,7 +215,8 @@ def test_a_missing_secret_set_under_a_misspelled_name_is_named(capsys, tmp_path)
     """`gpulab:sshPrivatKey: {secure: ...}` was dropped without a word; the missing key's
     message now names the misspelled secret that is set."""
     ssh = TENANT_A.replace("gpus:", "workerMode: ssh\n      workers: [{host: 10.0.0.21}]\n      gpus:")
-    err = refused(capsys, tmp_path, f"config:\n  gpulab:sshPrivatKey:\n    secure: v1:AAAA\n  gpulab:tenants:\n{ssh}")
+    text = f"config:\n  gpulab:sshPrivatKey:\n    secure: v1:AAAA\n{PUSHED_PLUGIN_STACK_LINES}  gpulab:tenants:\n{ssh}"
+    err = refused(capsys, tmp_path, text)
     assert "gpulab:sshPrivateKey: is not set (gpulab:sshPrivatKey is set: a misspelling of sshPrivateKey?)" in err, err
 
 

@@ -7,7 +7,7 @@ import copy
 import re
 
 import pytest
-from lab_harness import lab_config, make_tenant
+from lab_harness import lab_config, make_tenant, with_pushed_plugin
 
 from model.config import ConfigError, parse_config
 
@@ -160,6 +160,7 @@ def two_tenants(**keys) -> dict:
 
 def with_ssh(config: dict, index: int, workers: list[dict]) -> dict:
     config["tenants"][index].update(workerMode="ssh", workers=workers)
+    with_pushed_plugin(config)  # gpulab's plugin, v2.10.0's default, from an image SSH machines can pull
     return config
 
 

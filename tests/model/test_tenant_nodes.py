@@ -5,6 +5,7 @@ own checks are small named rules (model/config/rules.py)."""
 from __future__ import annotations
 
 import pytest
+from lab_harness import with_pushed_plugin
 
 from model.config import ConfigError, Tenant, parse_config
 from model.config.nodes import TenantNode
@@ -15,7 +16,7 @@ TWO_L4 = [{"model": "L4", "count": 2}]
 
 
 def tenant_of(**keys: object):
-    return parse_config({"tenants": [{"name": "tenant-a", **keys}]}).tenants[0]
+    return parse_config(with_pushed_plugin({"tenants": [{"name": "tenant-a", **keys}]})).tenants[0]
 
 
 def error_for(**keys: object) -> str:

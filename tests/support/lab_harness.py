@@ -89,3 +89,17 @@ def make_tenant(name: str, index: int, **overrides: Any) -> dict[str, Any]:
     }
     tenant.update(overrides)
     return tenant
+
+
+# gpulab's device plugin image as pushed to a registry SSH machines reach. A mock tenant on workerMode: ssh runs
+# gpulab's plugin by default (hamiVersion v2.10.0), and SSH machines cannot pull the localhost/ image `make
+# lab-images` builds (model/config/hami.py gpulab_plugin_problems): tests of SSH workers for other reasons name this.
+PUSHED_PLUGIN_IMAGE = "registry.example.com/gpulab/hami-device-plugin:v0.36.4"
+PUSHED_PLUGIN_STACK_LINES = f"  gpulab:versions:\n    hamiDevicePluginImage: {PUSHED_PLUGIN_IMAGE}\n"
+
+
+def with_pushed_plugin(config: dict[str, Any]) -> dict[str, Any]:
+    """config (changed in place, and returned) with versions.hamiDevicePluginImage the pushed image, unless it
+    names one."""
+    config.setdefault("versions", {}).setdefault("hamiDevicePluginImage", PUSHED_PLUGIN_IMAGE)
+    return config

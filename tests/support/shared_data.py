@@ -120,8 +120,12 @@ def leaf_paths(values: dict, prefix: tuple[str, ...] = ()) -> list[tuple[str, ..
 
 
 def has_path(values: dict, path: tuple[str, ...]) -> bool:
+    """Whether a chart's values.yaml has a value at path. An empty map there (`podAnnotations: {}`) is one the chart
+    leaves to its user: any key below it is a value the chart reads as it stands."""
     node = values
     for key in path:
+        if node == {}:
+            return True
         if not isinstance(node, dict) or key not in node:
             return False
         node = node[key]
