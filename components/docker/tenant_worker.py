@@ -115,6 +115,19 @@ def calico_pool_transform(pod_cidr: str):
     return transform
 
 
+def gone_with(owner: pulumi.Resource):
+    """Every object of a manifest is deleted with `owner` (the tenant's control plane, whose datastore holds them)
+    and never one by one: on a destroy, Calico's CRDs and calico-node went before calico-kube-controllers, whose pod
+    then could not be torn down (no CNI to release its address) and stalled `make down` for 600 s (2026-12-08)."""
+
+    def transform(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult:
+        return pulumi.ResourceTransformResult(
+            props=args.props, opts=pulumi.ResourceOptions.merge(args.opts, pulumi.ResourceOptions(deleted_with=owner))
+        )
+
+    return transform
+
+
 class TenantWorker(pulumi.ComponentResource):
     """A tenant's worker nodes, joined and Ready, with Calico: one kindest/node container on the
     Docker host (workerMode container), or real machines over SSH (workerMode ssh)."""
@@ -164,7 +177,10 @@ class TenantWorker(pulumi.ComponentResource):
                         parent=self,
                         provider=control_plane.provider,
                         depends_on=[*self.joins, *control_plane.kube_proxy],
-                        transforms=[calico_pool_transform(tenant.pod_cidr)],
+                        transforms=[
+                            calico_pool_transform(tenant.pod_cidr),
+                            gone_with(control_plane.tenant_control_plane),
+                        ],
                     ),
                 )
             ]

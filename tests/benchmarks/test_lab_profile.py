@@ -67,9 +67,9 @@ def test_the_sampler_covers_the_whole_command_its_last_sample_taken_after_it_end
     sampler = lab_profile.Sampler()
     sampler.start()
     began = __import__("time").time()
+    ended = __import__("time").time()
     sampler.stop.set()
     sampler.join(timeout=30)
     assert not sampler.is_alive()
-    ended = sampler.host[-1][0]
-    assert len(sampler.host) >= 2 and sampler.host[0][0] <= began <= ended
-    assert lab_profile.busy_share(sampler.host, began, ended) is not None
+    # A sample at or before the command's start and one at or after its end: busy_share can always bracket it.
+    assert sampler.host[0][0] <= began and sampler.host[-1][0] >= ended

@@ -11,7 +11,7 @@ import yaml
 from lab_harness import UNKNOWN_ID, LabMocks, lab_config, make_tenant, reference_program, run_program, tenant_kubeconfig
 from shared_data import crd_schema, undeclared_paths, validate_crd
 
-from components.docker.tenant_worker import JOIN_TIMEOUT, calico_pool_transform, set_container_env
+from components.docker.tenant_worker import JOIN_TIMEOUT, calico_pool_transform, gone_with, set_container_env
 from model.config import parse_config
 from model.docker_lab.kamaji import control_plane_spec
 from model.node_container import CONTAINER_PREFLIGHT, join_token_ttl_minutes
@@ -295,7 +295,7 @@ def test_calico_is_pinned_applied_through_the_tenant_and_transformed(program) ->
     assert calico.inputs["file"].startswith("https://raw.githubusercontent.com/projectcalico/calico/v3.")
     assert program.provider_of(calico).name == "tenant-a-provider"
     assert program.depends_on(calico, program.named("tenant-a-worker-join"))
-    assert len(program.mocks.transforms.get("tenant-a-worker-calico", [])) == 1
+    assert len(program.mocks.transforms.get("tenant-a-worker-calico", [])) == 2  # the pool, and gone with the TCP
 
 
 def test_calico_transform_sets_the_pool_to_the_pod_cidr() -> None:
@@ -333,6 +333,22 @@ def test_calico_transform_sets_the_pool_to_the_pod_cidr() -> None:
         custom=True, type_="kubernetes:apps/v1:Deployment", name="x", props=daemonset, opts=pulumi.ResourceOptions()
     )
     assert transform(other) is None
+
+
+def test_every_calico_object_is_deleted_with_the_tenant_s_control_plane_never_one_by_one() -> None:
+    """Boundary: the engine's transform callback, as it hands each child of a remote ConfigFile (type, props, opts).
+    Destroyed one by one, Calico's CRDs and calico-node went before calico-kube-controllers, whose pod could not be
+    torn down; `make down` of a Calico lab stalled 600 s (2026-12-08)."""
+    owner = object()
+    transform = gone_with(owner)  # type: ignore[arg-type]
+    for kind, given in (
+        ("kubernetes:apps/v1:Deployment", pulumi.ResourceOptions()),
+        ("kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition", pulumi.ResourceOptions(protect=False)),
+    ):
+        args = pulumi.ResourceTransformArgs(custom=True, type_=kind, name="x", props={"a": 1}, opts=given)
+        result = transform(args)
+        assert result.opts.deleted_with is owner and result.props == {"a": 1}
+        assert given.deleted_with is None, "the transform must not mutate its input"
 
 
 def test_set_container_env_replaces_an_existing_value() -> None:
