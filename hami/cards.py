@@ -135,6 +135,11 @@ class PodRequest:
     # and so the pack can point them out. v2.10.0 places them (hami/nodes.py). Not part of `shape`: the engine
     # adds them to its keys where the rules count them (hami/cluster.py `pod_kind`).
     init_containers: tuple[ContainerRequest, ...] = ()
+    # Per init container above, whether it is a native sidecar (restartPolicy: Always, Kubernetes KEP-753), which the
+    # API server's ResourceQuota counts beside the app containers (placement/workloads.py `quota_gpus`). HAMi v2.10.0
+    # reads no restartPolicy (its docs/develop/sidecarsContainer-design.md 5-11; pkg/device/initContainer.go 64-65),
+    # so nothing of hami/ reads this. Not part of `shape`; shorter than `init_containers` (built by hand): not one.
+    init_sidecars: tuple[bool, ...] = ()
     use_types: tuple[str, ...] | None = None
     nouse_types: tuple[str, ...] | None = None
     use_uuids: tuple[str, ...] | None = None

@@ -127,7 +127,10 @@ def webhook_denial(admission: PodAdmission | None, rules: Rules) -> tuple[str, s
 
 
 def quota_request(pod: PodRequest) -> tuple[int, int]:
-    """(MB, cores) the webhook counts for `pod` (webhook.go `fitResourceQuota` 157-180)."""
+    """(MB, cores) the webhook counts for `pod` (webhook.go `fitResourceQuota` 157-180): a native sidecar
+    (restartPolicy: Always) as one more init container, since v2.10.0 reads no restartPolicy (167-177 walk
+    spec.initContainers as they are; its docs/develop/sidecarsContainer-design.md 5-11), where the API server's own
+    quota adds it to the app containers (placement/workloads.py `pod_gpus`)."""
     app_memory = sum(c.memreq * c.nums for c in pod.containers)
     app_cores = sum(c.cores * c.nums for c in pod.containers)
     init_memory = max((c.memreq * c.nums for c in pod.init_containers), default=0)

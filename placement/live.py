@@ -20,7 +20,7 @@ from hami.cards import CardUse
 from hami.releases import rules_for
 from hami.usage import pod_use, read_allocation
 from placement.inventory import NamespaceUsage, TenantInventory
-from placement.workloads import GPU, WorkloadError, whole_quantity
+from placement.workloads import GPU, WorkloadError, is_sidecar, pod_gpus, whole_quantity
 
 FINISHED = ("Succeeded", "Failed")
 REQUEST_TIMEOUT = 20  # seconds per API call: a hung API server cannot hang the checker
@@ -40,11 +40,12 @@ def restarted_note(name: str) -> str:
 
 def _gpu_request(pod: Mapping[str, Any], where: str) -> int:
     """The pod's nvidia.com/gpu as the API server's quota counts it: the larger of its app containers' sum and its
-    largest init container (Kubernetes' PodRequests; a GPU init container runs only where HAMi places it, v2.10.0)."""
+    largest init container, a native sidecar beside the app containers and the init containers after it (Kubernetes'
+    PodRequests: placement/workloads.py `pod_gpus`; a GPU init container runs only where HAMi places it, v2.10.0)."""
     spec = pod.get("spec") or {}
     app = [_container_gpus(container, where) for container in spec.get("containers") or []]
-    init = [_container_gpus(container, where) for container in spec.get("initContainers") or []]
-    return max(sum(app), max(init, default=0))
+    init = [(_container_gpus(c, where), is_sidecar(c)) for c in spec.get("initContainers") or []]
+    return pod_gpus(app, init)
 
 
 def _container_gpus(container: Mapping[str, Any], where: str) -> int:

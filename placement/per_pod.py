@@ -9,15 +9,17 @@ in the same order (kubectl shows only the admission policy's first failing valid
 - (v2.10.0) GpumemNotReadByHami: a nvidia.com/gpumem beyond int32, which HAMi drops with the whole request
   (pkg/device/nvidia/device.go `GenerateResourceRequests` 531-543): gpulab cannot predict what follows;
 - NodeInsufficientDevice: a container asks for more cards than the node has (with several GPU nodes,
-  than the node with the most cards has: a rule never refuses what some node can hold);
+  than the node with the most cards has: a rule never refuses what some node can hold); under v2.10.0 an init
+  container too, as it does below;
 - CardTypeMismatch / CardUuidMismatch: the pod's selectors leave no card at all (a type selector with
   non-ASCII letters is left to HAMi: it upper-cases with Unicode rules, the admission CEL cannot);
-- CardInsufficientMemory: a container asks more memory than the tenant's largest card holds
-  (including, under v2.8.3, a percentage above 100);
+- CardInsufficientMemory: a container (v2.10.0: init containers too) asks more memory than the tenant's largest
+  card holds (including, under v2.8.3, a percentage above 100);
 - InitContainerGpuRequest: an init container asks for a GPU resource (HAMi places app containers only);
 - PodGpuLimitExceeded: the pod asks more than the tenant's per-pod `gpus`, `gpumem` (a percentage counted on
   the tenant's largest card) or `gpucores` (`pod_asks`): its app containers together; where the release places init
-  containers (v2.10.0), its effective request, the larger of that and its largest init container, per resource.
+  containers (v2.10.0), its effective request as HAMi counts it, the larger of that and its largest init container,
+  per resource.
 
 Two advisories (the admission policy warns, the pack notes): cores above 100 (HAMi clamps them to
 100) and a memory percentage of 0 (v2.8.3 gives the container 0 MB, v2.10.0 the whole card).
@@ -25,8 +27,17 @@ Two advisories (the admission policy warns, the pack notes): cores above 100 (HA
 Each is judged with the tenant's HAMi release (hami/releases.py, `rules_for(inventory.hami_version)`): its
 requests (`resolve_request`: v2.10.0 reads a percentage of 0 as not given and clamps one above 100, which its webhook
 has refused already), its selectors (v2.10.0 trims them, devices.go `CheckUUID` 693-713, `CheckType` 719-738), and
-init containers, which v2.10.0 places (devices.go `Resourcereqs` 639-692; score.go `allocateInitContainers`
-226-254): InitContainerGpuRequest is v2.8.3's only. v2.10.0 adds InvalidDeviceScoringWeights (a
+init containers, which v2.10.0 places (devices.go `Resourcereqs` 639-692; score.go `scoreNode` 309-318: on each node,
+every init container fitted alone on the node as it was before the pod, `allocateInitContainers` 226-254, then the
+app containers on it again, `allocateAppContainers` 256-286, each through `fitInDevices` 81-137, whose card count
+and device.go `Fit` judge init and app containers alike): NodeInsufficientDevice and CardInsufficientMemory ask of
+init containers too, and InitContainerGpuRequest is v2.8.3's only. v2.10.0 reads no restartPolicy
+(`len(task.Spec.InitContainers)`, score.go 309; nothing in pkg/ reads it; the tag's own
+docs/develop/sidecarsContainer-design.md 5-11 says so, and pkg/device/initContainer.go 64-65 leaves sidecars to a
+later PR, #2584): a native sidecar (restartPolicy: Always, KEP-753), which Kubernetes runs beside the app
+containers, is to HAMi one more init container, fitted alone and counted in the init containers' peak, and so it
+is to these rules and `pod_asks`. Only the API server's nvidia.com/gpu quota counts it beside the app containers
+(`gpu_count_quota`). v2.10.0 adds InvalidDeviceScoringWeights (a
 hami.io/device-scoring-weights it cannot parse fails the pod's filter: score.go `calcScoreWithOptions` 361-364).
 model/kube_objects/admission_policy.py writes the same rules per release (its `PolicyRules`).
 
@@ -60,7 +71,7 @@ from placement.verdicts import (
     TooManyCards,
     ZeroMemory,
 )
-from placement.workloads import Workload, workload_of
+from placement.workloads import Workload, quota_gpus, workload_of
 
 LIMITS = ("gpus", "gpumem", "gpucores")
 
@@ -70,8 +81,11 @@ def pod_asks(pod: PodRequest, largest_mb: int, rules: Rules) -> dict[str, int]:
     card's clamped to 100), summed over its app containers. Where the release places init containers (v2.10.0:
     devices.go `Resourcereqs` 639-692, score.go `allocateInitContainers` 226-254), they run one after the other
     before the app containers, so the pod asks the larger of that sum and its largest init container, per resource:
-    its effective request, as Kubernetes counts it (PodRequests) and v2.10.0's own quota does (webhook.go
-    `fitResourceQuota` 157-180; hami/webhook.py `quota_request`)."""
+    its effective request, as v2.10.0's own quota counts it (webhook.go `fitResourceQuota` 157-180; hami/webhook.py
+    `quota_request`) and, per card, its scheduler holds it (initContainer.go `CollapseInitContainerUsage` 36-113).
+    A native sidecar (restartPolicy: Always) is one of those init containers, as HAMi reads no restartPolicy (the
+    module's docstring), where Kubernetes' PodRequests adds it to the app containers (placement/workloads.py
+    `pod_gpus`)."""
 
     def each(container: ContainerRequest) -> tuple[int, int, int]:
         c = resolve_request(container, rules)
@@ -101,17 +115,22 @@ def per_pod_refusals(inventory: TenantInventory, pod: PodRequest) -> list[PodRef
         refusals.append(RefusedByWebhook(*denial))
     every = (*pod.init_containers, *pod.containers)
     refusals += [GpumemNotRead(c.name, c.memreq) for c in every if not gpumem_read(c, rules)]
+    # The containers HAMi fits on a node: under v2.10.0 every init container first, each alone on the node as it was
+    # before the pod, restartPolicy unread (a native sidecar too: score.go `scoreNode` 309-318,
+    # `allocateInitContainers` 226-254), then the app containers together (`allocateAppContainers` 256-286).
+    inits = counted_init_containers(pod, rules)
+    fitted = [(c, True) for c in inits] + [(c, False) for c in pod.containers]
     most = max((len(on_node) for _, on_node in inventory.node_cards()), default=0)
-    refusals += [TooManyCards(c.name, c.nums, most) for c in pod.containers if c.nums > most]
-    placed = pod.containers or counted_init_containers(pod, rules)  # v2.10.0 places a pod of init containers only
-    if cards and placed and not _non_ascii_type_selector(pod) and not any(_type_ok(c, pod, rules) for c in cards):
+    refusals += [TooManyCards(c.name, c.nums, most, init) for c, init in fitted if c.nums > most]
+    # A pod of init containers only is a GPU pod to v2.10.0 (scheduler.go `Filter` 1069-1087).
+    if cards and fitted and not _non_ascii_type_selector(pod) and not any(_type_ok(c, pod, rules) for c in cards):
         refusals.append(NoCardMatches("type"))
-    if cards and placed and not any(_uuid_ok(card, pod, rules) for card in cards):
+    if cards and fitted and not any(_uuid_ok(card, pod, rules) for card in cards):
         refusals.append(NoCardMatches("uuid"))
-    for c in pod.containers:
+    for c, init in fitted:
         memory = resolve_request(c, rules).memory_for(largest)
         if cards and memory > largest:
-            refusals.append(CardTooSmall(c.name, memory, tuple(cards)))
+            refusals.append(CardTooSmall(c.name, memory, tuple(cards), init))
     if not rules.init_containers_counted:
         refusals += [InitContainerAsks(init) for init in pod.init_containers]
     if rules.scoring_weights and pod.scoring_weights_error is not None:
@@ -155,8 +174,10 @@ def refused_at_create(inventory: TenantInventory, pods: Sequence[PodRequest]) ->
 
 def gpu_count_quota(inventory: TenantInventory, pods: Sequence[PodRequest]) -> list[GpuQuotaExceeded]:
     """The native `requests.nvidia.com/gpu` quota, which the API server checks at creation, in order. It counts a
-    pod's effective request: the larger of its app containers' sum and its largest init container (Kubernetes'
-    PodRequests); a pod with GPU init containers reaches here only where the release places them (v2.10.0)."""
+    pod's effective request as Kubernetes does (placement/workloads.py `pod_gpus`): the larger of its app containers'
+    sum and its largest init container, a native sidecar counted beside the app containers and the init containers
+    after it, as HAMi does not; a pod with GPU init containers reaches here only where the release places them
+    (v2.10.0)."""
     limit = inventory.quota.gpus if inventory.quota else None
     if limit is None:
         return []
@@ -165,7 +186,7 @@ def gpu_count_quota(inventory: TenantInventory, pods: Sequence[PodRequest]) -> l
     for pod in pods:
         if not inventory.quota_applies(pod.namespace):
             continue
-        asks = max(sum(c.nums for c in pod.containers), max((c.nums for c in pod.init_containers), default=0))
+        asks = quota_gpus(pod)
         total = used.get(pod.namespace, 0)
         if total + asks > limit:
             refused.append(GpuQuotaExceeded(pod, limit, asks, total))

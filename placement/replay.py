@@ -21,7 +21,7 @@ from hami.cards import PodRequest
 from hami.cluster import NodeFailure, counted_init_containers
 from hami.webhook import quota_refusal, webhook_denial
 from placement.inventory import NamespaceUsage, TenantInventory
-from placement.workloads import Workload
+from placement.workloads import Workload, quota_gpus
 
 
 @dataclass(frozen=True)
@@ -80,8 +80,8 @@ def replay(inventory: TenantInventory, workloads: Sequence[Workload], one_node: 
         inits = counted_init_containers(pod, state.rules)
         if pod.containers or inits:
             # The API server's quota counts Pending pods too, at the pod's effective request (Kubernetes'
-            # PodRequests: the larger of the app containers' sum and the largest init container).
-            gpus = max(sum(c.nums for c in pod.containers), max((c.nums for c in inits), default=0))
+            # PodRequests, native sidecars beside the app containers: placement/workloads.py `pod_gpus`).
+            gpus = quota_gpus(pod, init=state.rules.init_containers_counted)
             namespaces[pod.namespace] = namespaces.get(pod.namespace, NamespaceUsage()) + NamespaceUsage(
                 memory_mb=held[0], cores=held[1], gpus=gpus
             )

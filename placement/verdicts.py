@@ -37,6 +37,7 @@ class TooManyCards:
     container: str
     asks: int
     most: int
+    init: bool = False  # an init container's (where the release places them: v2.10.0)
     reason: ClassVar[str] = NODE_INSUFFICIENT_DEVICE
 
 
@@ -58,6 +59,7 @@ class CardTooSmall:
     container: str
     asks_mb: int
     cards: tuple[CardSpec, ...]
+    init: bool = False  # an init container's (where the release places them: v2.10.0)
     reason: ClassVar[str] = CARD_INSUFFICIENT_MEMORY
 
     @property

@@ -119,14 +119,15 @@ def said(audience: Audience, verdict: PodRefusal | PodAdvisory) -> str:
                 if audience.several_nodes
                 else "the node has"
             )
-            return f"container {verdict.container} asks {verdict.asks} cards, {nodes} {verdict.most}"
+            init = "init " if verdict.init else ""
+            return f"{init}container {verdict.container} asks {verdict.asks} cards, {nodes} {verdict.most}"
         case NoCardMatches():
             selector = "GPU type" if verdict.selector == "type" else "card UUID"
             return f"no card of the tenant matches the pod's {selector} selector"
         case CardTooSmall():
             listed = ", ".join(f"{card.id} ({card.type}, {card.memory_mb} MB)" for card in verdict.cards)
             return (
-                f"container {verdict.container} asks {verdict.asks_mb} MB per card; "
+                f"{'init ' if verdict.init else ''}container {verdict.container} asks {verdict.asks_mb} MB per card; "
                 f"the largest card has {verdict.largest_mb} MB: {listed}"
             )
         case InitContainerAsks():

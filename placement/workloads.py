@@ -15,7 +15,7 @@ defaultCores 0, defaultGPUNum 1):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -74,6 +74,37 @@ RESOURCE_TYPES = {
 def workload_of(pod: PodRequest) -> str:
     """The workload a pod belongs to (kind/namespace/name), without its replica's number."""
     return pod.workload.split("#", 1)[0]
+
+
+def pod_gpus(app: Iterable[int], init: Iterable[tuple[int, bool]]) -> int:
+    """A pod's nvidia.com/gpu as the API server's ResourceQuota counts it, Kubernetes' PodRequests (kubernetes
+    staging/src/k8s.io/component-helpers/resource/helpers.go `aggregateContainerResourcesByFn`, called by the quota's
+    pkg/quota/v1/evaluator/core/pods.go `PodUsageFunc`), from the app containers' counts (`app`) and each init
+    container's in order with whether it is a native sidecar (`isRestartableInitContainer`: restartPolicy Always). A
+    sidecar runs beside all that starts after it: it adds to the app containers' sum, and an init container asks its
+    own count and the sidecars before it. The pod asks the largest of these. (HAMi v2.10.0 counts otherwise, a sidecar
+    as one more init container: hami/webhook.py `quota_request`, placement/per_pod.py `pod_asks`.)"""
+    total, sidecars, peak = sum(app), 0, 0
+    for gpus, sidecar in init:
+        if sidecar:
+            total, sidecars = total + gpus, sidecars + gpus
+            peak = max(peak, sidecars)
+        else:
+            peak = max(peak, gpus + sidecars)
+    return max(total, peak)
+
+
+def quota_gpus(pod: PodRequest, init: bool = True) -> int:
+    """`pod_gpus` of `pod`; `init` False leaves its init containers out (where HAMi places none, v2.8.3, a GPU init
+    container is refused first: InitContainerGpuRequest)."""
+    inits = pod.init_containers if init else ()
+    sidecars = (*pod.init_sidecars, *(False,) * len(inits))
+    return pod_gpus((c.nums for c in pod.containers), zip((c.nums for c in inits), sidecars, strict=False))
+
+
+def is_sidecar(container: Any) -> bool:
+    """An init container is a native sidecar (Kubernetes helpers.go `isRestartableInitContainer`)."""
+    return isinstance(container, Mapping) and container.get("restartPolicy") == "Always"
 
 
 class WorkloadError(ValueError):
@@ -334,7 +365,10 @@ def read_workload(kind: Any, obj: Any, default_namespace: str | None = None) -> 
     if len(app) + len(init) > MAX_CONTAINERS:
         raise WorkloadError(f"{where}: {len(app) + len(init)} containers; at most {MAX_CONTAINERS} are checked")
     containers = tuple(r for c in app if (r := container_request(c, where)) is not None)
-    init_containers = tuple(r for c in init if (r := container_request(c, where)) is not None)
+    init_requests = [(r, is_sidecar(c)) for c in init if (r := container_request(c, where)) is not None]
+    init_containers = tuple(r for r, _ in init_requests)
+    sidecars = tuple(sidecar for _, sidecar in init_requests)
+    sidecars = sidecars if any(sidecars) else ()  # none: as a PodRequest built by hand
     replicas = replica_count(kind, obj, where)
     if not containers and not init_containers:
         return Workload(kind, name, namespace, labels, replicas, ())
@@ -351,6 +385,7 @@ def read_workload(kind: Any, obj: Any, default_namespace: str | None = None) -> 
             namespace=namespace or "default",
             containers=containers,
             init_containers=init_containers,
+            init_sidecars=sidecars,
             use_types=_selector(annotations, USE_GPUTYPE),
             nouse_types=_selector(annotations, NOUSE_GPUTYPE),
             use_uuids=_selector(annotations, USE_GPUUUID),

@@ -129,7 +129,7 @@ class NodeCards(NamedTuple):
 class PodLimits(ConfigModel):
     """Per-pod caps enforced by the policy pack and the admission policy: sums over a pod's app containers, or under
     HAMi v2.10.0 (which places init containers) the pod's effective request, the larger of that sum and its largest
-    init container (placement/per_pod.py `pod_asks`)."""
+    init container, a native sidecar among them as HAMi counts it (placement/per_pod.py `pod_asks`)."""
 
     gpus: int | None = Field(default=None, gt=0, le=MAX_POD_LIMIT)
     gpumem: int | None = Field(default=None, gt=0, le=MAX_POD_LIMIT, description="MB")

@@ -21,8 +21,10 @@ shared and generated pods, fed as the API server feeds it (tests/support/cel_har
 
 Each tenant's policy follows its HAMi release (`Tenant.hami_version`), as placement/per_pod.py does (`PolicyRules`
 below: the fields of hami/releases.py `Rules` these questions read). Under v2.10.0 (Project-HAMi/HAMi tag v2.10.0):
-init containers are placed, so InitContainerGpuRequest is not asked and a pod of GPU init containers only is a GPU
-pod (pkg/device/devices.go `Resourcereqs` 639-692, pkg/scheduler/score.go `allocateInitContainers` 226-254);
+init containers are placed, each fitted alone before the app containers, a native sidecar (restartPolicy: Always)
+too, as HAMi reads no restartPolicy: their card counts and memory are judged as the app containers' are,
+InitContainerGpuRequest is not asked and a pod of GPU init containers only is a GPU pod (pkg/device/devices.go
+`Resourcereqs` 639-692, pkg/scheduler/score.go `scoreNode` 309-318, `allocateInitContainers` 226-254);
 selectors are trimmed, empty entries and blank annotations ignored, use and nouse both apply (devices.go
 `CheckUUID` 693-713, `CheckType` 719-738); a gpumem-percentage of 0 is not given, so the whole card, and one above
 100 counts as 100 (device.go `GenerateResourceRequests` 556-577); a hami.io/device-scoring-weights the scheduler
@@ -316,10 +318,12 @@ def deny_validations(tenant: Tenant, hami: bool = True) -> list[dict]:
     cards = tenant.cards()
     largest = _largest(tenant)
     rules = policy_rules(tenant)
-    # A GPU pod to HAMi: one with GPU app containers, or (where init containers are placed) GPU init containers.
-    no_gpu = "size(variables.gpu) == 0"
+    # The containers HAMi fits, whose requests make a GPU pod (placement/per_pod.py): where init containers are placed
+    # (v2.10.0), theirs first, a native sidecar among them (HAMi reads no restartPolicy), then the app containers'.
+    gpu, per_card = "variables.gpu", "variables.perCard"
     if rules.init_containers_counted:
-        no_gpu = "size(variables.gpu) + size(variables.initGpu) == 0"
+        gpu, per_card = "(variables.initGpu + variables.gpu)", "(variables.perCardInit + variables.perCard)"
+    no_gpu = f"size({gpu}) == 0"
     trimmed = rules.trimmed_selectors
     # With several GPU nodes, card-count rules are judged against the node with the most cards.
     gpu_nodes = tenant.gpu_nodes()
@@ -336,7 +340,7 @@ def deny_validations(tenant: Tenant, hami: bool = True) -> list[dict]:
         },
         *webhook_validations(rules, no_gpu),
         {
-            "expression": f"variables.gpu.all(r, r.nums <= {most})",
+            "expression": f"{gpu}.all(r, r.nums <= {most})",
             "reason": "Forbidden",
             "message": f"{NODE_INSUFFICIENT_DEVICE}: a container asks for more cards than tenant {tenant.name}{has}",
         },
@@ -355,10 +359,10 @@ def deny_validations(tenant: Tenant, hami: bool = True) -> list[dict]:
             f"{NOUSE_UUID} (its cards: {', '.join(c.id for c in cards)})",
         },
         {
-            "expression": f"variables.perCard.all(p, p.mem <= {largest})",
+            "expression": f"{per_card}.all(p, p.mem <= {largest})",
             "reason": "Forbidden",
             "messageExpression": f"'{CARD_INSUFFICIENT_MEMORY}: a container asks ' + "
-            "string(variables.perCard.map(p, p.mem).max()) + ' MB per card; the largest card of tenant "
+            f"string({per_card}.map(p, p.mem).max()) + ' MB per card; the largest card of tenant "
             f"{tenant.name} has {largest} MB'",
         },
     ]

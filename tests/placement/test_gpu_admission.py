@@ -12,7 +12,7 @@ import kubernetes_validate
 import pytest
 import yaml
 from cel_harness import admitted, canonical_quantity, run_policy
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from lab_harness import lab_config, reference_program
 from shared_data import ROOT
@@ -270,8 +270,11 @@ def workloads(draw) -> dict:
         if draw(st.integers(0, 3)) == 0:
             annotations[key] = draw(values)
     pod_spec = {"containers": [draw(container(f"c{i}")) for i in range(draw(st.integers(1, 3)))]}
-    if draw(st.integers(0, 4)) == 0:
-        pod_spec["initContainers"] = [draw(container("init"))]
+    if draw(st.integers(0, 3)) == 0:  # v2.10.0 fits each (a native sidecar too: it reads no restartPolicy)
+        pod_spec["initContainers"] = [draw(container(f"init{i}")) for i in range(draw(st.integers(1, 2)))]
+        for init in pod_spec["initContainers"]:
+            if draw(st.integers(0, 2)) == 0:
+                init["restartPolicy"] = "Always"
     if draw(st.integers(0, 6)) == 0:  # and a GPU pod with a node name
         pod_spec["nodeName"] = "tenant-a-worker"
     kind = draw(st.sampled_from(["Pod", "Pod", "Deployment", "Job", "CronJob", "StatefulSet", "ReplicationController"]))
@@ -292,6 +295,21 @@ def workloads(draw) -> dict:
     return {"kind": kind, "metadata": {"name": "g"}, "spec": {"template": template}}
 
 
+def _init_case(limits: dict, restart: str | None = None) -> dict:
+    """A Pod whose init container alone breaks a per-container rule under v2.10.0 (app: one card, 1000 MB)."""
+    init = {"name": "init0", "image": "x", "resources": {"limits": limits}}
+    if restart:
+        init["restartPolicy"] = restart
+    app = {"name": "c0", "image": "x", "resources": {"limits": {"nvidia.com/gpu": "1", "nvidia.com/gpumem": "1000"}}}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "g"},
+            "spec": {"containers": [app], "initContainers": [init], "schedulerName": "hami-scheduler"}}  # fmt: skip
+
+
+# Generated pods seldom give an init container alone more cards or memory than any app container: these do.
+@example(_init_case({"nvidia.com/gpu": "3"}), "tenant-b@v2.10.0")
+@example(_init_case({"nvidia.com/gpu": "2"}, "Always"), "tenant-a@v2.10.0")
+@example(_init_case({"nvidia.com/gpumem": "90k"}, "Always"), "tenant-a@v2.10.0")
+@example(_init_case({"nvidia.com/gpumem": "30000"}), "tenant-b@v2.10.0")
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(workloads(), st.sampled_from(sorted(JUDGED)))
 def test_policy_and_pack_agree_on_generated_workloads(obj: dict, tenant: str) -> None:

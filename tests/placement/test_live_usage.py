@@ -116,6 +116,10 @@ def test_the_gpu_count_quota_counts_a_pod_s_effective_request() -> None:
     }
     usage = current_usage(tenant_a(), {"items": [pod]}).namespace_usage
     assert usage["gpu-workloads"].gpus == 2
+    # A native sidecar (restartPolicy: Always) runs beside the app containers and the init containers after it
+    # (Kubernetes' helpers.go `aggregateContainerResourcesByFn`; placement/workloads.py `pod_gpus`): 1 + 1, and 2 + 1.
+    pod["spec"]["initContainers"] = [{**gpus(1), "restartPolicy": "Always"}, gpus(2)]
+    assert current_usage(tenant_a(), {"items": [pod]}).namespace_usage["gpu-workloads"].gpus == 3
 
 
 # --- Init containers: how each release counts a pod's allocation annotation -----------------------------------------
@@ -184,6 +188,16 @@ def test_v2_10_0_counts_the_app_containers_once_the_init_containers_succeeded() 
         ).notes
         == ()
     )
+
+
+def test_v2_10_0_keeps_counting_the_peak_while_a_sidecar_runs() -> None:
+    """HAMi v2.10.0 counts the app containers alone once every init container has terminated with 0 (util.go
+    `AllInitContainersSucceeded` 162-172): a running sidecar never has, so the peak stays (its
+    docs/develop/sidecarsContainer-design.md 24-27, "The shrink gate never opens"), as gpulab counts it."""
+    pod = with_init(INIT_AND_APP, succeeded=True)
+    pod["spec"]["initContainers"][0]["restartPolicy"] = "Always"
+    pod["status"]["initContainerStatuses"][0]["state"] = {"running": {"startedAt": "2026-12-07T18:00:00Z"}}
+    assert used("v2.10.0", pod) == ((1, 8000, 20), (8000, 20))
 
 
 def test_an_entry_is_an_init_container_s_by_its_position() -> None:
