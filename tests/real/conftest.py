@@ -23,7 +23,7 @@ from cel_harness import hami_webhook
 from shared_data import ROOT
 
 from components.docker.hami_chart import HAMI_NAMESPACE
-from model.catalog import GPU_RESOURCE, REGISTER_ANNOTATION, Card, gpu_capacity, register_annotation
+from model.catalog import REGISTER_ANNOTATION, Card, gpu_capacity, register_annotation
 from model.config import Tenant
 from model.config.loading import load_stack_file
 from model.kube_objects.admission_policy import policy_objects
@@ -107,7 +107,9 @@ def legacy_deployment(image: str) -> dict:
 def tenant_lab(cluster: Cluster) -> TenantLab:
     """Tenant-a as the program sets it up, through its own builders: namespace, quota and inventory
     (tenant_objects), its GPU node and the inventory script, then the admission policies (policy_objects)."""
-    lab = load_stack_file(ROOT / "Pulumi.dev.yaml")
+    # The test fixture's reference stack, whose tenants still name HAMi v2.8.3: these judges were written for that
+    # release's rules and messages; the shipped stack moved to v2.10.0 on 2026-12-08.
+    lab = load_stack_file(ROOT / "tests" / "fixtures" / "lab" / "Pulumi.dev.yaml")
     tenant = next(t for t in lab.tenants if t.name == TENANT)
     [namespace] = tenant.namespaces
     [gpu_node] = tenant.gpu_nodes()
@@ -129,10 +131,9 @@ def tenant_lab(cluster: Cluster) -> TenantLab:
 
     for name in policies:
         wait_until(lambda name=name: type_checked(name), WAIT, f"the API server to type-check {name}", interval=POLL)
-    # A policy is enforced once the admission plugin's informer has it and its binding: a GPU init container
-    # (refused by the deny policy) and 120 % cores (a warning of the advice policy) show it.
-    probe = hami_webhook(gpu_pod("probe", "x", gpumem=1000, gpucores=120))
-    probe["spec"]["initContainers"] = [{"name": "init", "image": "x", "resources": {"limits": {GPU_RESOURCE: "1"}}}]
+    # A policy is enforced once the admission plugin's informer has it and its binding: 90000 MB on an 80 GB card
+    # (refused by the deny policy under either HAMi release) and 120 % cores (a warning of the advice policy) show it.
+    probe = hami_webhook(gpu_pod("probe", "x", gpumem=90000, gpucores=120))
     dry_run = ("create", "--dry-run=server", "-n", JUDGED_NAMESPACE, "-f", "-")
 
     def enforced() -> str:
