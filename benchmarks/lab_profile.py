@@ -25,7 +25,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-TICKS = os.sysconf("SC_CLK_TCK")
+from boundary.bounded_run import run_bounded
+
 CGROUP_V1 = Path("/sys/fs/cgroup/cpuacct/docker")
 CGROUP_V2 = Path("/sys/fs/cgroup/system.slice")
 
@@ -141,13 +142,9 @@ def container_names(ids: list[str]) -> dict[str, str]:
     """Names of the containers still there; a removed one keeps its short id."""
     names = {cid: cid[:12] for cid in ids}
     if ids:
-        shown = subprocess.run(
-            ["docker", "ps", "-a", "--no-trunc", "--format", "{{.ID}} {{.Names}}"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        ).stdout
+        # Bounded as every docker call of the lab: a hung engine costs 30 s and leaves the short ids.
+        answer = run_bounded(["docker", "ps", "-a", "--no-trunc", "--format", "{{.ID}} {{.Names}}"], 30)
+        shown = answer.stdout.decode() if answer.ok else ""
         names.update(dict(line.split(" ", 1) for line in shown.splitlines() if " " in line and line[:64] in names))
     return names
 
