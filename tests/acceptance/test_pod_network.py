@@ -17,7 +17,8 @@ from tests.acceptance.helpers import SUITE_LABEL, disposable_namespace, image_pu
 
 PORT = 8080
 PAGE = "gpulab-pod-network"
-# Kamaji's TenantControlPlane default (networkProfile.clusterDomain); gpulab does not set another.
+# Kamaji's TenantControlPlane default (networkProfile.clusterDomain: `default: cluster.local` in its CRD,
+# shared/upstream/kamaji/tenantcontrolplanes.crd.yaml); gpulab does not set another.
 CLUSTER_DOMAIN = "cluster.local"
 
 
